@@ -1,0 +1,289 @@
+"""Service settings: one YAML file (Ray section + ``v2:`` section), loaded once, frozen.
+
+Shape (seed 000 §3.3)::
+
+    ray:
+      address: http://127.0.0.1:8265      # Ray job server (dashboard) URL
+      gcs_address: null                   # host:port; default: host of address + :6379
+      shared_root: /private
+      entrypoint_num_cpus: 1
+      entrypoint_resources: {worker_node: 1}
+      runtime_env: {env_vars: {...}}
+    v2:
+      api: {host: 0.0.0.0, port: 8080}
+      auth: {token_env: ARGUS_API_TOKEN}
+      sqlite: {db_path: /private/common/db/mvp_v2.sqlite3}
+      scheduler: {tick_s: 1, retry_interval_s: 60, max_running_tasks: 0, ...}
+      ...
+
+Precedence: defaults < file < environment (``ARGUS_*``) < command-line flags.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+WORKLOADS = ("ppo", "grpo", "sft")
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message says which key and why."""
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Plain dict/list copy of a frozen value (for JSON and for the Ray SDK)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+DEFAULT_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "ppo": ("+transfer_queue.backend.SimpleStorage.required_node_resource=worker_node",),
+    "grpo": ("+transfer_queue.backend.SimpleStorage.required_node_resource=worker_node",),
+    "sft": (),
+}
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    tick_s: float = 1.0
+    retry_interval_s: float = 60.0
+    retry_backoff: str = "fixed"  # fixed | exponential
+    retry_max_interval_s: float = 600.0
+    max_attempts: int | None = None  # None = unlimited retries of retryable failures
+    max_running_tasks: int = 0  # 0 = no limit besides resources
+    starvation_guard_s: float = 300.0  # head of queue waiting longer blocks backfill
+    stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
+    cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
+    pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Ray section
+    ray_address: str = "http://127.0.0.1:8265"
+    gcs_address: str | None = None
+    shared_root: str = "/private"
+    entrypoint_num_cpus: float = 1.0
+    entrypoint_resources: Mapping[str, float] = field(
+        default_factory=lambda: MappingProxyType({"worker_node": 1.0})
+    )
+    runtime_env: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    ray_timeout_s: float = 10.0
+    # v2 section
+    api_host: str = "0.0.0.0"
+    api_port: int = 8080
+    token_env: str = "ARGUS_API_TOKEN"
+    db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
+    task_id_prefix: str = "mvp2"
+    allowed_roots: tuple[str, ...] = ()  # default: (shared_root,)
+    max_body_bytes: int = 1 << 20
+    default_overrides: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType(DEFAULT_OVERRIDES)
+    )
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+
+    # -- derived ----------------------------------------------------------------
+    @property
+    def resolved_db_path(self) -> str:
+        return self.db_path or os.path.join(self.shared_root, "common", "db", "mvp_v2.sqlite3")
+
+    @property
+    def resolved_allowed_roots(self) -> tuple[str, ...]:
+        return self.allowed_roots or (self.shared_root,)
+
+    @property
+    def resolved_gcs_address(self) -> str:
+        if self.gcs_address:
+            return self.gcs_address
+        from urllib.parse import urlparse
+
+        host = urlparse(self.ray_address).hostname or "127.0.0.1"
+        return f"{host}:6379"
+
+    def jobs_dir(self) -> Path:
+        return Path(self.shared_root) / "jobs"
+
+    def checkpoints_dir(self) -> Path:
+        return Path(self.shared_root) / "checkpoints"
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        """Copy with some top-level fields replaced (None values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+# -- loading ------------------------------------------------------------------------
+
+_SCHED_KEYS = {f.name for f in fields(SchedulerSettings)}
+
+
+def _section(doc: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = doc.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}{key}: must be a mapping")
+    return value
+
+
+def _num(value: Any, where: str, *, minimum: float | None = None, integer: bool = False):
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: must be a number, got {value!r}")
+    if integer and not isinstance(value, int):
+        raise ConfigError(f"{where}: must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{where}: must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: must be a non-empty string, got {value!r}")
+    return value
+
+
+def _scheduler(raw: Mapping[str, Any]) -> SchedulerSettings:
+    unknown = set(raw) - _SCHED_KEYS
+    if unknown:
+        raise ConfigError(f"v2.scheduler: unknown keys {sorted(unknown)}")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        where = f"v2.scheduler.{key}"
+        if key == "retry_backoff":
+            if value not in ("fixed", "exponential"):
+                raise ConfigError(f"{where}: must be 'fixed' or 'exponential', got {value!r}")
+            out[key] = value
+        elif key in ("max_attempts", "stuck_timeout_s") and value is None:
+            out[key] = None
+        elif key in ("max_attempts", "max_running_tasks"):
+            out[key] = _num(value, where, minimum=1 if key == "max_attempts" else 0,
+                            integer=True)
+        else:
+            out[key] = float(_num(value, where, minimum=0))
+    sched = SchedulerSettings(**out)
+    if sched.tick_s <= 0:
+        raise ConfigError("v2.scheduler.tick_s: must be > 0")
+    return sched
+
+
+def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
+    """Build validated Settings from a parsed YAML document."""
+    if not isinstance(doc, Mapping):
+        raise ConfigError("config: top level must be a mapping")
+    ray = _section(doc, "ray", "")
+    v2 = _section(doc, "v2", "")
+    kw: dict[str, Any] = {}
+    if "address" in ray:
+        kw["ray_address"] = _str(ray["address"], "ray.address")
+    if ray.get("gcs_address"):
+        kw["gcs_address"] = _str(ray["gcs_address"], "ray.gcs_address")
+    if "shared_root" in ray:
+        root = _str(ray["shared_root"], "ray.shared_root")
+        if not os.path.isabs(root):
+            raise ConfigError(f"ray.shared_root: must be an absolute path, got {root!r}")
+        kw["shared_root"] = root
+    if "entrypoint_num_cpus" in ray:
+        kw["entrypoint_num_cpus"] = float(
+            _num(ray["entrypoint_num_cpus"], "ray.entrypoint_num_cpus", minimum=0)
+        )
+    if "entrypoint_resources" in ray:
+        res = ray["entrypoint_resources"] or {}
+        if not isinstance(res, Mapping):
+            raise ConfigError("ray.entrypoint_resources: must be a mapping")
+        kw["entrypoint_resources"] = _freeze(
+            {str(k): float(_num(v, f"ray.entrypoint_resources.{k}", minimum=0))
+             for k, v in res.items()}
+        )
+    if "runtime_env" in ray:
+        env = ray["runtime_env"] or {}
+        if not isinstance(env, Mapping):
+            raise ConfigError("ray.runtime_env: must be a mapping")
+        kw["runtime_env"] = _freeze(env)
+    if "timeout_s" in ray:
+        kw["ray_timeout_s"] = float(_num(ray["timeout_s"], "ray.timeout_s", minimum=0.1))
+
+    api = _section(v2, "api", "v2.")
+    if "host" in api:
+        kw["api_host"] = _str(api["host"], "v2.api.host")
+    if "port" in api:
+        kw["api_port"] = int(_num(api["port"], "v2.api.port", minimum=0, integer=True))
+    auth = _section(v2, "auth", "v2.")
+    if "token_env" in auth:
+        kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")
+    sqlite = _section(v2, "sqlite", "v2.")
+    if sqlite.get("db_path"):
+        kw["db_path"] = _str(sqlite["db_path"], "v2.sqlite.db_path")
+    if "task_id_prefix" in v2:
+        kw["task_id_prefix"] = _str(v2["task_id_prefix"], "v2.task_id_prefix")
+    jobspec = _section(v2, "jobspec", "v2.")
+    if "allowed_roots" in jobspec:
+        roots = jobspec["allowed_roots"] or []
+        if not isinstance(roots, list) or not all(
+            isinstance(r, str) and os.path.isabs(r) for r in roots
+        ):
+            raise ConfigError("v2.jobspec.allowed_roots: must be a list of absolute paths")
+        kw["allowed_roots"] = tuple(roots)
+    if "max_body_bytes" in jobspec:
+        kw["max_body_bytes"] = int(
+            _num(jobspec["max_body_bytes"], "v2.jobspec.max_body_bytes", minimum=1, integer=True)
+        )
+    verl = _section(v2, "verl", "v2.")
+    if "default_overrides" in verl:
+        dov = verl["default_overrides"] or {}
+        if not isinstance(dov, Mapping) or set(dov) - set(WORKLOADS):
+            raise ConfigError(f"v2.verl.default_overrides: a mapping with keys in {WORKLOADS}")
+        merged = dict(DEFAULT_OVERRIDES)
+        for wl, items in dov.items():
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise ConfigError(f"v2.verl.default_overrides.{wl}: must be a list of strings")
+            merged[wl] = tuple(items)
+        kw["default_overrides"] = _freeze(merged)
+    kw["scheduler"] = _scheduler(_section(v2, "scheduler", "v2."))
+    return Settings(**kw)
+
+
+_ENV = {
+    "ARGUS_RAY_ADDRESS": "ray_address",
+    "ARGUS_GCS_ADDRESS": "gcs_address",
+    "ARGUS_SHARED_ROOT": "shared_root",
+    "ARGUS_DB_PATH": "db_path",
+    "ARGUS_API_HOST": "api_host",
+    "ARGUS_API_PORT": "api_port",
+}
+
+
+def load_settings(path: str | os.PathLike[str] | None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the YAML file (if any), then apply ``ARGUS_*`` environment overrides."""
+    doc: Any = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        try:
+            doc = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    settings = settings_from_mapping(doc)
+    env = os.environ if environ is None else environ
+    changes: dict[str, Any] = {}
+    for var, attr in _ENV.items():
+        if env.get(var):
+            changes[attr] = int(env[var]) if attr == "api_port" else env[var]
+    return settings.with_overrides(**changes)
