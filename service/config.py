@@ -135,7 +135,9 @@ _SCHED_KEYS = {f.name for f in fields(SchedulerSettings)}
 
 
 def _section(doc: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = doc.get(key) or {}
+    value = doc.get(key)
+    if value is None:
+        return {}
     if not isinstance(value, Mapping):
         raise ConfigError(f"{where}{key}: must be a mapping")
     return value

@@ -1,0 +1,92 @@
+"""Settings: defaults, the dev config, precedence, and a clear error for each bad key."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from service.config import ConfigError, Settings, load_settings, settings_from_mapping, thaw
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_dev_config_loads_with_seed_paths() -> None:
+    s = load_settings(ROOT / "configs" / "dev.yaml", environ={})
+    assert s.shared_root == "/private"
+    assert s.resolved_db_path == "/private/common/db/mvp_v2.sqlite3"
+    assert s.token_env == "ARGUS_API_TOKEN"
+    assert dict(s.entrypoint_resources) == {"worker_node": 1.0}
+    assert s.scheduler.retry_interval_s == 60.0
+    assert s.scheduler.cpus_per_gpu == 3.0
+    assert any("required_node_resource=worker_node" in o for o in s.default_overrides["ppo"])
+
+
+def test_defaults_derive_paths_from_shared_root() -> None:
+    s = settings_from_mapping({"ray": {"shared_root": "/data/argus"}})
+    assert s.resolved_db_path == "/data/argus/common/db/mvp_v2.sqlite3"
+    assert s.resolved_allowed_roots == ("/data/argus",)
+    assert s.resolved_gcs_address == "127.0.0.1:6379"
+    assert str(s.jobs_dir()) == "/data/argus/jobs"
+
+
+def test_gcs_address_defaults_to_job_server_host() -> None:
+    s = settings_from_mapping({"ray": {"address": "http://10.1.2.3:8265"}})
+    assert s.resolved_gcs_address == "10.1.2.3:6379"
+
+
+def test_settings_are_frozen_deeply() -> None:
+    s = settings_from_mapping({"ray": {"runtime_env": {"env_vars": {"A": "1"}}}})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.shared_root = "/x"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        s.runtime_env["env_vars"]["A"] = "2"  # type: ignore[index]
+    assert thaw(s.runtime_env) == {"env_vars": {"A": "1"}}
+
+
+def test_environment_overrides_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("ray: {address: 'http://a:8265'}\nv2: {api: {port: 9000}}\n")
+    s = load_settings(cfg, environ={"ARGUS_RAY_ADDRESS": "http://b:8265", "ARGUS_API_PORT": "9100"})
+    assert s.ray_address == "http://b:8265"
+    assert s.api_port == 9100
+    assert s.with_overrides(api_port=9200, api_host=None).api_port == 9200
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ([1, 2], "top level must be a mapping"),
+        ({"ray": []}, "ray: must be a mapping"),
+        ({"ray": {"shared_root": "relative/dir"}}, "ray.shared_root: must be an absolute path"),
+        ({"ray": {"entrypoint_num_cpus": "one"}}, "ray.entrypoint_num_cpus: must be a number"),
+        ({"ray": {"entrypoint_num_cpus": -1}}, "ray.entrypoint_num_cpus: must be >= 0"),
+        ({"ray": {"entrypoint_resources": {"worker_node": True}}}, "must be a number"),
+        ({"v2": {"api": {"port": "80"}}}, "v2.api.port: must be a number"),
+        ({"v2": {"scheduler": {"tick_s": 0}}}, "v2.scheduler.tick_s: must be > 0"),
+        ({"v2": {"scheduler": {"retry_backoff": "linear"}}}, "v2.scheduler.retry_backoff"),
+        ({"v2": {"scheduler": {"max_attempts": 0}}}, "v2.scheduler.max_attempts: must be >= 1"),
+        ({"v2": {"scheduler": {"bogus": 1}}}, "unknown keys ['bogus']"),
+        ({"v2": {"jobspec": {"allowed_roots": ["rel"]}}}, "v2.jobspec.allowed_roots"),
+        ({"v2": {"verl": {"default_overrides": {"dpo": []}}}}, "v2.verl.default_overrides"),
+        ({"v2": {"auth": {"token_env": ""}}}, "v2.auth.token_env: must be a non-empty string"),
+    ],
+)
+def test_bad_config_names_the_key(doc: object, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        settings_from_mapping(doc)  # type: ignore[arg-type]
+    assert needle in str(err.value)
+
+
+def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(tmp_path / "missing.yaml", environ={})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("ray: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(bad, environ={})
+
+
+def test_no_file_means_defaults() -> None:
+    assert load_settings(None, environ={}) == Settings()
