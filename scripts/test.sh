@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The whole test suite, the way CI runs it: bootstrap, lint, then every tier
+# (unit, integration on real local Ray, node runtime with real supervisord + faults).
+# Extra arguments go to pytest, e.g. `scripts/test.sh -m unit -x`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+echo "== ruff"
+.venv/bin/ruff check .
+echo "== pytest"
+exec .venv/bin/pytest -p no:cacheprovider --timeout=600 -ra "$@"
