@@ -1,0 +1,29 @@
+#!/bin/sh
+# argus-ray-node entrypoint (PID 1 of every Argus Ray node container).
+#
+# Fails fast, with a clear message, when ARGUS_ROLE is missing or not head|worker, then
+# replaces itself with `argus-node run`, which validates the rest of the ARGUS_*
+# environment, renders the supervisord config for the role and execs `supervisord -n`:
+# supervisord ends up as PID 1, no shell in between.
+#
+# Given arguments, it runs them instead (`docker run --rm IMAGE ray --version`), so the
+# image can be inspected without starting a node.
+set -eu
+
+if [ "$#" -gt 0 ]; then
+    exec "$@"
+fi
+
+case "${ARGUS_ROLE:-}" in
+    head | worker) ;;
+    "")
+        echo "argus-entrypoint: ARGUS_ROLE is not set; set it to 'head' or 'worker'" >&2
+        exit 64
+        ;;
+    *)
+        echo "argus-entrypoint: ARGUS_ROLE must be 'head' or 'worker', got '${ARGUS_ROLE}'" >&2
+        exit 64
+        ;;
+esac
+
+exec argus-node run
