@@ -161,19 +161,20 @@ def _load_yaml(text: str | bytes, max_bytes: int) -> Any:
             raise JobSpecError(
                 [_detail("body", f"body is not valid UTF-8 (byte {exc.start})")]
             ) from exc
-    loader = yaml.SafeLoader(text)
     try:
-        node = loader.get_single_node()
-        duplicates = _duplicate_keys(node)
-        if duplicates:
-            raise JobSpecError(duplicates)
-        return loader.construct_document(node) if node is not None else None
+        loader = yaml.SafeLoader(text)  # the reader already rejects NUL and the like
+        try:
+            node = loader.get_single_node()
+            duplicates = _duplicate_keys(node)
+            if duplicates:
+                raise JobSpecError(duplicates)
+            return loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         raise JobSpecError([_yaml_detail(exc)]) from exc
     except yaml.YAMLError as exc:
         raise JobSpecError([_detail("body", f"malformed YAML: {exc}")]) from exc
-    finally:
-        loader.dispose()
 
 
 def _yaml_detail(exc: yaml.MarkedYAMLError) -> dict[str, Any]:
@@ -345,10 +346,10 @@ class _Validator:
     # -- fields with their own rules ----------------------------------------------
 
     def workload(self) -> str | None:
-        value = self.required("workload")
-        if value is _MISSING:
+        value = self.string("workload", self.required("workload"))
+        if value is None:
             return None
-        if not isinstance(value, str) or value not in ENTRYPOINTS:
+        if value not in ENTRYPOINTS:
             self.error("workload", f"must be one of {', '.join(ENTRYPOINTS)}, "
                                    f"got {_describe(value)}")
             return None
@@ -376,7 +377,7 @@ class _Validator:
         return self.path("val_file", self.doc.get("val_file"), optional=True)
 
     def trainer_device(self, workload: str | None) -> str | None:
-        value = self.doc.get("trainer_device")
+        value = self.string("trainer_device", self.doc.get("trainer_device"), optional=True)
         if value is None:
             return None
         if workload is not None and workload != "sft":
