@@ -1,0 +1,367 @@
+"""``argus``: the user's command line for the task service (standard library only).
+
+    argus [--url URL] [--token-env NAME] [--json] COMMAND ...
+
+Commands: submit FILE|-, status ID, attempts ID, logs ID [--attempt N] [--tail N]
+[--follow], cancel ID, queue, list [--state S] [--limit N] [--cursor C],
+wait ID [--timeout S].
+
+The server URL comes from ``--url``, else ``$ARGUS_URL``, else http://127.0.0.1:8080; the
+token from the environment variable ``ARGUS_API_TOKEN`` (or the one named by
+``--token-env``), never from the command line. Output is a readable table, or the raw
+JSON with ``--json``. Exit codes: 0 ok, 1 API or connection error (and, for ``wait``, a
+task that ended other than SUCCEEDED or did not end in time), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_TOKEN_ENV = "ARGUS_API_TOKEN"
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELED"})
+FOLLOW_TAIL = 100_000
+Opener = Callable[..., Any]  # urllib.request.urlopen's shape: (request, timeout=) -> response
+
+
+class ApiFailure(Exception):
+    """The server answered with an error (or could not be reached: status 0)."""
+
+    def __init__(self, status: int, message: str, details: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.details = details or []
+
+
+class Client:
+    """A tiny JSON/text client of the ``/api/v2`` API on top of urllib."""
+
+    def __init__(self, url: str, token: str, *, timeout: float = 30.0,
+                 opener: Opener = urllib.request.urlopen) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self._open = opener
+
+    def call(self, method: str, path: str, *, query: dict[str, Any] | None = None,
+             body: bytes | None = None, content_type: str | None = None) -> tuple[str, bytes]:
+        """One request; returns (content type, body) or raises ApiFailure."""
+        url = self.url + urllib.parse.quote(path, safe="/:")
+        params = {k: v for k, v in (query or {}).items() if v is not None}
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        req = urllib.request.Request(url, data=body, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        req.add_header("Accept", "application/json, text/plain")
+        if content_type:
+            req.add_header("Content-Type", content_type)
+        try:
+            with self._open(req, timeout=self.timeout) as resp:
+                return resp.headers.get("Content-Type", ""), resp.read()
+        except urllib.error.HTTPError as exc:
+            raise _failure(exc.code, exc.read()) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ApiFailure(0, f"cannot reach {self.url}: {reason}") from None
+
+    def json(self, method: str, path: str, **kw: Any) -> Any:
+        _, raw = self.call(method, path, **kw)
+        return json.loads(raw)
+
+    def text(self, path: str, **kw: Any) -> str:
+        _, raw = self.call("GET", path, **kw)
+        return raw.decode("utf-8", errors="replace")
+
+
+def _failure(status: int, raw: bytes) -> ApiFailure:
+    try:
+        err = json.loads(raw)["error"]
+        return ApiFailure(status, str(err["message"]), list(err.get("details") or []))
+    except (ValueError, KeyError, TypeError):
+        return ApiFailure(status, f"HTTP {status}: {raw[:200].decode(errors='replace')}")
+
+
+# -- output -----------------------------------------------------------------------------
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    lines = [headers, *cells]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _latest(task: dict[str, Any], key: str) -> Any:
+    return (task.get("latest_attempt") or {}).get(key)
+
+
+def _gpus(task: dict[str, Any]) -> str:
+    r = task.get("desired_resources") or {}
+    return f"{r.get('nnodes', '?')}x{r.get('n_gpus_per_node', '?')}"
+
+
+def show_task(task: dict[str, Any]) -> str:
+    rows = [
+        ("task_id", task.get("task_id")),
+        ("state", task.get("state")),
+        ("workload", task.get("workload")),
+        ("resources", _gpus(task) + " GPUs"),
+        ("queue_position", task.get("queue_position")),
+        ("pending_reason", task.get("pending_reason")),
+        ("next_run_at", task.get("next_run_at")),
+        ("attempt", _latest(task, "attempt_no")),
+        ("ray_submission_id", _latest(task, "ray_submission_id")),
+        ("ray_status", _latest(task, "ray_status")),
+        ("start_time", _latest(task, "start_time")),
+        ("end_time", _latest(task, "end_time")),
+        ("error_summary", task.get("error_summary")),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {_cell(v)}" for k, v in rows)
+
+
+def tasks_table(tasks: Sequence[dict[str, Any]]) -> str:
+    return table(
+        ["TASK_ID", "STATE", "WORKLOAD", "GPUS", "ATTEMPT", "INFO"],
+        [[t.get("task_id"), t.get("state"), t.get("workload"), _gpus(t),
+          _latest(t, "attempt_no"), t.get("pending_reason") or t.get("error_summary")]
+         for t in tasks],
+    )
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+class Ctx:
+    def __init__(self, client: Client, args: argparse.Namespace, out: TextIO,
+                 sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
+        self.client, self.args, self.out = client, args, out
+        self.sleep, self.clock = sleep, clock
+        self.as_json: bool = bool(getattr(args, "json", False))
+
+    def emit(self, data: Any, render: Callable[[Any], str]) -> None:
+        text = json.dumps(data, indent=2) if self.as_json else render(data)
+        self.out.write(text + "\n")
+
+
+def _task_path(task_id: str, suffix: str = "") -> str:
+    return f"/api/v2/tasks/{task_id}{suffix}"
+
+
+def cmd_submit(ctx: Ctx) -> int:
+    path = ctx.args.file
+    try:
+        body = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise ApiFailure(0, f"cannot read {path}: {exc.strerror}") from None
+    data = ctx.client.json("POST", "/api/v2/tasks", body=body,
+                           content_type="application/yaml")
+    ctx.emit(data, lambda d: f"{d['task_id']}  {d['state']}")
+    return 0
+
+
+def cmd_status(ctx: Ctx) -> int:
+    ctx.emit(ctx.client.json("GET", _task_path(ctx.args.task_id)), show_task)
+    return 0
+
+
+def cmd_attempts(ctx: Ctx) -> int:
+    data = ctx.client.json("GET", _task_path(ctx.args.task_id, "/attempts"))
+    ctx.emit(data, lambda d: table(
+        ["ATTEMPT", "RAY_SUBMISSION_ID", "RAY_STATUS", "FAILURE_KIND", "START", "END", "MESSAGE"],
+        [[a.get("attempt_no"), a.get("ray_submission_id"), a.get("ray_status"),
+          a.get("failure_kind"), a.get("start_time"), a.get("end_time"),
+          (a.get("message") or "").splitlines()[0][:80] if a.get("message") else None]
+         for a in d["attempts"]],
+    ))
+    return 0
+
+
+def cmd_cancel(ctx: Ctx) -> int:
+    data = ctx.client.json("POST", _task_path(ctx.args.task_id, ":cancel"))
+    ctx.emit(data, lambda d: f"{d['task_id']}  {d['state']}"
+             + ("  (stop requested)" if d.get("cancel_requested") else ""))
+    return 0
+
+
+def cmd_queue(ctx: Ctx) -> int:
+    data = ctx.client.json("GET", "/api/v2/queue")
+    ctx.emit(data, lambda d: "PENDING\n" + table(
+        ["POS", "TASK_ID", "STATE", "GPUS", "NEXT_RUN_AT", "REASON"],
+        [[t.get("queue_position"), t.get("task_id"), t.get("state"), _gpus(t),
+          t.get("next_run_at"), t.get("pending_reason")] for t in d["pending"]],
+    ) + "\n\nRUNNING\n" + table(
+        ["TASK_ID", "STATE", "GPUS", "RAY_SUBMISSION_ID", "RAY_STATUS"],
+        [[t.get("task_id"), t.get("state"), _gpus(t), _latest(t, "ray_submission_id"),
+          _latest(t, "ray_status")] for t in d["running"]],
+    ))
+    return 0
+
+
+def cmd_list(ctx: Ctx) -> int:
+    a = ctx.args
+    data = ctx.client.json("GET", "/api/v2/tasks",
+                           query={"state": a.state, "limit": a.limit, "cursor": a.cursor})
+    ctx.emit(data, lambda d: tasks_table(d["tasks"]) + (
+        f"\n(more: --cursor {d['next_cursor']})" if d.get("next_cursor") else ""))
+    return 0
+
+
+def cmd_logs(ctx: Ctx) -> int:
+    a = ctx.args
+    path = _task_path(a.task_id, "/logs")
+    query = {"attempt": a.attempt or "latest", "tail": a.tail}
+    if not a.follow:
+        ctx.out.write(ctx.client.text(path, query=query))
+        return 0
+    query["tail"] = FOLLOW_TAIL
+    seen = ""
+    while True:
+        state = ctx.client.json("GET", _task_path(a.task_id))["state"]
+        try:
+            text = ctx.client.text(path, query=query)
+        except ApiFailure as exc:
+            if exc.status != 404:  # 404: no attempt / no log yet
+                raise
+            text = seen
+        ctx.out.write(text[len(seen):] if text.startswith(seen) else text)
+        ctx.out.flush()
+        seen = text
+        if state in TERMINAL:
+            return 0
+        ctx.sleep(a.interval)
+
+
+def cmd_wait(ctx: Ctx) -> int:
+    a = ctx.args
+    deadline = ctx.clock() + a.timeout
+    while True:
+        task = ctx.client.json("GET", _task_path(a.task_id))
+        if task["state"] in TERMINAL or ctx.clock() >= deadline:
+            break
+        ctx.sleep(min(a.interval, max(0.0, deadline - ctx.clock())))
+    ctx.emit(task, show_task)
+    if task["state"] not in TERMINAL:
+        print(f"argus: {a.task_id} still {task['state']} after {a.timeout:g}s", file=sys.stderr)
+        return 1
+    return 0 if task["state"] == "SUCCEEDED" else 1
+
+
+# -- argument parsing -------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # --json is accepted before or after the command (SUPPRESS keeps one from hiding the other)
+    json_flag = argparse.ArgumentParser(add_help=False)
+    json_flag.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                           help="print the raw JSON answer")
+    p = argparse.ArgumentParser(prog="argus", parents=[json_flag],
+                                description="Submit and follow Argus training tasks.",
+                                epilog="exit codes: 0 ok, 1 API/connection error, 2 usage")
+    p.add_argument("--url", default=os.environ.get("ARGUS_URL") or DEFAULT_URL,
+                   help="API base URL (default: $ARGUS_URL or %(default)s)")
+    p.add_argument("--token-env", default=DEFAULT_TOKEN_ENV, metavar="NAME",
+                   help="environment variable holding the API token (default: %(default)s)")
+    p.add_argument("--http-timeout", type=_positive_float, default=30.0, metavar="S",
+                   help="timeout of one HTTP request in seconds")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[Ctx], int], help_: str, task: bool = True):
+        sp = sub.add_parser(name, parents=[json_flag], help=help_, description=help_)
+        sp.set_defaults(run=fn)
+        if task:
+            sp.add_argument("task_id")
+        return sp
+
+    add("submit", cmd_submit, "submit a JobSpec YAML file", task=False).add_argument(
+        "file", help="JobSpec YAML file, or - for stdin")
+    add("status", cmd_status, "show one task")
+    add("attempts", cmd_attempts, "list the attempts of a task")
+    logs = add("logs", cmd_logs, "print the driver log of an attempt")
+    logs.add_argument("--attempt", type=_positive_int, help="attempt number (default: latest)")
+    logs.add_argument("--tail", type=_positive_int, default=2000, help="last N lines")
+    logs.add_argument("--follow", "-f", action="store_true",
+                      help="keep printing new lines until the task ends")
+    logs.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)
+    add("cancel", cmd_cancel, "cancel a task")
+    add("queue", cmd_queue, "show pending and running tasks", task=False)
+    lst = add("list", cmd_list, "list tasks, newest first", task=False)
+    lst.add_argument("--state", help="only tasks in this state")
+    lst.add_argument("--limit", type=_positive_int, help="page size (server default 50)")
+    lst.add_argument("--cursor", help="next_cursor of the previous page")
+    wait = add("wait", cmd_wait, "wait until a task ends (exit 0 only if it SUCCEEDED)")
+    wait.add_argument("--timeout", type=_positive_float, default=3600.0, metavar="S",
+                      help="give up after S seconds (default: %(default)s)")
+    wait.add_argument("--interval", type=_positive_float, default=2.0, metavar="S",
+                      help="seconds between polls (default: %(default)s)")
+    return p
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    opener: Opener = urllib.request.urlopen,
+    out: TextIO | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    token = os.environ.get(args.token_env, "").strip()
+    if not token:
+        parser.error(f"no API token: set the environment variable {args.token_env}")
+    client = Client(args.url, token, timeout=args.http_timeout, opener=opener)
+    ctx = Ctx(client, args, out or sys.stdout, sleep, clock)
+    try:
+        return args.run(ctx)
+    except ApiFailure as exc:
+        prefix = f"HTTP {exc.status}: " if exc.status else ""
+        print(f"argus: {prefix}{exc.message}", file=sys.stderr)
+        for d in exc.details:
+            if isinstance(d, dict) and "field" in d:
+                print(f"  {d['field']}: {d.get('message', '')}", file=sys.stderr)
+            else:
+                print(f"  {d}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""``argus-api``: the task service process (HTTP API + scheduler loop + SQLite).
+
+    argus-api --config FILE [--host H] [--port P] [--db PATH]
+              [--ray-address URL] [--shared-root DIR]
+
+Precedence: defaults < config file < ``ARGUS_*`` environment < flags. The service refuses
+to start (exit 2) without an API token in the environment variable named by
+``v2.auth.token_env``, and on any configuration error. SIGTERM/SIGINT stop it cleanly:
+the scheduler loop finishes its tick, then the database is closed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sqlite3
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from aiohttp import web
+
+from service.app import create_app
+from service.artifacts import Artifacts
+from service.cluster import Cluster
+from service.config import ConfigError, Settings, load_settings
+from service.metrics import MeteredScheduler, ServiceMetrics
+from service.scheduler import Scheduler, SchedulerLoop
+from service.store import Store
+
+log = logging.getLogger("argus.api")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="argus-api", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", required=True, metavar="FILE", help="service YAML config")
+    p.add_argument("--host", help="listen address (v2.api.host)")
+    p.add_argument("--port", type=int, help="listen port (v2.api.port)")
+    p.add_argument("--db", metavar="PATH", help="SQLite file (v2.sqlite.db_path)")
+    p.add_argument("--ray-address", metavar="URL", help="Ray job server URL (ray.address)")
+    p.add_argument("--shared-root", metavar="DIR",
+                   help="shared storage root (ray.shared_root); also moves the database and "
+                        "allowed roots when they were left at their defaults")
+    return p.parse_args(argv)
+
+
+def rebase_shared_root(settings: Settings, root: str) -> Settings:
+    """Move ``shared_root``; a db path or allowed roots that were the old root's defaults
+    follow it, explicitly different ones stay."""
+    if not os.path.isabs(root):
+        raise ConfigError(f"--shared-root: must be an absolute path, got {root!r}")
+    old_default_db = replace(settings, db_path=None).resolved_db_path
+    db_path = None if settings.db_path in (None, old_default_db) else settings.db_path
+    roots = () if settings.allowed_roots in ((), (settings.shared_root,)) else (
+        settings.allowed_roots)
+    return replace(settings, shared_root=root, db_path=db_path, allowed_roots=roots)
+
+
+def settings_from_args(args: argparse.Namespace,
+                       environ: Mapping[str, str] | None = None) -> Settings:
+    settings = load_settings(args.config, environ)
+    if args.shared_root:
+        settings = rebase_shared_root(settings, args.shared_root)
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port: must be 0..65535, got {args.port}")
+    return settings.with_overrides(
+        api_host=args.host, api_port=args.port, db_path=args.db, ray_address=args.ray_address
+    )
+
+
+def read_token(settings: Settings, environ: Mapping[str, str]) -> str:
+    token = environ.get(settings.token_env, "").strip()
+    if not token:
+        raise ConfigError(
+            f"no API token: set the environment variable {settings.token_env} "
+            "(named by v2.auth.token_env); the service does not run without one"
+        )
+    return token
+
+
+def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Application:
+    """Store + artifacts + scheduler loop + API on ``cluster``; the loop starts with the
+    app and stops (then the store closes) on shutdown."""
+    store = Store(settings.resolved_db_path)
+    artifacts = Artifacts(settings.jobs_dir())
+    scheduler = Scheduler(store, cluster, settings, artifacts)
+    metrics = ServiceMetrics(store.counts_by_state)
+    loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s)
+    metrics.watch_loop(loop)
+    app = create_app(settings, store, cluster, artifacts, token=token,
+                     scheduler_loop=loop, metrics=metrics)
+
+    async def start_loop(_: web.Application) -> None:
+        loop.start()
+
+    async def stop_loop(_: web.Application) -> None:
+        loop.stop()
+        store.close()
+
+    app.on_startup.append(start_loop)
+    app.on_cleanup.append(stop_loop)
+    return app
+
+
+def _fail(message: str) -> None:
+    print(f"argus-api: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
+    try:
+        settings = settings_from_args(args)
+        token = read_token(settings, os.environ)
+    except ConfigError as exc:
+        _fail(str(exc))
+    from service.ray_cluster import RayCluster  # imported here: unit tests never load ray
+
+    try:
+        app = build_service(settings, token, RayCluster(settings))
+    except (OSError, sqlite3.Error) as exc:
+        _fail(f"cannot open the database {settings.resolved_db_path}: {exc}")
+    log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
+             settings.resolved_db_path, settings.ray_address)
+    web.run_app(app, host=settings.api_host, port=settings.api_port, print=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Prometheus metrics of one service process, on a registry of its own.
+
+A per-app ``CollectorRegistry`` (never the global one) keeps tests and several apps in
+one process independent. Families:
+
+- pushed by the API as things happen: HTTP requests by route template and status,
+  accepted submissions;
+- pushed per scheduler tick by :class:`MeteredScheduler` (a wrapper the process wiring
+  puts between ``SchedulerLoop`` and ``Scheduler``): tick duration histogram, attempts
+  submitted to Ray, retries;
+- read at scrape time: tasks by state (``store.counts_by_state()``) and the loop's own
+  tick/error counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from service.states import TaskState
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+TICK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class _TaskStateCollector(Collector):
+    """``argus_tasks`` gauge, one sample per state, computed at scrape time."""
+
+    def __init__(self, counts_by_state: Callable[[], Mapping[str, int]]) -> None:
+        self._counts = counts_by_state
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = self._counts()
+        family = GaugeMetricFamily("argus_tasks", "Tasks by state.", labels=["state"])
+        for state in TaskState:
+            family.add_metric([state.value], float(counts.get(state.value, 0)))
+        yield family
+
+
+class _SchedulerLoopCollector(Collector):
+    """Reads the scheduler loop's public counters (``ticks``, ``errors``) at scrape time."""
+
+    def __init__(self, loop: Any) -> None:
+        self._loop = loop
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(
+            "argus_scheduler_ticks", "Scheduler ticks completed.", value=float(self._loop.ticks)
+        )
+        yield CounterMetricFamily(
+            "argus_scheduler_tick_errors", "Scheduler ticks that raised.",
+            value=float(self._loop.errors),
+        )
+
+
+class ServiceMetrics:
+    """Every metric family of one app; :meth:`render` gives the exposition text."""
+
+    def __init__(
+        self,
+        counts_by_state: Callable[[], Mapping[str, int]],
+        scheduler_loop: Any | None = None,
+    ) -> None:
+        self.registry = CollectorRegistry()
+        self.http_requests = Counter(
+            "argus_http_requests",
+            "HTTP requests by method, route template and status.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.submits = Counter(
+            "argus_task_submits", "Tasks accepted by POST /api/v2/tasks.", registry=self.registry
+        )
+        self.ray_submits = Counter(
+            "argus_attempts_submitted", "Attempts handed to Ray by the scheduler.",
+            registry=self.registry,
+        )
+        self.retries = Counter(
+            "argus_task_retries", "Attempts re-queued after a retryable failure.",
+            registry=self.registry,
+        )
+        self.tick_duration = Histogram(
+            "argus_scheduler_tick_duration_seconds",
+            "Scheduler tick duration.",
+            buckets=TICK_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_TaskStateCollector(counts_by_state))
+        if scheduler_loop is not None:
+            self.watch_loop(scheduler_loop)
+
+    def watch_loop(self, scheduler_loop: Any) -> None:
+        """Export the loop's tick and error counters (once per app)."""
+        self.registry.register(_SchedulerLoopCollector(scheduler_loop))
+
+    def observe_request(self, method: str, route: str, status: int) -> None:
+        self.http_requests.labels(method, route, str(status)).inc()
+
+    def observe_tick(self, report: Any) -> None:
+        """Record one scheduler ``TickReport`` (duration, submits to Ray, retries)."""
+        self.tick_duration.observe(report.duration_s)
+        self.ray_submits.inc(report.submitted)
+        self.retries.inc(report.retried)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MeteredScheduler:
+    """Wraps a ``Scheduler`` for ``SchedulerLoop``: every tick's report feeds the metrics.
+
+    The loop only calls ``startup`` and ``tick``, so the scheduler stays unaware of
+    Prometheus and the loop needs no hook.
+    """
+
+    def __init__(self, scheduler: Any, metrics: ServiceMetrics) -> None:
+        self._scheduler = scheduler
+        self._metrics = metrics
+
+    def startup(self, now: float) -> None:
+        self._scheduler.startup(now)
+
+    def tick(self, now: float) -> Any:
+        report = self._scheduler.tick(now)
+        self._metrics.observe_tick(report)
+        return report
