@@ -1,0 +1,458 @@
+"""The scheduler: one ``tick(now)`` that moves every task one step (SPEC A5).
+
+A tick, in order:
+
+0. **Leftover SUBMITTING rows** (a crash, or Ray unreachable at start-up) are resolved by
+   their deterministic submission id: Ray knows it -> SUBMITTED; Ray does not -> back to
+   PENDING_RESOURCES, to be submitted again under the same id.
+1. **Reconcile** every SUBMITTED/RUNNING attempt with ``cluster.job_info``; a requested
+   cancel sends ``stop`` every tick until Ray confirms. Ended attempts get their driver
+   log archived and classified: SUCCEEDED, FAILED, CANCELED, or (retryable kinds) back to
+   PENDING_RESOURCES with ``next_run_at = now + delay``. A job Ray no longer knows is
+   CLUSTER_LOST. Ray unreachable leaves every row as it is.
+2. **Snapshot** the cluster once; **watch hung attempts** (RUNNING with a placement group
+   unplaced for ``stuck_timeout_s``: stop, INSUFFICIENT_RESOURCES, retry).
+3. **Admit and submit** runnable tasks in FIFO order (see the queue policy below). The
+   claim (-> SUBMITTING + attempt row) is committed before Ray is called, so a crash
+   between the two is reconciled by step 0 and never submits an attempt twice.
+
+Because step 1 runs before step 3, a slot freed by a job that just ended is used in the
+same tick.
+
+Queue policy
+------------
+* FIFO by submission order; retried tasks keep their place (their original ``seq``) and
+  become eligible at ``next_run_at``.
+* Backfill: a later task that fits may start while an earlier one waits for room.
+* Starvation guard: when a task that does not fit has been runnable for longer than
+  ``starvation_guard_s``, nothing behind it starts until it does (its free resources are
+  kept for it as they appear). Tasks ahead of it in FIFO order are unaffected.
+* Backfill window: at most ``backfill_window`` runnable tasks are examined per tick (like
+  Slurm's ``bf_max_job_test``), which bounds the tick's cost however long the queue is.
+  Tasks beyond the window keep their last ``pending_reason`` until they move up.
+* ``max_running_tasks`` (0 = no limit) caps SUBMITTING + SUBMITTED + RUNNING tasks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import shlex
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from service import failures, retry
+from service.admission import Driver, FreePool, Gang, InFlight, unreachable_reason
+from service.artifacts import Artifacts
+from service.cluster import (
+    Cluster,
+    ClusterError,
+    ClusterSnapshot,
+    ClusterUnavailable,
+    JobAlreadyExists,
+    JobInfo,
+    JobNotFound,
+    SubmitRejected,
+    SubmitRequest,
+)
+from service.config import Settings, thaw
+from service.entrypoints import build_submit_request
+from service.jobspec import JobSpec
+from service.states import ON_CLUSTER, FailureKind, RayStatus, TaskState
+from service.store import (
+    ActiveRow,
+    AttemptEnd,
+    Claim,
+    RunnableRow,
+    StaleState,
+    Store,
+    iso,
+    truncate_message,
+)
+
+log = logging.getLogger(__name__)
+
+BACKFILL_WINDOW = 500
+DRIVER_RESOURCE = "worker_node"
+
+
+@dataclass
+class TickReport:
+    reconciled: int = 0  # on-cluster attempts checked with Ray
+    submitted: int = 0  # attempts handed to Ray this tick
+    retried: int = 0  # attempts that failed retryably and were re-queued
+    finished: int = 0  # tasks that reached a terminal state
+    pending: int = 0  # runnable tasks examined that keep waiting
+    unreachable: str | None = None  # Ray's error when it did not answer
+    duration_s: float = 0.0
+
+
+class _Submit(enum.Enum):
+    SUBMITTED = "submitted"  # Ray has it (or already had it)
+    ENDED = "ended"  # refused for good or moved away meanwhile: nothing reserved
+    UNAVAILABLE = "unavailable"  # Ray did not answer: stop submitting this tick
+
+
+class Scheduler:
+    def __init__(self, store: Store, cluster: Cluster, settings: Settings,
+                 artifacts: Artifacts, *, backfill_window: int = BACKFILL_WINDOW) -> None:
+        if backfill_window < 1:
+            raise ValueError(f"backfill_window must be >= 1, got {backfill_window}")
+        self.store = store
+        self.cluster = cluster
+        self.settings = settings
+        self.sched = settings.scheduler
+        self.artifacts = artifacts
+        self.backfill_window = backfill_window
+        # What every driver asks Ray for: the configured entrypoint resources, always at
+        # least one worker_node slot (the driver never lands on the head), plus its CPUs.
+        resources = {k: float(v) for k, v in settings.entrypoint_resources.items()}
+        resources[DRIVER_RESOURCE] = max(resources.get(DRIVER_RESOURCE, 0.0), 1.0)
+        self.driver = Driver(resources, float(settings.entrypoint_num_cpus))
+
+    # -- entry points ----------------------------------------------------------------------
+    def startup(self, now: float) -> TickReport:
+        """Resolve SUBMITTING rows left by a previous run before anything new happens."""
+        report = TickReport()
+        started = time.perf_counter()
+        self._resolve_submitting(now, report)
+        report.duration_s = time.perf_counter() - started
+        return report
+
+    def tick(self, now: float) -> TickReport:
+        report = TickReport()
+        started = time.perf_counter()
+        if self._resolve_submitting(now, report):
+            self._reconcile(now, report)
+        snapshot: ClusterSnapshot | ClusterUnavailable
+        try:
+            snapshot = self.cluster.snapshot()
+        except ClusterUnavailable as exc:
+            snapshot = exc
+            report.unreachable = str(exc)
+        else:
+            self._watch_hung(now, snapshot, report)
+        self._admit(now, snapshot, report)
+        report.duration_s = time.perf_counter() - started
+        return report
+
+    # -- step 0: leftover SUBMITTING rows ----------------------------------------------------
+    def _resolve_submitting(self, now: float, report: TickReport) -> bool:
+        """False when Ray did not answer (the rows stay SUBMITTING for the next tick)."""
+        for row in self.store.active([TaskState.SUBMITTING]):
+            sid = row.ray_submission_id
+            try:
+                self.cluster.job_info(sid)
+            except JobNotFound:
+                self.store.release_claim(
+                    row.task_id, row.attempt_no,
+                    f"attempt {row.attempt_no} never reached Ray (interrupted submit); "
+                    f"it will be submitted again as {sid}", now,
+                )
+            except ClusterUnavailable as exc:
+                report.unreachable = str(exc)
+                return False
+            else:
+                self.store.mark_submitted(row.task_id, row.attempt_no, now,
+                                          already_existed=True)
+        return True
+
+    # -- step 1: reconcile -------------------------------------------------------------------
+    def _reconcile(self, now: float, report: TickReport) -> None:
+        for row in self.store.active(ON_CLUSTER):
+            try:
+                self._reconcile_one(row, now, report)
+            except ClusterUnavailable as exc:
+                report.unreachable = str(exc)
+                return  # nothing is known; do not hammer a dead job server
+            except StaleState as exc:
+                log.warning("reconcile %s: %s", row.task_id, exc)
+            report.reconciled += 1
+
+    def _reconcile_one(self, row: ActiveRow, now: float, report: TickReport) -> None:
+        sid = row.ray_submission_id
+        if row.cancel_requested:
+            with contextlib.suppress(JobNotFound):  # job_info below says so too
+                self.cluster.stop(sid)  # again every tick until Ray says it ended
+            if not row.stop_requested:
+                self.store.mark_stop_requested(row.task_id, row.attempt_no, now)
+        try:
+            info = self.cluster.job_info(sid)
+        except JobNotFound:
+            self._lost(row, now, report)
+            return
+        status = RayStatus(info.status)
+        if status.is_terminal():
+            self._ended(row, info, now, report)
+        elif (status.value != row.ray_status or info.start_time != row.start_time
+              or truncate_message(info.message) != row.message
+              or (row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING)):
+            to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
+            self.store.sync_attempt(
+                row.task_id, row.attempt_no, ray_status=status.value, message=info.message,
+                start_time=info.start_time, now=now,
+                to_running_from=row.state if to_running else None,
+            )
+
+    def _lost(self, row: ActiveRow, now: float, report: TickReport) -> None:
+        message = f"Ray no longer knows job {row.ray_submission_id} (head restarted?)"
+        end = AttemptEnd(row.ray_status, FailureKind.CLUSTER_LOST.value, message,
+                         row.start_time, now)
+        if row.cancel_requested:
+            self._finish(row, end, TaskState.CANCELED, "canceled by request", now, report)
+        else:
+            self._failed(row, end, FailureKind.CLUSTER_LOST, message, now, report)
+
+    def _ended(self, row: ActiveRow, info: JobInfo, now: float, report: TickReport) -> None:
+        status = RayStatus(info.status)
+        log_text = self._archive_log(row.ray_submission_id)
+        base = dict(ray_status=status.value, message=info.message, start_time=info.start_time,
+                    end_time=info.end_time or now, exit_code=info.exit_code)
+        if row.cancel_requested:
+            end = AttemptEnd(**base)
+            summary = f"canceled by request (Ray status {status.value})"
+            self._finish(row, end, TaskState.CANCELED, summary, now, report)
+        elif status is RayStatus.SUCCEEDED:
+            self._finish(row, AttemptEnd(**base), TaskState.SUCCEEDED, None, now, report)
+        else:
+            kind = failures.classify(status, info.message, log_text)
+            end = AttemptEnd(**base, failure_kind=kind.value)
+            self._failed(row, end, kind, log_text, now, report)
+
+    def _archive_log(self, sid: str) -> str | None:
+        """Best effort: Ray's driver log to the attempt's archive; None if unavailable."""
+        try:
+            text = self.cluster.logs(sid)
+        except ClusterError as exc:
+            log.warning("logs of %s unavailable: %s", sid, exc)
+            return None
+        try:
+            self.artifacts.archive_log(sid, text)
+        except OSError as exc:
+            log.warning("archiving the log of %s failed: %s", sid, exc)
+        return text
+
+    def _finish(self, row: ActiveRow, end: AttemptEnd, outcome: TaskState,
+                summary: str | None, now: float, report: TickReport) -> None:
+        self.store.finish_attempt(row.task_id, row.state, row.attempt_no, end, outcome,
+                                  summary, now)
+        report.finished += 1
+
+    def _failed(self, row: ActiveRow, end: AttemptEnd, kind: FailureKind,
+                log_text: str | None, now: float, report: TickReport) -> None:
+        """Retry a retryable failure while attempts are left; otherwise FAILED."""
+        n = row.attempt_no
+        summary = failures.summarize(kind, end.message, log_text)
+        if kind.retryable and retry.may_retry(n, self.sched.max_attempts):
+            next_run_at = now + retry.delay(n, self.sched)
+            reason = (f"attempt {n} failed ({kind.value}); attempt {n + 1} "
+                      f"not before {iso(next_run_at)}")
+            self.store.schedule_retry(row.task_id, row.state, n, end, next_run_at, reason, now)
+            report.retried += 1
+            return
+        if kind.retryable:
+            summary = f"gave up after {n} attempts (max_attempts={self.sched.max_attempts}); " \
+                      f"last failure {summary}"
+        self._finish(row, end, TaskState.FAILED, summary, now, report)
+
+    # -- step 2: hung attempts -----------------------------------------------------------------
+    def _watch_hung(self, now: float, snapshot: ClusterSnapshot, report: TickReport) -> None:
+        limit = self.sched.stuck_timeout_s
+        if limit is None or not snapshot.pending_pg_since:
+            return
+        for row in self.store.active([TaskState.RUNNING]):
+            since = snapshot.pending_pg_since.get(row.ray_submission_id)
+            if since is None or row.cancel_requested or now - since < limit:
+                continue
+            try:
+                self.cluster.stop(row.ray_submission_id)
+            except JobNotFound:
+                pass  # gone already: what matters is that it cannot run
+            except ClusterUnavailable as exc:
+                report.unreachable = str(exc)
+                return
+            self.store.mark_stop_requested(row.task_id, row.attempt_no, now)
+            log_text = self._archive_log(row.ray_submission_id)
+            message = (f"placement groups unplaceable for {now - since:.0f}s "
+                       f"(stuck_timeout_s={limit:g}); stopped by Argus")
+            end = AttemptEnd(RayStatus.STOPPED.value,
+                             FailureKind.INSUFFICIENT_RESOURCES.value, message,
+                             row.start_time, now)
+            self._failed(row, end, FailureKind.INSUFFICIENT_RESOURCES, log_text, now, report)
+
+    # -- step 3: admit and submit --------------------------------------------------------------
+    def _admit(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable,
+               report: TickReport) -> None:
+        candidates = self.store.runnable(now, self.backfill_window)
+        if not candidates:
+            return
+        if isinstance(snapshot, ClusterUnavailable):
+            reason = unreachable_reason(snapshot)
+            self._wait([(c, reason) for c in candidates], now, report)
+            return
+        active = self.store.active()
+        running = len(active)
+        cpg = self.sched.cpus_per_gpu
+        pool = FreePool.from_snapshot(
+            snapshot,
+            [InFlight(r.ray_submission_id, Gang(r.nnodes, r.n_gpus_per_node, cpg))
+             for r in active],
+        )
+        limit = self.sched.max_running_tasks
+        waits: list[tuple[RunnableRow, str]] = []
+        blocked: str | None = None  # reason for everyone behind a starving task
+        no_fit: dict[tuple[int, int], str] = {}  # shapes that did not fit this tick
+        for i, cand in enumerate(candidates):
+            if blocked is not None:
+                waits.append((cand, blocked))
+                continue
+            if limit and running >= limit:
+                waits.append((cand, f"max_running_tasks ({limit}) reached"))
+                continue
+            gang = Gang(cand.nnodes, cand.n_gpus_per_node, cpg)
+            shape = (cand.nnodes, cand.n_gpus_per_node)
+            reason = no_fit.get(shape)
+            if reason is None:
+                decision = pool.decide(gang, self.driver)
+                if decision.fits:
+                    outcome = self._submit(cand, now, report)
+                    if outcome is _Submit.SUBMITTED:
+                        report.submitted += 1
+                        pool.reserve(gang, self.driver, decision)
+                        running += 1
+                        no_fit.clear()  # cached reasons list free resources: now stale
+                    elif outcome is _Submit.UNAVAILABLE:
+                        rest = unreachable_reason(report.unreachable)
+                        waits.extend((c, rest) for c in candidates[i + 1:])
+                        break
+                    continue
+                reason = no_fit[shape] = decision.reason
+            waits.append((cand, reason))
+            if now - cand.runnable_since >= self.sched.starvation_guard_s:
+                blocked = (f"waiting behind {cand.task_id}, runnable for over "
+                           f"{self.sched.starvation_guard_s:g}s (starvation guard)")
+        self._wait(waits, now, report)
+
+    def _wait(self, waits: Iterable[tuple[RunnableRow, str]], now: float,
+              report: TickReport) -> None:
+        """Record why tasks wait; rows whose state and reason are unchanged are not
+        rewritten (a long queue costs no writes per tick)."""
+        recheck = self.sched.pending_recheck_s
+        items = []
+        for cand, reason in waits:
+            report.pending += 1
+            if recheck > 0 or cand.state is TaskState.QUEUED or cand.pending_reason != reason:
+                items.append((cand.task_id, cand.state, reason))
+        if items:
+            self.store.mark_pending(items, now, now + recheck if recheck > 0 else None)
+
+    def _submit(self, cand: RunnableRow, now: float, report: TickReport) -> _Submit:
+        try:
+            claim = self.store.claim_for_submit(cand.task_id, cand.state, now)
+        except StaleState:
+            return _Submit.ENDED  # canceled meanwhile
+        try:
+            req = build_submit_request(
+                JobSpec.from_dict(claim.spec), task_id=claim.task_id,
+                attempt_no=claim.attempt_no, user=claim.user, settings=self.settings,
+            )
+        except (TypeError, ValueError) as exc:
+            self.store.fail_submit(claim.task_id, claim.attempt_no, FailureKind.UNKNOWN.value,
+                                   f"cannot build the Ray submission: {exc}", now)
+            return _Submit.ENDED
+        self._write_submission(claim, req)
+        try:
+            self.cluster.submit(req)
+        except JobAlreadyExists:
+            self.store.mark_submitted(claim.task_id, claim.attempt_no, now,
+                                      already_existed=True)
+        except ClusterUnavailable as exc:
+            report.unreachable = str(exc)
+            self.store.release_claim(claim.task_id, claim.attempt_no,
+                                     unreachable_reason(exc), now)
+            return _Submit.UNAVAILABLE
+        except SubmitRejected as exc:
+            self.store.fail_submit(claim.task_id, claim.attempt_no,
+                                   FailureKind.USER_ERROR.value,
+                                   f"Ray rejected the submission: {exc}", now)
+            return _Submit.ENDED
+        else:
+            self.store.mark_submitted(claim.task_id, claim.attempt_no, now)
+        return _Submit.SUBMITTED
+
+    def _write_submission(self, claim: Claim, req: SubmitRequest) -> None:
+        payload = {
+            "submission_id": req.submission_id,
+            "entrypoint": req.entrypoint,
+            "argv": shlex.split(req.entrypoint),
+            "runtime_env": thaw(req.runtime_env),
+            "entrypoint_resources": dict(req.entrypoint_resources),
+            "entrypoint_num_cpus": req.entrypoint_num_cpus,
+            "metadata": dict(req.metadata),
+        }
+        try:
+            self.artifacts.write_submission(req.submission_id, claim.jobspec_yaml, payload)
+        except OSError as exc:  # shared storage trouble must not wedge the queue
+            log.warning("writing artifacts of %s failed: %s", req.submission_id, exc)
+
+
+class SchedulerLoop:
+    """Runs ``startup`` then ``tick`` every ``tick_s`` (or at once after ``wake``) in a
+    daemon thread. A failing tick is logged and counted; the loop goes on."""
+
+    def __init__(self, scheduler: Scheduler, tick_s: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        if tick_s <= 0:
+            raise ValueError(f"tick_s must be > 0, got {tick_s}")
+        self.scheduler = scheduler
+        self.tick_s = tick_s
+        self.clock = clock
+        self.ticks = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self.last_tick_duration_s = 0.0
+        self.last_report: TickReport | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("scheduler loop already started")
+        self._thread = threading.Thread(target=self._run, name="argus-scheduler", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Tick as soon as possible (a task arrived or was canceled)."""
+        self._wake.set()
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        started = False
+        while not self._stop.is_set():
+            self._wake.clear()  # a wake() during the tick below triggers the next at once
+            try:
+                if not started:
+                    self.scheduler.startup(self.clock())
+                    started = True
+                report = self.scheduler.tick(self.clock())
+                self.ticks += 1
+                self.last_report = report
+                self.last_tick_duration_s = report.duration_s
+            except Exception as exc:  # a bug or a DB hiccup must not end scheduling
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("scheduler tick failed")
+            self._wake.wait(self.tick_s)

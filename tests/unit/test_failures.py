@@ -1,0 +1,80 @@
+"""Failure classification, table-driven with real-looking Ray messages and driver logs."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.failures import classify, summarize
+from service.states import FailureKind, RayStatus
+
+K = FailureKind
+RAY_TASK_ERROR = """\
+Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):
+  File "/workspace/verl/verl/trainer/main_ppo.py", line 96, in run
+    trainer.init_workers()
+ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run() (pid=1234, ip=10.0.0.2)
+  File "/workspace/verl/verl/single_controller/ray/base.py", line 211, in _check_resource_available
+    raise ValueError(
+ValueError: Total available GPUs 2.0 is less than total desired GPUs 4
+"""
+
+CASES = [
+    ("verl float form", "ValueError: Total available GPUs 2.0 is less than total desired GPUs 4",
+     "", K.INSUFFICIENT_RESOURCES),
+    ("verl integer form", "ValueError: Total available GPUs 0 is less than total desired GPUs 8",
+     "", K.INSUFFICIENT_RESOURCES),
+    ("inside RayTaskError", RAY_TASK_ERROR, "", K.INSUFFICIENT_RESOURCES),
+    ("only in the log tail",
+     "Job entrypoint command failed with exit code 1, last available logs: (worker lines)",
+     "INFO starting\n" + RAY_TASK_ERROR, K.INSUFFICIENT_RESOURCES),
+    ("missing train file",
+     "Job entrypoint command failed with exit code 1",
+     "FileNotFoundError: [Errno 2] No such file or directory: '/private/data/train.parquet'",
+     K.USER_ERROR),
+    ("hydra bad override",
+     "Could not override 'trainer.bogus'.\nTo append to your config use +trainer.bogus=1\n"
+     "Key 'bogus' is not in struct", "", K.USER_ERROR),
+    ("omegaconf key", "omegaconf.errors.ConfigAttributeError: Key 'foo' is not in struct",
+     "", K.USER_ERROR),
+    ("trainer module missing", "/usr/bin/python3: No module named verl.trainer.main_ppo", "",
+     K.USER_ERROR),
+    ("module not found error",
+     "ModuleNotFoundError: No module named 'verl'", "", K.USER_ERROR),
+    ("runtime env setup",
+     "Job failed due to an application error: RuntimeEnvSetupError: Failed to set up "
+     "runtime environment.", "", K.USER_ERROR),
+    ("bad model id",
+     "OSError: org/nope is not a local folder and is not a valid model identifier listed "
+     "on 'https://huggingface.co/models'", "", K.USER_ERROR),
+    ("code exception",
+     "Job entrypoint command failed with exit code 1",
+     "Traceback (most recent call last):\n  File \"x.py\", line 3\n"
+     "ZeroDivisionError: division by zero", K.RUNTIME_ERROR),
+    ("cuda oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+     "", K.RUNTIME_ERROR),
+    ("killed, no text", "Job entrypoint command failed with exit code -9", "", K.UNKNOWN),
+    ("nothing at all", "", None, K.UNKNOWN),
+    ("near miss is not verl's check",
+     "Total available GPUs is less than total desired GPUs", "", K.UNKNOWN),
+]
+
+
+@pytest.mark.parametrize(("message", "log_tail", "kind"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_classify(message: str, log_tail: str | None, kind: FailureKind) -> None:
+    assert classify(RayStatus.FAILED, message, log_tail) is kind
+
+
+def test_success_is_not_a_failure() -> None:
+    with pytest.raises(ValueError, match="SUCCEEDED"):
+        classify(RayStatus.SUCCEEDED, "", "")
+
+
+def test_summary_picks_the_telling_line() -> None:
+    assert summarize(K.INSUFFICIENT_RESOURCES, RAY_TASK_ERROR, None) == (
+        "INSUFFICIENT_RESOURCES: Total available GPUs 2.0 is less than total desired GPUs 4")
+    log = "Traceback (most recent call last):\n  File \"x\"\nKeyError: 'actor'\nbye\n"
+    assert summarize(K.RUNTIME_ERROR, "exit code 1", log) == "RUNTIME_ERROR: KeyError: 'actor'"
+    assert summarize(K.UNKNOWN, "line one\nexit code -9\n", None) == "UNKNOWN: exit code -9"
+    assert summarize(K.UNKNOWN, "", None) == "UNKNOWN"
+    assert len(summarize(K.UNKNOWN, "x" * 5000, None)) == 300
