@@ -1,0 +1,463 @@
+"""Scheduler ticks against FakeCluster with an injected clock (no sleeps)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from service.artifacts import Artifacts
+from service.cluster import ClusterUnavailable
+from service.cluster_fake import FakeCluster
+from service.config import SchedulerSettings, Settings
+from service.jobspec import JobSpec
+from service.scheduler import Scheduler, SchedulerLoop, TickReport
+from service.states import RayStatus, TaskState
+from service.store import Store
+
+S = TaskState
+T0 = 1_766_500_000.0
+VERL_GPU_ERROR = "ValueError: Total available GPUs 2.0 is less than total desired GPUs 4"
+
+
+class Env:
+    def __init__(self, root: Path, **sched: object) -> None:
+        self.root = root
+        self.settings = Settings(shared_root=str(root),
+                                 scheduler=SchedulerSettings(**sched))  # type: ignore[arg-type]
+        self.store = Store(str(root / "db.sqlite3"))
+        self.cluster = FakeCluster(clock=T0)
+        self.cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
+        self.cluster.add_node("w1", gpus=4, cpus=16)
+        self.artifacts = Artifacts(self.settings.jobs_dir())
+        self.sched = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
+        self.n = 0
+
+    def add(self, nnodes: int = 1, g: int = 4, now: float = T0) -> str:
+        self.n += 1
+        task_id = f"mvp2-ppo-20251223-143201-{self.n:04x}"
+        spec = JobSpec(workload="ppo", code_path=f"{self.root}/verl", model_id="org/model",
+                       train_file=f"{self.root}/train.parquet",
+                       val_file=f"{self.root}/val.parquet", nnodes=nnodes, n_gpus_per_node=g)
+        self.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="workload: ppo\n",
+                               spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
+                               user="alice", now=now)
+        return task_id
+
+    def tick(self, now: float) -> TickReport:
+        self.cluster.clock = now
+        return self.sched.tick(now)
+
+    def state(self, task_id: str) -> TaskState:
+        return self.store.get_task(task_id).state
+
+    def reopen(self) -> None:
+        """The service died and starts again on the same database."""
+        self.store.close()
+        self.store = Store(str(self.root / "db.sqlite3"))
+        self.sched = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    e = Env(tmp_path)
+    yield e
+    e.store.close()
+
+
+def sid(task_id: str, n: int = 1) -> str:
+    return f"{task_id}--a{n:02d}"
+
+
+def test_happy_path_with_artifacts_and_log_archive(env: Env) -> None:
+    t = env.add()
+    report = env.tick(T0)
+    assert (report.submitted, env.state(t)) == (1, S.SUBMITTED)
+    assert env.cluster.submit_calls == [sid(t)]
+    submit = json.loads((env.root / "jobs" / sid(t) / "submit.json").read_text())
+    assert submit["submission_id"] == sid(t)
+    assert submit["argv"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    assert submit["entrypoint_resources"]["worker_node"] == 1.0
+    assert submit["metadata"]["argus_task_id"] == t
+    assert (env.root / "jobs" / sid(t) / "jobspec.yaml").read_text() == "workload: ppo\n"
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    view = env.store.get_task(t)
+    assert view.state is S.RUNNING and view.latest_attempt.ray_status == "RUNNING"
+    env.cluster.finish(sid(t), log="step 1\ndone\n", exit_code=0)
+    report = env.tick(T0 + 2)
+    assert (report.finished, env.state(t)) == (1, S.SUCCEEDED)
+    assert env.artifacts.read_log(sid(t)) == "step 1\ndone\n"
+    assert env.store.get_attempt(t).exit_code == 0
+
+
+def test_fifo_and_a_freed_slot_is_used_in_the_same_tick(env: Env) -> None:
+    a, b, c = env.add(), env.add(), env.add()
+    env.tick(T0)
+    assert [env.state(x) for x in (a, b, c)] == [S.SUBMITTED, S.PENDING_RESOURCES,
+                                                  S.PENDING_RESOURCES]
+    reason = env.store.get_task(b).pending_reason
+    assert reason.startswith("needs 1x4 GPUs (+12 CPUs per node); free:")
+    env.cluster.start(sid(a), {"w1": 4})
+    env.tick(T0 + 1)
+    env.cluster.finish(sid(a))
+    report = env.tick(T0 + 2)  # reconcile frees the node, admission uses it at once
+    assert (report.finished, report.submitted) == (1, 1)
+    assert [env.state(x) for x in (a, b, c)] == [S.SUCCEEDED, S.SUBMITTED,
+                                                  S.PENDING_RESOURCES]
+    assert env.store.get_task(c).queue_position == 1
+
+
+def test_in_flight_task_keeps_its_gpus_reserved_until_it_holds_them(env: Env) -> None:
+    a = env.add()
+    env.tick(T0)
+    b = env.add(now=T0 + 1)
+    env.tick(T0 + 1)  # a submitted but not started: the 4 free GPUs are a's
+    assert env.state(b) is S.PENDING_RESOURCES
+    assert "10.0.0.2 0 GPU/" in env.store.get_task(b).pending_reason
+    assert env.cluster.submit_calls == [sid(a)]
+
+
+def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
+    env = Env(tmp_path, starvation_guard_s=100.0)
+    big = env.add(nnodes=2, g=4)  # never fits on one 4-GPU worker
+    small = env.add(nnodes=1, g=2)
+    env.tick(T0)
+    assert env.state(big) is S.PENDING_RESOURCES and env.state(small) is S.SUBMITTED
+    late = env.add(nnodes=1, g=1, now=T0 + 100)
+    env.tick(T0 + 100)  # big has waited 100 s: nothing behind it starts
+    assert env.state(late) is S.PENDING_RESOURCES
+    assert env.store.get_task(late).pending_reason == (
+        f"waiting behind {big}, runnable for over 100s (starvation guard)")
+    env.cluster.add_node("w2", gpus=4, cpus=16)
+    env.cluster.start(sid(small), {"w1": 2})
+    env.cluster.finish(sid(small))
+    env.tick(T0 + 101)  # room for big at last: it starts; late waits for room, not the guard
+    assert env.state(big) is S.SUBMITTED and env.state(late) is S.PENDING_RESOURCES
+    assert env.store.get_task(late).pending_reason.startswith("needs 1x1 GPUs")
+
+
+def test_guard_not_yet_reached_allows_backfill(tmp_path: Path) -> None:
+    env = Env(tmp_path, starvation_guard_s=100.0)
+    big = env.add(nnodes=2, g=4)
+    env.tick(T0)
+    late = env.add(nnodes=1, g=1, now=T0 + 99)
+    env.tick(T0 + 99.9)
+    assert env.state(big) is S.PENDING_RESOURCES and env.state(late) is S.SUBMITTED
+
+
+def test_insufficient_resources_retries_after_the_delay_and_not_before(env: Env) -> None:
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t))
+    env.cluster.finish(sid(t), RayStatus.FAILED, message="exit code 1",
+                       log="Traceback (most recent call last):\n" + VERL_GPU_ERROR + "\n")
+    report = env.tick(T0 + 10)
+    assert report.retried == 1
+    view = env.store.get_task(t)
+    assert view.state is S.PENDING_RESOURCES and view.next_run_at == T0 + 10 + 60
+    assert "attempt 1 failed (INSUFFICIENT_RESOURCES)" in view.pending_reason
+    assert env.store.get_attempt(t, 1).failure_kind == "INSUFFICIENT_RESOURCES"
+    env.tick(T0 + 70 - 0.001)
+    assert env.cluster.submit_calls == [sid(t)]
+    env.tick(T0 + 70)
+    assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
+    assert env.state(t) is S.SUBMITTED
+    assert env.store.get_task(t).latest_attempt.ray_submission_id == sid(t, 2)
+
+
+def _fail_insufficient(env: Env, t: str, n: int, now: float) -> None:
+    env.cluster.clock = now
+    env.cluster.finish(sid(t, n), RayStatus.FAILED, message=VERL_GPU_ERROR)
+    env.tick(now)
+
+
+def test_exponential_backoff_with_cap(tmp_path: Path) -> None:
+    env = Env(tmp_path, retry_backoff="exponential", retry_interval_s=10.0,
+              retry_max_interval_s=25.0)
+    t = env.add()
+    env.tick(T0)
+    now, delays = T0, []
+    for n in (1, 2, 3):
+        _fail_insufficient(env, t, n, now)
+        delays.append(env.store.get_task(t).next_run_at - now)
+        now = env.store.get_task(t).next_run_at
+        env.tick(now)
+        assert env.cluster.submit_calls[-1] == sid(t, n + 1)
+    assert delays == [10.0, 20.0, 25.0]
+
+
+def test_max_attempts(tmp_path: Path) -> None:
+    env = Env(tmp_path, max_attempts=2, retry_interval_s=5.0)
+    t = env.add()
+    env.tick(T0)
+    _fail_insufficient(env, t, 1, T0 + 1)
+    env.tick(T0 + 6)
+    _fail_insufficient(env, t, 2, T0 + 7)
+    view = env.store.get_task(t)
+    assert view.state is S.FAILED
+    assert view.error_summary.startswith("gave up after 2 attempts (max_attempts=2); last "
+                                         "failure INSUFFICIENT_RESOURCES: Total available")
+    env.tick(T0 + 1000)
+    assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
+
+
+def test_non_retryable_failure_stays_failed(env: Env) -> None:
+    t = env.add()
+    env.tick(T0)
+    env.cluster.finish(sid(t), RayStatus.FAILED, message="exit code 1",
+                       log="Traceback (most recent call last):\nKeyError: 'actor'\n")
+    env.tick(T0 + 1)
+    view = env.store.get_task(t)
+    assert view.state is S.FAILED and view.error_summary == "RUNTIME_ERROR: KeyError: 'actor'"
+    env.tick(T0 + 10_000)
+    assert env.cluster.submit_calls == [sid(t)]
+
+
+def test_cluster_lost_requeues_and_resubmits(env: Env) -> None:
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    env.cluster.forget_all_jobs()
+    env.tick(T0 + 2)
+    assert env.state(t) is S.PENDING_RESOURCES
+    assert env.store.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
+    env.tick(T0 + 62)
+    assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
+
+
+def test_cancel_queued_and_pending_at_once(env: Env) -> None:
+    a, b, c = env.add(), env.add(), env.add()
+    env.tick(T0)  # a submitted, b and c pending
+    assert env.store.cancel(c, T0 + 1).kind == "canceled"
+    assert env.state(c) is S.CANCELED
+    assert env.store.cancel(a, T0 + 1).kind == "stopping"
+    assert env.store.cancel(b, T0 + 1).kind == "canceled"
+    env.tick(T0 + 2)
+    assert env.state(a) is S.CANCELED
+    assert env.cluster.stop_calls == [sid(a)]
+    assert env.store.get_attempt(a).stop_requested
+    assert env.store.cancel(a, T0 + 3).kind == "terminal"
+    assert env.cluster.submit_calls == [sid(a)]  # nothing else was started
+
+
+def test_cancel_running_stops_every_tick_until_ray_confirms(env: Env,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    env.store.cancel(t, T0 + 2)
+    calls: list[str] = []
+    monkeypatch.setattr(env.cluster, "stop", calls.append)  # Ray is slow to stop
+    env.tick(T0 + 3)
+    env.tick(T0 + 4)
+    assert calls == [sid(t), sid(t)] and env.state(t) is S.RUNNING
+    env.cluster.finish(sid(t), RayStatus.STOPPED)
+    env.tick(T0 + 5)
+    view = env.store.get_task(t)
+    assert view.state is S.CANCELED and view.error_summary.startswith("canceled by request")
+
+
+def test_cancel_while_submitting_completes_after_restart(env: Env) -> None:
+    t = env.add()
+    env.store.claim_for_submit(t, S.QUEUED, T0)  # crash right after the claim
+    env.store.cancel(t, T0 + 1)
+    env.reopen()
+    env.sched.startup(T0 + 2)  # Ray never saw it: back to runnable -> cancel completes
+    assert env.state(t) is S.CANCELED
+    assert env.cluster.submit_calls == []
+
+
+def test_restart_after_claim_before_submit_submits_once(env: Env) -> None:
+    t = env.add()
+    env.store.claim_for_submit(t, S.QUEUED, T0)  # claim committed, then kill -9
+    env.reopen()
+    env.sched.startup(T0 + 1)
+    assert env.state(t) is S.PENDING_RESOURCES
+    assert "never reached Ray" in env.store.get_task(t).pending_reason
+    env.tick(T0 + 1)
+    assert env.cluster.submit_calls == [sid(t)]
+    assert env.state(t) is S.SUBMITTED
+
+
+def test_restart_after_submit_before_record_does_not_resubmit(env: Env) -> None:
+    t = env.add()
+    claim = env.store.claim_for_submit(t, S.QUEUED, T0)
+    from service.entrypoints import build_submit_request
+
+    req = build_submit_request(JobSpec.from_dict(claim.spec), task_id=t, attempt_no=1,
+                               user="alice", settings=env.settings)
+    env.cluster.submit(req)  # Ray accepted it; the service died before mark_submitted
+    env.reopen()
+    env.sched.startup(T0 + 1)
+    assert env.state(t) is S.SUBMITTED
+    env.tick(T0 + 2)
+    assert env.cluster.submit_calls == [sid(t)]  # exactly one submit, ever
+    assert [e.payload.get("already_existed") for e in env.store.events(t)
+            if e.event_type == "SUBMIT"] == [True]
+
+
+def test_startup_with_ray_down_keeps_submitting_then_tick_resolves(env: Env) -> None:
+    t = env.add()
+    env.store.claim_for_submit(t, S.QUEUED, T0)
+    env.reopen()
+    env.cluster.unreachable = True
+    env.sched.startup(T0 + 1)
+    assert env.state(t) is S.SUBMITTING
+    env.cluster.unreachable = False
+    env.tick(T0 + 2)
+    assert env.state(t) is S.SUBMITTED and env.cluster.submit_calls == [sid(t)]
+
+
+def test_ray_unreachable_tasks_wait_and_nothing_is_lost(env: Env) -> None:
+    running = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(running), {"w1": 4})
+    env.tick(T0 + 1)
+    queued = [env.add(g=1) for _ in range(3)]
+    env.cluster.unreachable = True
+    report = env.tick(T0 + 2)
+    assert report.unreachable == "fake cluster is unreachable"
+    assert env.state(running) is S.RUNNING
+    for q in queued:
+        view = env.store.get_task(q)
+        assert view.state is S.PENDING_RESOURCES
+        assert view.pending_reason == "Ray cluster unreachable: fake cluster is unreachable"
+    env.cluster.unreachable = False
+    env.cluster.finish(sid(running))
+    env.tick(T0 + 3)
+    assert env.state(running) is S.SUCCEEDED
+    assert all(env.state(q) is S.SUBMITTED for q in queued)
+
+
+def test_unreachable_during_submit_keeps_the_attempt_number(env: Env,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    t = env.add()
+
+    def down(req: object) -> None:
+        raise ClusterUnavailable("connection refused")
+
+    monkeypatch.setattr(env.cluster, "submit", down)
+    report = env.tick(T0)
+    assert report.unreachable == "connection refused" and report.submitted == 0
+    assert env.store.get_task(t).pending_reason == "Ray cluster unreachable: connection refused"
+    monkeypatch.undo()
+    env.tick(T0 + 1)
+    assert env.cluster.submit_calls == [sid(t)]
+    assert [a.attempt_no for a in env.store.list_attempts(t)] == [1]
+
+
+def test_submit_rejected_fails_and_already_exists_counts_as_submitted(env: Env) -> None:
+    a, b = env.add(g=1), env.add(g=1)
+    env.cluster.reject_next = "runtime_env: bad pip spec"
+    env.tick(T0)
+    assert env.state(a) is S.FAILED and env.state(b) is S.SUBMITTED
+    assert env.store.get_task(a).error_summary == (
+        "USER_ERROR: Ray rejected the submission: runtime_env: bad pip spec")
+    # A job with c's id already exists on Ray: that is the attempt, submitted.
+    c = env.add(g=1)
+    claim = env.store.claim_for_submit(c, S.QUEUED, T0)
+    from service.entrypoints import build_submit_request
+
+    env.cluster.submit(build_submit_request(JobSpec.from_dict(claim.spec), task_id=c,
+                                            attempt_no=1, user=None, settings=env.settings))
+    env.store.release_claim(c, 1, "test: pretend the first answer was lost", T0)
+    env.tick(T0 + 1)
+    assert env.state(c) is S.SUBMITTED
+    assert env.cluster.submit_calls.count(sid(c)) == 2  # the second got "already exists"
+
+
+def test_hung_attempt_is_stopped_and_retried(tmp_path: Path) -> None:
+    env = Env(tmp_path, stuck_timeout_s=300.0)
+    t = env.add()
+    env.tick(T0)
+    env.cluster.hang(sid(t), since=T0 + 1)
+    env.tick(T0 + 300)
+    assert env.state(t) is S.RUNNING and env.cluster.stop_calls == []
+    report = env.tick(T0 + 301)
+    assert report.retried == 1 and env.cluster.stop_calls == [sid(t)]
+    attempt = env.store.get_attempt(t, 1)
+    assert attempt.failure_kind == "INSUFFICIENT_RESOURCES" and attempt.ray_status == "STOPPED"
+    assert "placement groups unplaceable for 300s" in attempt.message
+    assert env.state(t) is S.PENDING_RESOURCES
+
+
+def test_max_running_tasks(tmp_path: Path) -> None:
+    env = Env(tmp_path, max_running_tasks=1)
+    a, b = env.add(g=1), env.add(g=1)
+    env.tick(T0)
+    assert env.state(a) is S.SUBMITTED and env.state(b) is S.PENDING_RESOURCES
+    assert env.store.get_task(b).pending_reason == "max_running_tasks (1) reached"
+    env.cluster.finish(sid(a))
+    env.tick(T0 + 1)
+    assert env.state(b) is S.SUBMITTED
+
+
+def test_unchanged_waits_are_not_rewritten(env: Env) -> None:
+    env.add()
+    t = env.add()
+    env.tick(T0)
+    before = (env.store.get_task(t).updated_at, len(env.store.events(t)))
+    env.tick(T0 + 1)
+    env.tick(T0 + 2)
+    assert (env.store.get_task(t).updated_at, len(env.store.events(t))) == before
+
+
+def test_backfill_window_bounds_the_work(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    env.sched = Scheduler(env.store, env.cluster, env.settings, env.artifacts,
+                          backfill_window=2)
+    ids = [env.add(nnodes=2) for _ in range(3)]
+    report = env.tick(T0)
+    assert report.pending == 2
+    assert [env.state(x) for x in ids] == [S.PENDING_RESOURCES, S.PENDING_RESOURCES, S.QUEUED]
+    with pytest.raises(ValueError, match="backfill_window"):
+        Scheduler(env.store, env.cluster, env.settings, env.artifacts, backfill_window=0)
+
+
+class _StubScheduler:
+    """Counts calls; the first tick raises, to show the loop survives it."""
+
+    def __init__(self) -> None:
+        self.startups = 0
+        self.ticks = 0
+        self.third_tick = threading.Event()
+
+    def startup(self, now: float) -> TickReport:
+        self.startups += 1
+        return TickReport()
+
+    def tick(self, now: float) -> TickReport:
+        self.ticks += 1
+        if self.ticks == 1:
+            raise RuntimeError("boom")
+        if self.ticks == 3:
+            self.third_tick.set()
+        return replace(TickReport(), duration_s=0.25)
+
+
+def test_loop_survives_errors_and_wakes_early() -> None:
+    stub = _StubScheduler()
+    loop = SchedulerLoop(stub, tick_s=3600.0, clock=lambda: T0)  # type: ignore[arg-type]
+    loop.start()
+    try:
+        for _ in range(3):  # with a one-hour tick only wake() can drive it
+            loop.wake()
+            if stub.third_tick.wait(0.2):
+                break
+        assert stub.third_tick.wait(10), "the loop did not tick after wake()"
+    finally:
+        loop.stop()
+    assert not loop.alive
+    assert stub.startups == 1
+    assert loop.errors == 1 and loop.last_error == "RuntimeError: boom"
+    assert loop.ticks >= 2 and loop.last_tick_duration_s == 0.25
+    with pytest.raises(ValueError, match="tick_s"):
+        SchedulerLoop(stub, tick_s=0)  # type: ignore[arg-type]

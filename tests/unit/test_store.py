@@ -1,0 +1,245 @@
+"""Store: creation, views (SPEC A7 shapes), queue positions, pagination, cancel, CAS."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from service.states import TaskState
+from service.store import (
+    AttemptEnd,
+    InvalidCursor,
+    StaleState,
+    Store,
+    TaskExists,
+    decode_cursor,
+    encode_cursor,
+    iso,
+    truncate_message,
+)
+
+S = TaskState
+
+
+def tid(i: int) -> str:
+    return f"mvp2-ppo-20251223-143201-{i:04x}"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(str(tmp_path / "db.sqlite3"))
+    yield s
+    s.close()
+
+
+def add(store: Store, i: int, now: float = 100.0, nnodes: int = 1, g: int = 1) -> str:
+    store.create_task(task_id=tid(i), workload="ppo", jobspec_yaml=f"raw: {i}\n",
+                      spec={"i": i}, nnodes=nnodes, n_gpus_per_node=g, user="alice", now=now)
+    return tid(i)
+
+
+def test_create_and_view(store: Store) -> None:
+    view = store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="a: 1  # raw\n",
+                             spec={"workload": "ppo"}, nnodes=2, n_gpus_per_node=4,
+                             user=None, now=1766500321.5)
+    assert view.to_dict() == {
+        "task_id": tid(1), "state": "QUEUED", "workload": "ppo", "user": None,
+        "created_at": "2025-12-23T14:32:01.500Z", "updated_at": "2025-12-23T14:32:01.500Z",
+        "desired_resources": {"nnodes": 2, "n_gpus_per_node": 4, "total_gpus": 8},
+        "latest_attempt": None, "error_summary": None, "pending_reason": None,
+        "queue_position": 1, "next_run_at": "2025-12-23T14:32:01.500Z",
+        "cancel_requested": False,
+    }
+    assert store.task_exists(tid(1)) and not store.task_exists(tid(2))
+    assert store.get_task(tid(2)) is None
+    with pytest.raises(TaskExists):
+        add(store, 1)
+    claim = store.claim_for_submit(tid(1), S.QUEUED, 2.0)
+    assert claim.jobspec_yaml == "a: 1  # raw\n" and claim.spec == {"workload": "ppo"}
+    assert [e.event_type for e in store.events(tid(1))] == ["CREATED", "STATE_TRANSITION"]
+
+
+def test_queue_positions_follow_fifo_among_runnable(store: Store) -> None:
+    ids = [add(store, i) for i in range(1, 6)]
+    store.claim_for_submit(ids[1], S.QUEUED, 101.0)  # leaves the queue
+    store.mark_pending([(ids[2], S.QUEUED, "no room")], 101.0)  # still runnable
+    positions = {i: store.get_task(i).queue_position for i in ids}
+    assert positions == {ids[0]: 1, ids[1]: None, ids[2]: 2, ids[3]: 3, ids[4]: 4}
+    pending, running = store.queue()
+    assert [(t.task_id, t.queue_position) for t in pending] == [
+        (ids[0], 1), (ids[2], 2), (ids[3], 3), (ids[4], 4)]
+    assert [t.task_id for t in running] == [ids[1]]
+    assert pending[1].pending_reason == "no room" and pending[1].state is S.PENDING_RESOURCES
+    counts = store.counts_by_state()
+    assert counts["QUEUED"] == 3 and counts["PENDING_RESOURCES"] == 1
+    assert counts["SUBMITTING"] == 1 and counts["FAILED"] == 0
+
+
+def test_pagination_newest_first(store: Store) -> None:
+    ids = [add(store, i) for i in range(1, 8)]
+    store.claim_for_submit(ids[2], S.QUEUED, 101.0)
+    seen, cursor = [], None
+    while True:
+        page, cursor = store.list_tasks(limit=3, cursor=cursor)
+        seen += [t.task_id for t in page]
+        if cursor is None:
+            break
+    assert seen == ids[::-1]
+    page, cursor = store.list_tasks(state=S.SUBMITTING, limit=3)
+    assert [t.task_id for t in page] == [ids[2]] and cursor is None
+    assert page[0].latest_attempt.ray_submission_id == ids[2] + "--a01"
+    for bad in ("nope", encode_cursor(5)[:-1] + "!", "c2VxOi0x"):  # junk, bad b64, seq:-1
+        with pytest.raises(InvalidCursor):
+            store.list_tasks(limit=3, cursor=bad)
+    with pytest.raises(ValueError, match="limit"):
+        store.list_tasks(limit=0)
+    assert decode_cursor(encode_cursor(42)) == 42
+
+
+def test_attempt_numbers_and_reuse_of_unaccepted_ids(store: Store) -> None:
+    t = add(store, 1)
+    c1 = store.claim_for_submit(t, S.QUEUED, 101.0)
+    assert (c1.attempt_no, c1.ray_submission_id) == (1, t + "--a01")
+    # Ray never accepted it: the same id is used again.
+    assert store.release_claim(t, 1, "Ray cluster unreachable: x", 102.0) is S.PENDING_RESOURCES
+    assert store.get_task(t).pending_reason == "Ray cluster unreachable: x"
+    again = store.claim_for_submit(t, S.PENDING_RESOURCES, 103.0)
+    assert again.ray_submission_id == t + "--a01"
+    store.mark_submitted(t, 1, 104.0)
+    store.schedule_retry(t, S.SUBMITTED, 1, AttemptEnd("FAILED", "INSUFFICIENT_RESOURCES", "m"),
+                         next_run_at=200.0, reason="retry later", now=105.0)
+    view = store.get_task(t)
+    assert view.state is S.PENDING_RESOURCES and view.to_dict()["next_run_at"] == iso(200.0)
+    assert store.runnable(199.9, 10) == [] and len(store.runnable(200.0, 10)) == 1
+    c2 = store.claim_for_submit(t, S.PENDING_RESOURCES, 201.0)
+    assert c2.ray_submission_id == t + "--a02"  # accepted ids are never reused
+    assert [a.attempt_no for a in store.list_attempts(t)] == [1, 2]
+    assert store.get_attempt(t).attempt_no == 2
+    first = store.get_attempt(t, 1)
+    assert first.failure_kind == "INSUFFICIENT_RESOURCES" and first.submitted_at == 104.0
+    assert first.to_dict()["submitted_at"] == iso(104.0)
+    assert store.get_attempt(t, 3) is None
+    kinds = [e.event_type for e in store.events(t)]
+    assert "SUBMIT" in kinds and "RETRY_SCHEDULED" in kinds
+
+
+@pytest.mark.parametrize("state", list(TaskState))
+def test_cancel_from_every_state(store: Store, state: TaskState) -> None:
+    t = add(store, 1)
+    with store._tx() as conn:  # set-up: put the row in ``state`` with an attempt
+        conn.execute("INSERT INTO attempts (task_id, attempt_no, ray_submission_id, "
+                     "created_at) VALUES (?, 1, ?, 0)", (t, t + "--a01"))
+        conn.execute("UPDATE tasks SET state = ?, latest_attempt_no = 1 WHERE task_id = ?",
+                     (state.value, t))
+    out = store.cancel(t, 150.0)
+    expected = {S.QUEUED: "canceled", S.PENDING_RESOURCES: "canceled",
+                S.SUBMITTING: "stopping", S.SUBMITTED: "stopping", S.RUNNING: "stopping"}
+    assert out.kind == expected.get(state, "terminal")
+    if out.kind == "canceled":
+        assert out.task.state is S.CANCELED and out.task.queue_position is None
+    elif out.kind == "stopping":
+        assert out.task.state is state and out.task.cancel_requested
+        assert out.ray_submission_id == t + "--a01"
+        assert store.cancel(t, 151.0).kind == "stopping"  # idempotent: one event only
+        assert [e.event_type for e in store.events(t)].count("CANCEL_REQUESTED") == 1
+    else:
+        assert out.task.state is state and not out.task.cancel_requested
+    assert store.cancel(tid(99), 150.0).kind == "not_found"
+
+
+def test_cancel_during_submitting_completes_when_claim_released(store: Store) -> None:
+    t = add(store, 1)
+    store.claim_for_submit(t, S.QUEUED, 101.0)
+    assert store.cancel(t, 102.0).kind == "stopping"
+    assert store.release_claim(t, 1, "unreachable", 103.0) is S.CANCELED
+    assert store.get_task(t).state is S.CANCELED
+
+
+def test_guarded_writes_never_overwrite(store: Store) -> None:
+    t = add(store, 1)
+    store.cancel(t, 101.0)
+    with pytest.raises(StaleState, match="expected state QUEUED, found CANCELED"):
+        store.claim_for_submit(t, S.QUEUED, 102.0)
+    assert store.list_attempts(t) == []  # the failed claim left nothing behind
+    # mark_pending skips rows that moved meanwhile instead of resurrecting them.
+    assert store.mark_pending([(t, S.QUEUED, "x")], 103.0) == 0
+    assert store.get_task(t).state is S.CANCELED
+    with pytest.raises(ValueError, match="not a runnable state"):
+        store.mark_pending([(t, S.RUNNING, "x")], 103.0)
+    with pytest.raises(ValueError, match="terminal outcome"):
+        store.finish_attempt(t, S.RUNNING, 1, AttemptEnd("RUNNING"), S.RUNNING, None, 1.0)
+
+
+def test_concurrent_claims_one_winner(store: Store) -> None:
+    t = add(store, 1)
+    results: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def claim() -> None:
+        barrier.wait()
+        try:
+            store.claim_for_submit(t, S.QUEUED, 101.0)
+            results.append("won")
+        except StaleState:
+            results.append("lost")
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(results) == ["lost"] * 7 + ["won"]
+    assert len(store.list_attempts(t)) == 1
+
+
+def test_runnable_and_active_reads(store: Store) -> None:
+    a, b, c = add(store, 1, nnodes=2, g=4), add(store, 2), add(store, 3)
+    store.claim_for_submit(b, S.QUEUED, 101.0)
+    store.mark_submitted(b, 1, 102.0)
+    store.sync_attempt(b, 1, ray_status="RUNNING", message="", start_time=103.0, now=103.0,
+                       to_running_from=S.SUBMITTED)
+    rows = store.runnable(100.0, 10)
+    assert [(r.task_id, r.nnodes, r.n_gpus_per_node) for r in rows] == [(a, 2, 4), (c, 1, 1)]
+    assert [r.task_id for r in store.runnable(100.0, 1)] == [a]
+    (act,) = store.active()
+    assert (act.task_id, act.state, act.ray_status, act.start_time) == (
+        b, S.RUNNING, "RUNNING", 103.0)
+    assert store.active([S.SUBMITTING]) == []
+
+
+def test_queries_use_the_partial_indexes(store: Store) -> None:
+    """Cost must not grow with finished tasks: the hot queries scan runnable/active rows."""
+    from service.store import ACTIVE_SQL, RUNNABLE_SQL
+
+    plans = {
+        "pick": f"SELECT seq FROM tasks INDEXED BY tasks_runnable WHERE {RUNNABLE_SQL} "
+                "AND next_run_at <= 1 ORDER BY seq LIMIT 5",
+        "position": f"SELECT count(*) FROM tasks INDEXED BY tasks_runnable WHERE "
+                    f"{RUNNABLE_SQL} AND seq < 5",
+        "active": f"SELECT seq FROM tasks INDEXED BY tasks_active WHERE {ACTIVE_SQL}",
+    }
+    for name, sql in plans.items():
+        plan = " ".join(r[3] for r in store._conn.execute("EXPLAIN QUERY PLAN " + sql))
+        assert "tasks_runnable" in plan or "tasks_active" in plan, name
+        assert "TEMP B-TREE" not in plan, name
+
+
+def test_truncate_message_keeps_head_and_tail() -> None:
+    assert truncate_message(None) is None
+    assert truncate_message("short") == "short"
+    text = "H" * 2000 + "M" * 10_000 + "T" * 5000
+    out = truncate_message(text)
+    assert out.startswith("H" * 1000) and out.endswith("T" * 3000)
+    assert "[13000 characters truncated]" in out
+
+
+def test_bulk_load(store: Store) -> None:
+    from service.store import BulkTask
+
+    n = store.bulk_load(BulkTask(tid(i), "ppo", S.SUCCEEDED if i % 2 else S.QUEUED, float(i))
+                        for i in range(1, 11))
+    assert n == 10
+    assert store.counts_by_state()["QUEUED"] == 5
+    assert store.get_task(tid(10)).queue_position == 5
