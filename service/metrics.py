@@ -122,8 +122,8 @@ class MeteredScheduler:
         self._scheduler = scheduler
         self._metrics = metrics
 
-    def startup(self, now: float) -> None:
-        self._scheduler.startup(now)
+    def startup(self, now: float) -> Any:
+        return self._scheduler.startup(now)
 
     def tick(self, now: float) -> Any:
         report = self._scheduler.tick(now)

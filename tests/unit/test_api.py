@@ -1,0 +1,545 @@
+"""The HTTP API against a real Store (SQLite in tmp_path), the real Scheduler driven tick
+by tick with an injected clock, and FakeCluster at the Ray boundary. No sleeps."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from service import app as app_mod
+from service.app import ROUTES, create_app
+from service.artifacts import Artifacts
+from service.cluster_fake import FakeCluster
+from service.config import Settings
+from service.metrics import MeteredScheduler, ServiceMetrics
+from service.scheduler import Scheduler
+from service.states import RayStatus, TaskState
+from service.store import BulkTask, Store
+
+TOKEN = "t0ken-for-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+YAML = {**AUTH, "Content-Type": "application/yaml"}
+T0 = 1_766_000_000.0
+TASK_ID_RE = re.compile(r"mvp2-(ppo|grpo|sft)-\d{8}-\d{6}-[0-9a-f]{4}")
+INSUFFICIENT = "ValueError: Total available GPUs 2.0 is less than total desired GPUs 4"
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class FakeLoop:
+    """What the API sees of SchedulerLoop: wake() and the health counters."""
+
+    wakes: int = 0
+    ticks: int = 7
+    errors: int = 0
+    alive: bool = True
+    last_error: str | None = None
+    last_tick_duration_s: float = 0.004
+
+    def wake(self) -> None:
+        self.wakes += 1
+
+
+@dataclass
+class Env:
+    shared: Path
+    settings: Settings
+    store: Store
+    cluster: FakeCluster
+    artifacts: Artifacts
+    scheduler: MeteredScheduler
+    metrics: ServiceMetrics
+    clock: Clock
+    loop: FakeLoop = field(default_factory=FakeLoop)
+
+    def tick(self, advance: float = 0.0) -> Any:
+        self.clock.now += advance
+        self.cluster.clock = self.clock.now
+        return self.scheduler.tick(self.clock.now)
+
+    def sid(self, task_id: str, attempt: int = 1) -> str:
+        return f"{task_id}--a{attempt:02d}"
+
+
+def jobspec(shared: Path, **fields: Any) -> str:
+    doc = {
+        "workload": "ppo",
+        "code_path": f"{shared}/code/verl",
+        "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
+        "train_file": f"{shared}/data/train.parquet",
+        "val_file": f"{shared}/data/test.parquet",
+        "nnodes": 1,
+        "n_gpus_per_node": 2,
+        **fields,
+    }
+    return "".join(f"{k}: {'null' if v is None else v}\n" for k, v in doc.items())
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    shared = tmp_path / "shared"
+    settings = Settings(shared_root=str(shared), max_body_bytes=4096, ray_timeout_s=5.0)
+    store = Store(str(tmp_path / "db.sqlite3"))
+    cluster = FakeCluster(clock=T0)
+    artifacts = Artifacts(settings.jobs_dir())
+    metrics = ServiceMetrics(store.counts_by_state)
+    scheduler = MeteredScheduler(Scheduler(store, cluster, settings, artifacts), metrics)
+    yield Env(shared, settings, store, cluster, artifacts, scheduler, metrics, Clock(T0))
+    store.close()
+
+
+def make_app(env: Env, **kw: Any):
+    return create_app(env.settings, env.store, env.cluster, env.artifacts, token=TOKEN,
+                      scheduler_loop=env.loop, clock=env.clock, metrics=env.metrics, **kw)
+
+
+@pytest.fixture
+async def client(aiohttp_client, env: Env):
+    env.metrics.watch_loop(env.loop)
+    return await aiohttp_client(make_app(env))
+
+
+async def submit(client, env: Env, **fields: Any) -> str:
+    resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, **fields), headers=YAML)
+    assert resp.status == 201, await resp.text()
+    return (await resp.json())["task_id"]
+
+
+async def get_json(client, path: str, status: int = 200, **params: Any) -> Any:
+    resp = await client.get(path, headers=AUTH, params=params)
+    assert resp.status == status, await resp.text()
+    return await resp.json()
+
+
+async def state_of(client, task_id: str) -> str:
+    return (await get_json(client, f"/api/v2/tasks/{task_id}"))["state"]
+
+
+def assert_error(body: dict[str, Any], code: str) -> dict[str, Any]:
+    assert set(body) == {"error"}
+    err = body["error"]
+    assert set(err) == {"code", "message", "details"}
+    assert err["code"] == code and err["message"]
+    assert isinstance(err["details"], list)
+    return err
+
+
+# -- submit and read -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content_type", [
+    "application/yaml", "text/yaml", "application/x-yaml", "application/yaml; charset=utf-8",
+])
+async def test_submit_accepts_yaml_content_types(client, env, content_type):
+    body = jobspec(env.shared)
+    resp = await client.post("/api/v2/tasks", data=body,
+                             headers={**AUTH, "Content-Type": content_type})
+    assert resp.status == 201
+    data = await resp.json()
+    assert data["state"] == "QUEUED"
+    assert TASK_ID_RE.fullmatch(data["task_id"])
+    assert env.loop.wakes == 1
+    assert env.store.task_exists(data["task_id"])
+
+
+async def test_submit_stores_raw_yaml_as_received(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    body = "# audit me\n" + jobspec(env.shared, total_epochs=3) + "# trailing comment\n"
+    resp = await client.post("/api/v2/tasks", data=body.encode(), headers=YAML)
+    task_id = (await resp.json())["task_id"]
+    env.tick()  # submits: the raw text is archived with the attempt
+    archived = (env.artifacts.attempt_dir(env.sid(task_id)) / "jobspec.yaml").read_text()
+    assert archived == body
+
+
+async def test_get_task_aggregated_view(client, env):
+    task_id = await submit(client, env, nnodes=2, n_gpus_per_node=4)
+    view = await get_json(client, f"/api/v2/tasks/{task_id}")
+    assert view["task_id"] == task_id
+    assert view["state"] == "QUEUED" and view["workload"] == "ppo"
+    assert view["desired_resources"] == {"nnodes": 2, "n_gpus_per_node": 4, "total_gpus": 8}
+    assert view["latest_attempt"] is None and view["queue_position"] == 1
+
+    env.tick()  # no nodes: waits with a reason
+    view = await get_json(client, f"/api/v2/tasks/{task_id}")
+    assert view["state"] == "PENDING_RESOURCES"
+    assert re.search(r"needs 2\D4 GPUs", view["pending_reason"]), view["pending_reason"]
+
+
+async def test_attempts_after_a_retry(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    env.tick()
+    env.cluster.start(env.sid(task_id))
+    env.cluster.finish(env.sid(task_id), RayStatus.FAILED, message=INSUFFICIENT)
+    env.tick()
+    env.tick(advance=env.settings.scheduler.retry_interval_s + 1)
+    data = await get_json(client, f"/api/v2/tasks/{task_id}/attempts")
+    assert data["task_id"] == task_id
+    first, second = data["attempts"]
+    assert first["attempt_no"] == 1 and first["ray_submission_id"] == env.sid(task_id)
+    assert first["failure_kind"] == "INSUFFICIENT_RESOURCES"
+    assert "Total available GPUs" in first["message"]
+    assert first["start_time"] and first["end_time"]
+    assert second["attempt_no"] == 2 and second["ray_submission_id"] == env.sid(task_id, 2)
+    view = await get_json(client, f"/api/v2/tasks/{task_id}")
+    assert view["latest_attempt"]["attempt_no"] == 2
+
+
+async def test_queue_lists_pending_in_order_and_running(client, env):
+    env.cluster.add_node("n1", gpus=2)
+    first = await submit(client, env)  # takes the only 2 GPUs
+    env.tick()
+    second = await submit(client, env)
+    third = await submit(client, env)
+    env.tick()
+    data = await get_json(client, "/api/v2/queue")
+    assert [t["task_id"] for t in data["pending"]] == [second, third]
+    assert [t["queue_position"] for t in data["pending"]] == [1, 2]
+    assert all(t["pending_reason"] and t["next_run_at"] for t in data["pending"])
+    assert [t["task_id"] for t in data["running"]] == [first]
+    assert data["running"][0]["latest_attempt"]["ray_submission_id"] == env.sid(first)
+
+
+async def test_list_filters_by_state(client, env):
+    a = await submit(client, env)
+    b = await submit(client, env)
+    await client.post(f"/api/v2/tasks/{a}:cancel", headers=AUTH)
+    data = await get_json(client, "/api/v2/tasks", state="CANCELED")
+    assert [t["task_id"] for t in data["tasks"]] == [a]
+    data = await get_json(client, "/api/v2/tasks", state="queued")
+    assert [t["task_id"] for t in data["tasks"]] == [b]
+    assert data["next_cursor"] is None
+
+
+async def test_pagination_walks_every_task_once_newest_first(client, env):
+    created = []
+    for _ in range(23):
+        created.append(await submit(client, env))
+        env.clock.now += 1
+    seen, cursor, pages = [], None, 0
+    while True:
+        params = {"limit": 5, **({"cursor": cursor} if cursor else {})}
+        data = await get_json(client, "/api/v2/tasks", **params)
+        assert len(data["tasks"]) <= 5
+        seen += [t["task_id"] for t in data["tasks"]]
+        pages += 1
+        cursor = data["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 5
+    assert len(seen) == len(set(seen)) == 23
+    assert seen == created[::-1]
+
+
+async def test_list_default_limit_is_50(client, env):
+    env.store.bulk_load(
+        BulkTask(task_id=f"mvp2-sft-20251223-143200-{i:04x}", workload="sft",
+                 state=TaskState.SUCCEEDED, created_at=T0 + i)
+        for i in range(60)
+    )
+    data = await get_json(client, "/api/v2/tasks")
+    assert len(data["tasks"]) == 50 and data["next_cursor"]
+
+
+# -- cancel from every state -------------------------------------------------------------
+
+
+async def cancel(client, task_id: str):
+    resp = await client.post(f"/api/v2/tasks/{task_id}:cancel", headers=AUTH)
+    return resp.status, await resp.json()
+
+
+async def test_cancel_queued(client, env):
+    task_id = await submit(client, env)
+    status, body = await cancel(client, task_id)
+    assert (status, body) == (200, {"task_id": task_id, "state": "CANCELED"})
+    assert await state_of(client, task_id) == "CANCELED"
+    assert env.cluster.stop_calls == []
+
+
+async def test_cancel_pending_resources(client, env):
+    task_id = await submit(client, env)
+    env.tick()
+    assert await state_of(client, task_id) == "PENDING_RESOURCES"
+    status, body = await cancel(client, task_id)
+    assert (status, body["state"]) == (200, "CANCELED")
+    env.tick()
+    assert env.cluster.submit_calls == []
+
+
+@pytest.mark.parametrize("running", [False, True])
+async def test_cancel_on_cluster_stops_the_ray_job(client, env, running):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    env.tick()
+    sid = env.sid(task_id)
+    if running:
+        env.cluster.start(sid, {"n1": 2})
+        env.tick()
+    expected = "RUNNING" if running else "SUBMITTED"
+    assert await state_of(client, task_id) == expected
+    wakes = env.loop.wakes
+    status, body = await cancel(client, task_id)
+    assert status == 202
+    assert body == {"task_id": task_id, "state": expected, "cancel_requested": True}
+    assert env.cluster.stop_calls == [sid]
+    assert env.cluster.jobs[sid].status == RayStatus.STOPPED
+    assert env.loop.wakes == wakes + 1
+    env.tick()  # the scheduler sees Ray's STOPPED and finishes the cancel
+    assert await state_of(client, task_id) == "CANCELED"
+
+
+async def test_cancel_submitting_when_ray_does_not_know_the_job_yet(client, env):
+    task_id = await submit(client, env)
+    claim = env.store.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
+    status, body = await cancel(client, task_id)  # FakeCluster: JobNotFound, best effort
+    assert status == 202 and body["state"] == "SUBMITTING" and body["cancel_requested"]
+    assert env.cluster.stop_calls == [claim.ray_submission_id]
+    view = await get_json(client, f"/api/v2/tasks/{task_id}")
+    assert view["cancel_requested"] is True
+
+
+async def test_cancel_running_while_ray_is_unreachable_is_accepted(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    env.tick()
+    env.cluster.unreachable = True
+    status, body = await cancel(client, task_id)
+    assert status == 202 and body["cancel_requested"] is True
+    env.cluster.unreachable = False
+    env.tick()  # the scheduler retries the stop ...
+    env.tick()  # ... and records the end
+    assert await state_of(client, task_id) == "CANCELED"
+
+
+async def test_cancel_does_not_wait_past_the_ray_timeout(aiohttp_client, env):
+    """A hung stop_job cannot hang the request: the API answers after ray_timeout_s."""
+    release = threading.Event()
+
+    class HangingStop(FakeCluster):
+        def stop(self, submission_id: str) -> None:
+            release.wait(10)
+
+    env.cluster = HangingStop(clock=T0)
+    env.settings = replace(env.settings, ray_timeout_s=0.05)
+    client = await aiohttp_client(make_app(env))
+    task_id = await submit(client, env)
+    env.store.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
+    try:
+        status, body = await cancel(client, task_id)
+    finally:
+        release.set()
+    assert status == 202 and body["cancel_requested"] is True
+
+
+@pytest.mark.parametrize("final", [RayStatus.SUCCEEDED, RayStatus.FAILED, "CANCELED"])
+async def test_cancel_terminal_is_409(client, env, final):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    if final == "CANCELED":
+        await cancel(client, task_id)
+    else:
+        env.tick()
+        env.cluster.finish(env.sid(task_id), final, message="boom", exit_code=1)
+        env.tick()
+    terminal = await state_of(client, task_id)
+    assert TaskState(terminal).is_terminal()
+    status, body = await cancel(client, task_id)
+    assert status == 409
+    assert terminal in assert_error(body, "conflict")["message"]
+
+
+# -- logs -----------------------------------------------------------------------------
+
+
+async def logs(client, task_id: str, **params: Any):
+    resp = await client.get(f"/api/v2/tasks/{task_id}/logs", headers=AUTH, params=params)
+    return resp
+
+
+async def test_logs_live_from_ray_with_tail(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    env.tick()
+    env.cluster.start(env.sid(task_id), {"n1": 2})
+    env.cluster.write_log(env.sid(task_id), "".join(f"line {i}\n" for i in range(1, 11)))
+    resp = await logs(client, task_id, tail=3)
+    assert resp.status == 200
+    assert resp.content_type == "text/plain"
+    assert await resp.text() == "line 8\nline 9\nline 10\n"
+    resp = await logs(client, task_id)  # default tail 2000: everything
+    assert (await resp.text()).count("\n") == 10
+
+
+async def test_logs_from_the_archive_once_ray_forgot_the_job(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    env.tick()
+    env.cluster.start(env.sid(task_id), {"n1": 2})
+    env.cluster.finish(env.sid(task_id), RayStatus.SUCCEEDED, log="step 1\nstep 2\ndone\n")
+    env.tick()  # the scheduler archives the driver log
+    env.cluster.forget_all_jobs()  # head restarted: Ray's copy is gone
+    resp = await logs(client, task_id, attempt="1", tail=2)
+    assert resp.status == 200
+    assert await resp.text() == "step 2\ndone\n"
+
+
+async def test_logs_of_a_running_attempt_fall_back_to_the_archive(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    env.tick()
+    env.artifacts.archive_log(env.sid(task_id), "partial copy\n")
+    env.cluster.unreachable = True
+    resp = await logs(client, task_id)
+    assert resp.status == 200 and await resp.text() == "partial copy\n"
+
+
+async def test_logs_of_an_earlier_attempt(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    env.tick()
+    env.cluster.finish(env.sid(task_id), RayStatus.FAILED, message=INSUFFICIENT,
+                       log="first try\n" + INSUFFICIENT + "\n")
+    env.tick()
+    env.tick(advance=env.settings.scheduler.retry_interval_s + 1)
+    env.cluster.write_log(env.sid(task_id, 2), "second try\n")
+    assert await (await logs(client, task_id, attempt="1", tail=1)).text() == INSUFFICIENT + "\n"
+    assert await (await logs(client, task_id)).text() == "second try\n"
+    assert await (await logs(client, task_id, attempt="2")).text() == "second try\n"
+
+
+async def test_logs_404s(client, env):
+    task_id = await submit(client, env)
+    resp = await logs(client, task_id)
+    assert resp.status == 404
+    assert "no attempts" in assert_error(await resp.json(), "not_found")["message"]
+    resp = await logs(client, task_id, attempt="3")
+    assert resp.status == 404
+    assert "no attempt 3" in assert_error(await resp.json(), "not_found")["message"]
+    # an attempt that exists but whose log is nowhere (Ray forgot it, nothing archived)
+    env.cluster.add_node("n1", gpus=4)
+    env.tick()
+    env.cluster.forget_all_jobs()
+    resp = await logs(client, task_id)
+    assert resp.status == 404
+    assert "no logs" in assert_error(await resp.json(), "not_found")["message"]
+    resp = await logs(client, "mvp2-ppo-20250101-000000-dead")
+    assert resp.status == 404
+
+
+@pytest.mark.parametrize("params, bad", [
+    ({"attempt": "0"}, ["attempt"]),
+    ({"attempt": "first"}, ["attempt"]),
+    ({"tail": "0"}, ["tail"]),
+    ({"tail": "100001"}, ["tail"]),
+    ({"tail": "many"}, ["tail"]),
+    ({"attempt": "-1", "tail": "x"}, ["attempt", "tail"]),
+])
+async def test_logs_bad_parameters_are_400(client, env, params, bad):
+    task_id = await submit(client, env)
+    resp = await logs(client, task_id, **params)
+    assert resp.status == 400
+    err = assert_error(await resp.json(), "bad_request")
+    assert [d["field"] for d in err["details"]] == bad
+
+
+# -- health, openapi, metrics ----------------------------------------------------------
+
+
+async def test_healthz_needs_no_token(client, env):
+    resp = await client.get("/healthz")
+    assert resp.status == 200
+    body = await resp.json()
+    assert body["status"] == "ok"
+    assert body["scheduler"] == {"alive": True, "ticks": 7, "errors": 0,
+                                 "last_tick_duration_s": 0.004, "last_error": None}
+
+
+def _app_routes(app) -> set[tuple[str, str]]:
+    out = set()
+    for route in app.router.routes():
+        if route.method == "HEAD":  # aiohttp adds HEAD next to every GET
+            continue
+        path = re.sub(r"\{(\w+):[^}]+\}", r"{\1}", route.resource.canonical)
+        out.add((route.method.lower(), path))
+    return out
+
+
+async def test_openapi_documents_exactly_the_app_routes(client, env):
+    doc = await get_json(client, "/api/v2/openapi.json")
+    assert doc["openapi"].startswith("3.")
+    documented = {(m, p) for p, ops in doc["paths"].items() for m in ops}
+    assert documented == _app_routes(client.app)
+    assert len(documented) == len(ROUTES)
+
+
+async def test_openapi_security_and_error_schema(client, env):
+    doc = await get_json(client, "/api/v2/openapi.json")
+    assert doc["components"]["securitySchemes"]["bearerAuth"] == {"type": "http",
+                                                                  "scheme": "bearer"}
+    assert doc["security"] == [{"bearerAuth": []}]
+    assert doc["paths"]["/healthz"]["get"]["security"] == []
+    error = doc["components"]["schemas"]["Error"]
+    assert error["properties"]["error"]["required"] == ["code", "message", "details"]
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if path != "/healthz":
+                assert "401" in op["responses"], (method, path)
+            for ref in re.findall(r'"\$ref": "#/components/(\w+)/(\w+)"', str(op).replace(
+                    "'", '"')):
+                assert ref[1] in doc["components"][ref[0]], ref
+    params = {p["name"] for p in doc["paths"]["/api/v2/tasks/{task_id}/logs"]["get"][
+        "parameters"]}
+    assert params == {"task_id", "attempt", "tail"}
+
+
+async def test_metrics_exposition(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    await submit(client, env)
+    await submit(client, env)
+    env.tick()  # 2 of 3 submitted (4 GPUs), one pending
+    env.cluster.finish(env.sid(task_id), RayStatus.FAILED, message=INSUFFICIENT)
+    env.tick()  # the first is re-queued for later, the third takes its GPUs
+    await get_json(client, f"/api/v2/tasks/{task_id}")
+    resp = await client.get("/metrics", headers=AUTH)
+    assert resp.status == 200
+    assert resp.content_type == "text/plain"
+    families = {f.name: f for f in text_string_to_metric_families(await resp.text())}
+    tasks = {s.labels["state"]: s.value for s in families["argus_tasks"].samples}
+    assert set(tasks) == {s.value for s in TaskState}
+    assert tasks["SUBMITTED"] == 2 and tasks["PENDING_RESOURCES"] == 1
+    assert families["argus_task_submits"].samples[0].value == 3
+    assert families["argus_task_retries"].samples[0].value == 1
+    assert families["argus_attempts_submitted"].samples[0].value == 3
+    ticks = families["argus_scheduler_tick_duration_seconds"]
+    assert any(s.name.endswith("_count") and s.value == 2 for s in ticks.samples)
+    assert families["argus_scheduler_ticks"].samples[0].value == 7
+    http = families["argus_http_requests"].samples
+    assert any(s.labels == {"method": "POST", "route": "/api/v2/tasks", "status": "201"}
+               and s.value == 3 for s in http)
+    assert any(s.labels["route"] == "/api/v2/tasks/{task_id}" and s.labels["status"] == "200"
+               for s in http)
+
+
+async def test_each_app_has_its_own_registry(aiohttp_client, env):
+    one = await aiohttp_client(make_app(env))
+    await submit(one, env)
+    other = create_app(env.settings, env.store, env.cluster, env.artifacts, token=TOKEN)
+    assert other[app_mod.DEPS].metrics.registry is not env.metrics.registry
+    text = other[app_mod.DEPS].metrics.render().decode()
+    assert "argus_task_submits_total 0.0" in text
