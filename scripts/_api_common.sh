@@ -152,17 +152,21 @@ except (OSError, ValueError):
 PY
 }
 
-# TERM the process group of pid, wait up to timeout seconds for it to go, then KILL it.
-stop_process_group() {
-    local pid=$1 timeout=$2 deadline
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
-    deadline=$((SECONDS + ${timeout%.*} + 1))
+# Polls until pid is gone (or a zombie); fails after the given seconds.
+wait_exit() {
+    local pid=$1 deadline=$((SECONDS + ${2%.*} + 1))
     while proc_start_time "$pid" >/dev/null; do
-        if ((SECONDS >= deadline)); then
-            echo "argus-api: pid $pid still there after ${timeout}s; sending KILL" >&2
-            kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-            break
-        fi
+        ((SECONDS < deadline)) || return 1
         sleep 0.1
     done
+}
+
+# TERM the process group of pid, wait up to timeout seconds for it to go, then KILL it.
+stop_process_group() {
+    local pid=$1 timeout=$2
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
+    wait_exit "$pid" "$timeout" && return 0
+    echo "argus-api: pid $pid still there after ${timeout}s; sending KILL" >&2
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    wait_exit "$pid" 5 || true
 }

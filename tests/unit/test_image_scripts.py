@@ -1,0 +1,372 @@
+"""scripts/20_start_api.sh, 21_stop_api.sh, 22_status_api.sh in host mode (--local).
+
+Most tests put a small stand-in ``argus-api`` first on PATH (it serves /healthz, or
+fails, or never answers, or ignores SIGTERM) so the scripts' own logic is tested in a
+second each; the ``integration`` test at the end runs the real service. Every wait is a
+poll with a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
+START, STOP, STATUS = (SCRIPTS / n for n in
+                       ("20_start_api.sh", "21_stop_api.sh", "22_status_api.sh"))
+LIBRARY = SCRIPTS / "_api_common.sh"
+TOKEN = "test-token-不是秘密"
+
+FAKE_API = f"""#!{sys.executable}
+# Stand-in argus-api: FAKE_API_MODE = serve | exit | mute | stubborn
+import http.server, os, signal, sys, time
+args = sys.argv[1:]
+host, port = args[args.index("--host") + 1], int(args[args.index("--port") + 1])
+mode = os.environ.get("FAKE_API_MODE", "serve")
+print("fake argus-api", " ".join(args), flush=True)
+if mode == "exit":
+    sys.exit("fake argus-api: refusing to start")
+if mode == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if mode == "mute":
+    while True:
+        signal.pause()
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b'{{"status": "ok", "fake": true}}'
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+http.server.ThreadingHTTPServer((host, port), Health).serve_forever()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def wait_gone(pid: int, deadline_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class Env:
+    """Environment and run dir of one test; kills whatever it started, by pid."""
+
+    def __init__(self, tmp: Path, *, fake_mode: str | None):
+        self.tmp = tmp
+        self.port = free_port()
+        self.run_dir = tmp / "run"
+        path = os.environ["PATH"]
+        if fake_mode is not None:
+            bindir = tmp / "bin"
+            bindir.mkdir()
+            (bindir / "argus-api").write_text(FAKE_API)
+            (bindir / "argus-api").chmod(0o755)
+            path = f"{bindir}:{path}"
+        config = tmp / "config.yaml"
+        config.write_text(
+            "ray:\n"
+            f"  address: http://127.0.0.1:{free_port()}\n"  # nothing listens there
+            f"  shared_root: {tmp / 'shared'}\n"
+            "  timeout_s: 1\n"
+            "v2:\n"
+            f"  sqlite: {{db_path: {tmp / 'db' / 'argus.sqlite3'}}}\n"
+            "  scheduler: {tick_s: 0.5}\n"
+        )
+        self.vars = {
+            "PATH": path,
+            "HOME": str(tmp),
+            "ARGUS_API_TOKEN": TOKEN,
+            "ARGUS_CONFIG": str(config),
+            "ARGUS_API_HOST": "127.0.0.1",
+            "ARGUS_API_PORT": str(self.port),
+            "ARGUS_API_RUN_DIR": str(self.run_dir),
+            "ARGUS_SHARED_ROOT": str(tmp / "shared"),
+            "ARGUS_API_START_TIMEOUT_S": "30",
+            "ARGUS_API_STOP_TIMEOUT_S": "10",
+        }
+        if fake_mode is not None:
+            self.vars["FAKE_API_MODE"] = fake_mode
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / "argus-api.pid"
+
+    def pid(self) -> int:
+        return int(self.pid_file.read_text().split()[0])
+
+    def run(self, script: Path, *args: str, **overrides: str | None):
+        env = dict(self.vars)
+        for key, value in overrides.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        return subprocess.run([str(script), *args], env=env, capture_output=True,
+                              text=True, timeout=90, cwd=self.tmp)
+
+    def cleanup(self) -> None:
+        if self.pid_file.exists():
+            pid = self.pid()
+            if alive(pid):
+                os.killpg(pid, 9)
+                wait_gone(pid)
+
+
+@pytest.fixture
+def make_env(tmp_path: Path) -> Iterator:
+    envs: list[Env] = []
+
+    def make(fake_mode: str | None = "serve") -> Env:
+        env = Env(tmp_path, fake_mode=fake_mode)
+        envs.append(env)
+        return env
+
+    yield make
+    for env in envs:
+        env.cleanup()
+
+
+# -- static -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", [START, STOP, STATUS, LIBRARY], ids=lambda p: p.name)
+def test_scripts_parse(script: Path) -> None:
+    subprocess.run(["bash", "-n", str(script)], check=True, timeout=30)
+
+
+def test_scripts_pass_shellcheck() -> None:
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed (scripts/bootstrap.sh installs it)")
+    proc = subprocess.run(
+        ["shellcheck", "-x", str(START), str(STOP), str(STATUS), str(LIBRARY)],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_scripts_are_strict_and_executable() -> None:
+    for script in (START, STOP, STATUS):
+        assert os.access(script, os.X_OK), script
+        assert "set -euo pipefail" in script.read_text(), script
+
+
+# -- refusals -----------------------------------------------------------------------------
+
+
+def test_start_refuses_without_a_token(make_env) -> None:
+    env = make_env()
+    proc = env.run(START, "--local", ARGUS_API_TOKEN=None)
+    assert proc.returncode == 2
+    assert "ARGUS_API_TOKEN is not set" in proc.stderr
+    assert not env.run_dir.exists(), "nothing may start"
+
+
+def test_start_checks_the_token_variable_the_config_names(make_env) -> None:
+    env = make_env()
+    proc = env.run(START, "--local", ARGUS_API_TOKEN_ENV="MY_TOKEN")
+    assert proc.returncode == 2
+    assert "MY_TOKEN is not set" in proc.stderr
+    proc = env.run(START, "--local", ARGUS_API_TOKEN_ENV="BAD NAME; x")
+    assert proc.returncode == 2
+    assert "must be an environment variable name" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [({"ARGUS_CONFIG": "no/such.yaml"}, f"config file not found: {REPO}/no/such.yaml"),
+     ({"ARGUS_API_PORT": "80a"}, "ARGUS_API_PORT must be a port number 1..65535, got '80a'"),
+     ({"ARGUS_API_PORT": "70000"}, "got '70000'"),
+     ({"ARGUS_API_START_TIMEOUT_S": "0"}, "ARGUS_API_START_TIMEOUT_S must be a positive")],
+)
+def test_start_refuses_bad_settings(make_env, overrides: dict, message: str) -> None:
+    env = make_env()
+    proc = env.run(START, "--local", **overrides)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert not env.pid_file.exists()
+
+
+def test_unknown_arguments_are_refused(make_env) -> None:
+    env = make_env()
+    for script in (START, STOP, STATUS):
+        proc = env.run(script, "--lokal")
+        assert proc.returncode == 2
+        assert "unknown argument '--lokal'" in proc.stderr
+
+
+def test_explicit_container_needs_a_docker_engine(make_env) -> None:
+    env = make_env()
+    # No docker CLI on this PATH: the named container cannot be reached, so no fallback.
+    proc = env.run(STATUS, ARGUS_API_CONTAINER="argus-ray-head", PATH="/usr/bin:/bin")
+    assert proc.returncode == 2
+    assert "no docker engine answers" in proc.stderr
+
+
+def test_start_refuses_a_port_someone_else_answers_on(make_env) -> None:
+    env = make_env()
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", env.port), Ok)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        proc = env.run(START, "--local")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 2
+    assert "something else already answers" in proc.stderr
+    assert not env.pid_file.exists()
+
+
+# -- lifecycle with the stand-in ------------------------------------------------------------
+
+
+def test_start_status_stop(make_env) -> None:
+    env = make_env("serve")
+    proc = env.run(START, "--local")
+    assert proc.returncode == 0, proc.stderr
+    assert f"running (pid {env.pid()}) at http://127.0.0.1:{env.port}" in proc.stdout
+    assert '"fake": true' in proc.stdout
+    pid = env.pid()
+    assert alive(pid)
+    log = (env.run_dir / "argus-api.log").read_text()
+    assert f"--config {env.vars['ARGUS_CONFIG']} --host 127.0.0.1 --port {env.port}" in log
+
+    again = env.run(START, "--local")
+    assert again.returncode == 0
+    assert f"already running (pid {pid})" in again.stdout
+
+    status = env.run(STATUS, "--local")
+    assert status.returncode == 0
+    assert f"running (pid {pid})" in status.stdout
+    assert '"status": "ok"' in status.stdout
+
+    stop = env.run(STOP, "--local")
+    assert stop.returncode == 0, stop.stderr
+    assert f"stopped (pid {pid})" in stop.stdout
+    assert wait_gone(pid)
+    assert not env.pid_file.exists()
+
+    status = env.run(STATUS, "--local")
+    assert status.returncode == 3
+    assert "not running" in status.stdout
+    assert env.run(STOP, "--local").stdout.strip() == "argus-api: not running"
+
+
+def test_start_reports_a_service_that_exits(make_env) -> None:
+    env = make_env("exit")
+    proc = env.run(START, "--local")
+    assert proc.returncode == 1
+    assert "exited during start-up" in proc.stderr
+    assert "fake argus-api: refusing to start" in proc.stderr, "the log tail is shown"
+    assert not env.pid_file.exists()
+
+
+def test_start_gives_up_on_a_service_that_never_answers(make_env) -> None:
+    env = make_env("mute")
+    proc = env.run(START, "--local", ARGUS_API_START_TIMEOUT_S="1")
+    assert proc.returncode == 1
+    assert "no answer on" in proc.stderr
+    assert not env.pid_file.exists()
+    started = [line for line in (env.run_dir / "argus-api.log").read_text().splitlines()
+               if line.startswith("== ")]
+    assert len(started) == 1
+    # The stand-in printed its argv; find it by its unique port and make sure it is gone.
+    leftovers = subprocess.run(["pgrep", "-f", "--", f"--port {env.port}"],
+                               capture_output=True, text=True).stdout.split()
+    assert leftovers == []
+
+
+def test_stop_kills_a_service_that_ignores_term(make_env) -> None:
+    env = make_env("stubborn")
+    assert env.run(START, "--local").returncode == 0
+    pid = env.pid()
+    stop = env.run(STOP, "--local", ARGUS_API_STOP_TIMEOUT_S="1")
+    assert stop.returncode == 0, stop.stderr
+    assert "sending KILL" in stop.stderr
+    assert wait_gone(pid)
+
+
+def test_a_reused_pid_is_not_mistaken_for_the_service(make_env) -> None:
+    env = make_env()
+    env.run_dir.mkdir()
+    # This test's own pid is alive, but its start time is not the one recorded.
+    env.pid_file.write_text(f"{os.getpid()} 1\n")
+    status = env.run(STATUS, "--local")
+    assert status.returncode == 3
+    stop = env.run(STOP, "--local")
+    assert stop.returncode == 0
+    assert "not running" in stop.stdout
+    assert alive(os.getpid())
+    assert not env.pid_file.exists(), "the stale pid file is cleared"
+
+
+def test_without_docker_the_scripts_fall_back_to_this_host(make_env) -> None:
+    env = make_env("serve")
+    # No --local and no docker CLI on PATH: host mode.
+    path = env.vars["PATH"].split(":")[0] + ":/usr/bin:/bin"
+    proc = env.run(START, PATH=path)
+    assert proc.returncode == 0, proc.stderr
+    assert env.run(STOP, PATH=path).returncode == 0
+
+
+# -- the real service ---------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_real_api_starts_without_ray_and_stops(make_env) -> None:
+    env = make_env(fake_mode=None)
+    proc = env.run(START, "--local")
+    log = env.run_dir / "argus-api.log"
+    assert proc.returncode == 0, proc.stderr + (log.read_text() if log.exists() else "")
+    assert '"status": "ok"' in proc.stdout
+    pid = env.pid()
+
+    status = env.run(STATUS, "--local")
+    assert status.returncode == 0, status.stdout
+    assert f"running (pid {pid})" in status.stdout
+
+    stop = env.run(STOP, "--local")
+    assert stop.returncode == 0, stop.stderr
+    assert "sending KILL" not in stop.stderr, "SIGTERM must stop the service cleanly"
+    assert wait_gone(pid)
+    assert env.run(STATUS, "--local").returncode == 3
