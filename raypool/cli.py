@@ -1,0 +1,176 @@
+"""``argus-node``: run a node under supervisord, inspect it, and the supervisord programs.
+
+    argus-node run                      validate ARGUS_*, render, exec supervisord -n
+    argus-node status [--json]          role, Ray state, head.json freshness, programs
+    argus-node backdate-record SECONDS  age head.json (fault injection: stale record)
+    argus-node head-watchdog | head-publisher | worker-watchdog | fatal-listener
+    argus-node local up|down|status|pids|exec   local multi-node launcher (raypool.local)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+import xmlrpc.client
+from typing import Any
+
+from raypool import discovery, supervisor
+from raypool.config import NodeSettings, SettingsError, load_node_settings
+from raypool.health import HealthError, gcs_alive, is_registered, list_nodes
+from raypool.procs import NODE_TAG_ENV
+
+
+def _settings() -> NodeSettings:
+    try:
+        return load_node_settings()
+    except SettingsError as exc:
+        print(f"argus-node: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def supervisord_executable() -> str:
+    sibling = os.path.join(os.path.dirname(sys.executable), "supervisord")
+    return sibling if os.access(sibling, os.X_OK) else (shutil.which("supervisord")
+                                                        or "supervisord")
+
+
+def cmd_run(_args: argparse.Namespace) -> int:
+    settings = _settings()
+    conf = supervisor.write_config(settings)
+    os.environ[NODE_TAG_ENV] = settings.node_tag
+    exe = supervisord_executable()
+    print(f"argus-node: {settings.role} {settings.node_name} ip={settings.node_ip} "
+          f"config={conf}", flush=True)
+    os.execv(exe, [exe, "-n", "-c", conf])
+    return 1  # unreachable: execv replaces this process or raises
+
+
+def supervisor_rpc(settings: NodeSettings) -> Any:
+    from supervisor.xmlrpc import SupervisorTransport
+
+    transport = SupervisorTransport(None, None, f"unix://{supervisor.socket_path(settings)}")
+    return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport)
+
+
+def node_status(settings: NodeSettings) -> dict[str, Any]:
+    """Everything ``status`` shows, as JSON-safe data; ``ok`` says whether all is well."""
+    out: dict[str, Any] = {"role": settings.role, "node": settings.node_name,
+                           "node_ip": settings.node_ip, "head_file": settings.head_ip_file}
+    try:
+        infos = supervisor_rpc(settings).supervisor.getAllProcessInfo()
+        out["programs"] = {i["name"]: i["statename"] for i in infos}
+    except (OSError, xmlrpc.client.Error) as exc:
+        out["programs"] = {}
+        out["supervisord_error"] = str(exc)
+    result = discovery.read_record(settings.head_ip_file, settings.cluster_name)
+    record = result.record
+    fresh = False
+    if record is not None:
+        verdict, _ = discovery.judge(record, result.mtime, time.time(), time.monotonic(), None)
+        fresh = verdict.fresh
+        out["head_record"] = {"fresh": fresh, "reason": verdict.reason,
+                              "gcs_address": record.gcs_address,
+                              "job_server_url": record.job_server_url,
+                              "generation": record.generation, "seq": record.seq}
+    else:
+        out["head_record"] = {"fresh": False, "reason": result.reason}
+    if settings.role == "head":
+        address = f"{settings.node_ip}:{settings.ray_port}"
+        out["ray"] = "healthy" if gcs_alive(address) else "down"
+    elif record is None:
+        out["ray"] = "unknown (no head record)"
+    else:
+        try:
+            nodes = list_nodes(record.gcs_address)
+            joined = is_registered(nodes, settings.node_ip, settings.node_manager_port)
+            out["ray"] = "joined" if joined else "not joined"
+        except HealthError as exc:
+            out["ray"] = f"head unreachable: {exc}"
+    out["ok"] = (bool(out["programs"]) and all(v == "RUNNING" for v in out["programs"].values())
+                 and fresh and out["ray"] in ("healthy", "joined"))
+    return out
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = node_status(_settings())
+    if args.json:
+        print(json.dumps(status, indent=1, sort_keys=True))
+    else:
+        print(f"{status['role']} {status['node']} ip={status['node_ip']} ray={status['ray']}")
+        head = status["head_record"]
+        print(f"head.json: {'fresh' if head['fresh'] else 'NOT fresh'} ({head['reason']})")
+        for name, state in sorted(status["programs"].items()):
+            print(f"  {name:28} {state}")
+        if "supervisord_error" in status:
+            print(f"  supervisord: {status['supervisord_error']}")
+    return 0 if status["ok"] else 1
+
+
+def cmd_backdate(args: argparse.Namespace) -> int:
+    settings = _settings()
+    result = discovery.read_record(settings.head_ip_file, settings.cluster_name)
+    if result.record is None:
+        print(f"argus-node: {result.reason}", file=sys.stderr)
+        return 1
+    old = time.time() - args.seconds
+    data = json.loads(result.record.to_json())
+    data["written_at"] = old
+    discovery.write_record(settings.head_ip_file, discovery.HeadRecord(**data))
+    os.utime(settings.head_ip_file, (old, old))
+    print(f"head.json written_at and mtime set {args.seconds:g}s in the past")
+    return 0
+
+
+def _program(name: str) -> int:
+    from raypool.logsetup import setup_logging
+
+    settings = _settings()
+    logger = setup_logging(settings, name)
+    if name == "head-watchdog":
+        from raypool.head import run_head_watchdog
+        return run_head_watchdog(settings, logger)
+    if name == "head-publisher":
+        from raypool.head import HeadPublisher
+        return HeadPublisher(settings, logger).run()
+    from raypool.worker import run_worker_watchdog
+    return run_worker_watchdog(settings, logger)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="argus-node", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="render the supervisord config and exec supervisord -n")
+    status = sub.add_parser("status", help="show this node's state (exit 1 unless healthy)")
+    status.add_argument("--json", action="store_true")
+    backdate = sub.add_parser("backdate-record", help="age head.json by SECONDS")
+    backdate.add_argument("seconds", type=float)
+    for name in ("head-watchdog", "head-publisher", "worker-watchdog", "fatal-listener"):
+        sub.add_parser(name, help=f"supervisord program: {name}")
+    from raypool.local import add_local_parser
+    add_local_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "status":
+        return cmd_status(args)
+    if args.command == "backdate-record":
+        return cmd_backdate(args)
+    if args.command == "fatal-listener":
+        from raypool.fatal_listener import main as listener_main
+        return listener_main()
+    if args.command == "local":
+        return args.func(args)
+    return _program(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+"""Node settings: every ``ARGUS_*`` variable read once, validated, frozen (SPEC B1).
+
+A bad value never reaches a running process: :func:`load_node_settings` collects every
+problem and raises one :class:`SettingsError` whose lines each name the variable and the
+expected form; the CLI prints them and exits 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import math
+import os
+import re
+import shlex
+import socket
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+ROLES = ("head", "worker")
+SOCKET_NAME = "supervisor.sock"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_RESOURCE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+# Flags the watchdogs set themselves; passing them again in ARGUS_RAY_EXTRA_ARGS would make
+# the node disagree with head.json or with its own health checks.
+MANAGED_RAY_FLAGS = (
+    "--head", "--address", "--block", "--port", "--node-ip-address", "--temp-dir",
+    "--resources", "--num-gpus", "--num-cpus", "--dashboard-port", "--dashboard-host",
+)
+
+
+class SettingsError(ValueError):
+    """One or more ARGUS_* variables are invalid; ``problems`` holds one line each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid node settings:\n  " + "\n  ".join(problems))
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    role: str
+    node_name: str
+    shared_root: str
+    cluster_name: str
+    head_ip_file: str
+    ray_port: int
+    dashboard_port: int
+    ttl_s: float
+    refresh_s: float
+    poll_s: float
+    node_ip: str
+    worker_resources: Mapping[str, float]
+    ray_extra_args: tuple[str, ...]
+    log_dir: str
+    run_dir: str
+    ray_temp_dir: str
+    worker_num_gpus: int | None
+    worker_num_cpus: int | None
+    gcs_reconnect_timeout_s: int
+    start_timeout_s: float
+    unhealthy_s: float
+    stop_timeout_s: float
+
+    @property
+    def node_tag(self) -> str:
+        """Marker put in the environment of every process tree this node starts.
+
+        Derived from the run dir, so two nodes on one host never share it.
+        """
+        return hashlib.sha1(os.path.abspath(self.run_dir).encode()).hexdigest()[:12]
+
+    @property
+    def node_log_dir(self) -> str:
+        return os.path.join(self.log_dir, self.node_name)
+
+    @property
+    def node_manager_port(self) -> int | None:
+        """``--node-manager-port`` from the extra args, used to tell nodes on one IP apart."""
+        return _flag_int(self.ray_extra_args, "--node-manager-port")
+
+    @property
+    def generation_file(self) -> str:
+        return os.path.join(self.run_dir, "head.generation.json")
+
+    @property
+    def job_server_url(self) -> str:
+        return f"http://{_url_host(self.node_ip)}:{self.dashboard_port}"
+
+
+def _url_host(ip: str) -> str:
+    return f"[{ip}]" if ":" in ip else ip
+
+
+def _flag_int(args: tuple[str, ...], flag: str) -> int | None:
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+        else:
+            continue
+        return int(value) if value.isdigit() else None
+    return None
+
+
+class _Reader:
+    """Reads variables and records problems instead of failing on the first one."""
+
+    def __init__(self, env: Mapping[str, str]):
+        self.env = env
+        self.problems: list[str] = []
+
+    def raw(self, name: str, default: str = "") -> str:
+        value = self.env.get(name, "")
+        return value.strip() if value.strip() else default
+
+    def bad(self, name: str, value: str, expected: str) -> None:
+        self.problems.append(f"{name}={value!r}: expected {expected}")
+
+    def choice(self, name: str, choices: tuple[str, ...]) -> str:
+        value = self.raw(name)
+        if value not in choices:
+            self.bad(name, value, "one of " + "|".join(choices) + " (required)")
+        return value
+
+    def name(self, name: str, default: str) -> str:
+        value = self.raw(name, default)
+        if not _NAME_RE.match(value):
+            self.bad(name, value, "1-63 characters of [A-Za-z0-9_.-], starting alphanumeric")
+        return value
+
+    def path(self, name: str, default: str) -> str:
+        value = self.raw(name, default)
+        if not os.path.isabs(value) or any(ord(c) < 32 for c in value):
+            self.bad(name, value, "an absolute path without control characters")
+        return os.path.normpath(value) if os.path.isabs(value) else value
+
+    def port(self, name: str, default: int) -> int:
+        value = self.raw(name, str(default))
+        if not value.isdigit() or not 1 <= int(value) <= 65535:
+            self.bad(name, value, "a TCP port 1..65535")
+            return default
+        return int(value)
+
+    def seconds(self, name: str, default: float, *, minimum: float = 0.0) -> float:
+        value = self.raw(name, str(default))
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number <= minimum:
+            self.bad(name, value, f"a number of seconds > {minimum:g}")
+            return default
+        return number
+
+    def count(self, name: str) -> int | None:
+        value = self.raw(name)
+        if not value:
+            return None
+        if not value.isdigit():
+            self.bad(name, value, "an integer >= 0, or empty for Ray's autodetection")
+            return None
+        return int(value)
+
+
+def parse_resources_kv(text: str) -> dict[str, float]:
+    """``worker_node=100,ssd=1.5`` -> ``{"worker_node": 100.0, "ssd": 1.5}``; ValueError if bad."""
+    resources: dict[str, float] = {}
+    for item in text.split(","):
+        key, sep, value = item.strip().partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not _RESOURCE_RE.match(key):
+            raise ValueError(f"bad item {item.strip()!r}")
+        if key in ("CPU", "GPU", "memory", "object_store_memory"):
+            raise ValueError(f"{key} is set through ARGUS_WORKER_NUM_CPUS/GPUS or by Ray")
+        if key in resources:
+            raise ValueError(f"duplicate key {key!r}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"value of {key!r} is not a number") from None
+        if not math.isfinite(number) or number < 0:
+            raise ValueError(f"value of {key!r} must be a finite number >= 0")
+        resources[key] = number
+    return resources
+
+
+def _split_extra_args(reader: _Reader) -> tuple[str, ...]:
+    name = "ARGUS_RAY_EXTRA_ARGS"
+    text = reader.raw(name)
+    try:
+        args = tuple(shlex.split(text))
+    except ValueError as exc:
+        reader.bad(name, text, f"shell-style words ({exc})")
+        return ()
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in MANAGED_RAY_FLAGS:
+            reader.bad(name, text, f"extra ray start flags other than {flag}, which Argus sets")
+    return args
+
+
+# --- node IP detection -------------------------------------------------------------------
+
+def _ip_by_route(target: str = "8.8.8.8") -> str | None:
+    """Source address the kernel would use towards ``target``; a UDP connect sends nothing."""
+    family = socket.AF_INET6 if ":" in target else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect((target, 9))
+        except OSError:
+            return None
+        return sock.getsockname()[0]
+
+
+def _ip_by_hostname_i() -> str | None:
+    try:
+        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = out.stdout.split()
+    return words[0] if out.returncode == 0 and words else None
+
+
+def _ip_by_getaddrinfo() -> str | None:
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+    except OSError:
+        return None
+    return infos[0][4][0] if infos else None
+
+
+DEFAULT_IP_STRATEGIES: tuple[Callable[[], str | None], ...] = (
+    _ip_by_route, _ip_by_hostname_i, _ip_by_getaddrinfo,
+)
+
+
+def detect_node_ip(strategies: tuple[Callable[[], str | None], ...] = DEFAULT_IP_STRATEGIES
+                   ) -> str:
+    """First non-loopback address any strategy finds; 127.0.0.1 when none does."""
+    for strategy in strategies:
+        ip = strategy()
+        if ip and not ipaddress.ip_address(ip).is_loopback:
+            return ip
+    return "127.0.0.1"
+
+
+def load_node_settings(env: Mapping[str, str] | None = None,
+                       detect_ip: Callable[[], str] = detect_node_ip) -> NodeSettings:
+    """Build NodeSettings from ``env`` (default: ``os.environ``); SettingsError if invalid."""
+    r = _Reader(os.environ if env is None else env)
+    role = r.choice("ARGUS_ROLE", ROLES)
+    shared_root = r.path("ARGUS_SHARED_ROOT", "/private")
+    cluster_name = r.name("ARGUS_CLUSTER_NAME", "argus-ray")
+    head_ip_file = r.path("ARGUS_HEAD_IP_FILE", os.path.join(
+        shared_root, "ray", "discovery", cluster_name, "head.json"))
+    ray_port = r.port("ARGUS_RAY_PORT", 6379)
+    dashboard_port = r.port("ARGUS_DASHBOARD_PORT", 8265)
+    if ray_port == dashboard_port:
+        r.bad("ARGUS_DASHBOARD_PORT", str(dashboard_port), "a port different from ARGUS_RAY_PORT")
+    ttl_s = r.seconds("ARGUS_TTL_S", 60)
+    refresh_s = r.seconds("ARGUS_REFRESH_S", 10)
+    if refresh_s >= ttl_s:
+        r.bad("ARGUS_REFRESH_S", r.raw("ARGUS_REFRESH_S", "10"),
+              f"a refresh interval shorter than ARGUS_TTL_S ({ttl_s:g})")
+    poll_s = r.seconds("ARGUS_POLL_S", 5)
+
+    node_ip = r.raw("ARGUS_NODE_IP")
+    if node_ip:
+        try:
+            ipaddress.ip_address(node_ip)
+        except ValueError:
+            r.bad("ARGUS_NODE_IP", node_ip, "an IPv4/IPv6 address, or empty to auto-detect")
+    else:
+        node_ip = detect_ip()
+
+    resources: dict[str, float] = {}
+    kv = r.raw("ARGUS_WORKER_RESOURCES_KV", "worker_node=100")
+    try:
+        resources = parse_resources_kv(kv)
+    except ValueError as exc:
+        r.bad("ARGUS_WORKER_RESOURCES_KV", kv, f"a comma list of name=number ({exc})")
+
+    gcs_timeout = r.raw("ARGUS_GCS_RECONNECT_TIMEOUT_S", "5")
+    if not gcs_timeout.isdigit() or int(gcs_timeout) < 1:
+        r.bad("ARGUS_GCS_RECONNECT_TIMEOUT_S", gcs_timeout, "an integer number of seconds >= 1")
+        gcs_timeout = "5"
+
+    settings = NodeSettings(
+        role=role,
+        node_name=r.name("ARGUS_NODE_NAME", socket.gethostname().split(".")[0] or "node"),
+        shared_root=shared_root,
+        cluster_name=cluster_name,
+        head_ip_file=head_ip_file,
+        ray_port=ray_port,
+        dashboard_port=dashboard_port,
+        ttl_s=ttl_s,
+        refresh_s=refresh_s,
+        poll_s=poll_s,
+        node_ip=node_ip,
+        worker_resources=MappingProxyType(resources),
+        ray_extra_args=_split_extra_args(r),
+        log_dir=r.path("ARGUS_LOG_DIR", os.path.join(shared_root, "common", "logs")),
+        run_dir=r.path("ARGUS_RUN_DIR", "/run/argus-node"),
+        ray_temp_dir=r.path("ARGUS_RAY_TEMP_DIR", "/tmp/ray"),
+        worker_num_gpus=r.count("ARGUS_WORKER_NUM_GPUS"),
+        worker_num_cpus=r.count("ARGUS_WORKER_NUM_CPUS"),
+        gcs_reconnect_timeout_s=int(gcs_timeout),
+        start_timeout_s=r.seconds("ARGUS_START_TIMEOUT_S", 60),
+        unhealthy_s=r.seconds("ARGUS_UNHEALTHY_S", 10),
+        stop_timeout_s=r.seconds("ARGUS_STOP_TIMEOUT_S", 10),
+    )
+    if len(os.path.join(settings.run_dir, SOCKET_NAME)) > 100:
+        r.bad("ARGUS_RUN_DIR", settings.run_dir,
+              "a path short enough for a unix socket (under 80 characters)")
+    if r.problems:
+        raise SettingsError(r.problems)
+    return settings

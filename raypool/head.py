@@ -1,0 +1,152 @@
+"""Head side: the watchdog that keeps ``ray start --head --block`` alive, and the publisher
+that writes head.json while that head is healthy.
+
+The two talk through one local file, ``<run dir>/head.generation.json``, which the
+watchdog rewrites with a new generation before every start; the publisher only ever
+publishes the generation in that file, so a restarted head shows a new generation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from raypool import discovery
+from raypool.config import NodeSettings
+from raypool.health import gcs_alive
+from raypool.policy import Action, Limits, decide_head
+from raypool.watchdog import RayWatchdog, ray_executable
+
+
+def head_argv(settings: NodeSettings) -> list[str]:
+    return [
+        ray_executable(), "start", "--head", "--num-cpus=0", "--num-gpus=0",
+        f"--port={settings.ray_port}", "--dashboard-host=0.0.0.0",
+        f"--dashboard-port={settings.dashboard_port}",
+        f"--node-ip-address={settings.node_ip}", f"--temp-dir={settings.ray_temp_dir}",
+        "--disable-usage-stats", "--log-color=false", "--block", *settings.ray_extra_args,
+    ]
+
+
+def local_gcs_address(settings: NodeSettings) -> str:
+    host = f"[{settings.node_ip}]" if ":" in settings.node_ip else settings.node_ip
+    return f"{host}:{settings.ray_port}"
+
+
+def write_generation(path: str, generation: str, now: float) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"generation": generation, "started_at": now}, f)
+    os.replace(tmp, path)
+
+
+def read_generation(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            value = json.load(f).get("generation")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+class HeadWatchdog(RayWatchdog):
+    def tick(self) -> bool:
+        s = self.settings
+        child = self.child_state()
+        healthy = False
+        if child.running and child.exit_code is None:
+            healthy = gcs_alive(local_gcs_address(s), timeout_s=3.0)
+            self.mark_ok(healthy)
+            child = self.child_state()
+        decision = decide_head(child, healthy, Limits(s.start_timeout_s, s.unhealthy_s))
+        if decision.action is Action.STOP:
+            self.stop_child(decision.reason)
+            return True
+        if decision.action is Action.START:
+            generation = discovery.new_generation()
+            write_generation(s.generation_file, generation, time.time())
+            self.log.info("new head generation %s", generation)
+            self.start_child(head_argv(s))
+        return False
+
+
+def run_head_watchdog(settings: NodeSettings, logger: logging.Logger) -> int:
+    os.makedirs(settings.run_dir, exist_ok=True)
+    return HeadWatchdog(settings, logger).run()
+
+
+@dataclass(frozen=True)
+class PublishState:
+    generation: str | None = None
+    seq: int = 0
+    written_mono: float = float("-inf")
+
+
+def should_publish(healthy: bool, generation: str | None, state: PublishState,
+                   mono: float, refresh_s: float) -> bool:
+    """Publish only for a healthy head: at once for a new generation, else every refresh."""
+    if not healthy or generation is None:
+        return False
+    return generation != state.generation or mono - state.written_mono >= refresh_s
+
+
+class HeadPublisher:
+    tick_s = 1.0
+
+    def __init__(self, settings: NodeSettings, logger: logging.Logger,
+                 healthy: Callable[[], bool] | None = None):
+        self.settings = settings
+        self.log = logger
+        self._healthy = healthy or (lambda: gcs_alive(local_gcs_address(settings), 3.0))
+        self.state = self._resume()
+        self._was_healthy = True
+        self.stopping = threading.Event()
+
+    def _resume(self) -> PublishState:
+        """Continue the sequence of an existing record of the same generation."""
+        s = self.settings
+        existing = discovery.read_record(s.head_ip_file, s.cluster_name).record
+        generation = read_generation(s.generation_file)
+        if existing and existing.generation == generation and existing.head_ip == s.node_ip:
+            return PublishState(generation, existing.seq)
+        return PublishState()
+
+    def record(self, generation: str, seq: int, now: float) -> discovery.HeadRecord:
+        s = self.settings
+        return discovery.HeadRecord(
+            cluster_name=s.cluster_name, head_ip=s.node_ip, gcs_port=s.ray_port,
+            dashboard_port=s.dashboard_port, job_server_url=s.job_server_url,
+            generation=generation, seq=seq, written_at=now, ttl_s=s.ttl_s,
+            hostname=socket.gethostname(), pid=os.getpid())
+
+    def tick(self, now: float, mono: float) -> None:
+        generation = read_generation(self.settings.generation_file)
+        healthy = generation is not None and self._healthy()
+        if healthy != self._was_healthy:
+            self.log.info("local head %s", "healthy: publishing" if healthy
+                          else "not healthy: not publishing (head.json goes stale)")
+            self._was_healthy = healthy
+        if not should_publish(healthy, generation, self.state, mono, self.settings.refresh_s):
+            return
+        assert generation is not None
+        seq = self.state.seq + 1 if generation == self.state.generation else 1
+        discovery.write_record(self.settings.head_ip_file, self.record(generation, seq, now))
+        if generation != self.state.generation:
+            self.log.info("published generation %s at %s", generation,
+                          local_gcs_address(self.settings))
+        self.state = PublishState(generation, seq, mono)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
+        while not self.stopping.is_set():
+            self.tick(time.time(), time.monotonic())
+            self.stopping.wait(self.tick_s)
+        return 0

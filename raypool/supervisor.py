@@ -1,0 +1,96 @@
+"""Render the supervisord config for one node (SPEC B4) into its run dir.
+
+Each program is one ``argus-node`` subcommand; settings reach it through the environment
+supervisord inherits from ``argus-node run``, so nothing but quoted paths is rendered into
+``command=``. (Ray's ``--resources`` JSON never passes through supervisord's shlex; the
+worker watchdog hands it to ``ray start`` as one argv element.)
+
+Stop semantics: ``stopasgroup=false`` so only the watchdog gets SIGTERM and stops Ray in
+order (SPEC B2: a group TERM makes the head take 30+ s); ``killasgroup=true`` so a
+watchdog that overruns ``stopwaitsecs`` is SIGKILLed with everything under it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from importlib import resources
+from string import Template
+
+from raypool.config import SOCKET_NAME, NodeSettings
+
+PROGRAMS = {
+    "head": ("argus_head_watchdog", "argus_head_publisher"),
+    "worker": ("argus_worker_watchdog",),
+}
+SUBCOMMANDS = {
+    "argus_head_watchdog": "head-watchdog",
+    "argus_head_publisher": "head-publisher",
+    "argus_worker_watchdog": "worker-watchdog",
+    "argus_fatal_listener": "fatal-listener",
+}
+PROGRAM_BLOCK = Template("""
+[program:${name}]
+command=${command}
+autostart=true
+autorestart=true
+startsecs=${startsecs}
+startretries=5
+stopsignal=TERM
+stopwaitsecs=${stopwaitsecs}
+stopasgroup=false
+killasgroup=true
+redirect_stderr=true
+stdout_logfile=/dev/fd/1
+stdout_logfile_maxbytes=0
+""")
+
+
+def template_path() -> str:
+    return str(resources.files("raypool") / "templates" / "supervisord.conf.tmpl")
+
+
+def config_path(settings: NodeSettings) -> str:
+    return os.path.join(settings.run_dir, "supervisord.conf")
+
+
+def socket_path(settings: NodeSettings) -> str:
+    return os.path.join(settings.run_dir, SOCKET_NAME)
+
+
+def _ini(value: str) -> str:
+    """Escape for supervisord's ini values, which expand ``%(name)s``."""
+    return value.replace("%", "%%")
+
+
+def program_command(program: str, python: str = sys.executable) -> str:
+    return _ini(shlex.join([python, "-m", "raypool.cli", SUBCOMMANDS[program]]))
+
+
+def render(settings: NodeSettings, python: str = sys.executable) -> str:
+    blocks = "".join(
+        PROGRAM_BLOCK.substitute(
+            name=name, command=program_command(name, python), startsecs=3,
+            stopwaitsecs=int(settings.stop_timeout_s) + 15)
+        for name in PROGRAMS[settings.role]
+    )
+    with open(template_path()) as f:
+        template = Template(f.read())
+    return template.substitute(
+        role=settings.role, node_name=settings.node_name,
+        node_log_dir=_ini(settings.node_log_dir), run_dir=_ini(settings.run_dir),
+        socket=_ini(socket_path(settings)),
+        listener_command=program_command("argus_fatal_listener", python), programs=blocks)
+
+
+def write_config(settings: NodeSettings) -> str:
+    """Render into ``<run dir>/supervisord.conf`` (dirs created); returns the path."""
+    os.makedirs(settings.run_dir, exist_ok=True)
+    os.makedirs(settings.node_log_dir, exist_ok=True)
+    path = config_path(settings)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(render(settings))
+    os.replace(tmp, path)
+    return path
