@@ -461,3 +461,15 @@ def test_loop_survives_errors_and_wakes_early() -> None:
     assert loop.ticks >= 2 and loop.last_tick_duration_s == 0.25
     with pytest.raises(ValueError, match="tick_s"):
         SchedulerLoop(stub, tick_s=0)  # type: ignore[arg-type]
+
+
+def test_pending_recheck_defers_the_next_look(tmp_path: Path) -> None:
+    env = Env(tmp_path, pending_recheck_s=30.0)
+    t = env.add(nnodes=2)  # cannot fit
+    env.tick(T0)
+    assert env.store.get_task(t).next_run_at == T0 + 30
+    env.cluster.add_node("w2", gpus=4, cpus=16)
+    env.tick(T0 + 29)
+    assert env.state(t) is S.PENDING_RESOURCES
+    env.tick(T0 + 30)
+    assert env.state(t) is S.SUBMITTED
