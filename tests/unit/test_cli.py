@@ -1,0 +1,308 @@
+"""The ``argus`` CLI against a running test server (real app, Store, FakeCluster).
+
+The CLI is synchronous (urllib), so each call runs in a worker thread while the test's
+event loop serves the requests. ``wait`` and ``logs --follow`` get an injected sleep that
+drives the scheduler instead of waiting, and an injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service import cli
+from service.app import create_app
+from service.artifacts import Artifacts
+from service.cluster_fake import FakeCluster
+from service.config import Settings
+from service.scheduler import Scheduler
+from service.states import RayStatus
+from service.store import Store
+
+TOKEN = "cli-token"
+T0 = 1_766_000_000.0
+
+
+class Server:
+    def __init__(self, tmp_path: Path) -> None:
+        self.shared = tmp_path / "shared"
+        self.settings = Settings(shared_root=str(self.shared))
+        self.store = Store(str(tmp_path / "db.sqlite3"))
+        self.cluster = FakeCluster(clock=T0)
+        self.cluster.add_node("n1", gpus=4)
+        self.artifacts = Artifacts(self.settings.jobs_dir())
+        self.scheduler = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
+        self.now = T0
+        self.url = ""
+
+    def tick(self) -> None:
+        self.now += 1
+        self.cluster.clock = self.now
+        self.scheduler.tick(self.now)
+
+    def spec_file(self, tmp_path: Path, **fields: Any) -> Path:
+        doc = {
+            "workload": "sft", "code_path": f"{self.shared}/code", "model_id": "org/model",
+            "train_file": f"{self.shared}/train.parquet", "val_file": "null", "nnodes": 1,
+            "n_gpus_per_node": 2, **fields,
+        }
+        path = tmp_path / "job.yaml"
+        path.write_text("".join(f"{k}: {v}\n" for k, v in doc.items()))
+        return path
+
+
+@pytest.fixture
+async def server(tmp_path, aiohttp_server, monkeypatch):
+    srv = Server(tmp_path)
+    app = create_app(srv.settings, srv.store, srv.cluster, srv.artifacts, token=TOKEN,
+                     clock=lambda: srv.now)
+    test_server = await aiohttp_server(app)
+    srv.url = str(test_server.make_url("/"))
+    monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
+    yield srv
+    srv.store.close()
+
+
+async def run(srv: Server, *argv: str, **kw: Any) -> tuple[int, str]:
+    out = io.StringIO()
+    code = await asyncio.to_thread(cli.main, ["--url", srv.url, *argv], out=out, **kw)
+    return code, out.getvalue()
+
+
+async def submitted(srv: Server, tmp_path: Path, **fields: Any) -> str:
+    code, out = await run(srv, "--json", "submit", str(srv.spec_file(tmp_path, **fields)))
+    assert code == 0, out
+    return json.loads(out)["task_id"]
+
+
+async def test_submit_file(server, tmp_path):
+    code, out = await run(server, "submit", str(server.spec_file(tmp_path)))
+    assert code == 0
+    task_id, state = out.split()
+    assert state == "QUEUED" and server.store.task_exists(task_id)
+
+
+async def test_submit_stdin(server, tmp_path, monkeypatch):
+    data = server.spec_file(tmp_path).read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    code, out = await run(server, "submit", "-", "--json")
+    assert code == 0
+    assert json.loads(out)["state"] == "QUEUED"
+
+
+async def test_submit_invalid_prints_error_and_details(server, tmp_path, capsys):
+    path = server.spec_file(tmp_path, nnodes=0, code_path="rel/path")
+    code, out = await run(server, "submit", str(path))
+    assert code == 1 and out == ""
+    err = capsys.readouterr().err
+    assert "HTTP 400: invalid JobSpec" in err
+    assert "  nnodes:" in err and "  code_path:" in err
+
+
+async def test_submit_missing_file(server, tmp_path, capsys):
+    code, _ = await run(server, "submit", str(tmp_path / "absent.yaml"))
+    assert code == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+async def test_status_table_and_json(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    code, out = await run(server, "status", task_id)
+    assert code == 0
+    rows = dict(line.split(None, 1) for line in out.splitlines())
+    assert rows["task_id"] == task_id and rows["state"] == "QUEUED"
+    assert rows["resources"] == "1x2 GPUs" and rows["queue_position"] == "1"
+    code, out = await run(server, "status", task_id, "--json")
+    assert code == 0 and json.loads(out)["desired_resources"]["total_gpus"] == 2
+
+
+async def test_status_unknown_task_is_exit_1(server, capsys):
+    code, _ = await run(server, "status", "mvp2-sft-20250101-000000-beef")
+    assert code == 1
+    assert "HTTP 404" in capsys.readouterr().err
+
+
+async def test_attempts(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    code, out = await run(server, "attempts", task_id)
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split()[:3] == ["ATTEMPT", "RAY_SUBMISSION_ID", "RAY_STATUS"]
+    assert row.split()[:3] == ["1", f"{task_id}--a01", "PENDING"]
+    code, out = await run(server, "--json", "attempts", task_id)
+    assert json.loads(out)["attempts"][0]["attempt_no"] == 1
+
+
+async def test_logs_with_tail_and_attempt(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    server.cluster.write_log(f"{task_id}--a01", "a\nb\nc\n")
+    code, out = await run(server, "logs", task_id, "--tail", "2", "--attempt", "1")
+    assert (code, out) == (0, "b\nc\n")
+
+
+async def test_logs_follow_until_the_task_ends(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    sid = f"{task_id}--a01"
+    server.cluster.start(sid, {"n1": 2})
+    server.cluster.write_log(sid, "step 1\n")
+    script = [
+        lambda: server.cluster.write_log(sid, "step 2\n"),
+        lambda: (server.cluster.finish(sid, RayStatus.SUCCEEDED, log="done\n"), server.tick()),
+    ]
+    slept: list[float] = []
+
+    def fake_sleep(seconds: float) -> None:  # runs in the CLI thread between polls
+        slept.append(seconds)
+        script.pop(0)()
+
+    code, out = await run(server, "logs", task_id, "--follow", sleep=fake_sleep)
+    assert code == 0
+    assert out == "step 1\nstep 2\ndone\n"
+    assert len(slept) == 2
+
+
+async def test_cancel(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    code, out = await run(server, "cancel", task_id)
+    assert (code, out.split()) == (0, [task_id, "CANCELED"])
+    code, out = await run(server, "cancel", task_id)
+    assert code == 1  # already terminal: 409
+
+
+async def test_cancel_running_says_stop_requested(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    code, out = await run(server, "cancel", task_id)
+    assert code == 0 and "stop requested" in out
+
+
+async def test_queue(server, tmp_path):
+    first = await submitted(server, tmp_path, n_gpus_per_node=4)
+    server.tick()
+    second = await submitted(server, tmp_path, n_gpus_per_node=4)
+    server.tick()
+    code, out = await run(server, "queue")
+    assert code == 0
+    pending, running = out.split("\n\n")
+    assert second in pending and "needs" in pending
+    assert first in running and f"{first}--a01" in running
+    code, out = await run(server, "queue", "--json")
+    data = json.loads(out)
+    assert [t["task_id"] for t in data["pending"]] == [second]
+
+
+async def test_list_with_state_limit_and_cursor(server, tmp_path):
+    ids = []
+    for _ in range(3):
+        ids.append(await submitted(server, tmp_path))
+        server.now += 1
+    code, out = await run(server, "list", "--limit", "2")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["TASK_ID", "STATE"]
+    assert [line.split()[0] for line in lines[1:3]] == ids[:0:-1]
+    cursor = lines[-1].split("--cursor ")[1].rstrip(")")
+    code, out = await run(server, "--json", "list", "--limit", "2", "--cursor", cursor)
+    assert [t["task_id"] for t in json.loads(out)["tasks"]] == [ids[0]]
+    code, out = await run(server, "list", "--state", "CANCELED", "--json")
+    assert json.loads(out)["tasks"] == []
+    code, _ = await run(server, "list", "--state", "BOGUS")
+    assert code == 1
+
+
+async def test_wait_until_succeeded(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    sid = f"{task_id}--a01"
+    steps = [lambda: server.cluster.start(sid, {"n1": 2}),
+             lambda: server.cluster.finish(sid, RayStatus.SUCCEEDED)]
+
+    def fake_sleep(_: float) -> None:
+        steps.pop(0)()
+        server.tick()
+
+    code, out = await run(server, "wait", task_id, "--interval", "5", sleep=fake_sleep)
+    assert code == 0
+    assert "SUCCEEDED" in out and steps == []
+
+
+async def test_wait_failed_task_exits_1(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    server.cluster.finish(f"{task_id}--a01", RayStatus.FAILED, message="Traceback: boom")
+    server.tick()
+    code, out = await run(server, "wait", task_id, sleep=lambda _: None)
+    assert code == 1 and "FAILED" in out
+
+
+async def test_wait_times_out_with_a_deadline(server, tmp_path, capsys):
+    task_id = await submitted(server, tmp_path, n_gpus_per_node=8)  # never fits
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    code, _ = await run(server, "wait", task_id, "--timeout", "10", "--interval", "3",
+                        sleep=fake_sleep, clock=lambda: now[0])
+    assert code == 1
+    assert sleeps == [3, 3, 3, 1]
+    assert "still QUEUED after 10s" in capsys.readouterr().err
+
+
+async def test_wrong_token_is_exit_1(server, monkeypatch, capsys):
+    monkeypatch.setenv("OTHER_TOKEN", "nope")
+    code, _ = await run(server, "--token-env", "OTHER_TOKEN", "queue")
+    assert code == 1
+    assert "HTTP 401" in capsys.readouterr().err
+
+
+def test_missing_token_is_usage_error(monkeypatch, capsys):
+    monkeypatch.delenv("ARGUS_API_TOKEN", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["queue"])
+    assert exc.value.code == 2
+    assert "ARGUS_API_TOKEN" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["logs", "x", "--tail", "0"],
+    ["logs", "x", "--attempt", "one"],
+    ["wait", "x", "--timeout", "-3"],
+    ["frobnicate"],
+    [],
+])
+def test_usage_errors_exit_2(monkeypatch, argv):
+    monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+
+
+def test_unreachable_server_is_exit_1(monkeypatch, capsys, unused_tcp_port):
+    monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
+    code = cli.main(["--url", f"http://127.0.0.1:{unused_tcp_port}", "queue"])
+    assert code == 1
+    assert "cannot reach" in capsys.readouterr().err
+
+
+def test_url_from_environment(monkeypatch):
+    monkeypatch.setenv("ARGUS_URL", "http://argus.example:9000")
+    assert cli.build_parser().parse_args(["queue"]).url == "http://argus.example:9000"
+    monkeypatch.delenv("ARGUS_URL")
+    assert cli.build_parser().parse_args(["queue"]).url == cli.DEFAULT_URL
+
+
+def test_non_json_error_body_is_reported():
+    failure = cli._failure(502, b"<html>Bad Gateway</html>")
+    assert failure.status == 502 and "Bad Gateway" in failure.message
