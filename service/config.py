@@ -22,6 +22,7 @@ Precedence: defaults < file < environment (``ARGUS_*``) < command-line flags.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -231,7 +232,12 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     if sqlite.get("db_path"):
         kw["db_path"] = _str(sqlite["db_path"], "v2.sqlite.db_path")
     if "task_id_prefix" in v2:
-        kw["task_id_prefix"] = _str(v2["task_id_prefix"], "v2.task_id_prefix")
+        prefix = _str(v2["task_id_prefix"], "v2.task_id_prefix")
+        if not re.fullmatch(r"[a-z0-9]{1,32}", prefix):
+            raise ConfigError(
+                f"v2.task_id_prefix: must be 1-32 lowercase letters or digits, got {prefix!r}"
+            )
+        kw["task_id_prefix"] = prefix
     jobspec = _section(v2, "jobspec", "v2.")
     if "allowed_roots" in jobspec:
         roots = jobspec["allowed_roots"] or []

@@ -70,6 +70,7 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
         ({"v2": {"scheduler": {"bogus": 1}}}, "unknown keys ['bogus']"),
         ({"v2": {"jobspec": {"allowed_roots": ["rel"]}}}, "v2.jobspec.allowed_roots"),
         ({"v2": {"verl": {"default_overrides": {"dpo": []}}}}, "v2.verl.default_overrides"),
+        ({"v2": {"task_id_prefix": "MVP-2"}}, "v2.task_id_prefix: must be 1-32 lowercase"),
         ({"v2": {"auth": {"token_env": ""}}}, "v2.auth.token_env: must be a non-empty string"),
     ],
 )
