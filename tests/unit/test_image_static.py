@@ -231,8 +231,40 @@ def test_entrypoint_passes_sh_and_shellcheck() -> None:
     assert proc.returncode == 0, proc.stdout
 
 
-def test_wrapper_runs_the_raypool_cli() -> None:
-    proc = subprocess.run([sys.executable, str(WRAPPER), "--help"],
-                          capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    assert "run" in proc.stdout
+def stage_image_files(dockerfile: list[tuple[str, str]], root: Path) -> None:
+    """Carry out the Dockerfile's COPY instructions under ``root`` instead of ``/``."""
+    for op, args in dockerfile:
+        if op != "COPY":
+            continue
+        (src,), dest = copy_sources(args), args.split()[-1]
+        target = root / dest.lstrip("/")
+        if (REPO / src).is_dir():
+            shutil.copytree(REPO / src, target,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / src, target)
+
+
+def test_the_image_layout_runs_the_node_cli(dockerfile, tmp_path: Path) -> None:
+    """raypool as the image holds it: /opt/argus on the path (the .pth), the wrapper as
+    /usr/local/bin/argus-node. ``python -S`` skips site-packages .pth files, so the
+    repository's editable install cannot stand in for the copied package."""
+    stage_image_files(dockerfile, tmp_path)
+    runs = " ".join(a for op, a in dockerfile if op == "RUN")
+    assert "echo /opt/argus > " in runs and ".pth" in runs
+    site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+    env = {"PATH": os.environ["PATH"],
+           "PYTHONPATH": f"{tmp_path / 'opt' / 'argus'}:{site_packages}"}
+    probe = ("import raypool, raypool.cli, raypool.supervisor as s, os; "
+             "print(raypool.__file__); print(os.path.isfile(s.template_path()))")
+    out = subprocess.run([sys.executable, "-S", "-c", probe], env=env, capture_output=True,
+                         text=True, timeout=60, check=True, cwd=tmp_path).stdout.split()
+    assert out == [str(tmp_path / "opt/argus/raypool/__init__.py"), "True"]
+    assert not (tmp_path / "opt/argus/service").exists()
+    for argv in (["-m", "raypool.cli", "--help"],
+                 [str(tmp_path / "usr/local/bin/argus-node"), "--help"]):
+        proc = subprocess.run([sys.executable, "-S", *argv], env=env, capture_output=True,
+                              text=True, timeout=60, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "run" in proc.stdout and "status" in proc.stdout
