@@ -187,10 +187,10 @@ class Scheduler:
         status = RayStatus(info.status)
         if status.is_terminal():
             self._ended(row, info, now, report)
-        elif (status.value != row.ray_status or info.start_time != row.start_time
-              or truncate_message(info.message) != row.message
-              or (row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING)):
-            to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
+            return
+        to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
+        if (to_running or status.value != row.ray_status or info.start_time != row.start_time
+                or truncate_message(info.message) != row.message):
             self.store.sync_attempt(
                 row.task_id, row.attempt_no, ray_status=status.value, message=info.message,
                 start_time=info.start_time, now=now,

@@ -46,6 +46,7 @@ ACTIVE: frozenset[TaskState] = frozenset({_S.SUBMITTING, *ON_CLUSTER})
 # and SQLite refuses the query outright if the terms ever drift apart.
 RUNNABLE_SQL = "state IN ('QUEUED', 'PENDING_RESOURCES')"
 ACTIVE_SQL = "state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')"
+_RUNNABLE_VALUES = frozenset(s.value for s in RUNNABLE)
 
 
 class StoreError(Exception):
@@ -803,6 +804,3 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows,
             )
         return len(rows)
-
-
-_RUNNABLE_VALUES = frozenset(s.value for s in RUNNABLE)
