@@ -133,8 +133,10 @@ class _Reader:
         return value
 
     def path(self, name: str, default: str) -> str:
+        """An absolute path; ``default`` (derived from another variable) is not re-checked."""
         value = self.raw(name, default)
-        if not os.path.isabs(value) or any(ord(c) < 32 for c in value):
+        explicit = bool(self.raw(name))  # a bad derived default was reported for its base
+        if explicit and (not os.path.isabs(value) or any(ord(c) < 32 for c in value)):
             self.bad(name, value, "an absolute path without control characters")
         return os.path.normpath(value) if os.path.isabs(value) else value
 

@@ -1,0 +1,125 @@
+"""NodeSettings from ARGUS_* env: defaults, every bad variable named, IP detection."""
+
+from __future__ import annotations
+
+import pytest
+
+from raypool.config import SettingsError, detect_node_ip, load_node_settings, parse_resources_kv
+
+
+def load(**env: str):
+    base = {"ARGUS_ROLE": "worker", "ARGUS_NODE_IP": "10.0.0.5", "ARGUS_NODE_NAME": "n1"}
+    base.update(env)
+    return load_node_settings(base)
+
+
+def test_defaults_follow_spec_b1():
+    s = load()
+    assert s.shared_root == "/private"
+    assert s.cluster_name == "argus-ray"
+    assert s.head_ip_file == "/private/ray/discovery/argus-ray/head.json"
+    assert (s.ray_port, s.dashboard_port) == (6379, 8265)
+    assert (s.ttl_s, s.refresh_s, s.poll_s) == (60, 10, 5)
+    assert dict(s.worker_resources) == {"worker_node": 100.0}
+    assert s.log_dir == "/private/common/logs"
+    assert s.gcs_reconnect_timeout_s == 5
+    assert s.worker_num_gpus is None and s.worker_num_cpus is None
+    assert s.ray_extra_args == ()
+
+
+def test_derived_paths_follow_shared_root_and_cluster():
+    s = load(ARGUS_SHARED_ROOT="/mnt/shared", ARGUS_CLUSTER_NAME="c2")
+    assert s.head_ip_file == "/mnt/shared/ray/discovery/c2/head.json"
+    assert s.log_dir == "/mnt/shared/common/logs"
+    assert s.node_log_dir == "/mnt/shared/common/logs/n1"
+
+
+def test_settings_are_frozen():
+    s = load()
+    with pytest.raises(AttributeError):
+        s.ray_port = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        s.worker_resources["x"] = 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("var,value", [
+    ("ARGUS_ROLE", ""),
+    ("ARGUS_ROLE", "master"),
+    ("ARGUS_SHARED_ROOT", "relative/path"),
+    ("ARGUS_CLUSTER_NAME", "bad name!"),
+    ("ARGUS_HEAD_IP_FILE", "head.json"),
+    ("ARGUS_RAY_PORT", "0"),
+    ("ARGUS_RAY_PORT", "70000"),
+    ("ARGUS_RAY_PORT", "abc"),
+    ("ARGUS_DASHBOARD_PORT", "-1"),
+    ("ARGUS_DASHBOARD_PORT", "6379"),
+    ("ARGUS_TTL_S", "0"),
+    ("ARGUS_TTL_S", "nan"),
+    ("ARGUS_REFRESH_S", "60"),
+    ("ARGUS_POLL_S", "-2"),
+    ("ARGUS_NODE_IP", "10.0.0.300"),
+    ("ARGUS_WORKER_RESOURCES_KV", "worker_node"),
+    ("ARGUS_WORKER_RESOURCES_KV", "worker_node=lots"),
+    ("ARGUS_WORKER_RESOURCES_KV", "GPU=4"),
+    ("ARGUS_WORKER_RESOURCES_KV", "a=1,a=2"),
+    ("ARGUS_WORKER_RESOURCES_KV", "a=-1"),
+    ("ARGUS_RAY_EXTRA_ARGS", "--foo 'unterminated"),
+    ("ARGUS_RAY_EXTRA_ARGS", "--num-gpus=8"),
+    ("ARGUS_RAY_EXTRA_ARGS", "--address 1.2.3.4:6379"),
+    ("ARGUS_LOG_DIR", "logs"),
+    ("ARGUS_RUN_DIR", "/run/" + "x" * 120),
+    ("ARGUS_RUN_DIR", "/run/a\nb"),
+    ("ARGUS_RAY_TEMP_DIR", "tmp"),
+    ("ARGUS_WORKER_NUM_GPUS", "four"),
+    ("ARGUS_WORKER_NUM_CPUS", "-3"),
+    ("ARGUS_GCS_RECONNECT_TIMEOUT_S", "0"),
+    ("ARGUS_NODE_NAME", "a/b"),
+    ("ARGUS_START_TIMEOUT_S", "x"),
+])
+def test_each_bad_variable_is_named(var, value):
+    with pytest.raises(SettingsError) as info:
+        load(**{var: value})
+    assert len(info.value.problems) == 1
+    assert info.value.problems[0].startswith(f"{var}=")
+    assert "expected" in info.value.problems[0]
+
+
+def test_all_problems_reported_at_once():
+    with pytest.raises(SettingsError) as info:
+        load_node_settings({"ARGUS_ROLE": "x", "ARGUS_RAY_PORT": "0", "ARGUS_NODE_IP": "nope"})
+    names = [p.split("=", 1)[0] for p in info.value.problems]
+    assert names == ["ARGUS_ROLE", "ARGUS_RAY_PORT", "ARGUS_NODE_IP"]
+
+
+def test_resources_and_extra_args_parsed():
+    s = load(ARGUS_WORKER_RESOURCES_KV=" worker_node=100, ssd=1.5 ",
+             ARGUS_RAY_EXTRA_ARGS="--node-manager-port=23001 --labels 'a b'",
+             ARGUS_WORKER_NUM_GPUS="4", ARGUS_WORKER_NUM_CPUS="16")
+    assert dict(s.worker_resources) == {"worker_node": 100.0, "ssd": 1.5}
+    assert s.ray_extra_args == ("--node-manager-port=23001", "--labels", "a b")
+    assert s.node_manager_port == 23001
+    assert (s.worker_num_gpus, s.worker_num_cpus) == (4, 16)
+
+
+def test_node_tag_differs_per_run_dir():
+    a = load(ARGUS_RUN_DIR="/tmp/a")
+    b = load(ARGUS_RUN_DIR="/tmp/b")
+    assert a.node_tag != b.node_tag
+    assert a.node_tag == load(ARGUS_RUN_DIR="/tmp/a/").node_tag
+
+
+def test_parse_resources_kv_rejects_empty_item():
+    with pytest.raises(ValueError, match="bad item"):
+        parse_resources_kv("a=1,,b=2")
+
+
+def test_detect_node_ip_skips_failed_and_loopback_strategies():
+    assert detect_node_ip((lambda: None, lambda: "127.0.1.1", lambda: "10.1.2.3")) == "10.1.2.3"
+    assert detect_node_ip((lambda: None,)) == "127.0.0.1"
+
+
+def test_empty_node_ip_is_detected():
+    s = load_node_settings({"ARGUS_ROLE": "head", "ARGUS_NODE_IP": ""},
+                           detect_ip=lambda: "192.168.7.7")
+    assert s.node_ip == "192.168.7.7"
+    assert s.job_server_url == "http://192.168.7.7:8265"
