@@ -1,0 +1,1 @@
+"""Stand-in for verl's trainer entry modules (NOT verl); see ../README.md."""

@@ -1,0 +1,316 @@
+"""The real Ray adapter behind ``service.cluster.Cluster``.
+
+Jobs (submit / info / stop / logs) go through ``ray.job_submission.JobSubmissionClient``,
+created lazily and re-created after a connection error (its constructor already talks to
+the job server). Placement groups come from the state API
+(``ray.util.state.list_placement_groups``), over the same dashboard address.
+
+Free resources per node: verl's check reads ``ray._private.state.available_resources_per_node()``,
+which needs ``ray.init()`` (the service would become a Ray driver: a registered job, a
+core worker, and a process that lives and dies with the cluster) and sits on
+``GlobalStateAccessor``, whose GCS client *terminates the process* once the GCS has been
+unreachable for 60 s (measured on Ray 2.60: "Failed to connect to GCS within 60 seconds
+... The program will terminate"). A head restart must not kill the service, so the
+snapshot uses the Python ``ray._raylet.GcsClient`` instead: a plain gRPC client of the
+GCS, no driver registered, nothing held, every call with a timeout, and it survives a
+dead GCS (it raises ``RpcError``). It reads the same GCS resource view:
+``get_all_node_info`` for the alive nodes and their IPs, ``get_all_resource_usage`` for
+each node's available resources. As in verl's view a resource at 0 is left out.
+
+Timeouts: the Jobs SDK has no per-call timeout (``requests`` without ``timeout=``), so
+every call runs on a small thread pool and the caller waits ``settings.ray_timeout_s`` at
+most; a call past that raises ``ClusterUnavailable`` and the client is dropped. Calls still
+stuck in the pool count against a small limit, past which new calls fail at once instead
+of queueing without bound. Client construction is single-flight: while one connect is
+under way (a dead GCS takes ~40 s to give up) other callers do not start another.
+
+Only this module imports ``ray``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from service.cluster import (
+    ClusterError,
+    ClusterSnapshot,
+    ClusterUnavailable,
+    JobAlreadyExists,
+    JobInfo,
+    JobNotFound,
+    NodeResources,
+    SubmitRejected,
+    SubmitRequest,
+)
+from service.config import Settings, thaw
+from service.states import RayStatus
+
+T = TypeVar("T")
+
+_MAX_OUTSTANDING = 8  # calls running on the pool at once (stuck ones included)
+_NODE_ALIVE = 0  # GcsNodeInfo.GcsNodeState.ALIVE
+
+
+# -- pure mapping helpers ---------------------------------------------------------------
+
+def _status_code(text: str) -> int | None:
+    """The HTTP status in the SDK's ``RuntimeError("Request failed with status code N: ...")``."""
+    marker = "status code "
+    at = text.find(marker)
+    if at < 0:
+        return None
+    digits = text[at + len(marker):at + len(marker) + 3]
+    return int(digits) if digits.isdigit() else None
+
+
+def classify_error(exc: BaseException, *, op: str, submission_id: str = "") -> ClusterError:
+    """Map what the Ray SDK raised to the boundary's errors.
+
+    Connection failures, timeouts and 5xx mean "Ray did not answer" (retry later);
+    "does not exist" / 404 means the job is gone; "already exists" on submit means the
+    attempt was submitted before; other 4xx on submit, and the SDK's own argument checks
+    (``ValueError``/``TypeError`` from runtime_env validation) are a refusal for good.
+    """
+    if isinstance(exc, ClusterError):
+        return exc
+    text = str(exc)
+    short = text if len(text) <= 500 else text[:500] + "..."
+    if isinstance(exc, OSError | FutureTimeout):  # requests' errors are OSErrors too
+        return ClusterUnavailable(f"Ray job server unreachable during {op}: {short}")
+    code = _status_code(text)
+    if op == "submit" and "already exists" in text:
+        return JobAlreadyExists(f"{submission_id}: {short}")
+    if code == 404 or "does not exist" in text:
+        return JobNotFound(f"{submission_id}: {short}")
+    if code is not None and code >= 500:
+        return ClusterUnavailable(f"Ray job server error during {op}: {short}")
+    if op == "submit" and (code is not None or isinstance(exc, ValueError | TypeError)):
+        return SubmitRejected(short)
+    return ClusterUnavailable(f"Ray call {op} failed: {type(exc).__name__}: {short}")
+
+
+def ms_to_s(value: int | float | None) -> float | None:
+    """Ray reports job times in epoch milliseconds; the service uses epoch seconds."""
+    return None if value is None else float(value) / 1000.0
+
+
+def job_info_from_details(submission_id: str, details: Any) -> JobInfo:
+    """``JobInfo`` from the SDK's ``JobDetails``."""
+    return JobInfo(
+        submission_id=submission_id,
+        status=RayStatus(str(getattr(details.status, "value", details.status))),
+        message=details.message or "",
+        start_time=ms_to_s(details.start_time),
+        end_time=ms_to_s(details.end_time),
+        exit_code=getattr(details, "driver_exit_code", None),
+    )
+
+
+def free_resources(available: Mapping[str, float]) -> dict[str, float]:
+    """verl's view of a node: resources at 0 are absent."""
+    return {name: float(v) for name, v in available.items() if v > 0}
+
+
+def placement_summary(pgs: Iterable[Mapping[str, Any]], job_to_sid: Mapping[str, str]
+                      ) -> tuple[dict[str, float], dict[str, float]]:
+    """(held GPUs, pending-since epoch s) per submission id from state-API PG records.
+
+    A CREATED group holds the GPUs of its bundles; a PENDING or RESCHEDULING group is
+    waiting since its creation request reached the GCS.
+    """
+    held: dict[str, float] = {}
+    pending: dict[str, float] = {}
+    for pg in pgs:
+        sid = job_to_sid.get(str(pg.get("creator_job_id") or ""))
+        if sid is None:
+            continue
+        state = pg.get("state")
+        if state == "CREATED":
+            gpus = sum(float((b.get("unit_resources") or {}).get("GPU", 0.0))
+                       for b in pg.get("bundles") or ())
+            if gpus:
+                held[sid] = held.get(sid, 0.0) + gpus
+        elif state in ("PENDING", "RESCHEDULING"):
+            stats = pg.get("stats") or {}
+            since_ns = stats.get("creation_request_received_ns")
+            if since_ns:
+                since = int(since_ns) / 1e9
+                pending[sid] = min(pending.get(sid, since), since)
+    return held, pending
+
+
+# -- the adapter ------------------------------------------------------------------------
+
+class RayCluster:
+    """``service.cluster.Cluster`` on a real Ray cluster (thread-safe)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._address = settings.ray_address
+        self._gcs_address = settings.resolved_gcs_address
+        self._timeout = settings.ray_timeout_s
+        self._pool = ThreadPoolExecutor(max_workers=_MAX_OUTSTANDING,
+                                        thread_name_prefix="ray-call")
+        self._slots = threading.BoundedSemaphore(_MAX_OUTSTANDING)
+        self._lock = threading.Lock()
+        self._jobs: Future | None = None  # Future[JobSubmissionClient]
+        self._gcs: Future | None = None  # Future[GcsClient]
+        # Driver job id (hex) of each in-flight submission, learnt from job_info; it maps
+        # placement groups (creator_job_id) back to attempts.
+        self._job_ids: dict[str, str] = {}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future:
+        if not self._slots.acquire(blocking=False):
+            raise ClusterUnavailable(
+                f"{_MAX_OUTSTANDING} calls to Ray are still outstanding; Ray is not answering"
+            )
+        try:
+            fut = self._pool.submit(fn, *args, **kwargs)
+        except RuntimeError as exc:  # pool shut down
+            self._slots.release()
+            raise ClusterUnavailable(f"Ray adapter is closed: {exc}") from exc
+        fut.add_done_callback(lambda _f: self._slots.release())
+        return fut
+
+    def _wait(self, fut: Future, what: str) -> Any:
+        try:
+            return fut.result(timeout=self._timeout)
+        except FutureTimeout:
+            raise ClusterUnavailable(
+                f"Ray did not answer {what} within {self._timeout:g}s"
+            ) from None
+
+    def _client(self, slot: str, factory: Callable[[], Any], what: str) -> Any:
+        """The cached client in ``slot``, connecting once (single-flight) if needed."""
+        with self._lock:
+            fut = getattr(self, slot)
+            if fut is None or (fut.done() and fut.exception() is not None):
+                fut = self._run(factory)
+                setattr(self, slot, fut)
+        try:
+            return self._wait(fut, f"a connect to {what}")
+        except ClusterUnavailable:
+            raise
+        except Exception as exc:
+            raise ClusterUnavailable(f"cannot connect to {what}: {exc}") from exc
+
+    def _drop(self, slot: str) -> None:
+        with self._lock:
+            setattr(self, slot, None)
+
+    def _jobs_call(self, op: str, method: str, *args: Any, sid: str = "",
+                   **kwargs: Any) -> Any:
+        client = self._client("_jobs", self._make_jobs_client,
+                              f"the Ray job server at {self._address}")
+        try:
+            return self._wait(self._run(getattr(client, method), *args, **kwargs), op)
+        except Exception as exc:
+            err = classify_error(exc, op=op, submission_id=sid)
+            if isinstance(err, ClusterUnavailable):
+                self._drop("_jobs")
+            raise err from exc
+
+    def _make_jobs_client(self) -> Any:
+        from ray.job_submission import JobSubmissionClient
+
+        return JobSubmissionClient(self._address)
+
+    def _make_gcs_client(self) -> Any:
+        from ray._raylet import GcsClient
+
+        return GcsClient(address=self._gcs_address)
+
+    # -- Cluster protocol -------------------------------------------------------------
+    def submit(self, req: SubmitRequest) -> None:
+        self._jobs_call(
+            "submit", "submit_job", sid=req.submission_id,
+            entrypoint=req.entrypoint,
+            submission_id=req.submission_id,
+            runtime_env=thaw(req.runtime_env),
+            entrypoint_num_cpus=req.entrypoint_num_cpus,
+            entrypoint_resources=thaw(req.entrypoint_resources),
+            metadata=dict(req.metadata),
+        )
+
+    def job_info(self, submission_id: str) -> JobInfo:
+        try:
+            details = self._jobs_call("job_info", "get_job_info", submission_id,
+                                      sid=submission_id)
+        except JobNotFound:
+            with self._lock:
+                self._job_ids.pop(submission_id, None)
+            raise
+        info = job_info_from_details(submission_id, details)
+        with self._lock:
+            if info.status.is_terminal() or not details.job_id:
+                self._job_ids.pop(submission_id, None)
+            else:
+                self._job_ids[submission_id] = details.job_id
+        return info
+
+    def stop(self, submission_id: str) -> None:
+        self._jobs_call("stop", "stop_job", submission_id, sid=submission_id)
+
+    def logs(self, submission_id: str) -> str:
+        return self._jobs_call("logs", "get_job_logs", submission_id, sid=submission_id)
+
+    def snapshot(self) -> ClusterSnapshot:
+        nodes = self._gcs_nodes()
+        with self._lock:
+            job_to_sid = {jid: sid for sid, jid in self._job_ids.items()}
+        held: dict[str, float] = {}
+        pending: dict[str, float] = {}
+        if job_to_sid:  # the state API costs a dashboard round trip: only when needed
+            held, pending = placement_summary(self._placement_groups(), job_to_sid)
+        return ClusterSnapshot(nodes=nodes, held_gpus=held, pending_pg_since=pending)
+
+    # -- snapshot parts ---------------------------------------------------------------
+    def _gcs_nodes(self) -> tuple[NodeResources, ...]:
+        gcs = self._client("_gcs", self._make_gcs_client, f"the Ray GCS at {self._gcs_address}")
+        timeout = max(1, int(self._timeout))
+
+        def read() -> tuple[NodeResources, ...]:
+            infos = gcs.get_all_node_info(timeout=timeout)
+            usage = gcs.get_all_resource_usage(timeout=timeout)
+            available = {u.node_id: dict(u.resources_available)
+                         for u in usage.resource_usage_data.batch}
+            out = []
+            for node_id, info in infos.items():
+                if info.state != _NODE_ALIVE:
+                    continue
+                raw = node_id.binary()
+                out.append(NodeResources(node_id=node_id.hex(),
+                                         node_ip=info.node_manager_address,
+                                         free=free_resources(available.get(raw, {}))))
+            return tuple(sorted(out, key=lambda n: (n.node_ip, n.node_id)))
+
+        try:
+            return self._wait(self._run(read), "a GCS resource read")
+        except Exception as exc:
+            self._drop("_gcs")
+            if isinstance(exc, ClusterUnavailable):
+                raise
+            raise ClusterUnavailable(f"Ray GCS at {self._gcs_address}: {exc}") from exc
+
+    def _placement_groups(self) -> list[dict[str, Any]]:
+        from ray.util.state import list_placement_groups
+
+        timeout = max(1, int(self._timeout))
+        try:
+            pgs = self._wait(self._run(
+                list_placement_groups, address=self._address,
+                filters=[("state", "!=", "REMOVED")], detail=True, timeout=timeout,
+                raise_on_missing_output=False,
+            ), "a placement group listing")
+        except ClusterUnavailable:
+            raise
+        except Exception as exc:
+            raise ClusterUnavailable(f"Ray state API at {self._address}: {exc}") from exc
+        return [pg if isinstance(pg, dict) else pg.__dict__ for pg in pgs]

@@ -1,0 +1,269 @@
+"""A real local Ray cluster for the integration tier and the dispatch benchmark.
+
+Other people run their own Ray clusters on the same host, so this never calls a bare
+``ray stop``: every node is a ``ray start --block`` child in its own process group, every
+port is picked free at start (never Ray's defaults), and the cluster has its own short
+``--temp-dir`` that all its nodes share (separate temp dirs break ``get_job_logs``).
+
+Job drivers run in sessions of their own (Ray's job supervisor uses ``start_new_session``)
+and survive a dead raylet, so killing process groups is not enough to leave nothing
+behind. Every process started here inherits the environment marker ``ARGUS_LOCALRAY=<id>``
+(Ray passes its environment down to workers and drivers); ``stop()`` kills every process
+that carries this cluster's marker and ``leftovers()`` lets a test assert none is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+MARKER_ENV = "ARGUS_LOCALRAY"
+_RAY_BIN = str(Path(sys.executable).with_name("ray"))
+_WORKER_PORT_SPAN = 60  # worker processes per node, each needs one port
+
+
+def wait_until(pred: Callable[[], object], timeout: float, what: str,
+               interval: float = 0.2) -> object:
+    """Poll ``pred`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while True:
+        try:
+            value = pred()
+            if value:
+                return value
+        except Exception as exc:  # a poll may fail while a thing is coming up
+            last_exc = exc
+        if time.monotonic() > deadline:
+            detail = f" (last error: {last_exc!r})" if last_exc else ""
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+class _PortPool:
+    """Free TCP ports, each handed out once per pool."""
+
+    def __init__(self) -> None:
+        self._used: set[int] = set()
+
+    def one(self) -> int:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in self._used:
+                self._used.add(port)
+                return port
+
+    def block(self, size: int) -> tuple[int, int]:
+        """A contiguous range of free ports below the ephemeral range."""
+        for _ in range(200):
+            start = random.randrange(20000, 32000 - size)
+            ports = range(start, start + size)
+            if self._used.intersection(ports) or not all(_port_free(p) for p in ports):
+                continue
+            self._used.update(ports)
+            return start, start + size - 1
+        raise RuntimeError("no free block of worker ports found")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass
+class RayNode:
+    name: str
+    proc: subprocess.Popen
+    node_manager_port: int
+    log_path: Path
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid  # started with start_new_session: pid == pgid
+
+
+@dataclass
+class LocalRayCluster:
+    """One head (``--num-cpus=0 --num-gpus=0``) plus workers added one after another."""
+
+    root: Path = field(default_factory=lambda: Path(f"/tmp/ar-{secrets.token_hex(3)}"))
+    ready_timeout_s: float = 90.0
+
+    def __post_init__(self) -> None:
+        self.marker = self.root.name
+        self.ports = _PortPool()
+        self.head: RayNode | None = None
+        self.workers: dict[str, RayNode] = {}
+        self.gcs_port = 0
+        self.dashboard_port = 0
+        self._seq = 0
+
+    # -- addresses ------------------------------------------------------------------
+    @property
+    def gcs_address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def temp_dir(self) -> Path:
+        return self.root / "ray"
+
+    # -- lifecycle ------------------------------------------------------------------
+    def _node_args(self) -> tuple[list[str], int]:
+        lo, hi = self.ports.block(_WORKER_PORT_SPAN)
+        nm_port = self.ports.one()
+        return [
+            f"--temp-dir={self.temp_dir}",
+            "--node-ip-address=127.0.0.1",
+            f"--node-manager-port={nm_port}",
+            f"--object-manager-port={self.ports.one()}",
+            f"--metrics-export-port={self.ports.one()}",
+            f"--dashboard-agent-listen-port={self.ports.one()}",
+            f"--dashboard-agent-grpc-port={self.ports.one()}",
+            f"--runtime-env-agent-port={self.ports.one()}",
+            f"--min-worker-port={lo}",
+            f"--max-worker-port={hi}",
+            "--object-store-memory=100000000",
+            "--disable-usage-stats",
+            "--block",
+        ], nm_port
+
+    def _spawn(self, name: str, args: list[str], nm_port: int) -> RayNode:
+        log_path = self.root / f"{name}.log"
+        # The venv first on PATH: job entrypoints run `python3 -m ...` as on a node image.
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        env = {**os.environ, MARKER_ENV: self.marker, "RAY_USAGE_STATS_ENABLED": "0",
+               "PATH": path}
+        env.pop("RAY_ADDRESS", None)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [_RAY_BIN, "start", *args], stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+            )
+        return RayNode(name, proc, nm_port, log_path)
+
+    def start_head(self) -> None:
+        """Start (or restart, as a new cluster with new ports) the head and wait for it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.gcs_port = self.ports.one()
+        self.dashboard_port = self.ports.one()
+        args, nm_port = self._node_args()
+        args = [
+            "--head", f"--port={self.gcs_port}", f"--dashboard-port={self.dashboard_port}",
+            "--dashboard-host=127.0.0.1", "--include-dashboard=true",
+            f"--ray-client-server-port={self.ports.one()}",
+            "--num-cpus=0", "--num-gpus=0", *args,
+        ]
+        self.head = self._spawn("head", args, nm_port)
+        wait_until(self._dashboard_up, self.ready_timeout_s, "the Ray dashboard/job server")
+        wait_until(lambda: len(self.alive_nodes()) >= 1, self.ready_timeout_s, "the head node")
+
+    def add_worker(self, *, gpus: int = 4, cpus: int = 16, worker_slots: int = 100) -> str:
+        """Start one more worker (fake GPUs) and wait until the GCS lists it alive."""
+        assert self.head is not None, "start the head first"
+        self._seq += 1
+        name = f"w{self._seq}"
+        args, nm_port = self._node_args()
+        resources = json.dumps({"worker_node": worker_slots})
+        args = [f"--address={self.gcs_address}", f"--num-gpus={gpus}",
+                f"--num-cpus={cpus}", f"--resources={resources}", *args]
+        before = len(self.alive_nodes())
+        node = self._spawn(name, args, nm_port)
+        self.workers[name] = node
+        wait_until(lambda: len(self.alive_nodes()) > before, self.ready_timeout_s,
+                   f"worker {name} to join")
+        return name
+
+    def node_id_of(self, name: str) -> str:
+        """The Ray node id (hex) of a worker started here, found by its manager port."""
+        port = self.workers[name].node_manager_port
+        for node in self.alive_nodes():
+            if node["NodeManagerPort"] == port:
+                return node["NodeID"]
+        raise KeyError(f"worker {name} is not alive in the GCS")
+
+    def remove_worker(self, name: str) -> None:
+        node = self.workers.pop(name)
+        _kill_group(node.proc)
+
+    def stop_head(self) -> None:
+        """Kill the head (job server and GCS with it): what a head crash looks like."""
+        if self.head is not None:
+            _kill_group(self.head.proc)
+            self.head = None
+
+    def stop(self) -> None:
+        """Stop every node and every process carrying this cluster's marker."""
+        for name in list(self.workers):
+            self.remove_worker(name)
+        self.stop_head()
+        for proc in self.leftovers():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        wait_until(lambda: not self.leftovers(), 30, "every Ray process of the test cluster "
+                   "to exit")
+
+    def cleanup_files(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def leftovers(self) -> list[psutil.Process]:
+        """Live processes started by this cluster (marker in their environment)."""
+        found = []
+        for proc in psutil.process_iter(["pid"]):
+            try:
+                if proc.environ().get(MARKER_ENV) == self.marker and \
+                        proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return found
+
+    # -- views ----------------------------------------------------------------------
+    def _dashboard_up(self) -> bool:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.dashboard_url}/api/version", timeout=2) as r:
+            return r.status == 200
+
+    def alive_nodes(self) -> list[dict]:
+        from ray._private.internal_api import get_state_from_address
+
+        state = get_state_from_address(self.gcs_address)
+        try:
+            return [n for n in state.node_table() if n["Alive"]]
+        finally:
+            state.disconnect()
+
+    def env(self) -> Mapping[str, str]:
+        """Environment for a process of the test that talks to this cluster."""
+        return {**os.environ, MARKER_ENV: self.marker, "RAY_ADDRESS": self.gcs_address}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the node's whole process group (raylet, GCS, workers): a crash, and fast."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
