@@ -16,6 +16,7 @@ import asyncio
 import hmac
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +47,7 @@ PUBLIC_PATHS = frozenset({"/healthz"})
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
 CLUSTER_THREADS = 4
+WAKE_INTERVAL_S = 0.1
 
 ERROR_CODES = {
     400: "bad_request",
@@ -95,6 +97,43 @@ def error_response(
     return web.json_response(body, status=status, headers=headers)
 
 
+class Waker:
+    """Wakes the scheduler loop, at most once per ``min_interval_s``.
+
+    Waking on every request during a burst of submissions would make the loop tick back
+    to back (each tick scans the queue), competing with the API for the GIL and the store
+    lock. The first wake goes through at once; later ones inside the interval collapse
+    into one wake at its end, so no request waits longer than the interval for a tick.
+    """
+
+    def __init__(self, target: Any | None, min_interval_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._target = target
+        self._interval = min_interval_s
+        self._clock = clock
+        self._last = -math.inf
+        self._deferred: asyncio.TimerHandle | None = None
+
+    def wake(self) -> None:
+        if self._target is None or self._deferred is not None:
+            return
+        wait = self._last + self._interval - self._clock()
+        if wait <= 0:
+            self._fire()
+        else:
+            self._deferred = asyncio.get_running_loop().call_later(wait, self._fire)
+
+    def _fire(self) -> None:
+        self._deferred = None
+        self._last = self._clock()
+        self._target.wake()
+
+    def close(self) -> None:
+        if self._deferred is not None:
+            self._deferred.cancel()
+            self._deferred = None
+
+
 @dataclass
 class _Deps:
     settings: Settings
@@ -106,6 +145,7 @@ class _Deps:
     clock: Callable[[], float]
     metrics: ServiceMetrics
     openapi_body: bytes
+    waker: Waker
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(CLUSTER_THREADS, "argus-cluster")
     )
@@ -194,8 +234,7 @@ async def _on_cluster(deps: _Deps, fn: Callable[..., T], *args: Any) -> T:
 
 
 def _wake(deps: _Deps) -> None:
-    if deps.scheduler_loop is not None:
-        deps.scheduler_loop.wake()
+    deps.waker.wake()
 
 
 def _task_or_404(deps: _Deps, task_id: str) -> Any:
@@ -449,10 +488,12 @@ def create_app(
     scheduler_loop: Any | None = None,
     clock: Callable[[], float] = time.time,
     metrics: ServiceMetrics | None = None,
+    wake_interval_s: float = WAKE_INTERVAL_S,
 ) -> web.Application:
     """Build the API application. ``token`` must be non-empty (the service refuses to
     run open). ``metrics`` may be passed in so the process wiring can also feed it
-    scheduler ticks; by default the app makes its own."""
+    scheduler ticks; by default the app makes its own. ``wake_interval_s`` bounds how
+    often requests wake the scheduler loop (see ``Waker``)."""
     if not token:
         raise ValueError("an API token is required")
     app = web.Application(
@@ -464,12 +505,14 @@ def create_app(
         token=token.encode(), scheduler_loop=scheduler_loop, clock=clock,
         metrics=metrics or ServiceMetrics(store.counts_by_state, scheduler_loop),
         openapi_body=json.dumps(build_openapi()).encode(),
+        waker=Waker(scheduler_loop, wake_interval_s),
     )
     app[DEPS] = deps
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
 
     async def _shutdown_pool(_: web.Application) -> None:
+        deps.waker.close()
         deps.executor.shutdown(wait=False, cancel_futures=True)
 
     app.on_cleanup.append(_shutdown_pool)

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 
 from service.app import create_app
 from service.artifacts import Artifacts
@@ -105,6 +106,28 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     return app
 
 
+class ErrorAccessLogger(AbstractAccessLogger):
+    """Access log of the requests worth reading: errors (status >= 400) and slow ones.
+
+    Successful requests are counted by route and status in ``/metrics`` instead; a line
+    per poll of ``argus wait`` or a dashboard would drown the log (and cost ~10% of the
+    API's CPU under load).
+    """
+
+    SLOW_S = 1.0
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        if response.status >= 400 or time >= self.SLOW_S:
+            self.logger.info('%s "%s %s" %d %.1fms', request.remote, request.method,
+                             request.path_qs, response.status, time * 1000)
+
+
+def serve(app: web.Application, host: str, port: int) -> None:
+    """Run until SIGTERM/SIGINT, then shut down gracefully (cleanup hooks run)."""
+    web.run_app(app, host=host, port=port, print=None, access_log_class=ErrorAccessLogger,
+                access_log=logging.getLogger("argus.access"))
+
+
 def _fail(message: str) -> None:
     print(f"argus-api: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -126,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(f"cannot open the database {settings.resolved_db_path}: {exc}")
     log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
              settings.resolved_db_path, settings.ray_address)
-    web.run_app(app, host=settings.api_host, port=settings.api_port, print=None)
+    serve(app, settings.api_host, settings.api_port)
 
 
 if __name__ == "__main__":

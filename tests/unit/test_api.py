@@ -3,8 +3,10 @@ by tick with an injected clock, and FakeCluster at the Ray boundary. No sleeps."
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service import app as app_mod
-from service.app import ROUTES, create_app
+from service.app import ROUTES, Waker, create_app
 from service.artifacts import Artifacts
 from service.cluster_fake import FakeCluster
 from service.config import Settings
@@ -102,6 +104,7 @@ def env(tmp_path: Path) -> Env:
 
 
 def make_app(env: Env, **kw: Any):
+    kw.setdefault("wake_interval_s", 0.0)  # every request wakes the loop (see test_waker_*)
     return create_app(env.settings, env.store, env.cluster, env.artifacts, token=TOKEN,
                       scheduler_loop=env.loop, clock=env.clock, metrics=env.metrics, **kw)
 
@@ -543,3 +546,41 @@ async def test_each_app_has_its_own_registry(aiohttp_client, env):
     assert other[app_mod.DEPS].metrics.registry is not env.metrics.registry
     text = other[app_mod.DEPS].metrics.render().decode()
     assert "argus_task_submits_total 0.0" in text
+
+
+# -- scheduler wake-ups ----------------------------------------------------------------
+
+
+async def test_waker_collapses_a_burst_into_one_deferred_wake():
+    loop, now = FakeLoop(), [100.0]
+    waker = Waker(loop, 0.1, clock=lambda: now[0])
+    waker.wake()
+    assert loop.wakes == 1  # the first goes through at once
+    waker.wake()
+    waker.wake()
+    assert loop.wakes == 1  # inside the interval: deferred, once
+    deadline = time.monotonic() + 5
+    while loop.wakes < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)  # the deferred wake is a real event-loop timer
+    assert loop.wakes == 2
+    now[0] += 0.1
+    waker.wake()
+    assert loop.wakes == 3  # a full interval later: at once again
+
+
+async def test_waker_close_cancels_the_deferred_wake():
+    loop, now = FakeLoop(), [100.0]
+    waker = Waker(loop, 60.0, clock=lambda: now[0])
+    waker.wake()
+    waker.wake()
+    waker.close()
+    now[0] += 61
+    waker.wake()
+    assert loop.wakes == 2
+
+
+async def test_submissions_in_a_burst_wake_the_loop_once(aiohttp_client, env):
+    client = await aiohttp_client(make_app(env, wake_interval_s=60.0))
+    for _ in range(3):
+        await submit(client, env)
+    assert env.loop.wakes == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import time
 import types
@@ -224,3 +225,21 @@ async def test_built_service_runs_the_scheduler_loop(tmp_path, aiohttp_client):
     health = await (await client.get("/healthz")).json()
     assert health["scheduler"]["ticks"] >= 1
 
+
+
+@pytest.mark.parametrize("status, seconds, logged", [
+    (200, 0.01, False), (201, 0.01, False), (404, 0.01, True), (500, 0.01, True),
+    (200, 2.0, True),
+])
+def test_access_log_keeps_errors_and_slow_requests(caplog, status, seconds, logged):
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    logger = logging.getLogger("argus.access.test")
+    access = main_mod.ErrorAccessLogger(logger, "")
+    request = make_mocked_request("GET", "/api/v2/tasks?limit=5")
+    with caplog.at_level(logging.INFO, logger="argus.access.test"):
+        access.log(request, web.Response(status=status), seconds)
+    assert bool(caplog.records) is logged
+    if logged:
+        assert f'"GET /api/v2/tasks?limit=5" {status}' in caplog.text
