@@ -1,0 +1,303 @@
+"""Fixtures of the integration tier: a real local Ray cluster (fake GPUs), the real
+``argus-api`` as a subprocess, an HTTP client for it, and GPUs taken outside Argus.
+
+One cluster serves the whole session (Ray start costs ~10 s here); each test gets a
+fresh service (own shared root and database) and leaves the cluster idle for the next.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from .jobproxy import JobServerProxy
+from .localray import MARKER_ENV, LocalRayCluster, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = REPO / "examples" / "standin-verl"
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELED"}
+GPUS_PER_WORKER = 4
+
+
+# -- the cluster --------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[LocalRayCluster]:
+    cluster = LocalRayCluster()
+    try:
+        cluster.start_head()
+        cluster.add_worker(gpus=GPUS_PER_WORKER)
+        yield cluster
+    finally:
+        cluster.stop()
+        assert cluster.leftovers() == [], "Ray processes of the test cluster survived"
+        cluster.cleanup_files()
+
+
+def free_gpus(cluster: LocalRayCluster) -> dict[str, float]:
+    """Free GPUs per alive node, read from the GCS as the service reads them."""
+    from ray._raylet import GcsClient
+
+    gcs = GcsClient(address=cluster.gcs_address)
+    usage = gcs.get_all_resource_usage(timeout=10).resource_usage_data.batch
+    return {u.node_id.hex(): float(u.resources_available.get("GPU", 0.0)) for u in usage}
+
+
+def ensure_workers(cluster: LocalRayCluster, count: int) -> list[str]:
+    """Exactly ``count`` 4-GPU workers, every GPU free (the previous test left it idle)."""
+    while len(cluster.workers) < count:
+        cluster.add_worker(gpus=GPUS_PER_WORKER)
+    while len(cluster.workers) > count:
+        cluster.remove_worker(sorted(cluster.workers)[-1])
+    wait_until(lambda: sum(free_gpus(cluster).values()) == GPUS_PER_WORKER * count
+               and len(cluster.alive_nodes()) == count + 1, 60, "an idle cluster")
+    return sorted(cluster.workers)
+
+
+# -- GPUs taken outside Argus ---------------------------------------------------------------
+
+class GpuHolder:
+    """A separate Ray driver (tests/integration/gpu_holder.py) holding GPUs on nodes."""
+
+    def __init__(self, cluster: LocalRayCluster, holds: dict[str, float]) -> None:
+        args = [f"{node}:{gpus}" for node, gpus in holds.items()]
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("gpu_holder.py")),
+             cluster.gcs_address, *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=dict(cluster.env()), text=True,
+        )
+        self._lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        wait_until(lambda: "HOLDING" in self._lines or self.proc.poll() is not None, 60,
+                   "the GPU holder to take its GPUs")
+        assert self.proc.poll() is None, "the GPU holder died before taking its GPUs"
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.append(line.strip())
+
+    def release(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def hold_gpus(ray_cluster: LocalRayCluster) -> Iterator[Any]:
+    holders: list[GpuHolder] = []
+
+    def take(holds: dict[str, float]) -> GpuHolder:
+        holder = GpuHolder(ray_cluster, holds)
+        holders.append(holder)
+        return holder
+
+    yield take
+    for holder in holders:
+        holder.release()
+
+
+# -- the service --------------------------------------------------------------------------
+
+class ArgusService:
+    """``python -m service.main`` (argus-api) on a temp config, plus an HTTP client."""
+
+    def __init__(self, cluster: LocalRayCluster, root: Path, *, ray_address: str,
+                 ray_timeout_s: float = 10, scheduler: dict[str, Any] | None = None) -> None:
+        self.cluster = cluster
+        self.root = root
+        self.shared_root = root / "shared"
+        self.code_path = self.shared_root / "code" / "standin-verl"
+        if not self.code_path.exists():
+            shutil.copytree(STANDIN, self.code_path)
+        self.token = secrets.token_hex(16)
+        self.port = cluster.ports.one()
+        self.config_path = root / "argus.yaml"
+        self.config_path.write_text(yaml.safe_dump({
+            "ray": {
+                "address": ray_address,
+                "gcs_address": cluster.gcs_address,
+                "shared_root": str(self.shared_root),
+                "entrypoint_num_cpus": 1,
+                "entrypoint_resources": {"worker_node": 1},
+                "runtime_env": {"env_vars": {"PYTHONUNBUFFERED": "1"}},
+                "timeout_s": ray_timeout_s,
+            },
+            "v2": {
+                "api": {"host": "127.0.0.1", "port": self.port},
+                "auth": {"token_env": "ARGUS_API_TOKEN"},
+                "jobspec": {"allowed_roots": [str(self.shared_root)]},
+                "scheduler": {"tick_s": 0.5, "retry_interval_s": 5, **(scheduler or {})},
+            },
+        }))
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.http = requests.Session()
+        self.http.headers["Authorization"] = f"Bearer {self.token}"
+        self.proc: subprocess.Popen | None = None
+        self.log_path = root / "argus-api.log"
+
+    # -- process --------------------------------------------------------------------------
+    def start(self) -> None:
+        env = {**os.environ, "ARGUS_API_TOKEN": self.token, MARKER_ENV: self.cluster.marker}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "service.main", "--config", str(self.config_path)],
+                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        wait_until(self._healthy, 30, f"argus-api to answer (log: {self.log_path})")
+
+    def _healthy(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"argus-api exited {self.proc.returncode}: {self.log_tail()}")
+        return requests.get(f"{self.url}/healthz", timeout=2).status_code == 200
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hook runs, as in a crash."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.proc = None
+
+    def log_tail(self, n: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-n:] if self.log_path.exists() else ""
+
+    # -- API ------------------------------------------------------------------------------
+    def jobspec(self, *, nnodes: int = 1, gpus: int = 4, duration_s: float = 3,
+                check_delay_s: float = 0, workload: str = "ppo") -> str:
+        data = self.shared_root / "data"
+        return yaml.safe_dump({
+            "workload": workload,
+            "code_path": str(self.code_path),
+            "model_id": "Qwen/Qwen2.5-0.5B-Instruct",
+            "train_file": str(data / "train.parquet"),
+            "val_file": str(data / "val.parquet"),
+            "nnodes": nnodes,
+            "n_gpus_per_node": gpus,
+            "overrides": [f"+argus_demo.duration_s={duration_s}",
+                          f"+argus_demo.check_delay_s={check_delay_s}"],
+        })
+
+    def submit(self, **kw: Any) -> str:
+        r = self.http.post(f"{self.url}/api/v2/tasks", data=self.jobspec(**kw),
+                           headers={"Content-Type": "application/yaml"}, timeout=10)
+        assert r.status_code == 201, r.text
+        return r.json()["task_id"]
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        r = self.http.get(f"{self.url}/api/v2/tasks/{task_id}", timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def attempts(self, task_id: str) -> list[dict[str, Any]]:
+        r = self.http.get(f"{self.url}/api/v2/tasks/{task_id}/attempts", timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()["attempts"]
+
+    def cancel(self, task_id: str) -> requests.Response:
+        return self.http.post(f"{self.url}/api/v2/tasks/{task_id}:cancel", timeout=30)
+
+    def logs(self, task_id: str, attempt: str = "latest") -> requests.Response:
+        return self.http.get(f"{self.url}/api/v2/tasks/{task_id}/logs",
+                             params={"attempt": attempt}, timeout=30)
+
+    def list_tasks(self) -> list[dict[str, Any]]:
+        r = self.http.get(f"{self.url}/api/v2/tasks", params={"limit": 200}, timeout=10)
+        assert r.status_code == 200, r.text
+        return r.json()["tasks"]
+
+    def wait_for(self, task_id: str, pred: Any, timeout: float, what: str) -> dict[str, Any]:
+        """Poll the task until ``pred(task)`` holds; the service log on failure."""
+        try:
+            return wait_until(lambda: (t := self.task(task_id)) and pred(t) and t,
+                              timeout, f"{task_id} {what}", interval=0.25)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}; last view {self.task(task_id)}\n"
+                                 f"--- argus-api log ---\n{self.log_tail()}") from None
+
+    def wait_state(self, task_id: str, states: str | set[str], timeout: float = 90
+                   ) -> dict[str, Any]:
+        wanted = {states} if isinstance(states, str) else states
+        return self.wait_for(task_id, lambda t: t["state"] in wanted, timeout,
+                             f"to reach {sorted(wanted)}")
+
+    def drain(self) -> None:
+        """Cancel whatever is still alive and wait until every task has ended."""
+        if self.proc is None:
+            return
+        for t in self.list_tasks():
+            if t["state"] not in TERMINAL:
+                self.cancel(t["task_id"])
+        for t in self.list_tasks():
+            self.wait_state(t["task_id"], TERMINAL, timeout=60)
+
+
+@pytest.fixture
+def argus_factory(ray_cluster: LocalRayCluster) -> Iterator[Any]:
+    """Make services on the session cluster (optionally behind a job-server proxy)."""
+    made: list[tuple[ArgusService, JobServerProxy | None]] = []
+
+    def make(*, proxy: bool = False, cluster: LocalRayCluster | None = None,
+             **kw: Any) -> tuple[ArgusService, JobServerProxy | None]:
+        target = cluster or ray_cluster
+        prox = None
+        if proxy:
+            prox = JobServerProxy(target.dashboard_url)
+            prox.start()
+        root = Path(tempfile.mkdtemp(prefix="argus-it-", dir=target.root))
+        svc = ArgusService(target, root, ray_address=prox.url if prox else target.dashboard_url,
+                           **kw)
+        made.append((svc, prox))
+        svc.start()
+        return svc, prox
+
+    yield make
+    for svc, prox in made:
+        try:
+            svc.drain()
+        finally:
+            svc.stop()
+            if prox is not None:
+                prox.stop()
+
+
+@pytest.fixture
+def argus(argus_factory: Any) -> ArgusService:
+    return argus_factory()[0]
+
+
+def ray_job(cluster: LocalRayCluster, submission_id: str) -> Any:
+    """Ray's own record of a job (JobDetails), straight from the job server."""
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(cluster.dashboard_url).get_job_info(submission_id)
