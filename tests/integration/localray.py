@@ -165,11 +165,13 @@ class LocalRayCluster:
             )
         return RayNode(name, proc, nm_port, log_path)
 
-    def start_head(self) -> None:
-        """Start (or restart, as a new cluster with new ports) the head and wait for it."""
+    def start_head(self, *, same_address: bool = False) -> None:
+        """Start the head and wait for it. ``same_address``: a restart on the GCS and
+        dashboard ports of the previous head (a new cluster at the old address)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        self.gcs_port = self.ports.one()
-        self.dashboard_port = self.ports.one()
+        if not (same_address and self.gcs_port):
+            self.gcs_port = self.ports.one()
+            self.dashboard_port = self.ports.one()
         args, nm_port = self._node_args()
         args = [
             "--head", f"--port={self.gcs_port}", f"--dashboard-port={self.dashboard_port}",
