@@ -16,6 +16,8 @@ import logging
 import os
 import sqlite3
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -32,6 +34,7 @@ from service.store import Store
 
 log = logging.getLogger("argus.api")
 
+EXIT_GRACE_S = 2.0
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -143,13 +146,36 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(str(exc))
     from service.ray_cluster import RayCluster  # imported here: unit tests never load ray
 
+    cluster = RayCluster(settings)
     try:
-        app = build_service(settings, token, RayCluster(settings))
+        app = build_service(settings, token, cluster)
     except (OSError, sqlite3.Error) as exc:
         _fail(f"cannot open the database {settings.resolved_db_path}: {exc}")
     log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
              settings.resolved_db_path, settings.ray_address)
     serve(app, settings.api_host, settings.api_port)
+    cluster.close()
+    _exit_past_stuck_threads(EXIT_GRACE_S)
+
+
+def _exit_past_stuck_threads(grace_s: float,
+                             threads: Sequence[threading.Thread] | None = None) -> None:
+    """Exit now if other threads (default: all) are still running after ``grace_s``.
+
+    A Ray call stuck on an unreachable GCS can block for a minute, and the interpreter
+    joins thread-pool workers (daemon or not) before exiting. By now the store is closed
+    and every accepted task is committed, so nothing is lost by not waiting for them.
+    """
+    if threads is None:
+        threads = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    deadline = time.monotonic() + grace_s
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = [t.name for t in threads if t.is_alive()]
+    if stuck:
+        log.warning("exiting without waiting for blocked threads: %s", ", ".join(stuck))
+        logging.shutdown()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -39,8 +40,14 @@ def fake_ray(monkeypatch: pytest.MonkeyPatch) -> list[FakeCluster]:
     """Stand in for service.ray_cluster so main() wires a FakeCluster instead of Ray."""
     made: list[FakeCluster] = []
 
+    class ClosableFake(FakeCluster):
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
     def ray_cluster(settings: object) -> FakeCluster:
-        made.append(FakeCluster())
+        made.append(ClosableFake())
         return made[-1]
 
     module = types.ModuleType("service.ray_cluster")
@@ -57,6 +64,7 @@ def run_app_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
         calls.append({"app": app, **kw})
 
     monkeypatch.setattr(main_mod.web, "run_app", fake_run_app)
+    monkeypatch.setattr(main_mod, "_exit_past_stuck_threads", lambda grace_s: None)
     return calls
 
 
@@ -177,9 +185,10 @@ def test_read_token_strips_and_rejects_blank():
 def test_main_wires_the_service_and_runs_it(tmp_path, monkeypatch, fake_ray, run_app_calls):
     monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
     main_mod.main(["--config", str(write_config(tmp_path)), "--port", "18123"])
-    assert len(fake_ray) == 1
+    assert len(fake_ray) == 1 and fake_ray[0].closed
     (call,) = run_app_calls
     assert (call["host"], call["port"]) == ("127.0.0.1", 18123)
+    assert call["access_log_class"] is main_mod.ErrorAccessLogger
     assert (tmp_path / "shared" / "common" / "db" / "mvp_v2.sqlite3").exists()
 
 
@@ -243,3 +252,27 @@ def test_access_log_keeps_errors_and_slow_requests(caplog, status, seconds, logg
     assert bool(caplog.records) is logged
     if logged:
         assert f'"GET /api/v2/tasks?limit=5" {status}' in caplog.text
+
+
+def test_exit_does_not_wait_for_a_thread_blocked_in_ray(monkeypatch):
+    release = threading.Event()
+    blocked = threading.Thread(target=release.wait, name="ray-call-0")  # non-daemon
+    blocked.start()
+    exits: list[int] = []
+    monkeypatch.setattr(main_mod.os, "_exit", exits.append)
+    monkeypatch.setattr(main_mod.logging, "shutdown", lambda: None)
+    try:
+        main_mod._exit_past_stuck_threads(0.01, [blocked])
+    finally:
+        release.set()
+        blocked.join()
+    assert exits == [0]
+
+
+def test_exit_is_normal_when_no_thread_is_stuck(monkeypatch):
+    exits: list[int] = []
+    monkeypatch.setattr(main_mod.os, "_exit", exits.append)
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    main_mod._exit_past_stuck_threads(5.0, [done])
+    assert exits == []
