@@ -111,16 +111,26 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_backdate(args: argparse.Namespace) -> int:
-    settings = _settings()
-    result = discovery.read_record(settings.head_ip_file, settings.cluster_name)
+    if args.file:
+        path = args.file
+        try:
+            with open(path) as f:
+                cluster = json.load(f).get("cluster_name", "")
+        except (OSError, ValueError, AttributeError) as exc:
+            print(f"argus-node: cannot read {path}: {exc}", file=sys.stderr)
+            return 1
+    else:
+        settings = _settings()
+        path, cluster = settings.head_ip_file, settings.cluster_name
+    result = discovery.read_record(path, cluster)
     if result.record is None:
         print(f"argus-node: {result.reason}", file=sys.stderr)
         return 1
     old = time.time() - args.seconds
     data = json.loads(result.record.to_json())
     data["written_at"] = old
-    discovery.write_record(settings.head_ip_file, discovery.HeadRecord(**data))
-    os.utime(settings.head_ip_file, (old, old))
+    discovery.write_record(path, discovery.HeadRecord(**data))
+    os.utime(path, (old, old))
     print(f"head.json written_at and mtime set {args.seconds:g}s in the past")
     return 0
 
@@ -149,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     backdate = sub.add_parser("backdate-record", help="age head.json by SECONDS")
     backdate.add_argument("seconds", type=float)
+    backdate.add_argument("--file", help="head.json path (default: from ARGUS_* settings)")
     for name in ("head-watchdog", "head-publisher", "worker-watchdog", "fatal-listener"):
         sub.add_parser(name, help=f"supervisord program: {name}")
     from raypool.local import add_local_parser

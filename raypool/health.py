@@ -33,6 +33,7 @@ class NodeView:
     alive: bool
     is_head: bool
     resources: dict[str, float]
+    start_time_s: float = 0.0
 
 
 def tcp_open(host: str, port: int, timeout_s: float = 1.0) -> bool:
@@ -103,6 +104,7 @@ def list_nodes(address: str, timeout_s: float = 3.0) -> list[NodeView]:
                 alive=info.state == ALIVE,
                 is_head=info.is_head_node,
                 resources=dict(info.resources_total),
+                start_time_s=info.start_time_ms / 1000.0,
             )
             for info in infos.values()
         ]

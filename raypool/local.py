@@ -399,12 +399,14 @@ def status(state_dir: str) -> dict[str, object]:
     nodes = {}
     for node in cluster.nodes:
         nodes[node.name] = {"role": node.role, "ip": node.ip, "netns": node.netns,
+                            "run_dir": node.env["ARGUS_RUN_DIR"],
                             "supervisord_pid": node.supervisord_pid,
                             "running": node.supervisord_pid is not None
                             and psutil.pid_exists(node.supervisord_pid)}
     record = discovery.read_record(cluster.head_file, "argus-ray").record
     gcs = record.gcs_address if record else cluster.gcs_address
     return {"isolation": cluster.isolation, "job_server_url": cluster.job_server_url,
+            "head_file": cluster.head_file,
             "gcs_address": gcs, "alive_workers": count_workers(gcs), "nodes": nodes}
 
 

@@ -20,6 +20,12 @@ from raypool.config import NodeSettings
 from raypool.policy import ChildState
 from raypool.procs import RAY_TAG_ENV, TaggedChild, kill_tagged
 
+HEAD_HEALTH_CHECK_ENV = {
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_timeout_ms": "1000",
+    "RAY_health_check_failure_threshold": "5",
+}
+
 
 def ray_executable() -> str:
     """The ``ray`` next to this interpreter (a venv), else the one on PATH."""
@@ -32,6 +38,11 @@ def ray_env(settings: NodeSettings, base: Mapping[str, str]) -> dict[str, str]:
     env[RAY_TAG_ENV] = settings.node_tag
     env["RAY_gcs_rpc_server_reconnect_timeout_s"] = str(settings.gcs_reconnect_timeout_s)
     env.pop("RAY_ADDRESS", None)  # `ray start` must not pick up someone else's cluster
+    if settings.role == "head":
+        # The GCS notices a SIGKILLed raylet only by health checks (default ~30 s); until
+        # then it schedules onto the dead node. Check every second, give up after 5 misses.
+        for key, value in HEAD_HEALTH_CHECK_ENV.items():
+            env.setdefault(key, value)
     return env
 
 
