@@ -439,8 +439,12 @@ class Store:
     # -- tasks: create and read ----------------------------------------------------------
     def create_task(self, *, task_id: str, workload: str, jobspec_yaml: str,
                     spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
-                    user: str | None, now: float) -> TaskView:
-        """Insert a QUEUED task (runnable at once) and its CREATED event."""
+                    user: str | None, now: float) -> None:
+        """Insert a QUEUED task (runnable at once) and its CREATED event.
+
+        Returns nothing on purpose: the API answers a submit with the id and QUEUED, and
+        building the full view (queue position included) would cost every POST a count
+        over the queue."""
         with self._tx() as conn:
             try:
                 conn.execute(
@@ -456,9 +460,6 @@ class Store:
                     raise TaskExists(task_id) from exc
                 raise
             self._event(conn, task_id, now, "CREATED", {"state": _S.QUEUED.value})
-        view = self.get_task(task_id)
-        assert view is not None
-        return view
 
     def task_exists(self, task_id: str) -> bool:
         return bool(self._read("SELECT 1 FROM tasks WHERE task_id = ?", (task_id,)))

@@ -41,9 +41,11 @@ def add(store: Store, i: int, now: float = 100.0, nnodes: int = 1, g: int = 1) -
 
 
 def test_create_and_view(store: Store) -> None:
-    view = store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="a: 1  # raw\n",
-                             spec={"workload": "ppo"}, nnodes=2, n_gpus_per_node=4,
-                             user=None, now=1766500321.5)
+    store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="a: 1  # raw\n",
+                      spec={"workload": "ppo"}, nnodes=2, n_gpus_per_node=4,
+                      user=None, now=1766500321.5)
+    view = store.get_task(tid(1))
+    assert view is not None
     assert view.to_dict() == {
         "task_id": tid(1), "state": "QUEUED", "workload": "ppo", "user": None,
         "created_at": "2025-12-23T14:32:01.500Z", "updated_at": "2025-12-23T14:32:01.500Z",
