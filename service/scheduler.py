@@ -211,12 +211,14 @@ class Scheduler:
         log_text = self._archive_log(row.ray_submission_id)
         base = dict(ray_status=status.value, message=info.message, start_time=info.start_time,
                     end_time=info.end_time or now, exit_code=info.exit_code)
-        if row.cancel_requested:
+        if status is RayStatus.SUCCEEDED:
+            # A job that completed before the stop took effect did its work: say so.
+            summary = "finished before the cancel took effect" if row.cancel_requested else None
+            self._finish(row, AttemptEnd(**base), TaskState.SUCCEEDED, summary, now, report)
+        elif row.cancel_requested:
             end = AttemptEnd(**base)
             summary = f"canceled by request (Ray status {status.value})"
             self._finish(row, end, TaskState.CANCELED, summary, now, report)
-        elif status is RayStatus.SUCCEEDED:
-            self._finish(row, AttemptEnd(**base), TaskState.SUCCEEDED, None, now, report)
         else:
             kind = failures.classify(status, info.message, log_text)
             end = AttemptEnd(**base, failure_kind=kind.value)

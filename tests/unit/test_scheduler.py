@@ -264,6 +264,22 @@ def test_cancel_running_stops_every_tick_until_ray_confirms(env: Env,
     assert view.state is S.CANCELED and view.error_summary.startswith("canceled by request")
 
 
+def test_cancel_that_loses_the_race_to_success_reports_success(env: Env,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    env.store.cancel(t, T0 + 2)
+    monkeypatch.setattr(env.cluster, "stop", lambda _sid: None)  # the stop arrives too late
+    env.cluster.finish(sid(t), RayStatus.SUCCEEDED)
+    env.tick(T0 + 3)
+    view = env.store.get_task(t)
+    assert view.state is S.SUCCEEDED
+    assert view.error_summary == "finished before the cancel took effect"
+
+
 def test_cancel_while_submitting_completes_after_restart(env: Env) -> None:
     t = env.add()
     env.store.claim_for_submit(t, S.QUEUED, T0)  # crash right after the claim
