@@ -30,6 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "examples" / "standin-verl"
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELED"}
 GPUS_PER_WORKER = 4
+# Fast ticks and retries keep the tier short; ``scheduler={}`` gives the defaults.
+TEST_SCHEDULER = {"tick_s": 0.5, "retry_interval_s": 5}
 
 
 # -- the cluster --------------------------------------------------------------------------
@@ -146,7 +148,7 @@ class ArgusService:
                 "api": {"host": "127.0.0.1", "port": self.port},
                 "auth": {"token_env": "ARGUS_API_TOKEN"},
                 "jobspec": {"allowed_roots": [str(self.shared_root)]},
-                "scheduler": {"tick_s": 0.5, "retry_interval_s": 5, **(scheduler or {})},
+                "scheduler": TEST_SCHEDULER if scheduler is None else scheduler,
             },
         }))
         self.url = f"http://127.0.0.1:{self.port}"
