@@ -366,6 +366,14 @@ async def list_attempts(request: web.Request) -> web.Response:
     return web.json_response({"task_id": task_id, "attempts": [a.to_dict() for a in attempts]})
 
 
+async def list_events(request: web.Request) -> web.Response:
+    deps = _deps(request)
+    task_id = request.match_info["task_id"]
+    _task_or_404(deps, task_id)
+    events = deps.store.events(task_id)
+    return web.json_response({"task_id": task_id, "events": [e.to_dict() for e in events]})
+
+
 async def cancel_task(request: web.Request) -> web.Response:
     deps = _deps(request)
     task_id = request.match_info["task_id"]
@@ -469,6 +477,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", f"{API}/tasks", list_tasks),
     ("GET", f"{API}/tasks/{TASK_ID}", get_task),
     ("GET", f"{API}/tasks/{TASK_ID}/attempts", list_attempts),
+    ("GET", f"{API}/tasks/{TASK_ID}/events", list_events),
     ("POST", f"{API}/tasks/{TASK_ID}:cancel", cancel_task),
     ("GET", f"{API}/tasks/{TASK_ID}/logs", task_logs),
     ("GET", f"{API}/queue", queue),

@@ -2,7 +2,7 @@
 
     argus [--url URL] [--token-env NAME] [--json] COMMAND ...
 
-Commands: submit FILE|-, status ID, attempts ID, logs ID [--attempt N] [--tail N]
+Commands: submit FILE|-, status ID, attempts ID, events ID, logs ID [--attempt N] [--tail N]
 [--follow], cancel ID, queue, list [--state S] [--limit N] [--cursor C],
 wait ID [--timeout S].
 
@@ -195,6 +195,25 @@ def cmd_attempts(ctx: Ctx) -> int:
     return 0
 
 
+def _event_text(event: dict[str, Any]) -> str:
+    payload = dict(event.get("payload") or {})
+    if event.get("type") == "STATE_TRANSITION":
+        head = f"{payload.pop('from', '?')} -> {payload.pop('to', '?')}"
+    else:
+        head = ""
+    rest = " ".join(f"{k}={v}" for k, v in sorted(payload.items()))
+    return f"{head}  {rest}".strip()
+
+
+def cmd_events(ctx: Ctx) -> int:
+    data = ctx.client.json("GET", _task_path(ctx.args.task_id, "/events"))
+    ctx.emit(data, lambda d: table(
+        ["TIME", "EVENT", "DETAILS"],
+        [[e.get("ts"), e.get("type"), _event_text(e)[:120]] for e in d["events"]],
+    ))
+    return 0
+
+
 def cmd_cancel(ctx: Ctx) -> int:
     data = ctx.client.json("POST", _task_path(ctx.args.task_id, ":cancel"))
     ctx.emit(data, lambda d: f"{d['task_id']}  {d['state']}"
@@ -315,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         "file", help="JobSpec YAML file, or - for stdin")
     add("status", cmd_status, "show one task")
     add("attempts", cmd_attempts, "list the attempts of a task")
+    add("events", cmd_events, "the history of a task (transitions, submits, retries)")
     logs = add("logs", cmd_logs, "print the driver log of an attempt")
     logs.add_argument("--attempt", type=_positive_int, help="attempt number (default: latest)")
     logs.add_argument("--tail", type=_positive_int, default=2000, help="last N lines")

@@ -115,6 +115,21 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {"task_id": {"type": "string"},
                        "attempts": {"type": "array", "items": _ref("Attempt")}},
     },
+    "Event": {
+        "type": "object", "required": ["id", "ts", "type", "payload"],
+        "properties": {
+            "id": {"type": "integer"},
+            "ts": _TS,
+            "type": {"type": "string", "description": "STATE_TRANSITION, SUBMIT, "
+                     "RAY_STATUS_SYNC, RETRY_SCHEDULED, CANCEL_REQUESTED, ..."},
+            "payload": {"type": "object", "description": "for transitions: from, to, reason"},
+        },
+    },
+    "EventList": {
+        "type": "object", "required": ["task_id", "events"],
+        "properties": {"task_id": {"type": "string"},
+                       "events": {"type": "array", "items": _ref("Event")}},
+    },
     "CancelResult": {
         "type": "object", "required": ["task_id", "state"],
         "properties": {"task_id": {"type": "string"}, "state": _ref("TaskState"),
@@ -206,6 +221,11 @@ def build_openapi() -> dict[str, Any]:
         "/api/v2/tasks/{task_id}/attempts": {"get": _op(
             "All attempts of a task",
             {"200": _json(_ref("AttemptList"), "Attempts, oldest first")}, "404:NotFound",
+            params=[_TASK_ID_PARAM],
+        )},
+        "/api/v2/tasks/{task_id}/events": {"get": _op(
+            "The task's history: every transition, submit, sync and retry",
+            {"200": _json(_ref("EventList"), "Events, oldest first")}, "404:NotFound",
             params=[_TASK_ID_PARAM],
         )},
         "/api/v2/tasks/{task_id}:cancel": {"post": _op(

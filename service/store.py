@@ -213,6 +213,10 @@ class EventView:
     event_type: str
     payload: dict[str, Any]
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "ts": iso(self.ts), "type": self.event_type,
+                "payload": self.payload}
+
 
 # -- rows the scheduler works with -----------------------------------------------------
 

@@ -182,6 +182,28 @@ async def test_get_task_aggregated_view(client, env):
     assert re.search(r"needs 2\D4 GPUs", view["pending_reason"]), view["pending_reason"]
 
 
+async def test_events_show_the_whole_path(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    env.tick()
+    env.cluster.start(env.sid(task_id))
+    env.tick()
+    env.cluster.finish(env.sid(task_id), RayStatus.SUCCEEDED)
+    env.tick()
+    data = await get_json(client, f"/api/v2/tasks/{task_id}/events")
+    assert data["task_id"] == task_id
+    moves = [(e["payload"]["from"], e["payload"]["to"])
+             for e in data["events"] if e["type"] == "STATE_TRANSITION"]
+    assert moves == [("QUEUED", "SUBMITTING"), ("SUBMITTING", "SUBMITTED"),
+                     ("SUBMITTED", "RUNNING"), ("RUNNING", "SUCCEEDED")]
+    assert data["events"][0]["type"] == "CREATED"
+    ids = [e["id"] for e in data["events"]]
+    assert ids == sorted(ids) and all(e["ts"].endswith("Z") for e in data["events"])
+    resp = await client.get("/api/v2/tasks/mvp2-ppo-20250101-000000-beef/events",
+                            headers=AUTH)
+    assert resp.status == 404
+
+
 async def test_attempts_after_a_retry(client, env):
     env.cluster.add_node("n1", gpus=4)
     task_id = await submit(client, env)

@@ -128,6 +128,18 @@ async def test_status_unknown_task_is_exit_1(server, capsys):
     assert "HTTP 404" in capsys.readouterr().err
 
 
+async def test_events(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    code, out = await run(server, "events", task_id)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["TIME", "EVENT", "DETAILS"]
+    assert any("STATE_TRANSITION" in line and "QUEUED -> SUBMITTING" in line for line in lines)
+    code, out = await run(server, "--json", "events", task_id)
+    assert json.loads(out)["events"][0]["type"] == "CREATED"
+
+
 async def test_attempts(server, tmp_path):
     task_id = await submitted(server, tmp_path)
     server.tick()
