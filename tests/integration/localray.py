@@ -108,6 +108,8 @@ class LocalRayCluster:
 
     root: Path = field(default_factory=lambda: Path(f"/tmp/ar-{secrets.token_hex(3)}"))
     ready_timeout_s: float = 90.0
+    # Where job entrypoints find `python3` (first on the nodes' PATH): this venv by default.
+    python_bin_dir: Path = field(default_factory=lambda: Path(sys.executable).parent)
 
     def __post_init__(self) -> None:
         self.marker = self.root.name
@@ -154,7 +156,7 @@ class LocalRayCluster:
     def _spawn(self, name: str, args: list[str], nm_port: int) -> RayNode:
         log_path = self.root / f"{name}.log"
         # The venv first on PATH: job entrypoints run `python3 -m ...` as on a node image.
-        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        path = f"{self.python_bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
         env = {**os.environ, MARKER_ENV: self.marker, "RAY_USAGE_STATS_ENABLED": "0",
                "PATH": path}
         env.pop("RAY_ADDRESS", None)

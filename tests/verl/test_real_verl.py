@@ -1,0 +1,117 @@
+"""Opt-in tier: real verl 0.9.1's fail-fast error is classified INSUFFICIENT_RESOURCES.
+
+    .venv/bin/pytest tests/verl -m verl -q        (not in CI: installs ~2 GB)
+
+Builds a separate venv (``$ARGUS_VERL_VENV``, default /tmp/argus-verl-venv, reused when
+already complete) with ``torch==2.13.0`` first, then ``verl[verl-core]==0.9.1`` under a
+constraints file that pins the torch just installed and this repo's Ray (driver and
+cluster must run the same Ray). Tiny assets come from ``shared/tools/
+make_tiny_verl_assets.py`` in the ``shared/`` directory beside the repository. The local
+Ray cluster puts that venv first on its PATH, so the entrypoint's ``python3 -m
+verl.trainer.main_ppo`` is real verl. GPUs are taken outside Argus right after Argus
+submits; verl's check must fail and Argus must file it as INSUFFICIENT_RESOURCES.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo: tests.integration
+
+from tests.integration.conftest import ArgusService, GpuHolder
+from tests.integration.localray import LocalRayCluster
+
+pytestmark = [pytest.mark.verl, pytest.mark.timeout(1800)]
+
+REPO = Path(__file__).resolve().parents[2]
+ASSET_TOOL = REPO.parent / "shared" / "tools" / "make_tiny_verl_assets.py"
+TORCH = "torch==2.13.0"
+VERL = "verl[verl-core]==0.9.1"
+
+
+def _run(argv: list[str], **kw) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if done.returncode != 0:
+        raise AssertionError(f"{argv[:4]} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def verl_venv() -> Path:
+    venv = Path(os.environ.get("ARGUS_VERL_VENV", "/tmp/argus-verl-venv"))
+    py = venv / "bin" / "python"
+    stamp = venv / ".argus-complete"
+    if not stamp.exists():
+        _run([sys.executable, "-m", "venv", str(venv)])
+        _run([str(py), "-m", "pip", "install", "-q", TORCH])
+        torch_version = _run([str(py), "-c", "import torch; print(torch.__version__)"]).strip()
+        constraints = venv / "constraints.txt"
+        constraints.write_text(f"torch=={torch_version}\nray=={version('ray')}\n")
+        _run([str(py), "-m", "pip", "install", "-q", "-c", str(constraints), VERL,
+              f"ray[default]=={version('ray')}"])
+        stamp.write_text(torch_version)
+    return venv
+
+
+@pytest.fixture(scope="session")
+def tiny_assets(verl_venv: Path, tmp_path_factory) -> Path:
+    if not ASSET_TOOL.exists():
+        pytest.fail(f"{ASSET_TOOL} not found (shared/ must sit beside the repository)")
+    out = tmp_path_factory.mktemp("assets")
+    _run([str(verl_venv / "bin" / "python"), str(ASSET_TOOL)], env={**os.environ,
+                                                                    "ASSETS": str(out)})
+    return out
+
+
+def test_real_verl_fail_fast_is_insufficient_resources(verl_venv, tiny_assets):
+    cluster = LocalRayCluster(python_bin_dir=verl_venv / "bin")
+    argus = None
+    holder = None
+    try:
+        cluster.start_head()
+        worker = cluster.add_worker(gpus=4)
+        root = Path(tempfile.mkdtemp(prefix="argus-verl-", dir=cluster.root))
+        argus = ArgusService(cluster, root, ray_address=cluster.dashboard_url,
+                             scheduler={"tick_s": 0.5, "retry_interval_s": 600})
+        data = argus.shared_root / "data"
+        code = argus.shared_root / "code" / "verl-installed"  # verl comes from the venv
+        code.mkdir(parents=True)
+        shutil.copytree(tiny_assets / "datasets", data)
+        model = argus.shared_root / "model"
+        shutil.copytree(tiny_assets / "models" / "tiny", model)
+        argus.start()
+        spec = yaml.safe_dump({
+            "workload": "ppo", "code_path": str(code), "model_id": str(model),
+            "train_file": str(data / "train.parquet"), "val_file": str(data / "test.parquet"),
+            "nnodes": 1, "n_gpus_per_node": 4, "total_training_steps": 1,
+        })
+        r = argus.http.post(f"{argus.url}/api/v2/tasks", data=spec,
+                            headers={"Content-Type": "application/yaml"}, timeout=10)
+        assert r.status_code == 201, r.text
+        tid = r.json()["task_id"]
+        argus.wait_for(tid, lambda t: t["state"] in ("SUBMITTED", "RUNNING"), 120,
+                       "to be submitted")
+        holder = GpuHolder(cluster, {cluster.node_id_of(worker): 2})  # 2 of 4 left
+        task = argus.wait_for(tid, lambda t: (t["latest_attempt"] or {}).get("ray_status")
+                              in ("FAILED", "STOPPED", "SUCCEEDED"), 900, "verl to give up")
+        first = argus.attempts(tid)[0]
+        assert first["failure_kind"] == "INSUFFICIENT_RESOURCES", (first, task)
+        assert task["state"] == "PENDING_RESOURCES"
+        logs = argus.logs(tid, attempt="1").text
+        assert "Total available GPUs 2.0 is less than total desired GPUs 4" in logs
+    finally:
+        if holder is not None:
+            holder.release()
+        if argus is not None:
+            argus.stop()
+        cluster.stop()
+        cluster.cleanup_files()
