@@ -1,0 +1,78 @@
+"""The Ray adapter's pure parts: error mapping, time units, placement-group summary."""
+
+from __future__ import annotations
+
+from concurrent.futures import TimeoutError as FutureTimeout
+from types import SimpleNamespace
+
+import pytest
+
+from service.cluster import ClusterUnavailable, JobAlreadyExists, JobNotFound, SubmitRejected
+from service.ray_cluster import (
+    classify_error,
+    free_resources,
+    job_info_from_details,
+    ms_to_s,
+    placement_summary,
+)
+from service.states import RayStatus
+
+DUP = ("Request failed with status code 500: Traceback ...\nValueError: Job with "
+       "submission_id t--a01 already exists. Please use a different submission_id.\n.")
+
+
+@pytest.mark.parametrize(("exc", "op", "expected"), [
+    (ConnectionError("Failed to connect to Ray at address: http://x:8265."), "submit",
+     ClusterUnavailable),
+    (FutureTimeout(), "job_info", ClusterUnavailable),
+    (RuntimeError(DUP), "submit", JobAlreadyExists),
+    (RuntimeError("Request failed with status code 404: Job t--a01 does not exist."),
+     "job_info", JobNotFound),
+    (RuntimeError("Request failed with status code 404: Job t--a01 does not exist."),
+     "stop", JobNotFound),
+    (RuntimeError("Request failed with status code 500: No available agent."), "submit",
+     ClusterUnavailable),
+    (RuntimeError("Request failed with status code 400: bad runtime_env"), "submit",
+     SubmitRejected),
+    (ValueError("Invalid type for worker_process_setup_hook"), "submit", SubmitRejected),
+    (RuntimeError("Request failed with status code 400: odd"), "logs", ClusterUnavailable),
+])
+def test_classify_error(exc, op, expected):
+    assert type(classify_error(exc, op=op, submission_id="t--a01")) is expected
+
+
+def test_already_exists_only_means_submitted_on_submit():
+    assert type(classify_error(RuntimeError(DUP), op="stop")) is ClusterUnavailable
+
+
+def test_job_info_converts_ms_to_epoch_seconds():
+    details = SimpleNamespace(status=SimpleNamespace(value="FAILED"), message=None,
+                              start_time=1_700_000_000_123, end_time=1_700_000_005_500,
+                              driver_exit_code=1)
+    info = job_info_from_details("t--a01", details)
+    assert info.status is RayStatus.FAILED and info.message == ""
+    assert info.start_time == pytest.approx(1_700_000_000.123)
+    assert info.end_time == pytest.approx(1_700_000_005.5)
+    assert info.exit_code == 1
+    assert ms_to_s(None) is None
+
+
+def test_free_resources_drops_zeros_like_verl():
+    assert free_resources({"GPU": 0.0, "CPU": 3.0, "worker_node": 99.0}) == {
+        "CPU": 3.0, "worker_node": 99.0}
+
+
+def test_placement_summary_held_and_pending_by_submission():
+    bundle = {"unit_resources": {"CPU": 3.0, "GPU": 1.0}}
+    pgs = [
+        {"creator_job_id": "02000000", "state": "CREATED", "bundles": [bundle] * 4},
+        {"creator_job_id": "02000000", "state": "CREATED", "bundles": [bundle] * 2},
+        {"creator_job_id": "03000000", "state": "PENDING", "bundles": [bundle],
+         "stats": {"creation_request_received_ns": "1700000000500000000"}},
+        {"creator_job_id": "03000000", "state": "PENDING", "bundles": [bundle],
+         "stats": {"creation_request_received_ns": 1_700_000_000_000_000_000}},
+        {"creator_job_id": "ffffffff", "state": "CREATED", "bundles": [bundle]},
+    ]
+    held, pending = placement_summary(pgs, {"02000000": "a--a01", "03000000": "b--a01"})
+    assert held == {"a--a01": 6.0}
+    assert pending == {"b--a01": pytest.approx(1_700_000_000.0)}
