@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# One command on a fresh clone: a working local Argus and a demo task through the queue.
+#
+#   scripts/quickstart.sh          bring everything up, run the demo task, leave it running
+#   scripts/quickstart.sh down     stop the service and every Ray node it started
+#
+# What "up" does, with the same code paths as production:
+#   1. scripts/bootstrap.sh (virtualenv + Debian tools),
+#   2. `argus-node local up`: a Ray head (0 CPU, 0 GPU) and 2 workers (4 fake GPUs, 16 CPUs,
+#      worker_node=100 each), every node its own supervisord + watchdogs, found through
+#      head.json on the local "shared storage" (.argus/quickstart/shared),
+#   3. scripts/20_start_api.sh --local: argus-api on SQLite under that shared root,
+#   4. submits examples/demo-ppo.yaml (a 1x4 PPO JobSpec whose code_path is the verl
+#      stand-in in examples/standin-verl: no GPU software needed) and follows it
+#      QUEUED -> SUBMITTED -> RUNNING -> SUCCEEDED.
+# Environment: ARGUS_QUICKSTART_DIR (default .argus/quickstart), ARGUS_API_PORT (8080),
+# ARGUS_API_TOKEN (generated and kept in <dir>/api-token when unset).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+STATE=${ARGUS_QUICKSTART_DIR:-$REPO/.argus/quickstart}
+case $STATE in /*) ;; *) STATE=$REPO/$STATE ;; esac
+SHARED=$STATE/shared
+PORT=${ARGUS_API_PORT:-8080}
+NODE=$REPO/.venv/bin/argus-node
+ARGUS=$REPO/.venv/bin/argus
+
+api_env() {
+    export ARGUS_SHARED_ROOT=$SHARED ARGUS_CONFIG=$STATE/argus.yaml
+    export ARGUS_API_HOST=127.0.0.1 ARGUS_API_PORT=$PORT
+    export ARGUS_URL=http://127.0.0.1:$PORT
+}
+
+down() {
+    api_env
+    if [ -f "$STATE/argus.yaml" ]; then
+        scripts/21_stop_api.sh --local || true
+    fi
+    if [ -f "$STATE/local.json" ]; then
+        "$NODE" local down --state-dir "$STATE"
+    fi
+    echo "quickstart: stopped"
+}
+
+if [ "${1:-up}" = down ]; then
+    down
+    exit 0
+elif [ "${1:-up}" != up ]; then
+    echo "usage: $0 [up|down]" >&2
+    exit 2
+fi
+
+scripts/bootstrap.sh
+if [ -f "$STATE/local.json" ]; then
+    echo "quickstart: a previous run is still up in $STATE; stopping it first"
+    down
+fi
+mkdir -p "$STATE"
+
+# The nodes run job drivers with `python3` from their PATH: make it this project's Python,
+# as the image's base provides Python with Ray on a real node.
+export PATH=$REPO/.venv/bin:$PATH
+echo "== 1/4 Ray head + 2 workers through the node runtime (supervisord + watchdogs)"
+"$NODE" local up --state-dir "$STATE" --workers 2 --isolation ports --gpus 4 --cpus 16
+read -r JOB_URL GCS < <("$REPO/.venv/bin/python" - "$STATE/local.json" <<'PY'
+import json, sys
+state = json.load(open(sys.argv[1]))
+print(state["job_server_url"], state["gcs_address"])
+PY
+)
+echo "   job server $JOB_URL, GCS $GCS"
+
+echo "== 2/4 argus-api on SQLite"
+mkdir -p "$SHARED/code"
+rm -rf "$SHARED/code/standin-verl"
+cp -R examples/standin-verl "$SHARED/code/standin-verl"
+cat > "$STATE/argus.yaml" <<YAML
+ray:
+  address: "$JOB_URL"
+  gcs_address: "$GCS"
+  shared_root: "$SHARED"
+  entrypoint_num_cpus: 1
+  entrypoint_resources: {worker_node: 1}
+  runtime_env: {env_vars: {PYTHONUNBUFFERED: "1"}}
+v2:
+  api: {host: 127.0.0.1, port: $PORT}
+  auth: {token_env: ARGUS_API_TOKEN}
+  scheduler: {tick_s: 1, retry_interval_s: 60}
+YAML
+if [ -z "${ARGUS_API_TOKEN:-}" ]; then
+    if [ ! -s "$STATE/api-token" ]; then
+        (umask 077 && "$REPO/.venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(24))' \
+            > "$STATE/api-token")
+    fi
+    ARGUS_API_TOKEN=$(cat "$STATE/api-token")
+fi
+export ARGUS_API_TOKEN
+api_env
+scripts/20_start_api.sh --local
+
+echo "== 3/4 submit the demo task (examples/demo-ppo.yaml, verl stand-in, 1x4 fake GPUs)"
+sed "s#@SHARED@#$SHARED#g" examples/demo-ppo.yaml > "$STATE/demo-ppo.yaml"
+TASK=$("$ARGUS" --json submit "$STATE/demo-ppo.yaml" |
+    "$REPO/.venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["task_id"])')
+echo "   task $TASK"
+
+echo "== 4/4 follow it to the end"
+status=0
+"$ARGUS" wait "$TASK" --timeout 300 --interval 1 || status=$?
+echo
+"$ARGUS" events "$TASK"
+echo
+"$ARGUS" attempts "$TASK"
+echo
+echo "-- driver log (tail)"
+"$ARGUS" logs "$TASK" --tail 8 || true
+echo
+if [ "$status" -ne 0 ]; then
+    echo "quickstart: the demo task did not succeed (see above)" >&2
+    exit "$status"
+fi
+cat <<DONE
+quickstart: Argus is up.
+  export ARGUS_URL=$ARGUS_URL ARGUS_API_TOKEN=\$(cat $STATE/api-token)
+  .venv/bin/argus queue    .venv/bin/argus submit FILE    .venv/bin/argus status ID
+  Ray dashboard: $JOB_URL      stop everything: scripts/quickstart.sh down
+DONE
