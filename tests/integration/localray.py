@@ -230,6 +230,14 @@ class LocalRayCluster:
         wait_until(lambda: not self.leftovers(), 30, "every Ray process of the test cluster "
                    "to exit")
 
+    def kill_orphans(self, keep: tuple[int, ...] = ()) -> None:
+        """Kill what dead nodes left behind (job drivers live in sessions of their own),
+        as a node's watchdog does before it starts Ray again; ``keep``: pids to spare."""
+        for proc in self.leftovers():
+            if proc.pid not in keep:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+
     def cleanup_files(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 

@@ -38,6 +38,8 @@ def test_head_restart_loses_the_attempt_and_the_task_runs_again():
         for worker in list(cluster.workers):
             cluster.remove_worker(worker)
         cluster.stop_head()
+        assert argus.proc is not None
+        cluster.kill_orphans(keep=(argus.proc.pid,))  # the old driver must not rejoin
         waiting = argus.submit(nnodes=1, gpus=4, duration_s=1)
         task = argus.wait_for(waiting, lambda t: "unreachable" in (t["pending_reason"] or ""),
                               60, "to wait because Ray is unreachable")
@@ -52,7 +54,7 @@ def test_head_restart_loses_the_attempt_and_the_task_runs_again():
         assert second["ray_submission_id"].endswith("--a02")
         assert second["ray_status"] == "SUCCEEDED"
         argus.wait_state(waiting, "SUCCEEDED", timeout=120)
-        assert len(argus.attempts(waiting)) == 1
+        assert len(argus.attempts(waiting)) == 1, argus.attempts(waiting)
     finally:
         if argus is not None:
             argus.stop()
