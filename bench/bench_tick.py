@@ -10,7 +10,7 @@ queue and admits nothing: the worst case for a tick. Two policies are measured:
 
 The first tick of each run writes every examined task's ``pending_reason`` (QUEUED ->
 PENDING_RESOURCES) and is reported on its own; later ticks find nothing changed and
-write nothing. Floor: a steady-state tick <= 20 ms.
+write nothing. Floor: every tick, the first included, <= 20 ms.
 
     .venv/bin/python bench/bench_tick.py [--ticks 200] [--runnable 10000] [--finished 90000]
 """
@@ -100,9 +100,10 @@ def main() -> None:
     for name, r in rows.items():
         print(f"{name:<10} {r['examined']:>8.0f} {r['first_ms']:>9.2f} {r['median_ms']:>10.2f} "
               f"{r['p99_ms']:>8.2f} {r['max_ms']:>8.2f}")
-    worst = max(r["p99_ms"] for r in rows.values())
+    worst = max(max(r["first_ms"], r["max_ms"]) for r in rows.values())
     verdict = "OK" if worst <= FLOOR_MS else "OVER"
-    print(f"floor: steady-state tick p99 <= {FLOOR_MS:.0f} ms -> {verdict} ({worst:.2f} ms)")
+    print(f"floor: every tick, the first included, <= {FLOOR_MS:.0f} ms -> {verdict} "
+          f"(slowest {worst:.2f} ms)")
 
 
 if __name__ == "__main__":

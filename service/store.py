@@ -49,6 +49,14 @@ ACTIVE_SQL = "state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')"
 _RUNNABLE_VALUES = frozenset(s.value for s in RUNNABLE)
 
 
+_IN_CHUNK = 500  # ids per "task_id IN (...)"; well under SQLite's variable limit
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
 class StoreError(Exception):
     """Base class of the store's own errors."""
 
@@ -635,29 +643,46 @@ class Store:
         the new reason. A task no longer in its expected state (canceled meanwhile) is
         skipped, never overwritten. ``next_run_at`` defers the next look at them.
         Returns how many tasks were updated.
+
+        One guarded ``UPDATE ... WHERE state = ? AND task_id IN (...) RETURNING`` per
+        (state, reason) group: a tick that sends hundreds of tasks to wait stays one short
+        transaction, and only the rows the guard let through get their event. The unary
+        ``+state`` keeps SQLite on the task_id index: left to itself it walks the state
+        index, i.e. every runnable row, once per group.
         """
+        groups: dict[tuple[TaskState, str], list[str]] = {}
+        for task_id, state, reason in items:
+            if state not in RUNNABLE:
+                raise ValueError(f"task {task_id}: {state} is not a runnable state")
+            groups.setdefault((TaskState(state), reason), []).append(task_id)
+        columns: dict[str, Any] = {"updated_at": now}
+        if next_run_at is not None:
+            columns["next_run_at"] = next_run_at
         changed = 0
         with self._tx() as conn:
-            for task_id, state, reason in items:
-                columns: dict[str, Any] = {"pending_reason": reason}
-                if next_run_at is not None:
-                    columns["next_run_at"] = next_run_at
+            for (state, reason), task_ids in groups.items():
+                sets = {**columns, "pending_reason": reason}
                 if state == _S.QUEUED:
-                    try:
-                        self._transition(conn, task_id, state, _S.PENDING_RESOURCES, now,
-                                         {"reason": reason}, **columns)
-                    except (StaleState, TaskNotFound):
-                        continue
-                    changed += 1
-                elif state == _S.PENDING_RESOURCES:
-                    sets = "".join(f", {name} = ?" for name in columns)
-                    cur = conn.execute(
-                        f"UPDATE tasks SET updated_at = ?{sets} WHERE task_id = ? AND state = ?",
-                        (now, *columns.values(), task_id, state.value),
-                    )
-                    changed += cur.rowcount
-                else:
-                    raise ValueError(f"task {task_id}: {state} is not a runnable state")
+                    check_transition(state, _S.PENDING_RESOURCES)
+                    sets["state"] = _S.PENDING_RESOURCES.value
+                for chunk in _chunks(task_ids, _IN_CHUNK):
+                    marks = ", ".join("?" * len(chunk))
+                    assign = ", ".join(f"{name} = ?" for name in sets)
+                    moved = conn.execute(
+                        f"UPDATE tasks SET {assign} WHERE +state = ? AND task_id IN ({marks}) "
+                        "RETURNING task_id",
+                        (*sets.values(), state.value, *chunk),
+                    ).fetchall()
+                    changed += len(moved)
+                    if state == _S.QUEUED and moved:
+                        payload = json.dumps({"from": state.value,
+                                              "to": _S.PENDING_RESOURCES.value,
+                                              "reason": reason}, sort_keys=True)
+                        conn.executemany(
+                            "INSERT INTO events (task_id, ts, event_type, payload_json) "
+                            "VALUES (?, ?, 'STATE_TRANSITION', ?)",
+                            [(r[0], now, payload) for r in moved],
+                        )
         return changed
 
     def claim_for_submit(self, task_id: str, expected: TaskState, now: float) -> Claim:

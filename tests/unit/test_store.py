@@ -174,6 +174,27 @@ def test_guarded_writes_never_overwrite(store: Store) -> None:
         store.finish_attempt(t, S.RUNNING, 1, AttemptEnd("RUNNING"), S.RUNNING, None, 1.0)
 
 
+def test_mark_pending_batch_moves_only_rows_in_the_expected_state(store: Store) -> None:
+    ids = [add(store, i) for i in range(1, 7)]
+    store.cancel(ids[1], 101.0)  # moved meanwhile: the batch must skip it
+    store.mark_pending([(ids[2], S.QUEUED, "old reason")], 101.0)  # already pending
+    items = [(ids[0], S.QUEUED, "needs 1x8"), (ids[1], S.QUEUED, "needs 1x8"),
+             (ids[2], S.PENDING_RESOURCES, "needs 2x4"), (ids[3], S.QUEUED, "needs 2x4"),
+             (ids[4], S.QUEUED, "needs 1x8"), (ids[5], S.PENDING_RESOURCES, "needs 1x8")]
+    assert store.mark_pending(items, 102.0) == 4  # ids[1] canceled, ids[5] still QUEUED
+    states = {t: store.get_task(t) for t in ids}
+    assert states[ids[1]].state is S.CANCELED
+    assert states[ids[5]].state is S.QUEUED and states[ids[5]].pending_reason is None
+    for t, reason in ((ids[0], "needs 1x8"), (ids[2], "needs 2x4"), (ids[3], "needs 2x4"),
+                      (ids[4], "needs 1x8")):
+        assert states[t].state is S.PENDING_RESOURCES and states[t].pending_reason == reason
+    moves = {e.task_id: e.payload for t in ids for e in store.events(t)
+             if e.event_type == "STATE_TRANSITION" and e.ts == 102.0}
+    assert moves == {t: {"from": "QUEUED", "to": "PENDING_RESOURCES", "reason": r}
+                     for t, r in ((ids[0], "needs 1x8"), (ids[3], "needs 2x4"),
+                                  (ids[4], "needs 1x8"))}
+
+
 def test_concurrent_claims_one_winner(store: Store) -> None:
     t = add(store, 1)
     results: list[str] = []
