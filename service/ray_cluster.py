@@ -29,6 +29,7 @@ Only this module imports ``ray``.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -223,6 +224,13 @@ class RayCluster:
         return JobSubmissionClient(self._address)
 
     def _make_gcs_client(self) -> Any:
+        # A GcsClient towards a closed port retries for the whole timeout and leaves its
+        # thread blocked; a plain TCP connect says "refused" at once, so a dead head shows
+        # up as a pending_reason within a tick instead of after ray_timeout_s.
+        host, _, port = self._gcs_address.rpartition(":")
+        with socket.create_connection((host or "127.0.0.1", int(port)),
+                                      timeout=min(2.0, self._timeout)):
+            pass
         from ray._raylet import GcsClient
 
         return GcsClient(address=self._gcs_address)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from types import SimpleNamespace
 
 import pytest
 
 from service.cluster import ClusterUnavailable, JobAlreadyExists, JobNotFound, SubmitRejected
+from service.config import Settings
 from service.ray_cluster import (
+    RayCluster,
     classify_error,
     free_resources,
     job_info_from_details,
@@ -76,3 +80,18 @@ def test_placement_summary_held_and_pending_by_submission():
     held, pending = placement_summary(pgs, {"02000000": "a--a01", "03000000": "b--a01"})
     assert held == {"a--a01": 6.0}
     assert pending == {"b--a01": pytest.approx(1_700_000_000.0)}
+
+
+def test_closed_gcs_port_is_unavailable_at_once():
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cluster = RayCluster(Settings(ray_address=f"http://127.0.0.1:{port}",
+                                  gcs_address=f"127.0.0.1:{port}", ray_timeout_s=10))
+    started = time.monotonic()
+    try:
+        with pytest.raises(ClusterUnavailable, match=r"GCS at 127\.0\.0\.1:\d+.*refused"):
+            cluster.snapshot()
+    finally:
+        cluster.close()
+    assert time.monotonic() - started < 5, "a refused connect must not wait for the timeout"
