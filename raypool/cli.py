@@ -102,7 +102,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         print(f"{status['role']} {status['node']} ip={status['node_ip']} ray={status['ray']}")
         head = status["head_record"]
-        print(f"head.json: {'fresh' if head['fresh'] else 'NOT fresh'} ({head['reason']})")
+        where = (f"head {head['gcs_address']} generation {head['generation']} seq {head['seq']}; "
+                 if "gcs_address" in head else "")
+        print(f"head.json: {where}{head['reason']}")
         for name, state in sorted(status["programs"].items()):
             print(f"  {name:28} {state}")
         if "supervisord_error" in status:

@@ -6,6 +6,7 @@ Each test leaves the cluster healed (head + 2 workers), which is what it asserts
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -108,6 +109,31 @@ def test_head_and_two_workers_join(cluster):
     for worker in alive_workers(nodes):
         assert worker.resources["GPU"] == 4 and worker.resources["worker_node"] == 100
     assert one_raylet_each(cluster)
+
+
+def node_status(c: LocalCluster, name: str) -> dict:
+    """`argus-node status --json` with the node's own ARGUS_* environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}
+    env.update(c.node(name).env)
+    done = subprocess.run([sys.executable, "-m", "raypool.cli", "status", "--json"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    status = json.loads(done.stdout)
+    assert done.returncode == (0 if status["ok"] else 1), done.stderr
+    return status
+
+
+def test_status_reports_each_node(cluster):
+    record = head_record(cluster)
+    head = node_status(cluster, "head")
+    assert head["ok"] and head["role"] == "head" and head["ray"] == "healthy"
+    assert set(head["programs"]) >= {"argus_head_watchdog", "argus_head_publisher"}
+    assert head["head_record"]["fresh"]
+    assert head["head_record"]["generation"] == record.generation
+    for name in ("w1", "w2"):
+        worker = node_status(cluster, name)
+        assert worker["ok"] and worker["role"] == "worker" and worker["ray"] == "joined"
+        assert worker["programs"]["argus_worker_watchdog"] == "RUNNING"
+        assert worker["head_record"]["gcs_address"] == record.gcs_address
 
 
 def test_killed_watchdog_is_restarted_and_node_rejoins(cluster):
