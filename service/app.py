@@ -458,6 +458,7 @@ async def metrics(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     loop = _deps(request).scheduler_loop
     scheduler = None
+    failed = loop is not None and loop.failed
     if loop is not None:
         scheduler = {
             "alive": loop.alive,
@@ -466,6 +467,11 @@ async def healthz(request: web.Request) -> web.Response:
             "last_tick_duration_s": loop.last_tick_duration_s,
             "last_error": None if loop.last_error is None else str(loop.last_error),
         }
+    # A dead scheduler thread means accepted tasks will never run: fail the liveness
+    # probe so the supervisor restarts the service (start-up reconciliation resumes).
+    if failed:
+        return web.json_response({"status": "scheduler stopped", "scheduler": scheduler},
+                                 status=503)
     return web.json_response({"status": "ok", "scheduler": scheduler})
 
 

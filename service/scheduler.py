@@ -425,6 +425,11 @@ class SchedulerLoop:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def failed(self) -> bool:
+        """The loop thread ended without being asked to: nothing is being scheduled."""
+        return self._thread is not None and not self._thread.is_alive() and not self._stop.is_set()
+
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError("scheduler loop already started")

@@ -48,6 +48,7 @@ class FakeLoop:
     ticks: int = 7
     errors: int = 0
     alive: bool = True
+    failed: bool = False
     last_error: str | None = None
     last_tick_duration_s: float = 0.004
 
@@ -492,6 +493,14 @@ async def test_healthz_needs_no_token(client, env):
     assert body["status"] == "ok"
     assert body["scheduler"] == {"alive": True, "ticks": 7, "errors": 0,
                                  "last_tick_duration_s": 0.004, "last_error": None}
+
+
+async def test_healthz_fails_when_the_scheduler_thread_died(client, env):
+    env.loop.alive, env.loop.failed = False, True
+    resp = await client.get("/healthz")
+    assert resp.status == 503
+    body = await resp.json()
+    assert body["status"] == "scheduler stopped" and body["scheduler"]["alive"] is False
 
 
 def _app_routes(app) -> set[tuple[str, str]]:

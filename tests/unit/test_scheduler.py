@@ -479,6 +479,31 @@ def test_loop_survives_errors_and_wakes_early() -> None:
         SchedulerLoop(stub, tick_s=0)  # type: ignore[arg-type]
 
 
+class _Fatal(BaseException):
+    """Something a tick's ``except Exception`` does not catch (the thread dies)."""
+
+
+def test_loop_reports_failed_when_its_thread_dies_and_not_when_stopped() -> None:
+    class Dying:
+        def startup(self, now: float) -> None:
+            raise _Fatal("gone")
+
+    loop = SchedulerLoop(Dying(), tick_s=3600.0)  # type: ignore[arg-type]
+    assert not loop.failed  # not started yet
+    previous_hook = threading.excepthook
+    threading.excepthook = lambda args: None  # the death is expected: keep the output clean
+    try:
+        loop.start()
+        loop._thread.join(10)  # type: ignore[union-attr]
+    finally:
+        threading.excepthook = previous_hook
+    assert loop.failed and not loop.alive
+    stopped = SchedulerLoop(_StubScheduler(), tick_s=3600.0)  # type: ignore[arg-type]
+    stopped.start()
+    stopped.stop()
+    assert not stopped.alive and not stopped.failed
+
+
 def test_pending_recheck_defers_the_next_look(tmp_path: Path) -> None:
     env = Env(tmp_path, pending_recheck_s=30.0)
     t = env.add(nnodes=2)  # cannot fit
