@@ -52,6 +52,9 @@ def verl_venv() -> Path:
     stamp = venv / ".argus-complete"
     if not stamp.exists():
         _run([sys.executable, "-m", "venv", str(venv)])
+        # The pip a venv is born with (23.x) backtracks for many minutes over verl's
+        # dependency tree; a current one resolves it in about a minute.
+        _run([str(py), "-m", "pip", "install", "-q", "--upgrade", "pip"])
         _run([str(py), "-m", "pip", "install", "-q", TORCH])
         torch_version = _run([str(py), "-c", "import torch; print(torch.__version__)"]).strip()
         constraints = venv / "constraints.txt"
