@@ -270,13 +270,20 @@ class RayCluster:
         return self._jobs_call("logs", "get_job_logs", submission_id, sid=submission_id)
 
     def snapshot(self) -> ClusterSnapshot:
-        nodes = self._gcs_nodes()
+        """Placement groups first, free resources second: the two reads are not atomic.
+
+        A gang placed between them then shows as not held (its need stays reserved) and
+        its GPUs as taken: counted twice, so admission waits a tick. In the other order
+        the same race shows the GPUs as held *and* free, and admission would submit
+        another task into them (which verl's fail-fast check then kills).
+        """
         with self._lock:
             job_to_sid = {jid: sid for sid, jid in self._job_ids.items()}
         held: dict[str, float] = {}
         pending: dict[str, float] = {}
         if job_to_sid:  # the state API costs a dashboard round trip: only when needed
             held, pending = placement_summary(self._placement_groups(), job_to_sid)
+        nodes = self._gcs_nodes()
         return ClusterSnapshot(nodes=nodes, held_gpus=held, pending_pg_since=pending)
 
     # -- snapshot parts ---------------------------------------------------------------

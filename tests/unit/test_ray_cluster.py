@@ -9,7 +9,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from service.cluster import ClusterUnavailable, JobAlreadyExists, JobNotFound, SubmitRejected
+from service.admission import Driver, FreePool, Gang, InFlight
+from service.cluster import (
+    ClusterUnavailable,
+    JobAlreadyExists,
+    JobNotFound,
+    NodeResources,
+    SubmitRejected,
+)
 from service.config import Settings
 from service.ray_cluster import (
     RayCluster,
@@ -95,3 +102,39 @@ def test_closed_gcs_port_is_unavailable_at_once():
     finally:
         cluster.close()
     assert time.monotonic() - started < 5, "a refused connect must not wait for the timeout"
+
+
+class _GangPlacedBetweenReads(RayCluster):
+    """A cluster where job a--a01's 1x4 gang gets placed right after the first read of
+    the snapshot, whichever read that is."""
+
+    def __init__(self) -> None:
+        super().__init__(Settings())
+        self._job_ids["a--a01"] = "02000000"
+        self.reads: list[str] = []
+
+    def _placement_groups(self) -> list[dict]:
+        placed = bool(self.reads)
+        self.reads.append("placement groups")
+        bundle = {"unit_resources": {"CPU": 3.0, "GPU": 1.0}}
+        return [{"creator_job_id": "02000000", "state": "CREATED",
+                 "bundles": [bundle] * 4}] if placed else []
+
+    def _gcs_nodes(self) -> tuple[NodeResources, ...]:
+        placed = bool(self.reads)
+        self.reads.append("nodes")
+        free = {"CPU": 4.0, "worker_node": 99.0} if placed else {
+            "CPU": 16.0, "GPU": 4.0, "worker_node": 99.0}
+        return (NodeResources("n1", "10.0.0.1", free),)
+
+
+def test_a_gang_placed_mid_snapshot_is_never_counted_free_and_held():
+    cluster = _GangPlacedBetweenReads()
+    try:
+        snapshot = cluster.snapshot()
+    finally:
+        cluster.close()
+    assert cluster.reads == ["placement groups", "nodes"]
+    pool = FreePool.from_snapshot(snapshot, [InFlight("a--a01", Gang(1, 4))])
+    decision = pool.decide(Gang(1, 4), Driver({"worker_node": 1.0}, 1.0))
+    assert not decision.fits, "the in-flight gang's GPUs were handed out twice"
