@@ -32,6 +32,10 @@ _USER_ERROR_RES = tuple(
         r"\bMissingMandatoryValue\b",
         r"hydra\.errors\.\w+",
         r"Error merging override",
+        # hydra.utils.instantiate: a structured config refused the values, e.g. verl 0.9's
+        # "Error in call to target 'verl.workers.config.actor.FSDPActorConfig':
+        #  AssertionError(\"[actor] Please set at least one of ...\")"
+        r"Error in call to target '",
         # the trainer module itself cannot be imported (bad code_path)
         r"No module named '?verl",
         # Hugging Face: model id that is neither a local folder nor a known repo
@@ -45,6 +49,8 @@ _USER_ERROR_RES = tuple(
 
 _RUNTIME_ERROR_RES = (
     re.compile(r"Traceback \(most recent call last\)"),
+    # Hydra's wrapper around any exception of the app (it hides the traceback)
+    re.compile(r"Error executing job with overrides"),
     re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b(?:\([^)]*\))?:"),
     re.compile(r"CUDA out of memory"),
 )

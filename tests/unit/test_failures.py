@@ -34,6 +34,20 @@ CASES = [
     ("hydra bad override",
      "Could not override 'trainer.bogus'.\nTo append to your config use +trainer.bogus=1\n"
      "Key 'bogus' is not in struct", "", K.USER_ERROR),
+    ("verl 0.9 config object refuses its values (seen with real verl 0.9.1)",
+     "Job entrypoint command failed with exit code 1",
+     "Error executing job with overrides: ['algorithm.adv_estimator=gae', 'trainer.nnodes=1']\n"
+     "Error in call to target 'verl.workers.config.actor.FSDPActorConfig':\n"
+     "AssertionError(\"[actor] Please set at least one of 'actor.ppo_micro_batch_size' or "
+     "'actor.ppo_micro_batch_size_per_gpu' if use_dynamic_bsz is not enabled.\")\n"
+     "full_key: actor_rollout_ref.actor\n\n"
+     "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n",
+     K.USER_ERROR),
+    ("hydra hides the traceback of an app error",
+     "Job entrypoint command failed with exit code 1",
+     "Error executing job with overrides: ['trainer.nnodes=1']\n"
+     "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n",
+     K.RUNTIME_ERROR),
     ("omegaconf key", "omegaconf.errors.ConfigAttributeError: Key 'foo' is not in struct",
      "", K.USER_ERROR),
     ("trainer module missing", "/usr/bin/python3: No module named verl.trainer.main_ppo", "",
