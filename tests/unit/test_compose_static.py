@@ -106,7 +106,7 @@ def test_shared_volume_at_private_everywhere(services: dict[str, dict]) -> None:
 def test_verl_code_mounted_everywhere_and_repo_on_the_head(services: dict[str, dict]) -> None:
     for name, svc in services.items():
         verl = [(s, o) for s, t, o in mounts(svc) if t == "/workspace/verl"]
-        assert verl == [("./verl", "ro")], name
+        assert verl == [("./verl-code", "ro")], name
     head = {t: s for s, t, _ in mounts(services["ray-head"])}
     assert head["/workspace/argus"] == "."
 
