@@ -32,7 +32,6 @@ from pathlib import Path
 import psutil
 
 MARKER_ENV = "ARGUS_LOCALRAY"
-_RAY_BIN = str(Path(sys.executable).with_name("ray"))
 _WORKER_PORT_SPAN = 60  # worker processes per node, each needs one port
 
 
@@ -160,9 +159,12 @@ class LocalRayCluster:
         env = {**os.environ, MARKER_ENV: self.marker, "RAY_USAGE_STATS_ENABLED": "0",
                "PATH": path}
         env.pop("RAY_ADDRESS", None)
+        # `ray` of that Python too: workers and actors run on the Python of `ray start`,
+        # which must be the one that has the workload (verl) installed, as on a node image.
+        ray_bin = str(self.python_bin_dir / "ray")
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [_RAY_BIN, "start", *args], stdout=log, stderr=subprocess.STDOUT,
+                [ray_bin, "start", *args], stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=env, start_new_session=True,
             )
         return RayNode(name, proc, nm_port, log_path)

@@ -35,6 +35,17 @@ pytestmark = [pytest.mark.verl, pytest.mark.timeout(1800)]
 REPO = Path(__file__).resolve().parents[2]
 ASSET_TOOL = REPO.parent / "shared" / "tools" / "make_tiny_verl_assets.py"
 TORCH = "torch==2.13.0"
+# What a user passes for a tiny PPO run; verl 0.9 refuses to start without batch sizes.
+TINY_PPO = [
+    "data.train_batch_size=8",
+    "data.max_prompt_length=64",
+    "data.max_response_length=32",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+    "critic.ppo_micro_batch_size_per_gpu=1",
+]
 VERL = "verl[verl-core]==0.9.1"
 
 
@@ -70,6 +81,7 @@ def tiny_assets(verl_venv: Path, tmp_path_factory) -> Path:
     if not ASSET_TOOL.exists():
         pytest.fail(f"{ASSET_TOOL} not found (shared/ must sit beside the repository)")
     out = tmp_path_factory.mktemp("assets")
+    (out / "datasets").mkdir()  # the tool makes models/tiny itself, not datasets/
     _run([str(verl_venv / "bin" / "python"), str(ASSET_TOOL)], env={**os.environ,
                                                                     "ASSETS": str(out)})
     return out
@@ -96,6 +108,7 @@ def test_real_verl_fail_fast_is_insufficient_resources(verl_venv, tiny_assets):
             "workload": "ppo", "code_path": str(code), "model_id": str(model),
             "train_file": str(data / "train.parquet"), "val_file": str(data / "test.parquet"),
             "nnodes": 1, "n_gpus_per_node": 4, "total_training_steps": 1,
+            "overrides": TINY_PPO,
         })
         r = argus.http.post(f"{argus.url}/api/v2/tasks", data=spec,
                             headers={"Content-Type": "application/yaml"}, timeout=10)
@@ -107,9 +120,10 @@ def test_real_verl_fail_fast_is_insufficient_resources(verl_venv, tiny_assets):
         task = argus.wait_for(tid, lambda t: (t["latest_attempt"] or {}).get("ray_status")
                               in ("FAILED", "STOPPED", "SUCCEEDED"), 900, "verl to give up")
         first = argus.attempts(tid)[0]
-        assert first["failure_kind"] == "INSUFFICIENT_RESOURCES", (first, task)
-        assert task["state"] == "PENDING_RESOURCES"
         logs = argus.logs(tid, attempt="1").text
+        assert first["failure_kind"] == "INSUFFICIENT_RESOURCES", (
+            f"{first}\n{task}\n--- driver log tail ---\n{logs[-6000:]}")
+        assert task["state"] == "PENDING_RESOURCES"
         assert "Total available GPUs 2.0 is less than total desired GPUs 4" in logs
     finally:
         if holder is not None:
