@@ -255,8 +255,11 @@ def start_node(cluster: LocalCluster, node: LocalNode) -> None:
            if not k.startswith(("ARGUS_", "RAY_"))}
     env.update(node.env)
     with open(os.path.join(settings.run_dir, "node.out"), "ab") as out:
+        # The node's run dir as working directory, like a container's WORKDIR: job
+        # drivers inherit it (verl's Hydra writes outputs/ into its cwd).
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=settings.run_dir)
     node.pid = proc.pid
     node.supervisord_pid = _supervisord_of(proc.pid)
     cluster.save()

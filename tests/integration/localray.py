@@ -166,6 +166,7 @@ class LocalRayCluster:
             proc = subprocess.Popen(
                 [ray_bin, "start", *args], stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                cwd=self.root,  # drivers inherit it: verl's Hydra writes outputs/ there
             )
         return RayNode(name, proc, nm_port, log_path)
 
