@@ -18,7 +18,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -358,20 +358,22 @@ async def get_task(request: web.Request) -> web.Response:
     return web.json_response(_task_or_404(deps, request.match_info["task_id"]).to_dict())
 
 
-async def list_attempts(request: web.Request) -> web.Response:
+def _task_items(request: web.Request, key: str,
+                fetch: Callable[[Any, str], Iterable[Any]]) -> web.Response:
+    """``{"task_id", key: [...]}`` for one existing task (404 otherwise)."""
     deps = _deps(request)
     task_id = request.match_info["task_id"]
     _task_or_404(deps, task_id)
-    attempts = deps.store.list_attempts(task_id)
-    return web.json_response({"task_id": task_id, "attempts": [a.to_dict() for a in attempts]})
+    items = fetch(deps.store, task_id)
+    return web.json_response({"task_id": task_id, key: [i.to_dict() for i in items]})
+
+
+async def list_attempts(request: web.Request) -> web.Response:
+    return _task_items(request, "attempts", lambda store, tid: store.list_attempts(tid))
 
 
 async def list_events(request: web.Request) -> web.Response:
-    deps = _deps(request)
-    task_id = request.match_info["task_id"]
-    _task_or_404(deps, task_id)
-    events = deps.store.events(task_id)
-    return web.json_response({"task_id": task_id, "events": [e.to_dict() for e in events]})
+    return _task_items(request, "events", lambda store, tid: store.events(tid))
 
 
 async def cancel_task(request: web.Request) -> web.Response:
