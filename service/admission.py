@@ -115,6 +115,18 @@ class FreePool:
             pool._hold_remaining(job, snapshot.held_gpus.get(job.submission_id, 0.0))
         return pool
 
+    @classmethod
+    def from_capacity(cls, snapshot: ClusterSnapshot) -> FreePool | None:
+        """The cluster as if nothing ran on it (each node's total); None when a node's
+        capacity is unknown. A gang this pool refuses can never fit the cluster as it is."""
+        totals = [n.total for n in snapshot.nodes]
+        if not totals or any(t is None for t in totals):
+            return None
+        pool = cls.from_snapshot(snapshot)
+        for node, total in zip(pool._nodes, totals, strict=True):
+            node.free = {k: float(v) for k, v in (total or {}).items()}
+        return pool
+
     def _hold_remaining(self, job: InFlight, held_gpus: float) -> None:
         """Virtually place what ``job`` still needs but does not hold (greedy, best fit).
 
@@ -192,6 +204,15 @@ class FreePool:
             f"{_fmt(max(n.free.get(CPU, 0.0), 0.0))} CPU"
             for n in self._nodes
         )
+
+
+NEVER_FITS = "can never fit this cluster as it is"
+
+
+def never_fits_reason(gang: Gang, capacity: FreePool) -> str:
+    """Why a gang waits that even an idle cluster could not take (nodes may still join)."""
+    return (f"{NEVER_FITS}: needs {FreePool._gang_text(gang)} and a driver slot; "
+            f"node capacity: {capacity.describe()}")
 
 
 def unreachable_reason(error: object) -> str:

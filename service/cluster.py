@@ -38,11 +38,16 @@ class SubmitRejected(ClusterError):
 
 @dataclass(frozen=True, slots=True)
 class NodeResources:
-    """Free resources of one alive node, verl's way: a resource at 0 is simply absent."""
+    """Free resources of one alive node, verl's way: a resource at 0 is simply absent.
+
+    ``total`` is the node's capacity (None when unknown): it tells a gang that waits for
+    room from one that can never fit this cluster as it is.
+    """
 
     node_id: str
     node_ip: str
     free: Mapping[str, float]
+    total: Mapping[str, float] | None = None
 
     def get(self, name: str) -> float:
         return float(self.free.get(name, 0.0))

@@ -151,7 +151,7 @@ class FakeCluster:
     def snapshot(self) -> ClusterSnapshot:
         self._check()
         nodes = tuple(
-            NodeResources(n.node_id, f"10.0.0.{i + 1}", n.free())
+            NodeResources(n.node_id, f"10.0.0.{i + 1}", n.free(), dict(n.capacity))
             for i, n in enumerate(self.nodes.values())
         )
         held = {sid: j.gang_gpus for sid, j in self.jobs.items() if j.holds and j.gang_gpus}

@@ -303,7 +303,8 @@ class RayCluster:
                 raw = node_id.binary()
                 out.append(NodeResources(node_id=node_id.hex(),
                                          node_ip=info.node_manager_address,
-                                         free=free_resources(available.get(raw, {}))))
+                                         free=free_resources(available.get(raw, {})),
+                                         total=free_resources(dict(info.resources_total))))
             return tuple(sorted(out, key=lambda n: (n.node_ip, n.node_id)))
 
         try:

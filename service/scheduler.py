@@ -27,6 +27,10 @@ Queue policy
 * Starvation guard: when a task that does not fit has been runnable for longer than
   ``starvation_guard_s``, nothing behind it starts until it does (its free resources are
   kept for it as they appear). Tasks ahead of it in FIFO order are unaffected.
+* A gang that even an idle cluster could not take (node capacity from the snapshot: e.g.
+  1x8 GPUs on 4-GPU nodes) waits with a reason that says so and never holds the guard:
+  it would otherwise stop the queue behind it for good. It starts once nodes that fit it
+  join.
 * Backfill window: at most ``backfill_window`` runnable tasks are examined per tick (like
   Slurm's ``bf_max_job_test``), which bounds the tick's cost however long the queue is.
   Tasks beyond the window keep their last ``pending_reason`` until they move up.
@@ -45,7 +49,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from service import failures, retry
-from service.admission import Driver, FreePool, Gang, InFlight, unreachable_reason
+from service.admission import (
+    Driver,
+    FreePool,
+    Gang,
+    InFlight,
+    never_fits_reason,
+    unreachable_reason,
+)
 from service.artifacts import Artifacts
 from service.cluster import (
     Cluster,
@@ -303,10 +314,12 @@ class Scheduler:
             [InFlight(r.ray_submission_id, Gang(r.nnodes, r.n_gpus_per_node, cpg))
              for r in active],
         )
+        capacity = FreePool.from_capacity(snapshot)  # None: node capacity unknown
         limit = self.sched.max_running_tasks
         waits: list[tuple[RunnableRow, str]] = []
         blocked: str | None = None  # reason for everyone behind a starving task
-        no_fit: dict[tuple[int, int], str] = {}  # shapes that did not fit this tick
+        # shapes that did not fit this tick: (reason, whether even an idle cluster could)
+        no_fit: dict[tuple[int, int], tuple[str, bool]] = {}
         for i, cand in enumerate(candidates):
             if blocked is not None:
                 waits.append((cand, blocked))
@@ -316,8 +329,8 @@ class Scheduler:
                 continue
             gang = Gang(cand.nnodes, cand.n_gpus_per_node, cpg)
             shape = (cand.nnodes, cand.n_gpus_per_node)
-            reason = no_fit.get(shape)
-            if reason is None:
+            cached = no_fit.get(shape)
+            if cached is None:
                 decision = pool.decide(gang, self.driver)
                 if decision.fits:
                     outcome = self._submit(cand, now, report)
@@ -331,9 +344,15 @@ class Scheduler:
                         waits.extend((c, rest) for c in candidates[i + 1:])
                         break
                     continue
-                reason = no_fit[shape] = decision.reason
+                if capacity is not None and not capacity.decide(gang, self.driver).fits:
+                    cached = no_fit[shape] = (never_fits_reason(gang, capacity), False)
+                else:
+                    cached = no_fit[shape] = (decision.reason, True)
+            reason, could_fit = cached
             waits.append((cand, reason))
-            if now - cand.runnable_since >= self.sched.starvation_guard_s:
+            # Only a task that an idle cluster could take holds the guard: one that can
+            # never fit would otherwise stop the whole queue behind it for good.
+            if could_fit and now - cand.runnable_since >= self.sched.starvation_guard_s:
                 blocked = (f"waiting behind {cand.task_id}, runnable for over "
                            f"{self.sched.starvation_guard_s:g}s (starvation guard)")
         self._wait(waits, now, report)

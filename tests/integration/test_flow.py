@@ -86,6 +86,17 @@ def test_gpus_taken_after_submit_fail_fast_then_retry(ray_cluster, argus, hold_g
     assert gap >= 5 - 1.0, f"attempt 2 came {gap:.1f}s after attempt 1, retry_interval_s=5"
 
 
+def test_gang_bigger_than_any_node_says_it_can_never_fit(ray_cluster, argus):
+    ensure_workers(ray_cluster, 2)  # 4 GPUs each: 8 in total, but never 8 on one node
+    tid = argus.submit(nnodes=1, gpus=8, duration_s=1)
+    task = argus.wait_for(tid, lambda t: (t["pending_reason"] or "").startswith(
+        "can never fit this cluster as it is"), 30, "to be told it can never fit")
+    assert "needs 1x8 GPUs" in task["pending_reason"], task["pending_reason"]
+    assert task["latest_attempt"] is None  # nothing was submitted into verl's hang
+    assert argus.cancel(tid).status_code == 200
+    assert argus.task(tid)["state"] == "CANCELED"
+
+
 def test_cancel_running_stops_the_ray_job_and_frees_gpus(ray_cluster, argus):
     ensure_workers(ray_cluster, 2)
     total = sum(free_gpus(ray_cluster).values())

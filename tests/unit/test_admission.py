@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from service.admission import Driver, FreePool, Gang, InFlight, unreachable_reason
+from service.admission import (
+    Driver,
+    FreePool,
+    Gang,
+    InFlight,
+    never_fits_reason,
+    unreachable_reason,
+)
 from service.cluster import ClusterSnapshot, NodeResources
 
 DRIVER = Driver({"worker_node": 1.0}, num_cpus=1.0)
@@ -115,3 +122,25 @@ def test_fractional_resources_are_rendered_readably() -> None:
 
 def test_unreachable_reason() -> None:
     assert unreachable_reason("timeout") == "Ray cluster unreachable: timeout"
+
+
+def test_capacity_pool_judges_an_idle_cluster() -> None:
+    busy = NodeResources("a" * 16, "10.0.0.2", {"CPU": 1.0, "worker_node": 99.0},
+                         {"CPU": 16.0, "GPU": 4.0, "worker_node": 100.0})
+    capacity = FreePool.from_capacity(snap(busy))
+    assert capacity is not None
+    assert not FreePool.from_snapshot(snap(busy)).decide(Gang(1, 4), DRIVER).fits
+    assert capacity.decide(Gang(1, 4), DRIVER).fits  # waits for room, fits when idle
+    assert not capacity.decide(Gang(1, 8), DRIVER).fits  # never, on this cluster
+    assert not capacity.decide(Gang(2, 2), DRIVER).fits  # one node cannot be two
+    assert never_fits_reason(Gang(1, 8), capacity) == (
+        "can never fit this cluster as it is: needs 1x8 GPUs (+24 CPUs per node) and a "
+        "driver slot; node capacity: 10.0.0.2 4 GPU/16 CPU")
+
+
+def test_capacity_unknown_when_a_node_does_not_report_it() -> None:
+    known = NodeResources("b" * 16, "10.0.0.3", {}, {"GPU": 4.0})
+    assert FreePool.from_capacity(snap(node("10.0.0.2", gpus=4), known)) is None
+    assert FreePool.from_capacity(snap()) is None
+    empty_head = NodeResources("c" * 16, "10.0.0.1", {}, {})  # known, and nothing in it
+    assert FreePool.from_capacity(snap(empty_head, known)) is not None

@@ -123,7 +123,8 @@ def test_in_flight_task_keeps_its_gpus_reserved_until_it_holds_them(env: Env) ->
 
 def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
     env = Env(tmp_path, starvation_guard_s=100.0)
-    big = env.add(nnodes=2, g=4)  # never fits on one 4-GPU worker
+    env.cluster.occupy("w1", GPU=2, CPU=6)  # another user's job: 2 of the 4 GPUs
+    big = env.add(nnodes=1, g=4)  # fits an idle w1, not now
     small = env.add(nnodes=1, g=2)
     env.tick(T0)
     assert env.state(big) is S.PENDING_RESOURCES and env.state(small) is S.SUBMITTED
@@ -132,12 +133,28 @@ def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
     assert env.state(late) is S.PENDING_RESOURCES
     assert env.store.get_task(late).pending_reason == (
         f"waiting behind {big}, runnable for over 100s (starvation guard)")
-    env.cluster.add_node("w2", gpus=4, cpus=16)
+    env.cluster.release("w1", GPU=2, CPU=6)
     env.cluster.start(sid(small), {"w1": 2})
     env.cluster.finish(sid(small))
     env.tick(T0 + 101)  # room for big at last: it starts; late waits for room, not the guard
     assert env.state(big) is S.SUBMITTED and env.state(late) is S.PENDING_RESOURCES
     assert env.store.get_task(late).pending_reason.startswith("needs 1x1 GPUs")
+
+
+def test_a_gang_that_can_never_fit_says_so_and_does_not_hold_the_guard(tmp_path: Path
+                                                                        ) -> None:
+    env = Env(tmp_path, starvation_guard_s=100.0)
+    huge = env.add(nnodes=1, g=8)  # w1 has 4 GPUs in all
+    env.tick(T0)
+    reason = env.store.get_task(huge).pending_reason
+    assert reason.startswith("can never fit this cluster as it is: needs 1x8 GPUs"), reason
+    assert "node capacity: 10.0.0.1 0 GPU/0 CPU, 10.0.0.2 4 GPU/16 CPU" in reason
+    late = env.add(nnodes=1, g=4, now=T0 + 200)
+    env.tick(T0 + 200)  # huge is far past the guard, yet it cannot block the queue
+    assert env.state(late) is S.SUBMITTED and env.state(huge) is S.PENDING_RESOURCES
+    env.cluster.add_node("w8", gpus=8, cpus=32)  # an 8-GPU node joins: huge starts
+    env.tick(T0 + 201)
+    assert env.state(huge) is S.SUBMITTED
 
 
 def test_guard_not_yet_reached_allows_backfill(tmp_path: Path) -> None:
