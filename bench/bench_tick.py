@@ -1,7 +1,8 @@
 """Scheduler tick cost with a long queue: 10k runnable + 90k finished tasks in SQLite.
 
-The cluster (FakeCluster) has too few GPUs for any task, so every tick examines the
-queue and admits nothing: the worst case for a tick. Two policies are measured:
+The cluster (FakeCluster: 4 workers of 8 GPUs, 7 of them held by another user's jobs) has
+room for every task when idle but for none now, so every tick examines the queue and
+admits nothing: the worst case for a tick. Two policies are measured:
 
 * backfill: no task has reached the starvation guard, so each tick looks at up to
   ``backfill_window`` runnable tasks (later tasks could fit where earlier ones do not);
@@ -31,7 +32,7 @@ from service.states import TaskState
 from service.store import BulkTask, Store
 
 T0 = 1_766_500_000.0
-SHAPES = ((1, 4), (2, 4), (1, 8), (4, 8), (2, 8))  # none fits a 2-GPU worker
+SHAPES = ((1, 4), (2, 4), (1, 8), (4, 8), (2, 8))  # none fits 1 free GPU per worker
 FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED)
 FLOOR_MS = 20.0
 
@@ -58,7 +59,9 @@ def run(label: str, root: Path, args: argparse.Namespace, guard_s: float) -> dic
     store = build_db(str(root / f"{label}.sqlite3"), args.runnable, args.finished)
     cluster = FakeCluster()
     cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
-    cluster.add_node("worker", gpus=2, cpus=16)
+    for i in range(4):  # every shape fits the idle cluster; another user holds 7 of 8 GPUs
+        cluster.add_node(f"worker{i}", gpus=8, cpus=32)
+        cluster.occupy(f"worker{i}", GPU=7, CPU=21)
     settings = Settings(shared_root=str(root),
                         scheduler=SchedulerSettings(starvation_guard_s=guard_s))
     sched = Scheduler(store, cluster, settings, Artifacts(settings.jobs_dir()))
