@@ -34,6 +34,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from service.cluster import (
@@ -142,6 +143,46 @@ def placement_summary(pgs: Iterable[Mapping[str, Any]], job_to_sid: Mapping[str,
                 since = int(since_ns) / 1e9
                 pending[sid] = min(pending.get(sid, since), since)
     return held, pending
+
+
+def pg_reserved_per_node(pgs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Resources the bundles of CREATED placement groups reserve, per node (hex id)."""
+    out: dict[str, dict[str, float]] = {}
+    for pg in pgs:
+        if pg.get("state") != "CREATED":
+            continue
+        for bundle in pg.get("bundles") or ():
+            node_id = bundle.get("node_id")
+            if not node_id:
+                continue
+            reserved = out.setdefault(str(node_id), {})
+            for name, amount in (bundle.get("unit_resources") or {}).items():
+                reserved[name] = reserved.get(name, 0.0) + float(amount)
+    return out
+
+
+def bound_by_placement(nodes: Iterable[NodeResources],
+                       reserved: Mapping[str, Mapping[str, float]]) -> tuple[NodeResources, ...]:
+    """Each node's free resources, at most its total minus what CREATED placement groups
+    reserve there.
+
+    The GCS marks a placement group CREATED at once, but the per-node free view comes from
+    periodic raylet reports: for a moment a gang just placed shows as held *and* free, and
+    admission would hand the same GPUs to the next task (whose driver then fails verl's
+    check). The placement group table does not lag, so it bounds the view.
+    """
+    out = []
+    for node in nodes:
+        taken = reserved.get(node.node_id)
+        if not taken or node.total is None:
+            out.append(node)
+            continue
+        free = dict(node.free)
+        for name, amount in taken.items():
+            if name in node.total:
+                free[name] = min(free.get(name, 0.0), node.total[name] - amount)
+        out.append(replace(node, free=free_resources(free)))
+    return tuple(out)
 
 
 # -- the adapter ------------------------------------------------------------------------
@@ -275,15 +316,17 @@ class RayCluster:
         A gang placed between them then shows as not held (its need stays reserved) and
         its GPUs as taken: counted twice, so admission waits a tick. In the other order
         the same race shows the GPUs as held *and* free, and admission would submit
-        another task into them (which verl's fail-fast check then kills).
+        another task into them (which verl's fail-fast check then kills). The free view
+        itself lags the placement group table; ``bound_by_placement`` covers that.
         """
+        # A dead head is reported as "GCS ... refused" at once (the connect probes the port
+        # and is cached once it succeeds), before the state API's longer complaint.
+        self._client("_gcs", self._make_gcs_client, f"the Ray GCS at {self._gcs_address}")
         with self._lock:
             job_to_sid = {jid: sid for sid, jid in self._job_ids.items()}
-        held: dict[str, float] = {}
-        pending: dict[str, float] = {}
-        if job_to_sid:  # the state API costs a dashboard round trip: only when needed
-            held, pending = placement_summary(self._placement_groups(), job_to_sid)
-        nodes = self._gcs_nodes()
+        pgs = self._placement_groups()
+        held, pending = placement_summary(pgs, job_to_sid)
+        nodes = bound_by_placement(self._gcs_nodes(), pg_reserved_per_node(pgs))
         return ClusterSnapshot(nodes=nodes, held_gpus=held, pending_pg_since=pending)
 
     # -- snapshot parts ---------------------------------------------------------------
@@ -328,5 +371,6 @@ class RayCluster:
         except ClusterUnavailable:
             raise
         except Exception as exc:
-            raise ClusterUnavailable(f"Ray state API at {self._address}: {exc}") from exc
+            first = str(exc).split(". ", 1)[0]  # the SDK appends a page of generic advice
+            raise ClusterUnavailable(f"Ray state API at {self._address}: {first}") from exc
         return [pg if isinstance(pg, dict) else pg.__dict__ for pg in pgs]

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.timeout(300)
 
 def _one_attempt(argus, task_id: str) -> dict:
     attempts = argus.attempts(task_id)
-    assert len(attempts) == 1, attempts
+    assert len(attempts) == 1, "\n".join(
+        f"{a['ray_submission_id']} {a['ray_status']} {a['failure_kind']}: {a['message']}"
+        for a in attempts)
     return attempts[0]
 
 

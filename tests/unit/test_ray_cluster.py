@@ -20,10 +20,12 @@ from service.cluster import (
 from service.config import Settings
 from service.ray_cluster import (
     RayCluster,
+    bound_by_placement,
     classify_error,
     free_resources,
     job_info_from_details,
     ms_to_s,
+    pg_reserved_per_node,
     placement_summary,
 )
 from service.states import RayStatus
@@ -113,6 +115,9 @@ class _GangPlacedBetweenReads(RayCluster):
         self._job_ids["a--a01"] = "02000000"
         self.reads: list[str] = []
 
+    def _make_gcs_client(self) -> object:
+        return object()  # reads are stubbed below
+
     def _placement_groups(self) -> list[dict]:
         placed = bool(self.reads)
         self.reads.append("placement groups")
@@ -138,3 +143,51 @@ def test_a_gang_placed_mid_snapshot_is_never_counted_free_and_held():
     pool = FreePool.from_snapshot(snapshot, [InFlight("a--a01", Gang(1, 4))])
     decision = pool.decide(Gang(1, 4), Driver({"worker_node": 1.0}, 1.0))
     assert not decision.fits, "the in-flight gang's GPUs were handed out twice"
+
+
+class _FreeViewLags(_GangPlacedBetweenReads):
+    """The gang is placed before both reads, but the free view has not caught up yet
+    (raylets report resources periodically): GPUs held by a CREATED group still show free."""
+
+    def _placement_groups(self) -> list[dict]:
+        self.reads.append("placement groups")
+        bundle = {"node_id": "n1", "unit_resources": {"CPU": 3.0, "GPU": 1.0}}
+        return [{"creator_job_id": "02000000", "state": "CREATED", "bundles": [bundle] * 4},
+                {"creator_job_id": "09000000", "state": "PENDING", "bundles": [bundle]}]
+
+    def _gcs_nodes(self) -> tuple[NodeResources, ...]:
+        self.reads.append("nodes")
+        total = {"CPU": 16.0, "GPU": 4.0, "worker_node": 100.0}
+        return (NodeResources("n1", "10.0.0.1", {"CPU": 15.0, "GPU": 4.0, "worker_node": 99.0},
+                              total),
+                NodeResources("n2", "10.0.0.2", {"CPU": 16.0, "GPU": 2.0, "worker_node": 100.0},
+                              total))
+
+
+def test_a_lagging_free_view_is_bounded_by_the_placement_group_table():
+    cluster = _FreeViewLags()
+    try:
+        snapshot = cluster.snapshot()
+    finally:
+        cluster.close()
+    n1, n2 = snapshot.nodes
+    assert n1.free == {"CPU": 4.0, "worker_node": 99.0}  # 16 - 12 CPUs, 4 - 4 GPUs: none
+    assert n2.free == {"CPU": 16.0, "GPU": 2.0, "worker_node": 100.0}  # no group there
+    assert snapshot.held_gpus == {"a--a01": 4.0}
+    pool = FreePool.from_snapshot(snapshot, [InFlight("a--a01", Gang(1, 4))])
+    assert not pool.decide(Gang(1, 4), Driver({"worker_node": 1.0}, 1.0)).fits
+
+
+def test_pg_reserved_per_node_and_bound():
+    bundle = {"unit_resources": {"CPU": 3.0, "GPU": 1.0}}
+    pgs = [{"state": "CREATED", "bundles": [{**bundle, "node_id": "n1"}] * 2
+            + [{**bundle, "node_id": "n2"}]},
+           {"state": "PENDING", "bundles": [{**bundle, "node_id": None}]},
+           {"state": "REMOVED", "bundles": [{**bundle, "node_id": "n1"}]}]
+    reserved = pg_reserved_per_node(pgs)
+    assert reserved == {"n1": {"CPU": 6.0, "GPU": 2.0}, "n2": {"CPU": 3.0, "GPU": 1.0}}
+    unknown_total = NodeResources("n1", "10.0.0.1", {"GPU": 4.0})
+    assert bound_by_placement([unknown_total], reserved) == (unknown_total,)
+    outside = NodeResources("n2", "10.0.0.2", {"GPU": 1.0}, {"GPU": 4.0, "CPU": 8.0})
+    # another user's plain actors hold 2 more GPUs: the view is the tighter bound there
+    assert bound_by_placement([outside], reserved)[0].free == {"GPU": 1.0}
