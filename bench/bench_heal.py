@@ -19,9 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from raypool import discovery
-from raypool.health import HealthError, alive_workers, list_nodes
-from raypool.local import LocalCluster, down, node_pids, up
+from raypool.local import LocalCluster, down, node_pids, up, workers_rejoined
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS = 2
@@ -45,18 +43,7 @@ def wait(predicate: Callable[[], bool], start: float, timeout_s: float = 120) ->
 
 
 def rejoined(c: LocalCluster, names: tuple[str, ...], since: float) -> Callable[[], bool]:
-    def check() -> bool:
-        record = discovery.read_record(c.head_file, "argus-ray").record
-        if record is None:
-            return False
-        try:
-            workers = alive_workers(list_nodes(record.gcs_address, timeout_s=2))
-        except HealthError:
-            return False
-        ips = {c.node(n).ip for n in names}
-        return len(workers) == WORKERS and ips == {
-            w.ip for w in workers if w.ip in ips and w.start_time_s >= since}
-    return check
+    return lambda: workers_rejoined(c, names, since)
 
 
 def watchdog_killed(c: LocalCluster) -> dict[str, float]:

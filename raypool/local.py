@@ -289,6 +289,23 @@ def count_workers(gcs_address: str) -> int:
         return -1
 
 
+def workers_rejoined(cluster: LocalCluster, names: tuple[str, ...], since: float) -> bool:
+    """Every worker of ``cluster`` alive on the head that head.json names now, and each of
+    ``names`` registered anew after ``since`` (epoch s): a SIGKILLed raylet stays "alive"
+    in the GCS until its health checks fail, so being listed is not enough."""
+    record = discovery.read_record(cluster.head_file, "argus-ray").record
+    if record is None:
+        return False
+    try:
+        workers = alive_workers(list_nodes(record.gcs_address, timeout_s=2.0))
+    except HealthError:
+        return False
+    ips = {cluster.node(n).ip for n in names}
+    fresh = {w.ip for w in workers if w.ip in ips and w.start_time_s >= since}
+    expected = sum(node.role == "worker" for node in cluster.nodes)
+    return len(workers) == expected and fresh == ips
+
+
 def wait_for_workers(gcs_address: str, count: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -18,8 +18,15 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from raypool import discovery
-from raypool.health import HealthError, alive_workers, list_nodes
-from raypool.local import LocalCluster, down, node_pids, up
+from raypool.health import alive_workers, list_nodes
+from raypool.local import (
+    LocalCluster,
+    count_workers,
+    down,
+    node_pids,
+    up,
+    workers_rejoined,
+)
 from raypool.procs import RAY_TAG_ENV, tagged_processes
 
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(600)]
@@ -69,29 +76,11 @@ def head_record(c: LocalCluster) -> discovery.HeadRecord | None:
 
 def workers_alive(c: LocalCluster) -> int:
     record = head_record(c)
-    if record is None:
-        return 0
-    try:
-        return len(alive_workers(list_nodes(record.gcs_address, timeout_s=2)))
-    except HealthError:
-        return 0
+    return 0 if record is None else count_workers(record.gcs_address)
 
 
 def healed(c: LocalCluster, since: float = 0.0, *names: str) -> Callable[[], bool]:
-    """Exactly WORKERS alive workers, and each of ``names`` registered anew after ``since``
-    (a SIGKILLed raylet stays "alive" in the GCS until its health checks fail)."""
-    def check() -> bool:
-        record = head_record(c)
-        if record is None:
-            return False
-        try:
-            workers = alive_workers(list_nodes(record.gcs_address, timeout_s=2))
-        except HealthError:
-            return False
-        ips = {c.node(n).ip for n in names}
-        fresh = {w.ip for w in workers if w.ip in ips and w.start_time_s >= since}
-        return len(workers) == WORKERS and fresh == ips
-    return check
+    return lambda: workers_rejoined(c, names, since)
 
 
 def one_raylet_each(c: LocalCluster) -> bool:
