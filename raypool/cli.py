@@ -20,6 +20,7 @@ from typing import Any
 
 from raypool import discovery, supervisor
 from raypool.config import NodeSettings, SettingsError, load_node_settings
+from raypool.headrecord import HeadRecord, judge
 from raypool.health import HealthError, gcs_alive, is_registered, list_nodes
 from raypool.procs import NODE_TAG_ENV
 
@@ -70,7 +71,7 @@ def node_status(settings: NodeSettings) -> dict[str, Any]:
     record = result.record
     fresh = False
     if record is not None:
-        verdict, _ = discovery.judge(record, result.mtime, time.time(), time.monotonic(), None)
+        verdict, _ = judge(record, result.mtime, time.time(), time.monotonic(), None)
         fresh = verdict.fresh
         out["head_record"] = {"fresh": fresh, "reason": verdict.reason,
                               "gcs_address": record.gcs_address,
@@ -131,7 +132,7 @@ def cmd_backdate(args: argparse.Namespace) -> int:
     old = time.time() - args.seconds
     data = json.loads(result.record.to_json())
     data["written_at"] = old
-    discovery.write_record(path, discovery.HeadRecord(**data))
+    discovery.write_record(path, HeadRecord(**data))
     os.utime(path, (old, old))
     print(f"head.json written_at and mtime set {args.seconds:g}s in the past")
     return 0
