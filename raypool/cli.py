@@ -4,7 +4,7 @@
     argus-node status [--json]          role, Ray state, head.json freshness, programs
     argus-node backdate-record SECONDS  age head.json (fault injection: stale record)
     argus-node head-watchdog | head-publisher | worker-watchdog | fatal-listener
-    argus-node local up|down|status|pids|exec   local multi-node launcher (raypool.local)
+    argus-node local up|down|status|pids|exec|move-head   local multi-node launcher
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     backdate.add_argument("--file", help="head.json path (default: from ARGUS_* settings)")
     for name in ("head-watchdog", "head-publisher", "worker-watchdog", "fatal-listener"):
         sub.add_parser(name, help=f"supervisord program: {name}")
-    from raypool.local import add_local_parser
+    from raypool.local_cli import add_local_parser
     add_local_parser(sub)
     return parser
 
