@@ -4,7 +4,7 @@
     argus-node status [--json]          role, Ray state, head.json freshness, programs
     argus-node backdate-record SECONDS  age head.json (fault injection: stale record)
     argus-node head-watchdog | head-publisher | worker-watchdog | fatal-listener
-    argus-node local up|down|status|pids|exec   local multi-node launcher (raypool.local)
+    argus-node local up|down|status|pids|exec|move-head   local multi-node launcher
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from raypool import discovery, supervisor
 from raypool.config import NodeSettings, SettingsError, load_node_settings
+from raypool.headrecord import HeadRecord, judge
 from raypool.health import HealthError, gcs_alive, is_registered, list_nodes
 from raypool.procs import NODE_TAG_ENV
 
@@ -70,7 +71,7 @@ def node_status(settings: NodeSettings) -> dict[str, Any]:
     record = result.record
     fresh = False
     if record is not None:
-        verdict, _ = discovery.judge(record, result.mtime, time.time(), time.monotonic(), None)
+        verdict, _ = judge(record, result.mtime, time.time(), time.monotonic(), None)
         fresh = verdict.fresh
         out["head_record"] = {"fresh": fresh, "reason": verdict.reason,
                               "gcs_address": record.gcs_address,
@@ -131,7 +132,7 @@ def cmd_backdate(args: argparse.Namespace) -> int:
     old = time.time() - args.seconds
     data = json.loads(result.record.to_json())
     data["written_at"] = old
-    discovery.write_record(path, discovery.HeadRecord(**data))
+    discovery.write_record(path, HeadRecord(**data))
     os.utime(path, (old, old))
     print(f"head.json written_at and mtime set {args.seconds:g}s in the past")
     return 0
@@ -164,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     backdate.add_argument("--file", help="head.json path (default: from ARGUS_* settings)")
     for name in ("head-watchdog", "head-publisher", "worker-watchdog", "fatal-listener"):
         sub.add_parser(name, help=f"supervisord program: {name}")
-    from raypool.local import add_local_parser
+    from raypool.local_cli import add_local_parser
     add_local_parser(sub)
     return parser
 

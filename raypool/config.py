@@ -1,4 +1,4 @@
-"""Node settings: every ``ARGUS_*`` variable read once, validated, frozen (SPEC B1).
+"""Node settings: every ``ARGUS_*`` variable read once, validated, frozen.
 
 A bad value never reaches a running process: :func:`load_node_settings` collects every
 problem and raises one :class:`SettingsError` whose lines each name the variable and the
@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 ROLES = ("head", "worker")
+DEFAULT_CLUSTER_NAME = "argus-ray"
 SOCKET_NAME = "supervisor.sock"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+NAME_FORM = "1-63 characters of [A-Za-z0-9_.-], starting alphanumeric"
 _RESOURCE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 # Flags the watchdogs set themselves; passing them again in ARGUS_RAY_EXTRA_ARGS would make
 # the node disagree with head.json or with its own health checks.
@@ -106,6 +108,11 @@ def _flag_int(args: tuple[str, ...], flag: str) -> int | None:
     return None
 
 
+def is_valid_name(value: str) -> bool:
+    """A node or cluster name: it becomes a log directory and a path component."""
+    return bool(_NAME_RE.match(value))
+
+
 class _Reader:
     """Reads variables and records problems instead of failing on the first one."""
 
@@ -128,8 +135,8 @@ class _Reader:
 
     def name(self, name: str, default: str) -> str:
         value = self.raw(name, default)
-        if not _NAME_RE.match(value):
-            self.bad(name, value, "1-63 characters of [A-Za-z0-9_.-], starting alphanumeric")
+        if not is_valid_name(value):
+            self.bad(name, value, NAME_FORM)
         return value
 
     def path(self, name: str, default: str) -> str:
@@ -256,7 +263,7 @@ def load_node_settings(env: Mapping[str, str] | None = None,
     r = _Reader(os.environ if env is None else env)
     role = r.choice("ARGUS_ROLE", ROLES)
     shared_root = r.path("ARGUS_SHARED_ROOT", "/private")
-    cluster_name = r.name("ARGUS_CLUSTER_NAME", "argus-ray")
+    cluster_name = r.name("ARGUS_CLUSTER_NAME", DEFAULT_CLUSTER_NAME)
     head_ip_file = r.path("ARGUS_HEAD_IP_FILE", os.path.join(
         shared_root, "ray", "discovery", cluster_name, "head.json"))
     ray_port = r.port("ARGUS_RAY_PORT", 6379)

@@ -1,5 +1,5 @@
 """supervisord event listener: a program that went FATAL (start retries exhausted) is
-started again through the RPC interface, so no program stays FATAL forever (SPEC B4).
+started again through the RPC interface, so no program stays FATAL forever.
 
 Speaks supervisord's listener protocol on stdin/stdout; logs go to stderr.
 """

@@ -11,16 +11,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from raypool import discovery
+from raypool.atomicfile import write_atomic
 from raypool.config import NodeSettings
+from raypool.headrecord import HeadRecord, new_generation
 from raypool.health import gcs_alive
+from raypool.loop import SignalLoop
 from raypool.policy import Action, Limits, decide_head
 from raypool.watchdog import RayWatchdog, ray_executable
 
@@ -41,10 +42,7 @@ def local_gcs_address(settings: NodeSettings) -> str:
 
 
 def write_generation(path: str, generation: str, now: float) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"generation": generation, "started_at": now}, f)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"generation": generation, "started_at": now}))
 
 
 def read_generation(path: str) -> str | None:
@@ -70,7 +68,7 @@ class HeadWatchdog(RayWatchdog):
             self.stop_child(decision.reason)
             return True
         if decision.action is Action.START:
-            generation = discovery.new_generation()
+            generation = new_generation()
             write_generation(s.generation_file, generation, time.time())
             self.log.info("new head generation %s", generation)
             self.start_child(head_argv(s))
@@ -107,7 +105,6 @@ class HeadPublisher:
         self._healthy = healthy or (lambda: gcs_alive(local_gcs_address(settings), 3.0))
         self.state = self._resume()
         self._was_healthy = True
-        self.stopping = threading.Event()
 
     def _resume(self) -> PublishState:
         """Continue the sequence of an existing record of the same generation."""
@@ -118,9 +115,9 @@ class HeadPublisher:
             return PublishState(generation, existing.seq)
         return PublishState()
 
-    def record(self, generation: str, seq: int, now: float) -> discovery.HeadRecord:
+    def record(self, generation: str, seq: int, now: float) -> HeadRecord:
         s = self.settings
-        return discovery.HeadRecord(
+        return HeadRecord(
             cluster_name=s.cluster_name, head_ip=s.node_ip, gcs_port=s.ray_port,
             dashboard_port=s.dashboard_port, job_server_url=s.job_server_url,
             generation=generation, seq=seq, written_at=now, ttl_s=s.ttl_s,
@@ -144,9 +141,10 @@ class HeadPublisher:
         self.state = PublishState(generation, seq, mono)
 
     def run(self) -> int:
-        signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
-        signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
-        while not self.stopping.is_set():
+        """Tick every ``tick_s`` until SIGTERM."""
+        def step() -> bool:
             self.tick(time.time(), time.monotonic())
-            self.stopping.wait(self.tick_s)
+            return False
+
+        SignalLoop(self.tick_s, self.log).run(step)
         return 0

@@ -2,8 +2,10 @@
 
 The watchdog loops (``head.py``, ``worker.py``) gather an observation, ask these
 functions for a :class:`Decision`, and carry it out. Exit codes of ``ray start --block``
-are never trusted alone (SPEC B2): an exit always means "clean up and start over", and a
-child that is still running must also be healthy (head) or registered (worker).
+are never trusted alone (``ray start --block`` exits 1 on a clean SIGTERM too, and a plain
+``ray stop`` leaves it blocking with nothing under it): an exit always means "clean up and
+start over", and a child that is still running must also be healthy (head) or registered
+(worker).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from raypool.discovery import HeadRecord
+from raypool.headrecord import HeadRecord
 
 
 class Action(StrEnum):

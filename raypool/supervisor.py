@@ -1,4 +1,4 @@
-"""Render the supervisord config for one node (SPEC B4) into its run dir.
+"""Render the supervisord config for one node into its run dir.
 
 Each program is one ``argus-node`` subcommand; settings reach it through the environment
 supervisord inherits from ``argus-node run``, so nothing but quoted paths is rendered into
@@ -6,8 +6,9 @@ supervisord inherits from ``argus-node run``, so nothing but quoted paths is ren
 worker watchdog hands it to ``ray start`` as one argv element.)
 
 Stop semantics: ``stopasgroup=false`` so only the watchdog gets SIGTERM and stops Ray in
-order (SPEC B2: a group TERM makes the head take 30+ s); ``killasgroup=true`` so a
-watchdog that overruns ``stopwaitsecs`` is SIGKILLed with everything under it.
+order (a TERM to the whole group reaches the GCS before the drain and makes the head take
+30+ s to stop); ``killasgroup=true`` so a watchdog that overruns ``stopwaitsecs`` is
+SIGKILLed with everything under it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from importlib import resources
 from string import Template
 
+from raypool.atomicfile import write_atomic
 from raypool.config import SOCKET_NAME, NodeSettings
 
 PROGRAMS = {
@@ -89,8 +91,5 @@ def write_config(settings: NodeSettings) -> str:
     os.makedirs(settings.run_dir, exist_ok=True)
     os.makedirs(settings.node_log_dir, exist_ok=True)
     path = config_path(settings)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(render(settings))
-    os.replace(tmp, path)
+    write_atomic(path, render(settings))
     return path

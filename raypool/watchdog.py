@@ -1,5 +1,6 @@
 """The effect side shared by both watchdogs: own one ``ray start --block`` child, track how
-long it has been healthy, stop it and sweep the node's leftovers, react to SIGTERM.
+long it has been healthy, stop it and sweep the node's leftovers; run in a
+:class:`~raypool.loop.SignalLoop` that ends on SIGTERM.
 
 Subclasses supply one ``tick()`` (observe, ask :mod:`raypool.policy`, act).
 """
@@ -10,13 +11,12 @@ import abc
 import logging
 import os
 import shutil
-import signal
 import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
 
 from raypool.config import NodeSettings
+from raypool.loop import SignalLoop
 from raypool.policy import ChildState
 from raypool.procs import RAY_TAG_ENV, TaggedChild, kill_tagged
 
@@ -55,7 +55,6 @@ class RayWatchdog(abc.ABC):
         self.child: TaggedChild | None = None
         self._ever_ok = False
         self._last_ok_mono = 0.0
-        self._stopping = threading.Event()
 
     # --- child bookkeeping -------------------------------------------------------------
     def child_state(self) -> ChildState:
@@ -92,26 +91,19 @@ class RayWatchdog(abc.ABC):
     def tick(self) -> bool:
         """One observe-decide-act step; True asks for the next tick at once."""
 
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        self.log.info("signal %d: shutting down", signum)
-        self._stopping.set()
-
-    def _pause(self) -> None:
-        """Wait one tick, cut short by a signal or by the child exiting."""
-        deadline = time.monotonic() + self.tick_s
-        while not self._stopping.is_set() and time.monotonic() < deadline:
-            if self.child is not None and self.child.exited() is not None:
-                return
-            self._stopping.wait(min(0.2, self.tick_s))
+    def _child_exited(self) -> bool:
+        return self.child is not None and self.child.exited() is not None
 
     def run(self) -> int:
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
-        self.stop_child("watchdog start: clear anything a previous watchdog left")
+        """Clear what a previous watchdog left, tick until SIGTERM, stop Ray on the way out.
+
+        A pause between ticks ends early when the child exits, so an exit is acted on at
+        once rather than a tick later.
+        """
+        loop = SignalLoop(self.tick_s, self.log, wake=self._child_exited)
         try:
-            while not self._stopping.is_set():
-                if not self.tick():
-                    self._pause()
+            loop.run(self.tick, setup=lambda: self.stop_child(
+                "watchdog start: clear anything a previous watchdog left"))
         finally:
             self.stop_child("watchdog exiting")
         return 0

@@ -1,6 +1,7 @@
 """Worker side: the watchdog that finds the head through head.json and keeps this node
 joined to it, starting over whenever Ray exits, stops being registered with the head, or
-head.json names a new head or generation (SPEC B2, B6)."""
+head.json names a new head or generation (a restarted head is a new Ray cluster: the old
+raylets never rejoin it)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import time
 
 from raypool import discovery
 from raypool.config import NodeSettings
+from raypool.headrecord import HeadRecord, Sighting, judge
 from raypool.health import HealthError, gcs_alive, is_registered, list_nodes
 from raypool.policy import Action, Limits, decide_worker
 from raypool.watchdog import RayWatchdog, ray_executable
 
 
-def worker_argv(settings: NodeSettings, head: discovery.HeadRecord) -> list[str]:
+def worker_argv(settings: NodeSettings, head: HeadRecord) -> list[str]:
     argv = [
         ray_executable(), "start", f"--address={head.gcs_address}",
         f"--resources={json.dumps(dict(settings.worker_resources), sort_keys=True)}",
@@ -33,17 +35,17 @@ class WorkerWatchdog(RayWatchdog):
     def __init__(self, settings: NodeSettings, logger: logging.Logger):
         super().__init__(settings, logger)
         self.tick_s = settings.poll_s
-        self.joined: discovery.HeadRecord | None = None
-        self._sighting: discovery.Sighting | None = None
+        self.joined: HeadRecord | None = None
+        self._sighting: Sighting | None = None
         self._last_reason = ""
 
-    def fresh_head(self) -> tuple[discovery.HeadRecord | None, str]:
+    def fresh_head(self) -> tuple[HeadRecord | None, str]:
         s = self.settings
         result = discovery.read_record(s.head_ip_file, s.cluster_name)
         if result.record is None:
             self._sighting = None
             return None, result.reason
-        verdict, self._sighting = discovery.judge(
+        verdict, self._sighting = judge(
             result.record, result.mtime, time.time(), time.monotonic(), self._sighting)
         return (result.record if verdict.fresh else None), verdict.reason
 

@@ -1,5 +1,7 @@
 """Runtime tier: real `argus-node run` (supervisord + watchdogs + Ray) per node in its own
-network + PID namespace, with every SPEC B6 fault injected by scripts/fault_*.sh.
+network + PID namespace, with every fault the runtime must heal injected by
+scripts/fault_*.sh: a killed watchdog, `ray stop` (plain and --force) on a worker, the
+head's GCS killed, a stale head.json, a head moved to a new address.
 
 Each test leaves the cluster healed (head + 2 workers), which is what it asserts.
 """
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from raypool import discovery
+from raypool.headrecord import HeadRecord
 from raypool.health import alive_workers, list_nodes
 from raypool.local import (
     LocalCluster,
@@ -70,8 +73,8 @@ def fault(script: str, *args: str, state_dir: str) -> None:
                    capture_output=True, text=True, timeout=120)
 
 
-def head_record(c: LocalCluster) -> discovery.HeadRecord | None:
-    return discovery.read_record(c.head_file, "argus-ray").record
+def head_record(c: LocalCluster) -> HeadRecord | None:
+    return discovery.read_record(c.head_file, c.cluster_name).record
 
 
 def workers_alive(c: LocalCluster) -> int:

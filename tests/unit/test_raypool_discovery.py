@@ -8,15 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from raypool.discovery import (
-    HeadRecord,
-    Sighting,
-    judge,
-    parse_record,
-    read_record,
-    timestamp_age,
-    write_record,
-)
+from raypool.discovery import read_record, write_record
+from raypool.headrecord import HeadRecord, Sighting, judge, parse_record, timestamp_age
 
 REC = HeadRecord(cluster_name="argus-ray", head_ip="10.0.0.2", gcs_port=6379,
                  dashboard_port=8265, job_server_url="http://10.0.0.2:8265",

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from raypool.discovery import HeadRecord
+from raypool.headrecord import HeadRecord
 from raypool.policy import Action, ChildState, Limits, decide_head, decide_worker
 
 LIMITS = Limits(start_timeout_s=60, unhealthy_s=10)
@@ -42,7 +42,7 @@ MOVED = replace(HEAD, head_ip="10.0.0.9")
     (NONE, None, False, None, False, Action.WAIT, "no fresh head record: stale"),
     (NONE, HEAD, False, None, False, Action.WAIT, "does not answer"),
     (NONE, HEAD, True, None, False, Action.START, "joining head 10.0.0.2:6379"),
-    # Ray exited: always clean up first, whatever the exit code (SPEC B2)
+    # Ray exited: always clean up first, whatever the exit code (a clean SIGTERM exits 1)
     (ChildState(running=True, exit_code=0), HEAD, True, HEAD.target, False, Action.STOP,
      "code 0"),
     (ChildState(running=True, exit_code=1), None, False, HEAD.target, True, Action.STOP,

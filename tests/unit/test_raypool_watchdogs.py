@@ -11,6 +11,7 @@ import sys
 from raypool import discovery
 from raypool.config import load_node_settings
 from raypool.head import HeadPublisher, PublishState, head_argv, should_publish, write_generation
+from raypool.headrecord import HeadRecord
 from raypool.procs import RAY_TAG_ENV, kill_tagged, tagged_processes, wait_until
 from raypool.worker import worker_argv
 
@@ -37,7 +38,7 @@ def test_head_argv(tmp_path):
 def test_worker_argv_passes_resources_json_as_one_argument(tmp_path):
     s = settings(tmp_path, role="worker", ARGUS_WORKER_RESOURCES_KV="worker_node=100,ssd=2",
                  ARGUS_WORKER_NUM_GPUS="4", ARGUS_WORKER_NUM_CPUS="16")
-    head = discovery.HeadRecord("argus-ray", "10.0.0.9", 6380, 8265, "http://x", "g", 1, 0.0,
+    head = HeadRecord("argus-ray", "10.0.0.9", 6380, 8265, "http://x", "g", 1, 0.0,
                                 60.0, "h", 1)
     argv = worker_argv(s, head)
     assert "--address=10.0.0.9:6380" in argv
