@@ -40,14 +40,22 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def attempt_dir(jobs_dir: Path, sid: str) -> Path:
+    """The directory of attempt ``sid``: ``<jobs_dir>/<sid>``, also verl's Hydra run dir.
+
+    ValueError for anything but an Argus submission id, so no path can escape jobs_dir.
+    """
+    parse_submission_id(sid)  # ids are [a-z0-9-] only
+    return Path(jobs_dir) / sid
+
+
 class Artifacts:
     def __init__(self, jobs_dir: Path) -> None:
         self.jobs_dir = Path(jobs_dir)
 
     def attempt_dir(self, sid: str) -> Path:
         """The directory of one attempt; ValueError for anything but an Argus id."""
-        parse_submission_id(sid)  # ids are [a-z0-9-] only: no path can escape jobs_dir
-        return self.jobs_dir / sid
+        return attempt_dir(self.jobs_dir, sid)
 
     def _dir(self, sid: str) -> Path:
         path = self.attempt_dir(sid)
