@@ -347,6 +347,18 @@ class _Validator:
 _OVERRIDE_GENERATED_PATTERN = r"^\+argus\.x[a-z0-9]{0,24}=[A-Za-z0-9_.-]{0,64}$"
 
 
+def _workload_variant(name: str, path: dict[str, Any]) -> dict[str, Any]:
+    workload = WORKLOADS[name]
+    properties: dict[str, Any] = {"workload": {"const": name}}
+    required = ["workload"]
+    if workload.needs_val_file:
+        properties["val_file"] = path
+        required.append("val_file")
+    if not workload.takes_device:
+        properties["trainer_device"] = {"const": None}
+    return {"properties": properties, "required": required}
+
+
 def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",)) -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the JobSpec document, for ``allowed_roots``.
 
@@ -401,14 +413,7 @@ def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",)) -> dict[st
                                "always is",
             }),
         },
-        # val_file is required (non-null) for the workloads that need it.
-        "allOf": [
-            {"if": {"properties": {"workload": {"const": name}}},
-             "then": {"required": ["val_file"], "properties": {"val_file": path}}}
-            for name, wl in WORKLOADS.items() if wl.needs_val_file
-        ] + [
-            {"if": {"properties": {"workload": {"const": name}}},
-             "then": {"properties": {"trainer_device": {"const": None}}}}
-            for name, wl in WORKLOADS.items() if not wl.takes_device
-        ],
+        # what depends on the workload: one variant each (val_file required and not
+        # null, trainer_device only where the workload takes one)
+        "anyOf": [_workload_variant(name, path) for name in WORKLOAD_NAMES],
     }

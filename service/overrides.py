@@ -254,7 +254,9 @@ def _check_value(key: str, value: str, roots: Sequence[str]) -> str | None:
     items = _list_items(value)
     for item in [_unquote(value)] if items is None else items:
         if item.startswith("/") or item.startswith("file://"):
-            return _check_path_value(key, item, roots)
+            problem = _check_path_value(key, item, roots)
+            if problem:
+                return problem
     return None
 
 
