@@ -165,6 +165,8 @@ def _load_yaml(text: str | bytes, max_bytes: int) -> Any:
 
 
 def _bad_char(text: str) -> str | None:
+    if text.isprintable():
+        return None
     for ch in text:
         if not ch.isprintable():
             return f"U+{ord(ch):04X}"

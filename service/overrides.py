@@ -61,7 +61,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from service.sandbox import SandboxError, check_path, describe, is_hf_repo_id
 
@@ -146,8 +145,7 @@ def _segment_regex(segment: str) -> str:
     return "[^.]*".join(re.escape(part) for part in segment.split("*"))
 
 
-@cache
-def _rule_regex(pattern: str) -> re.Pattern[str]:
+def _rule_regex(pattern: str) -> str:
     out = ""
     for index, segment in enumerate(pattern.split(".")):
         if segment == "**":
@@ -155,27 +153,34 @@ def _rule_regex(pattern: str) -> re.Pattern[str]:
         else:
             out += ("" if index == 0 or out.endswith(r"\.)*") else r"\.")
             out += _segment_regex(segment)
-    return re.compile(out)
+    return out
 
 
-@cache
-def _rule_parents(pattern: str) -> frozenset[str]:
+def _rule_parents(pattern: str) -> list[str]:
     literal = []
     for segment in pattern.split("."):
         if "*" in segment:
             break
         literal.append(segment)
-    return frozenset(".".join(literal[:n]) for n in range(1, len(literal)))
+    return [".".join(literal[:n]) for n in range(1, len(literal))]
+
+
+# One alternation for every rule (group r<i> is rule i): one match per key, not one per rule.
+_RULES_RE = re.compile("|".join(f"(?P<r{i}>{_rule_regex(rule.pattern)})"
+                                for i, rule in enumerate(RULES)))
+_PARENTS = {parent: rule for rule in reversed(RULES) for parent in _rule_parents(rule.pattern)}
 
 
 def refused_by(key: str) -> str | None:
     """Why ``key`` (dotted, indices removed) may not be overridden, or None."""
-    for rule in RULES:
-        if _rule_regex(rule.pattern).fullmatch(key):
-            return f"'{key}' is refused ({rule.what}): {rule.why}"
-        if key in _rule_parents(rule.pattern):
-            return (f"'{key}' is refused: it holds {rule.pattern.rstrip('.*')} "
-                    f"({rule.what}): {rule.why}")
+    match = _RULES_RE.fullmatch(key)
+    if match:
+        rule = RULES[int(match.lastgroup[1:])]
+        return f"'{key}' is refused ({rule.what}): {rule.why}"
+    rule = _PARENTS.get(key)
+    if rule is not None:
+        return (f"'{key}' is refused: it holds {rule.pattern.rstrip('.*')} "
+                f"({rule.what}): {rule.why}")
     return None
 
 

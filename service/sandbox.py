@@ -24,6 +24,7 @@ from typing import Any
 
 PATH_CHARS = "letters, digits and . _ - + @ /"
 _PATH_CHAR_RE = re.compile(r"[A-Za-z0-9._+@/-]")
+_PATH_CHARS_RE = re.compile(r"[A-Za-z0-9._+@/-]*")
 _HF_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 HF_REPO_ID_RE = re.compile(rf"{_HF_PART}/{_HF_PART}")
 
@@ -73,8 +74,8 @@ def check_path(text: str, roots: Sequence[str]) -> str:
     """
     if not text.startswith("/"):
         raise SandboxError(f"must be an absolute path, got {describe(text)}")
-    bad = sorted({ch for ch in text if not _PATH_CHAR_RE.fullmatch(ch)})
-    if bad:
+    if not _PATH_CHARS_RE.fullmatch(text):
+        bad = sorted({ch for ch in text if not _PATH_CHAR_RE.fullmatch(ch)})
         raise SandboxError(f"contains characters not allowed in paths: {''.join(bad)!r} "
                            f"(allowed: {PATH_CHARS})")
     norm = norm_abs(text)
