@@ -99,6 +99,7 @@ def test_full_spec_keeps_every_value_and_normalises_paths() -> None:
 
 def test_submission_id_is_accepted_and_ignored() -> None:
     assert _parse(_with(submission_id="my-own-id")) == _parse(PPO)
+    assert _parse(_with(submission_id="")) == _parse(PPO)  # as in seed 002's example
 
 
 def test_null_optional_fields_mean_defaults() -> None:
@@ -360,6 +361,19 @@ def test_overrides_of_keys_owned_elsewhere_are_fine() -> None:
     items = ["critic.model.path=/private/x", "model.path=/private/y", "trainer.nnodes_extra=1",
              "trainer.val_before_train=False", "data.max_prompt_length=512"]
     assert _parse(_with(workload="grpo", overrides=items)).overrides == tuple(items)
+
+
+def test_the_override_policy_applies_with_every_other_error() -> None:
+    doc = _with(nnodes=0, overrides=[
+        "hydra.run.dir=/etc", "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH=/x",
+        "~transfer_queue", "custom_reward_function.path=/etc/evil.py",
+        "custom_reward_function.path=/private/rewards/fn.py"])
+    errors = _errors(doc)
+    assert [field for field, _ in errors] == [
+        "nnodes", "overrides[0]", "overrides[1]", "overrides[2]", "overrides[3]"]
+    assert errors[1][1] == "'hydra.run.dir' is set by Argus; it cannot be overridden"
+    assert errors[4][1] == ("'custom_reward_function.path' takes a path: '/etc/evil.py' "
+                            "is outside the allowed roots (/private)")
 
 
 def test_owned_key_check_is_skipped_when_workload_is_invalid() -> None:
