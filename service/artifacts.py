@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.ids import parse_submission_id
+from service.layout import attempt_dir
 
 JOBSPEC_FILE = "jobspec.yaml"
 SUBMIT_FILE = "submit.json"
@@ -38,15 +38,6 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def attempt_dir(jobs_dir: Path, sid: str) -> Path:
-    """The directory of attempt ``sid``: ``<jobs_dir>/<sid>``, also verl's Hydra run dir.
-
-    ValueError for anything but an Argus submission id, so no path can escape jobs_dir.
-    """
-    parse_submission_id(sid)  # ids are [a-z0-9-] only
-    return Path(jobs_dir) / sid
 
 
 class Artifacts:

@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import shlex
 
-from service.artifacts import attempt_dir
 from service.cluster import SubmitRequest
 from service.config import Settings, thaw
 from service.ids import submission_id
 from service.jobspec import JobSpec
+from service.layout import attempt_dir, checkpoint_dir
 from service.workloads import PYTHON, WORKLOADS, Context, driver
-
-
-def checkpoint_dir(task_id: str, settings: Settings) -> str:
-    """Per task, not per attempt: a retried attempt resumes with ``resume_mode=auto``."""
-    return str(settings.checkpoints_dir() / task_id)
 
 
 def _render(value: str | int) -> str:
@@ -36,7 +31,8 @@ def build_entrypoint(spec: JobSpec, task_id: str, attempt_no: int, settings: Set
     """The verl command line for attempt ``attempt_no`` of ``spec`` as an argv list."""
     workload = WORKLOADS[spec.workload]
     sid = submission_id(task_id, attempt_no)
-    ctx = Context(spec=spec, task_id=task_id, checkpoint_dir=checkpoint_dir(task_id, settings),
+    ctx = Context(spec=spec, task_id=task_id,
+                  checkpoint_dir=str(checkpoint_dir(settings.checkpoints_dir(), task_id)),
                   attempt_dir=str(attempt_dir(settings.jobs_dir(), sid)))
     argv = [PYTHON, "-m", workload.module]
     for param in workload.params:
