@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.ids import parse_submission_id
+from service.layout import attempt_dir
 
 JOBSPEC_FILE = "jobspec.yaml"
 SUBMIT_FILE = "submit.json"
@@ -46,8 +46,7 @@ class Artifacts:
 
     def attempt_dir(self, sid: str) -> Path:
         """The directory of one attempt; ValueError for anything but an Argus id."""
-        parse_submission_id(sid)  # ids are [a-z0-9-] only: no path can escape jobs_dir
-        return self.jobs_dir / sid
+        return attempt_dir(self.jobs_dir, sid)
 
     def _dir(self, sid: str) -> Path:
         path = self.attempt_dir(sid)

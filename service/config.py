@@ -31,7 +31,9 @@ from typing import Any
 
 import yaml
 
-WORKLOADS = ("ppo", "grpo", "sft")
+from service.workloads import DEFAULT_OVERRIDES, WORKLOAD_NAMES
+
+WORKLOADS = WORKLOAD_NAMES  # the workload keys of v2.verl.default_overrides
 
 
 class ConfigError(ValueError):
@@ -53,13 +55,6 @@ def thaw(value: Any) -> Any:
     if isinstance(value, tuple):
         return [thaw(v) for v in value]
     return value
-
-
-DEFAULT_OVERRIDES: dict[str, tuple[str, ...]] = {
-    "ppo": ("+transfer_queue.backend.SimpleStorage.required_node_resource=worker_node",),
-    "grpo": ("+transfer_queue.backend.SimpleStorage.required_node_resource=worker_node",),
-    "sft": (),
-}
 
 
 @dataclass(frozen=True)
@@ -97,7 +92,7 @@ class Settings:
     allowed_roots: tuple[str, ...] = ()  # default: (shared_root,)
     max_body_bytes: int = 1 << 20
     default_overrides: Mapping[str, tuple[str, ...]] = field(
-        default_factory=lambda: MappingProxyType(DEFAULT_OVERRIDES)
+        default_factory=lambda: MappingProxyType(dict(DEFAULT_OVERRIDES))
     )
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
 

@@ -1,49 +1,52 @@
-"""JobSpec: the YAML body of ``POST /api/v2/tasks``, parsed and validated (SPEC A1).
+"""JobSpec: the YAML body of ``POST /api/v2/tasks``, parsed and validated.
 
 ``parse_jobspec`` never stops at the first problem: ``JobSpecError.details`` lists every
 offending field with the reason, so a user fixes a spec in one round trip.
 
-Rules beyond the field table in the spec, and why:
+Rules beyond the field table, and why:
 
-* YAML is read with PyYAML's safe loader (no custom tags). A field given twice is an
-  error (PyYAML would silently keep the last one).
-* An optional field may be omitted or null; both mean its default.
+* The body goes through ``service.yamldoc`` (bounded depth, nodes, scalar sizes and
+  time; no anchors, aliases, merge keys, complex keys or tags; a field given twice is
+  an error): a JobSpec is a flat mapping of scalars plus the ``overrides`` list.
+* An optional field may be omitted or null; both mean its default. ``submission_id`` is
+  accepted and ignored (the service derives its ids), empty included, but it must still
+  be a clean string.
 * Integers are YAML integers: ``true`` is not 1 and ``2.0`` is not 2. ``nnodes`` is at
   most 1024 and ``n_gpus_per_node`` at most 64. ``save_freq``/``test_freq`` are >= -1,
   where -1 (verl's default) means off (verl also treats 0 as off).
 * Every string is free of control characters (newline, tab, NUL...), so nothing can
   smuggle a second line or a truncated argument anywhere.
 * Paths (``code_path``, ``train_file``, ``val_file``, ``model_id`` when it starts with
-  ``/``) are absolute, made of letters, digits and ``. _ - + @ /`` only, and lie under
-  ``settings.resolved_allowed_roots`` after ``os.path.normpath`` (``..`` cannot escape;
-  the path need not exist yet, and symlinks are not followed, as the service may not
-  see the storage). The narrow character set is on purpose: paths reach Hydra unquoted,
-  where ``, [ ] { } $ = ' "`` have meaning, and ``code_path`` goes on ``PYTHONPATH``,
-  where ``:`` would add a second entry.
-* ``model_id`` that is not a path is a Hugging Face repo id ``org/name`` (each part
-  letters, digits, ``. _ -``, starting and ending with a letter or digit, <= 96 chars).
-* ``overrides`` items are Hydra overrides ``key=value``. key: an optional leading ``+``,
-  ``++`` or ``~``, then dotted identifiers ``[A-Za-z_][A-Za-z0-9_]*``, each optionally
-  followed by one ``[index]``; ``~key`` may omit ``=value``. value: any printable
-  characters, possibly empty (spaces, quotes, ``;``, ``$()`` are fine: each override is
-  one argv token, shell-quoted when the entrypoint is joined). A key that Argus sets for
-  the workload (``trainer.nnodes``, ``data.train_files``, ... see
-  ``service.entrypoints.owned_keys``), or a parent of one (``trainer``), is refused.
-  When the workload itself is invalid this check is skipped, as the set is unknown.
+  ``/``) follow ``service.sandbox``: absolute, a narrow character set, under
+  ``settings.resolved_allowed_roots`` after normalisation.
+* ``model_id`` that is not a path is a Hugging Face repo id ``org/name``.
+* ``overrides`` items follow ``service.overrides`` (shape, keys Argus sets, the override
+  policy, path-valued overrides under the allowed roots). When the workload itself is
+  invalid, the keys it would set are unknown and only that check is skipped.
+
+``jobspec_json_schema`` describes the same document as JSON Schema (for the OpenAPI
+document and for generators of valid specs); a unit test keeps the two in step.
 """
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import yaml
-
+from service import yamldoc
 from service.config import Settings
-from service.entrypoints import ENTRYPOINTS, owned_keys
+from service.overrides import check_override
+from service.sandbox import (
+    HF_REPO_ID_RE,
+    SandboxError,
+    check_path,
+    describe,
+    is_hf_repo_id,
+    norm_roots,
+    path_pattern,
+)
+from service.workloads import WORKLOAD_NAMES, WORKLOADS, owned_keys
 
 FIELDS: tuple[str, ...] = (
     "workload",
@@ -68,17 +71,7 @@ MAX_STEPS = 1_000_000_000
 MAX_STRING_LEN = 4096
 MAX_OVERRIDES = 256
 TRAINER_DEVICES = ("cpu", "cuda")
-NEEDS_VAL_FILE = frozenset({"ppo", "grpo"})
-
-_PATH_CHARS_RE = re.compile(r"[A-Za-z0-9._+@/-]*")
-_HF_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-_HF_REPO_ID_RE = re.compile(rf"{_HF_PART}/{_HF_PART}")
-_SEGMENT = r"[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?"
-_OVERRIDE_RE = re.compile(
-    rf"(?P<op>\+\+|\+|~)?(?P<key>{_SEGMENT}(?:\.{_SEGMENT})*)(?:=(?P<value>.*))?",
-    re.DOTALL,
-)
-_INDEX_RE = re.compile(r"\[[0-9]+\]")
+YAML_LIMITS = yamldoc.Limits()
 
 
 @dataclass(frozen=True)
@@ -118,9 +111,9 @@ class JobSpec:
 class JobSpecError(ValueError):
     """The body is not a valid JobSpec.
 
-    ``details``: one ``{"field", "message"}`` dict per problem (malformed YAML adds
-    ``line`` and ``column``, 1-based). ``status``: the HTTP status the API should answer
-    with (400, or 413 for a body over the size limit).
+    ``details``: one ``{"field", "message"}`` dict per problem (problems in the YAML
+    itself add ``line`` and ``column``, 1-based). ``status``: the HTTP status the API
+    should answer with (400, or 413 for a body over the size limit).
     """
 
     def __init__(self, details: Iterable[dict[str, Any]], status: int = 400) -> None:
@@ -131,25 +124,21 @@ class JobSpecError(ValueError):
 
 
 def parse_jobspec(text: str | bytes, settings: Settings) -> JobSpec:
-    """Parse and validate a JobSpec YAML body. Raises JobSpecError listing every problem."""
+    """Parse and validate a JobSpec YAML body. Raises JobSpecError listing every problem.
+
+    CPU-bound and bounded (see ``service.yamldoc.Limits``): callers on an event loop run
+    it in an executor.
+    """
     doc = _load_yaml(text, settings.max_body_bytes)
     if not isinstance(doc, dict):
-        got = "an empty document" if doc is None else _describe(doc)
+        got = "an empty document" if doc is None else describe(doc)
         message = f"must be a YAML mapping of JobSpec fields, got {got}"
         raise JobSpecError([_detail("body", message)])
     return _Validator(doc, settings).run()
 
 
-# -- YAML ----------------------------------------------------------------------------
-
-
 def _detail(field: str, message: str) -> dict[str, Any]:
     return {"field": field, "message": message}
-
-
-# libyaml's loader when PyYAML was built with it: same safe constructors, ~10x faster
-# parsing, which is most of a submit's CPU.
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _load_yaml(text: str | bytes, max_bytes: int) -> Any:
@@ -167,83 +156,21 @@ def _load_yaml(text: str | bytes, max_bytes: int) -> Any:
                 [_detail("body", f"body is not valid UTF-8 (byte {exc.start})")]
             ) from exc
     try:
-        loader = _SafeLoader(text)  # the reader already rejects NUL and the like
-        try:
-            node = loader.get_single_node()
-            duplicates = _duplicate_keys(node)
-            if duplicates:
-                raise JobSpecError(duplicates)
-            return loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        raise JobSpecError([_yaml_detail(exc)]) from exc
-    except yaml.YAMLError as exc:
-        raise JobSpecError([_detail("body", f"malformed YAML: {exc}")]) from exc
-
-
-def _yaml_detail(exc: yaml.MarkedYAMLError) -> dict[str, Any]:
-    what = "; ".join(part for part in (exc.context, exc.problem) if part) or "cannot parse"
-    mark = exc.problem_mark or exc.context_mark
-    detail = _detail("body", f"malformed YAML: {what}")
-    if mark is not None:
-        detail["line"] = mark.line + 1
-        detail["column"] = mark.column + 1
-        detail["message"] += f" (line {mark.line + 1}, column {mark.column + 1})"
-    return detail
-
-
-def _duplicate_keys(node: yaml.Node | None) -> list[dict[str, Any]]:
-    if not isinstance(node, yaml.MappingNode):
-        return []
-    seen: set[str] = set()
-    out = []
-    for key_node, _value in node.value:
-        key = str(key_node.value)
-        if key in seen:
-            line = key_node.start_mark.line + 1
-            out.append(_detail(key, f"field given more than once (again on line {line})"))
-        seen.add(key)
-    return out
+        return yamldoc.load(text, YAML_LIMITS)
+    except yamldoc.YamlDocError as exc:
+        raise JobSpecError(exc.details) from exc
 
 
 # -- validation ----------------------------------------------------------------------
 
 
-def _describe(value: Any) -> str:
-    """A value as a YAML user would recognise it, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a boolean)"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value!r} (a number)"
-    if isinstance(value, str):
-        shown = value if len(value) <= 60 else value[:57] + "..."
-        return f"{shown!r} (a string)"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return f"a {type(value).__name__}"
-
-
 def _bad_char(text: str) -> str | None:
+    if text.isprintable():
+        return None
     for ch in text:
         if not ch.isprintable():
             return f"U+{ord(ch):04X}"
     return None
-
-
-def _norm_abs(path: str) -> str:
-    # normpath keeps a leading "//" (POSIX allows it a meaning); fold it to "/".
-    return "/" + os.path.normpath(path).lstrip("/")
-
-
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 _MISSING = object()
@@ -252,7 +179,7 @@ _MISSING = object()
 class _Validator:
     def __init__(self, doc: dict[Any, Any], settings: Settings) -> None:
         self.doc = doc
-        self.roots = tuple(_norm_abs(r) for r in settings.resolved_allowed_roots)
+        self.roots = norm_roots(settings.resolved_allowed_roots)
         self.details: list[dict[str, Any]] = []
 
     def error(self, field: str, message: str) -> None:
@@ -263,7 +190,8 @@ class _Validator:
             if key not in FIELDS:
                 self.error(str(key), f"unknown field (known fields: {', '.join(FIELDS)})")
         workload = self.workload()
-        self.string("submission_id", self.doc.get("submission_id"), optional=True)
+        self.string("submission_id", self.doc.get("submission_id"), optional=True,
+                    empty_ok=True)
         values: dict[str, Any] = {
             "workload": workload,
             "code_path": self.path("code_path", self.required("code_path")),
@@ -295,13 +223,14 @@ class _Validator:
 
     # -- kinds of values -------------------------------------------------------------
 
-    def string(self, field: str, value: Any, *, optional: bool = False) -> str | None:
+    def string(self, field: str, value: Any, *, optional: bool = False,
+               empty_ok: bool = False) -> str | None:
         if value is _MISSING or (optional and value is None):
             return None
         if not isinstance(value, str):
-            self.error(field, f"must be a string, got {_describe(value)}")
+            self.error(field, f"must be a string, got {describe(value)}")
             return None
-        if not value:
+        if not value and not empty_ok:
             self.error(field, "must not be empty")
             return None
         if len(value) > MAX_STRING_LEN:
@@ -318,25 +247,17 @@ class _Validator:
         text = self.string(field, value, optional=optional)
         if text is None:
             return None
-        if not text.startswith("/"):
-            self.error(field, f"must be an absolute path, got {_describe(text)}")
+        try:
+            return check_path(text, self.roots)
+        except SandboxError as exc:
+            self.error(field, str(exc))
             return None
-        bad = sorted({ch for ch in text if not _PATH_CHARS_RE.fullmatch(ch)})
-        if bad:
-            self.error(field, f"contains characters not allowed in paths: {''.join(bad)!r} "
-                              "(allowed: letters, digits and . _ - + @ /)")
-            return None
-        norm = _norm_abs(text)
-        if not any(_under(norm, root) for root in self.roots):
-            self.error(field, f"{norm!r} is outside the allowed roots ({', '.join(self.roots)})")
-            return None
-        return norm
 
     def integer(self, field: str, value: Any, low: int, high: int) -> int | None:
         if value is _MISSING:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            self.error(field, f"must be an integer from {low} to {high}, got {_describe(value)}")
+            self.error(field, f"must be an integer from {low} to {high}, got {describe(value)}")
             return None
         if not low <= value <= high:
             self.error(field, f"must be from {low} to {high}, got {value}")
@@ -354,9 +275,9 @@ class _Validator:
         value = self.string("workload", self.required("workload"))
         if value is None:
             return None
-        if value not in ENTRYPOINTS:
-            self.error("workload", f"must be one of {', '.join(ENTRYPOINTS)}, "
-                                   f"got {_describe(value)}")
+        if value not in WORKLOADS:
+            self.error("workload", f"must be one of {', '.join(WORKLOAD_NAMES)}, "
+                                   f"got {describe(value)}")
             return None
         return value
 
@@ -366,14 +287,14 @@ class _Validator:
             return None
         if text.startswith("/"):
             return self.path("model_id", text)
-        if not _HF_REPO_ID_RE.fullmatch(text) or ".." in text or "--" in text:
+        if not is_hf_repo_id(text):
             self.error("model_id", "must be an absolute path or a Hugging Face repo id "
-                                   f"'org/name', got {_describe(text)}")
+                                   f"'org/name', got {describe(text)}")
             return None
         return text
 
     def val_file(self, workload: str | None) -> str | None:
-        if workload in NEEDS_VAL_FILE:
+        if workload is not None and WORKLOADS[workload].needs_val_file:
             value = self.doc.get("val_file")
             if value is None:
                 self.error("val_file", f"required for workload {workload}")
@@ -385,12 +306,12 @@ class _Validator:
         value = self.string("trainer_device", self.doc.get("trainer_device"), optional=True)
         if value is None:
             return None
-        if workload is not None and workload != "sft":
+        if workload is not None and not WORKLOADS[workload].takes_device:
             self.error("trainer_device", f"only allowed for workload sft, not {workload}")
             return None
         if value not in TRAINER_DEVICES:
             self.error("trainer_device", f"must be one of {', '.join(TRAINER_DEVICES)} or "
-                                         f"null, got {_describe(value)}")
+                                         f"null, got {describe(value)}")
             return None
         return value
 
@@ -400,7 +321,7 @@ class _Validator:
             return ()
         if not isinstance(value, list):
             self.error("overrides", f"must be a list of 'key=value' strings, "
-                                    f"got {_describe(value)}")
+                                    f"got {describe(value)}")
             return ()
         if len(value) > MAX_OVERRIDES:
             self.error("overrides", f"at most {MAX_OVERRIDES} items, got {len(value)}")
@@ -408,29 +329,93 @@ class _Validator:
         owned = owned_keys(workload) if workload is not None else {}
         out = []
         for index, item in enumerate(value):
-            checked = self.override(f"overrides[{index}]", item, owned)
-            if checked is not None:
-                out.append(checked)
+            field = f"overrides[{index}]"
+            text = self.string(field, item)
+            if text is None:
+                continue
+            problem = check_override(text, owned, self.roots)
+            if problem:
+                self.error(field, problem)
+            else:
+                out.append(text)
         return tuple(out)
 
-    def override(self, field: str, item: Any, owned: Mapping[str, str | None]) -> str | None:
-        text = self.string(field, item)
-        if text is None:
-            return None
-        match = _OVERRIDE_RE.fullmatch(text)
-        if match is None or (match["value"] is None and match["op"] != "~"):
-            self.error(field, "must be a Hydra override 'key=value' (key: dotted identifiers "
-                              "with optional [index], optionally led by +, ++ or ~), "
-                              f"got {_describe(text)}")
-            return None
-        key = _INDEX_RE.sub("", match["key"])
-        hits = [k for k in owned if k == key or k.startswith(key + ".")]
-        if hits == [key]:
-            source = owned[key]
-            hint = f"use the JobSpec field '{source}'" if source else "it cannot be overridden"
-            self.error(field, f"'{key}' is set by Argus; {hint}")
-            return None
-        if hits:
-            self.error(field, f"'{key}' would replace keys set by Argus: {', '.join(hits)}")
-            return None
-        return text
+
+# -- JSON Schema -------------------------------------------------------------------------
+
+# Overrides a generator may produce: an added key under ``argus`` whose name cannot hit
+# the policy's refused classes, and a value of safe characters. The service accepts any
+# override its policy allows; the schema holds to a subset that is always valid.
+_OVERRIDE_GENERATED_PATTERN = r"^\+argus\.x[a-z0-9]{0,24}=[A-Za-z0-9_.-]{0,64}$"
+
+
+def _workload_variant(name: str, path: dict[str, Any]) -> dict[str, Any]:
+    workload = WORKLOADS[name]
+    properties: dict[str, Any] = {"workload": {"const": name}}
+    required = ["workload"]
+    if workload.needs_val_file:
+        properties["val_file"] = path
+        required.append("val_file")
+    if not workload.takes_device:
+        properties["trainer_device"] = {"const": None}
+    return {"properties": properties, "required": required}
+
+
+def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",)) -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the JobSpec document, for ``allowed_roots``.
+
+    Strict enough that a property-based generator (schemathesis, hypothesis-jsonschema)
+    produces specs ``parse_jobspec`` accepts: paths match the roots, model ids are paths
+    or HF repo ids, overrides a safe ``key=value`` shape. Rules JSON Schema cannot say
+    (a path's normalised form, the override policy, sft-only ``trainer_device``) are
+    left to the validator, whose 400 names them.
+    """
+    roots = norm_roots(allowed_roots)
+    path = {"type": "string", "pattern": path_pattern(roots), "maxLength": MAX_STRING_LEN,
+            "examples": [f"{roots[0].rstrip('/')}/datasets/gsm8k/train.parquet"]}
+    hf_id = {"type": "string", "pattern": f"^{HF_REPO_ID_RE.pattern}$", "not": {
+        "pattern": r"\.\.|--"}}
+
+    def count(low: int, high: int, description: str) -> dict[str, Any]:
+        return {"type": "integer", "minimum": low, "maximum": high,
+                "description": description}
+
+    def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+        return {"anyOf": [schema, {"type": "null"}]}
+
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "JobSpec",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["workload", "code_path", "model_id", "train_file", "nnodes",
+                     "n_gpus_per_node"],
+        "properties": {
+            "workload": {"enum": list(WORKLOAD_NAMES)},
+            "submission_id": nullable({"type": "string", "maxLength": MAX_STRING_LEN,
+                                       "pattern": "^[ -~]*$",
+                                       "description": "accepted and ignored"}),
+            "code_path": {**path, "description": "verl checkout, put on PYTHONPATH"},
+            "model_id": {"anyOf": [path, hf_id], "examples": ["Qwen/Qwen2.5-0.5B-Instruct"]},
+            "train_file": path,
+            "val_file": nullable(path),
+            "nnodes": count(1, MAX_NNODES, "nodes of the gang"),
+            "n_gpus_per_node": count(1, MAX_GPUS_PER_NODE, "GPUs on each node"),
+            "total_epochs": nullable(count(1, MAX_EPOCHS, "default 1")),
+            "total_training_steps": nullable(count(1, MAX_STEPS, "default: verl's")),
+            "save_freq": nullable(count(-1, MAX_STEPS, "-1: off")),
+            "test_freq": nullable(count(-1, MAX_STEPS, "-1: off")),
+            "trainer_device": {"enum": [*TRAINER_DEVICES, None],
+                               "description": "sft only"},
+            "overrides": nullable({
+                "type": "array", "maxItems": MAX_OVERRIDES,
+                "items": {"type": "string", "pattern": _OVERRIDE_GENERATED_PATTERN},
+                "description": "Hydra overrides key=value; the service accepts any its "
+                               "override policy allows, the pattern is a subset that "
+                               "always is",
+            }),
+        },
+        # what depends on the workload: one variant each (val_file required and not
+        # null, trainer_device only where the workload takes one)
+        "anyOf": [_workload_variant(name, path) for name in WORKLOAD_NAMES],
+    }

@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from service.config import Settings
+from service.jobspec import jobspec_json_schema
 from service.states import FailureKind, RayStatus, TaskState
 
 VERSION = "2.0.0"
@@ -187,9 +189,22 @@ def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any
             "description": description}
 
 
-def build_openapi() -> dict[str, Any]:
-    """The document as a JSON-ready dict (a deep copy: callers may change it)."""
-    yaml_body = {"type": "string", "description": "JobSpec YAML (SPEC A1)"}
+def _jobspec_schema(settings: Settings | None) -> dict[str, Any]:
+    """The JobSpec document a POST body parses to, for the configured allowed roots."""
+    roots = (settings or Settings()).resolved_allowed_roots
+    schema = {k: v for k, v in jobspec_json_schema(roots).items() if k != "$schema"}
+    schema["description"] = ("The YAML body's document. YAML limits: a flat mapping; no "
+                             "anchors, aliases, merge keys, tags or complex keys.")
+    return schema
+
+
+def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
+    """The document as a JSON-ready dict (a deep copy: callers may change it).
+
+    ``settings`` gives the allowed roots the JobSpec schema's paths follow (default: the
+    default settings' shared root).
+    """
+    yaml_body = _ref("JobSpec")
     paths: dict[str, Any] = {
         "/api/v2/tasks": {
             "post": _op(
@@ -277,7 +292,7 @@ def build_openapi() -> dict[str, Any]:
         "paths": paths,
         "components": {
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
-            "schemas": _SCHEMAS,
+            "schemas": {**_SCHEMAS, "JobSpec": _jobspec_schema(settings)},
             "responses": _RESPONSES,
         },
     })

@@ -50,7 +50,6 @@ from dataclasses import dataclass
 
 from service import failures, retry
 from service.admission import (
-    Driver,
     FreePool,
     Gang,
     InFlight,
@@ -70,7 +69,6 @@ from service.cluster import (
     SubmitRequest,
 )
 from service.config import Settings, thaw
-from service.entrypoints import build_submit_request
 from service.jobspec import JobSpec
 from service.states import ON_CLUSTER, FailureKind, RayStatus, TaskState
 from service.store import (
@@ -83,11 +81,12 @@ from service.store import (
     iso,
     truncate_message,
 )
+from service.submission import build_submit_request
+from service.workloads import driver
 
 log = logging.getLogger(__name__)
 
 BACKFILL_WINDOW = 500
-DRIVER_RESOURCE = "worker_node"
 
 
 @dataclass
@@ -118,11 +117,7 @@ class Scheduler:
         self.sched = settings.scheduler
         self.artifacts = artifacts
         self.backfill_window = backfill_window
-        # What every driver asks Ray for: the configured entrypoint resources, always at
-        # least one worker_node slot (the driver never lands on the head), plus its CPUs.
-        resources = {k: float(v) for k, v in settings.entrypoint_resources.items()}
-        resources[DRIVER_RESOURCE] = max(resources.get(DRIVER_RESOURCE, 0.0), 1.0)
-        self.driver = Driver(resources, float(settings.entrypoint_num_cpus))
+        self.driver = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:

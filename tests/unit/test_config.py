@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from service.config import ConfigError, Settings, load_settings, settings_from_mapping, thaw
+from service.config import (
+    WORKLOADS,
+    ConfigError,
+    Settings,
+    load_settings,
+    settings_from_mapping,
+    thaw,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,3 +98,15 @@ def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
 
 def test_no_file_means_defaults() -> None:
     assert load_settings(None, environ={}) == Settings()
+
+
+def test_workload_keys_and_default_overrides_come_from_the_workload_table() -> None:
+    from service import workloads
+
+    assert WORKLOADS == workloads.WORKLOAD_NAMES
+    assert dict(Settings().default_overrides) == dict(workloads.DEFAULT_OVERRIDES)
+    assert Settings().default_overrides["ppo"] == (workloads.TQ_PIN,)
+    # an operator's list replaces one workload's defaults; the others keep the table's
+    s = settings_from_mapping({"v2": {"verl": {"default_overrides": {"sft": ["a.b=1"]}}}})
+    assert s.default_overrides["sft"] == ("a.b=1",)
+    assert s.default_overrides["grpo"] == workloads.DEFAULT_OVERRIDES["grpo"]

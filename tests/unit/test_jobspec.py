@@ -99,6 +99,7 @@ def test_full_spec_keeps_every_value_and_normalises_paths() -> None:
 
 def test_submission_id_is_accepted_and_ignored() -> None:
     assert _parse(_with(submission_id="my-own-id")) == _parse(PPO)
+    assert _parse(_with(submission_id="")) == _parse(PPO)  # as in seed 002's example
 
 
 def test_null_optional_fields_mean_defaults() -> None:
@@ -357,9 +358,22 @@ def test_override_rules(workload: str, items: Any, expected: list[tuple[str, str
 
 def test_overrides_of_keys_owned_elsewhere_are_fine() -> None:
     # grpo sets no critic; ppo has no top-level model.path; trainer.* siblings are free.
-    items = ["critic.model.path=/x", "model.path=/y", "trainer.nnodes_extra=1",
+    items = ["critic.model.path=/private/x", "model.path=/private/y", "trainer.nnodes_extra=1",
              "trainer.val_before_train=False", "data.max_prompt_length=512"]
     assert _parse(_with(workload="grpo", overrides=items)).overrides == tuple(items)
+
+
+def test_the_override_policy_applies_with_every_other_error() -> None:
+    doc = _with(nnodes=0, overrides=[
+        "hydra.run.dir=/etc", "+ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH=/x",
+        "~transfer_queue", "custom_reward_function.path=/etc/evil.py",
+        "custom_reward_function.path=/private/rewards/fn.py"])
+    errors = _errors(doc)
+    assert [field for field, _ in errors] == [
+        "nnodes", "overrides[0]", "overrides[1]", "overrides[2]", "overrides[3]"]
+    assert errors[1][1] == "'hydra.run.dir' is set by Argus; it cannot be overridden"
+    assert errors[4][1] == ("'custom_reward_function.path' takes a path: '/etc/evil.py' "
+                            "is outside the allowed roots (/private)")
 
 
 def test_owned_key_check_is_skipped_when_workload_is_invalid() -> None:
@@ -401,17 +415,20 @@ def test_non_mapping_documents(text: str, got: str) -> None:
 def test_duplicate_fields_are_refused() -> None:
     text = _yaml(PPO) + "nnodes: 1\nnnodes: 3\n"
     assert _details(text) == [
-        {"field": "nnodes", "message": "field given more than once (again on line 8)"},
-        {"field": "nnodes", "message": "field given more than once (again on line 9)"},
+        {"field": "nnodes", "message": "field given more than once (again on line 8)",
+         "line": 8, "column": 1},
+        {"field": "nnodes", "message": "field given more than once (again on line 9)",
+         "line": 9, "column": 1},
     ]
 
 
 def test_custom_tags_are_not_constructed(tmp_path) -> None:
     canary = tmp_path / "canary"
     text = f"!!python/object/apply:os.system ['touch {canary}']\n"
-    details = _details(text)
-    assert [d["field"] for d in details] == ["body"]
-    assert "could not determine a constructor for the tag" in details[0]["message"]
+    assert _details(text) == [{
+        "field": "body", "line": 1, "column": 1,
+        "message": "explicit tags (tag:yaml.org,2002:python/object/apply:os.system) are not "
+                   "accepted (line 1, column 1)"}]
     assert not canary.exists()
 
 

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from service.config import Settings
-from service.entrypoints import build_entrypoint, build_submit_request
 from service.jobspec import JobSpec, JobSpecError, parse_jobspec
+from service.submission import build_entrypoint, build_submit_request
 
 TASK = "mvp2-sft-20251223-143201-7f3a"
 SETTINGS = Settings()
@@ -83,13 +83,13 @@ def _assert_argv_survives(argv: list[str], entrypoint: str, canary: Path) -> Non
 
 def _assert_safe(spec: JobSpec, canary: Path) -> None:
     req = build_submit_request(spec, task_id=TASK, attempt_no=1, user="u", settings=SETTINGS)
-    _assert_argv_survives(build_entrypoint(spec, TASK, SETTINGS), req.entrypoint, canary)
+    _assert_argv_survives(build_entrypoint(spec, TASK, 1, SETTINGS), req.entrypoint, canary)
 
 
 def test_the_canary_catches_an_unquoted_entrypoint(canary: Path) -> None:
     """Control: the same harness does see an injection when nothing is quoted."""
     argv = build_entrypoint(
-        JobSpec(**{**BASE.to_dict(), "overrides": (f"a.b=x; touch {canary}",)}), TASK, SETTINGS
+        JobSpec(**{**BASE.to_dict(), "overrides": (f"a.b=x; touch {canary}",)}), TASK, 1, SETTINGS
     )
     _run_shell(" ".join(argv), canary.parent)
     assert canary.exists()
@@ -106,7 +106,7 @@ def test_builder_quotes_every_string_field(
 ) -> None:
     value = "/private/x" + payload.format(c=canary)
     spec = JobSpec(**{**BASE.to_dict(), "overrides": (), field: value})
-    assert f"{key}={value}" in build_entrypoint(spec, TASK, SETTINGS)
+    assert f"{key}={value}" in build_entrypoint(spec, TASK, 1, SETTINGS)
     _assert_safe(spec, canary)
 
 
@@ -122,16 +122,22 @@ def test_code_path_goes_to_pythonpath_not_the_command_line(payload: str, canary:
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_builder_quotes_the_task_id(payload: str, canary: Path) -> None:
-    # Task ids are made by service.ids and submission_id() refuses anything else; the
-    # builder still quotes them, as experiment_name and the checkpoint dir carry them.
+    # Task ids are made by service.ids; the attempt's id (and so its Hydra run dir) is
+    # derived from the task id, and anything but a task id is refused before any argv
+    # exists, so a task id never carries a metacharacter onto the command line.
     task_id = TASK + payload.format(c=canary)
-    argv = build_entrypoint(BASE, task_id, SETTINGS)
-    _assert_argv_survives(argv, shlex.join(argv), canary)
+    with pytest.raises(ValueError, match="not a task id"):
+        build_entrypoint(BASE, task_id, 1, SETTINGS)
     with pytest.raises(ValueError, match="not a task id"):
         build_submit_request(BASE, task_id=task_id, attempt_no=1, user=None, settings=SETTINGS)
+    assert not canary.exists()
 
 
-@pytest.mark.parametrize("payload", PAYLOADS)
+# Braces outside ${...} would make a Hydra dict value, which the override policy refuses.
+OVERRIDE_PAYLOADS = [p for p in PAYLOADS if "{{a,b}}" not in p]
+
+
+@pytest.mark.parametrize("payload", OVERRIDE_PAYLOADS)
 def test_validated_overrides_carry_metacharacters_safely(payload: str, canary: Path) -> None:
     value = payload.format(c=canary)
     doc = {**BASE.to_dict(), "overrides": [f"a.b={value}", f"+c.d[0]=x {value}"]}
@@ -140,11 +146,20 @@ def test_validated_overrides_carry_metacharacters_safely(payload: str, canary: P
     _assert_safe(spec, canary)
 
 
+def test_brace_payload_is_refused_as_a_dict_value() -> None:
+    doc = {**BASE.to_dict(), "overrides": ["a.b=* ? [a-z]* ~ {a,b} # $HOME ${HOME}"]}
+    with pytest.raises(JobSpecError) as info:
+        parse_jobspec(yaml.safe_dump(doc), SETTINGS)
+    assert [(d["field"], d["message"]) for d in info.value.details] == [
+        ("overrides[0]", "'a.b': dict values are not accepted; set each key with its own "
+                         "dotted override (a.b.c=1), so each can be checked")]
+
+
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_operator_default_overrides_are_quoted_too(payload: str, canary: Path) -> None:
     settings = Settings(default_overrides={"sft": (f"a.b={payload.format(c=canary)}",)})
     req = build_submit_request(BASE, task_id=TASK, attempt_no=1, user=None, settings=settings)
-    _assert_argv_survives(build_entrypoint(BASE, TASK, settings), req.entrypoint, canary)
+    _assert_argv_survives(build_entrypoint(BASE, TASK, 1, settings), req.entrypoint, canary)
 
 
 @pytest.mark.parametrize("field", ["code_path", "model_id", "train_file", "val_file",

@@ -322,7 +322,7 @@ def test_restart_after_claim_before_submit_submits_once(env: Env) -> None:
 def test_restart_after_submit_before_record_does_not_resubmit(env: Env) -> None:
     t = env.add()
     claim = env.store.claim_for_submit(t, S.QUEUED, T0)
-    from service.entrypoints import build_submit_request
+    from service.submission import build_submit_request
 
     req = build_submit_request(JobSpec.from_dict(claim.spec), task_id=t, attempt_no=1,
                                user="alice", settings=env.settings)
@@ -397,7 +397,7 @@ def test_submit_rejected_fails_and_already_exists_counts_as_submitted(env: Env) 
     # A job with c's id already exists on Ray: that is the attempt, submitted.
     c = env.add(g=1)
     claim = env.store.claim_for_submit(c, S.QUEUED, T0)
-    from service.entrypoints import build_submit_request
+    from service.submission import build_submit_request
 
     env.cluster.submit(build_submit_request(JobSpec.from_dict(claim.spec), task_id=c,
                                             attempt_no=1, user=None, settings=env.settings))

@@ -1,4 +1,4 @@
-"""verl entrypoints: exact argv per workload, default overrides, the submit request."""
+"""The submit request: exact argv per workload, default overrides, runtime_env, resources."""
 
 from __future__ import annotations
 
@@ -7,16 +7,14 @@ import shlex
 import pytest
 
 from service.config import WORKLOADS, Settings, settings_from_mapping, thaw
-from service.entrypoints import (
-    ENTRYPOINTS,
-    build_entrypoint,
-    build_submit_request,
-    owned_keys,
-)
 from service.jobspec import JobSpec
+from service.submission import build_entrypoint, build_submit_request
+from service.workloads import WORKLOADS as TABLE
+from service.workloads import driver, owned_keys
 
 TASK = "mvp2-ppo-20251223-143201-7f3a"
 CKPT = f"/private/checkpoints/{TASK}"
+RUN_DIR = f"/private/jobs/{TASK}--a01"
 TQ = "+transfer_queue.backend.SimpleStorage.required_node_resource=worker_node"
 SETTINGS = Settings()
 
@@ -41,7 +39,7 @@ def _spec(**changes: object) -> JobSpec:
 
 
 def test_ppo_argv_exactly() -> None:
-    assert build_entrypoint(SPEC, TASK, SETTINGS) == [
+    assert build_entrypoint(SPEC, TASK, 1, SETTINGS) == [
         "python3", "-m", "verl.trainer.main_ppo",
         "algorithm.adv_estimator=gae",
         "data.train_files=/private/data/train.parquet",
@@ -59,6 +57,8 @@ def test_ppo_argv_exactly() -> None:
         "trainer.project_name=argus",
         f"trainer.experiment_name={TASK}",
         "trainer.logger=[console]",
+        f"hydra.run.dir={RUN_DIR}",
+        f"hydra.sweep.dir={RUN_DIR}",
         TQ,
         "actor_rollout_ref.rollout.name=vllm",
         "trainer.val_before_train=False",
@@ -68,7 +68,7 @@ def test_ppo_argv_exactly() -> None:
 def test_grpo_argv_exactly() -> None:
     spec = _spec(workload="grpo", total_training_steps=None, save_freq=None, test_freq=None,
                  overrides=[])
-    assert build_entrypoint(spec, TASK, SETTINGS) == [
+    assert build_entrypoint(spec, TASK, 1, SETTINGS) == [
         "python3", "-m", "verl.trainer.main_ppo",
         "algorithm.adv_estimator=grpo",
         "data.train_files=/private/data/train.parquet",
@@ -82,6 +82,8 @@ def test_grpo_argv_exactly() -> None:
         "trainer.project_name=argus",
         f"trainer.experiment_name={TASK}",
         "trainer.logger=[console]",
+        f"hydra.run.dir={RUN_DIR}",
+        f"hydra.sweep.dir={RUN_DIR}",
         TQ,
     ]
 
@@ -89,7 +91,7 @@ def test_grpo_argv_exactly() -> None:
 def test_sft_argv_exactly() -> None:
     spec = _spec(workload="sft", trainer_device="cpu", model_id="/private/models/qwen",
                  overrides=["data.micro_batch_size_per_gpu=2"])
-    assert build_entrypoint(spec, TASK, SETTINGS) == [
+    assert build_entrypoint(spec, TASK, 1, SETTINGS) == [
         "python3", "-m", "verl.trainer.sft_trainer_ray",
         "data.train_files=/private/data/train.parquet",
         "data.val_files=/private/data/test.parquet",
@@ -106,6 +108,8 @@ def test_sft_argv_exactly() -> None:
         "trainer.project_name=argus",
         f"trainer.experiment_name={TASK}",
         "trainer.logger=[console]",
+        f"hydra.run.dir={RUN_DIR}",
+        f"hydra.sweep.dir={RUN_DIR}",
         "data.micro_batch_size_per_gpu=2",
     ]
 
@@ -113,7 +117,7 @@ def test_sft_argv_exactly() -> None:
 def test_sft_omits_null_optional_fields() -> None:
     spec = _spec(workload="sft", val_file=None, trainer_device=None, total_training_steps=None,
                  save_freq=None, test_freq=None, overrides=[])
-    argv = build_entrypoint(spec, TASK, SETTINGS)
+    argv = build_entrypoint(spec, TASK, 1, SETTINGS)
     assert argv[3:] == [
         "data.train_files=/private/data/train.parquet",
         "model.path=Qwen/Qwen2.5-0.5B-Instruct",
@@ -125,6 +129,8 @@ def test_sft_omits_null_optional_fields() -> None:
         "trainer.project_name=argus",
         f"trainer.experiment_name={TASK}",
         "trainer.logger=[console]",
+        f"hydra.run.dir={RUN_DIR}",
+        f"hydra.sweep.dir={RUN_DIR}",
     ]
     assert not any("None" in token for token in argv)
 
@@ -135,25 +141,25 @@ def test_default_overrides_come_from_settings_before_user_overrides() -> None:
          "v2": {"verl": {"default_overrides": {"ppo": ["+x.y=1", "a.b=c d"],
                                                 "sft": ["trainer.seed=7"]}}}}
     )
-    argv = build_entrypoint(SPEC, TASK, settings)
+    argv = build_entrypoint(SPEC, TASK, 1, settings)
     assert argv[-4:] == ["+x.y=1", "a.b=c d", *SPEC.overrides]
     assert TQ not in argv  # the operator replaced the ppo defaults
     assert f"trainer.default_local_dir=/data/argus/checkpoints/{TASK}" in argv
-    sft = build_entrypoint(_spec(workload="sft", overrides=[]), TASK, settings)
+    sft = build_entrypoint(_spec(workload="sft", overrides=[]), TASK, 1, settings)
     assert sft[-1] == "trainer.seed=7"
-    grpo = build_entrypoint(_spec(workload="grpo", overrides=[]), TASK, settings)
+    grpo = build_entrypoint(_spec(workload="grpo", overrides=[]), TASK, 1, settings)
     assert grpo[-1] == TQ  # grpo not configured: built-in default stays
 
 
 def test_every_config_workload_has_an_entrypoint() -> None:
-    assert set(ENTRYPOINTS) == set(WORKLOADS)
+    assert set(TABLE) == set(WORKLOADS)
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_owned_keys_are_exactly_the_keys_argus_sets(workload: str) -> None:
     spec = _spec(workload=workload, overrides=[],
                  trainer_device="cuda" if workload == "sft" else None)
-    argv = build_entrypoint(spec, TASK, Settings(default_overrides={}))
+    argv = build_entrypoint(spec, TASK, 1, Settings(default_overrides={}))
     assert [token.split("=", 1)[0] for token in argv[3:]] == list(owned_keys(workload))
 
 
@@ -175,7 +181,7 @@ def test_owned_keys_name_the_jobspec_field_behind_each_key() -> None:
 def test_submit_request_fields() -> None:
     req = build_submit_request(SPEC, task_id=TASK, attempt_no=3, user="alice",
                                settings=SETTINGS)
-    argv = build_entrypoint(SPEC, TASK, SETTINGS)
+    argv = build_entrypoint(SPEC, TASK, 3, SETTINGS)
     assert req.submission_id == f"{TASK}--a03"
     assert req.entrypoint == shlex.join(argv)
     assert shlex.split(req.entrypoint) == argv
@@ -229,3 +235,6 @@ def test_driver_always_asks_for_a_worker_node_slot(
     settings = settings_from_mapping({"ray": {"entrypoint_resources": configured}})
     req = build_submit_request(SPEC, task_id=TASK, attempt_no=1, user=None, settings=settings)
     assert req.entrypoint_resources == expected
+    # the scheduler admits with the same floor it sends
+    needs = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
+    assert (dict(needs.resources), needs.num_cpus) == (expected, req.entrypoint_num_cpus)

@@ -1,0 +1,24 @@
+"""Where a task's files live on shared storage; one function per place, no I/O.
+
+* ``attempt_dir``: ``<jobs_dir>/<ray_submission_id>/``, per attempt: the JobSpec as
+  received, what was sent to Ray, the archived driver log, and verl's Hydra run dir;
+* ``checkpoint_dir``: ``<checkpoints_dir>/<task_id>``, per task, not per attempt, so a
+  retried attempt resumes with ``resume_mode=auto``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from service.ids import parse_submission_id
+
+
+def attempt_dir(jobs_dir: Path, sid: str) -> Path:
+    """ValueError for anything but an Argus submission id (``[a-z0-9-]`` only), so no
+    path can escape ``jobs_dir``."""
+    parse_submission_id(sid)
+    return Path(jobs_dir) / sid
+
+
+def checkpoint_dir(checkpoints_dir: Path, task_id: str) -> Path:
+    return Path(checkpoints_dir) / task_id

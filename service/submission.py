@@ -1,0 +1,73 @@
+"""The Ray submit request for one attempt of a task: argv, entrypoint, runtime_env.
+
+The argv is ``python3 -m <module> <Argus params> <operator default overrides> <user
+overrides>`` (the workload's facts come from ``service.workloads``); each element is one
+token, and ``build_submit_request`` joins them with ``shlex.join`` so no value can break
+out into the shell Ray runs the entrypoint with. A parameter whose value is None (an
+optional JobSpec field left out) is omitted, so verl keeps its own default rather than
+receiving the string "None".
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from service.cluster import SubmitRequest
+from service.config import Settings, thaw
+from service.ids import submission_id
+from service.jobspec import JobSpec
+from service.layout import attempt_dir, checkpoint_dir
+from service.workloads import PYTHON, WORKLOADS, Context, driver
+
+
+def _render(value: str | int) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise TypeError(f"cannot render {value!r} as a Hydra value")
+    return str(value)
+
+
+def build_entrypoint(spec: JobSpec, task_id: str, attempt_no: int, settings: Settings
+                     ) -> list[str]:
+    """The verl command line for attempt ``attempt_no`` of ``spec`` as an argv list."""
+    workload = WORKLOADS[spec.workload]
+    sid = submission_id(task_id, attempt_no)
+    ctx = Context(spec=spec, task_id=task_id,
+                  checkpoint_dir=str(checkpoint_dir(settings.checkpoints_dir(), task_id)),
+                  attempt_dir=str(attempt_dir(settings.jobs_dir(), sid)))
+    argv = [PYTHON, "-m", workload.module]
+    for param in workload.params:
+        value = param.value(ctx)
+        if value is not None:
+            argv.append(f"{param.key}={_render(value)}")
+    argv.extend(settings.default_overrides.get(spec.workload, ()))
+    argv.extend(spec.overrides)
+    return argv
+
+
+def _runtime_env(spec: JobSpec, settings: Settings) -> dict:
+    runtime_env = thaw(settings.runtime_env)
+    env_vars = runtime_env.setdefault("env_vars", {})
+    if not isinstance(env_vars, dict):
+        raise ValueError("ray.runtime_env.env_vars must be a mapping")
+    configured = env_vars.get("PYTHONPATH")
+    env_vars["PYTHONPATH"] = f"{spec.code_path}:{configured}" if configured else spec.code_path
+    return runtime_env
+
+
+def build_submit_request(
+    spec: JobSpec, *, task_id: str, attempt_no: int, user: str | None, settings: Settings
+) -> SubmitRequest:
+    """Everything Ray needs to start attempt ``attempt_no`` of ``task_id``."""
+    needs = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
+    return SubmitRequest(
+        submission_id=submission_id(task_id, attempt_no),
+        entrypoint=shlex.join(build_entrypoint(spec, task_id, attempt_no, settings)),
+        runtime_env=_runtime_env(spec, settings),
+        entrypoint_num_cpus=needs.num_cpus,
+        entrypoint_resources=dict(needs.resources),
+        metadata={
+            "argus_task_id": task_id,
+            "argus_attempt": str(attempt_no),
+            "argus_user": user or "",
+        },
+    )
