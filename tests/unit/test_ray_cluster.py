@@ -22,8 +22,8 @@ from service.cluster import (
 )
 from service.config import Settings
 from service.ray_address import RayAddress
-from service.ray_cluster import (
-    RayCluster,
+from service.ray_cluster import RayCluster
+from service.ray_mapping import (
     bound_by_placement,
     classify_error,
     free_resources,
