@@ -9,7 +9,7 @@ bounded by a timeout in the real adapter; callers treat ``ClusterUnavailable`` a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -57,10 +57,11 @@ class NodeResources:
 class ClusterSnapshot:
     """What the scheduler needs to admit a gang, read once per tick.
 
-    ``held_gpus`` maps a ray submission id to the GPUs its placement groups already hold
-    (bundles of CREATED placement groups made by that job's driver). An id that is absent
-    holds nothing yet. The scheduler subtracts what in-flight attempts still need but do
-    not hold, so two tasks never count on the same free GPUs.
+    ``held_gpus`` maps a ray submission id (one of those the snapshot was asked about) to
+    the GPUs its placement groups already hold (bundles of CREATED placement groups made by
+    that job's driver). An id that is absent holds nothing yet. The scheduler subtracts
+    what in-flight attempts still need but do not hold, so two tasks never count on the
+    same free GPUs.
     ``pending_pg_since`` maps a submission id to the epoch seconds since which one of its
     placement groups has been waiting unplaced (for the hung-attempt watch).
     """
@@ -91,8 +92,10 @@ class JobInfo:
 
 
 class Cluster(Protocol):
-    def snapshot(self) -> ClusterSnapshot:
-        """Free resources per alive node. Raises ClusterUnavailable."""
+    def snapshot(self, submission_ids: Collection[str]) -> ClusterSnapshot:
+        """Free resources per alive node, and what the placement groups of the jobs
+        ``submission_ids`` (the attempts in flight) hold or wait for; other jobs' groups
+        count only as taken resources. Raises ClusterUnavailable."""
         ...
 
     def submit(self, req: SubmitRequest) -> None:

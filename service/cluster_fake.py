@@ -8,7 +8,7 @@ restart that forgets every job, and an unreachable cluster.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from service.cluster import (
@@ -148,18 +148,15 @@ class FakeCluster:
             raise ClusterUnavailable("fake cluster is unreachable")
 
     # -- Cluster protocol --------------------------------------------------------
-    def snapshot(self) -> ClusterSnapshot:
+    def snapshot(self, submission_ids: Collection[str]) -> ClusterSnapshot:
         self._check()
         nodes = tuple(
             NodeResources(n.node_id, f"10.0.0.{i + 1}", n.free(), dict(n.capacity))
             for i, n in enumerate(self.nodes.values())
         )
-        held = {sid: j.gang_gpus for sid, j in self.jobs.items() if j.holds and j.gang_gpus}
-        pending = {
-            sid: j.pending_pg_since
-            for sid, j in self.jobs.items()
-            if j.pending_pg_since is not None
-        }
+        asked = [(sid, self.jobs[sid]) for sid in submission_ids if sid in self.jobs]
+        held = {sid: j.gang_gpus for sid, j in asked if j.holds and j.gang_gpus}
+        pending = {sid: j.pending_pg_since for sid, j in asked if j.pending_pg_since is not None}
         return ClusterSnapshot(nodes=nodes, held_gpus=held, pending_pg_since=pending)
 
     def submit(self, req: SubmitRequest) -> None:

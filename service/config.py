@@ -1,10 +1,11 @@
 """Service settings: one YAML file (Ray section + ``v2:`` section), loaded once, frozen.
 
-Shape (seed 000 §3.3)::
+Shape::
 
     ray:
       address: http://127.0.0.1:8265      # Ray job server (dashboard) URL
       gcs_address: null                   # host:port; default: host of address + :6379
+      head_json: null                     # the head's record; set: addresses come from it
       shared_root: /private
       entrypoint_num_cpus: 1
       entrypoint_resources: {worker_node: 1}
@@ -83,6 +84,9 @@ class Settings:
     )
     runtime_env: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     ray_timeout_s: float = 10.0
+    # head.json path: when set, the job server and GCS addresses come from the head's
+    # record (and follow a moved or restarted head); ray_address/gcs_address are unused.
+    head_json: str | None = None
     # v2 section
     api_host: str = "0.0.0.0"
     api_port: int = 8080
@@ -214,6 +218,8 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
         kw["runtime_env"] = _freeze(env)
     if "timeout_s" in ray:
         kw["ray_timeout_s"] = float(_num(ray["timeout_s"], "ray.timeout_s", minimum=0.1))
+    if ray.get("head_json"):
+        kw["head_json"] = _head_json(ray["head_json"], "ray.head_json")
 
     api = _section(v2, "api", "v2.")
     if "host" in api:
@@ -260,9 +266,18 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     return Settings(**kw)
 
 
+def _head_json(value: Any, where: str) -> str:
+    path = _str(value, where)
+    if not os.path.isabs(path):
+        raise ConfigError(f"{where}: must be an absolute path, got {path!r}")
+    return path
+
+
+# ARGUS_HEAD_IP_FILE: the same variable (and meaning) as on the nodes: where head.json is.
 _ENV = {
     "ARGUS_RAY_ADDRESS": "ray_address",
     "ARGUS_GCS_ADDRESS": "gcs_address",
+    "ARGUS_HEAD_IP_FILE": "head_json",
     "ARGUS_SHARED_ROOT": "shared_root",
     "ARGUS_DB_PATH": "db_path",
     "ARGUS_API_HOST": "api_host",
@@ -289,4 +304,6 @@ def load_settings(path: str | os.PathLike[str] | None,
     for var, attr in _ENV.items():
         if env.get(var):
             changes[attr] = int(env[var]) if attr == "api_port" else env[var]
+    if "head_json" in changes:
+        _head_json(changes["head_json"], "ARGUS_HEAD_IP_FILE")
     return settings.with_overrides(**changes)

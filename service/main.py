@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (OSError, sqlite3.Error) as exc:
         _fail(f"cannot open the database {settings.resolved_db_path}: {exc}")
     log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
-             settings.resolved_db_path, settings.ray_address)
+             settings.resolved_db_path, settings.head_json or settings.ray_address)
     serve(app, settings.api_host, settings.api_port)
     cluster.close()
     _exit_past_stuck_threads(EXIT_GRACE_S)

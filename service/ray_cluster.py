@@ -24,184 +24,76 @@ stuck in the pool count against a small limit, past which new calls fail at once
 of queueing without bound. Client construction is single-flight: while one connect is
 under way (a dead GCS takes ~40 s to give up) other callers do not start another.
 
-Only this module imports ``ray``.
+Addresses: fixed ones from config, or the head's record (``service.ray_address``),
+asked before every call; a new address or generation drops the cached clients (a
+``JobSubmissionClient`` and a ``GcsClient`` are bound to one head) and the learnt driver
+job ids, so a moved or restarted head is followed without a service restart.
+
+The pure mapping of what the SDK returns lives in ``service.ray_mapping``. Only this module
+imports ``ray``.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from service.cluster import (
-    ClusterError,
     ClusterSnapshot,
     ClusterUnavailable,
-    JobAlreadyExists,
     JobInfo,
     JobNotFound,
     NodeResources,
-    SubmitRejected,
     SubmitRequest,
 )
 from service.config import Settings, thaw
-from service.states import RayStatus
+from service.ray_address import RayAddress, address_source
+from service.ray_mapping import (
+    bound_by_placement,
+    classify_error,
+    free_resources,
+    job_info_from_details,
+    pg_reserved_per_node,
+    placement_summary,
+)
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _MAX_OUTSTANDING = 8  # calls running on the pool at once (stuck ones included)
 _NODE_ALIVE = 0  # GcsNodeInfo.GcsNodeState.ALIVE
 
 
-# -- pure mapping helpers ---------------------------------------------------------------
-
-def _status_code(text: str) -> int | None:
-    """The HTTP status in the SDK's ``RuntimeError("Request failed with status code N: ...")``."""
-    marker = "status code "
-    at = text.find(marker)
-    if at < 0:
-        return None
-    digits = text[at + len(marker):at + len(marker) + 3]
-    return int(digits) if digits.isdigit() else None
-
-
-def classify_error(exc: BaseException, *, op: str, submission_id: str = "") -> ClusterError:
-    """Map what the Ray SDK raised to the boundary's errors.
-
-    Connection failures, timeouts and 5xx mean "Ray did not answer" (retry later);
-    "does not exist" / 404 means the job is gone; "already exists" on submit means the
-    attempt was submitted before; other 4xx on submit, and the SDK's own argument checks
-    (``ValueError``/``TypeError`` from runtime_env validation) are a refusal for good.
-    """
-    if isinstance(exc, ClusterError):
-        return exc
-    text = str(exc)
-    short = text if len(text) <= 500 else text[:500] + "..."
-    if isinstance(exc, OSError | FutureTimeout):  # requests' errors are OSErrors too
-        return ClusterUnavailable(f"Ray job server unreachable during {op}: {short}")
-    code = _status_code(text)
-    if op == "submit" and "already exists" in text:
-        return JobAlreadyExists(f"{submission_id}: {short}")
-    if code == 404 or "does not exist" in text:
-        return JobNotFound(f"{submission_id}: {short}")
-    if code is not None and code >= 500:
-        return ClusterUnavailable(f"Ray job server error during {op}: {short}")
-    if op == "submit" and (code is not None or isinstance(exc, ValueError | TypeError)):
-        return SubmitRejected(short)
-    return ClusterUnavailable(f"Ray call {op} failed: {type(exc).__name__}: {short}")
-
-
-def ms_to_s(value: int | float | None) -> float | None:
-    """Ray reports job times in epoch milliseconds; the service uses epoch seconds."""
-    return None if value is None else float(value) / 1000.0
-
-
-def job_info_from_details(submission_id: str, details: Any) -> JobInfo:
-    """``JobInfo`` from the SDK's ``JobDetails``."""
-    return JobInfo(
-        submission_id=submission_id,
-        status=RayStatus(str(getattr(details.status, "value", details.status))),
-        message=details.message or "",
-        start_time=ms_to_s(details.start_time),
-        end_time=ms_to_s(details.end_time),
-        exit_code=getattr(details, "driver_exit_code", None),
-    )
-
-
-def free_resources(available: Mapping[str, float]) -> dict[str, float]:
-    """verl's view of a node: resources at 0 are absent."""
-    return {name: float(v) for name, v in available.items() if v > 0}
-
-
-def placement_summary(pgs: Iterable[Mapping[str, Any]], job_to_sid: Mapping[str, str]
-                      ) -> tuple[dict[str, float], dict[str, float]]:
-    """(held GPUs, pending-since epoch s) per submission id from state-API PG records.
-
-    A CREATED group holds the GPUs of its bundles; a PENDING or RESCHEDULING group is
-    waiting since its creation request reached the GCS.
-    """
-    held: dict[str, float] = {}
-    pending: dict[str, float] = {}
-    for pg in pgs:
-        sid = job_to_sid.get(str(pg.get("creator_job_id") or ""))
-        if sid is None:
-            continue
-        state = pg.get("state")
-        if state == "CREATED":
-            gpus = sum(float((b.get("unit_resources") or {}).get("GPU", 0.0))
-                       for b in pg.get("bundles") or ())
-            if gpus:
-                held[sid] = held.get(sid, 0.0) + gpus
-        elif state in ("PENDING", "RESCHEDULING"):
-            stats = pg.get("stats") or {}
-            since_ns = stats.get("creation_request_received_ns")
-            if since_ns:
-                since = int(since_ns) / 1e9
-                pending[sid] = min(pending.get(sid, since), since)
-    return held, pending
-
-
-def pg_reserved_per_node(pgs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Resources the bundles of CREATED placement groups reserve, per node (hex id)."""
-    out: dict[str, dict[str, float]] = {}
-    for pg in pgs:
-        if pg.get("state") != "CREATED":
-            continue
-        for bundle in pg.get("bundles") or ():
-            node_id = bundle.get("node_id")
-            if not node_id:
-                continue
-            reserved = out.setdefault(str(node_id), {})
-            for name, amount in (bundle.get("unit_resources") or {}).items():
-                reserved[name] = reserved.get(name, 0.0) + float(amount)
-    return out
-
-
-def bound_by_placement(nodes: Iterable[NodeResources],
-                       reserved: Mapping[str, Mapping[str, float]]) -> tuple[NodeResources, ...]:
-    """Each node's free resources, at most its total minus what CREATED placement groups
-    reserve there.
-
-    The GCS marks a placement group CREATED at once, but the per-node free view comes from
-    periodic raylet reports: for a moment a gang just placed shows as held *and* free, and
-    admission would hand the same GPUs to the next task (whose driver then fails verl's
-    check). The placement group table does not lag, so it bounds the view.
-    """
-    out = []
-    for node in nodes:
-        taken = reserved.get(node.node_id)
-        if not taken or node.total is None:
-            out.append(node)
-            continue
-        free = dict(node.free)
-        for name, amount in taken.items():
-            if name in node.total:
-                free[name] = min(free.get(name, 0.0), node.total[name] - amount)
-        out.append(replace(node, free=free_resources(free)))
-    return tuple(out)
-
-
-# -- the adapter ------------------------------------------------------------------------
-
 class RayCluster:
-    """``service.cluster.Cluster`` on a real Ray cluster (thread-safe)."""
+    """``service.cluster.Cluster`` on a real Ray cluster (thread-safe).
 
-    def __init__(self, settings: Settings) -> None:
-        self._address = settings.ray_address
-        self._gcs_address = settings.resolved_gcs_address
+    ``source`` says where Ray is: fixed addresses, or a locator (``HeadLocator``) asked
+    before every call. When it names another address or generation, the cached clients
+    and the learnt driver job ids are dropped and the next call connects anew.
+    """
+
+    def __init__(self, settings: Settings,
+                 source: RayAddress | Callable[[], RayAddress] | None = None) -> None:
+        source = address_source(settings) if source is None else source
+        self._fixed = source if isinstance(source, RayAddress) else None
+        self._locate = None if isinstance(source, RayAddress) else source
         self._timeout = settings.ray_timeout_s
         self._pool = ThreadPoolExecutor(max_workers=_MAX_OUTSTANDING,
                                         thread_name_prefix="ray-call")
         self._slots = threading.BoundedSemaphore(_MAX_OUTSTANDING)
         self._lock = threading.Lock()
-        self._jobs: Future | None = None  # Future[JobSubmissionClient]
-        self._gcs: Future | None = None  # Future[GcsClient]
-        # Driver job id (hex) of each in-flight submission, learnt from job_info; it maps
-        # placement groups (creator_job_id) back to attempts.
+        self._target_now: RayAddress | None = None
+        # (address it talks to, Future of the client), or None
+        self._jobs: tuple[RayAddress, Future] | None = None  # JobSubmissionClient
+        self._gcs: tuple[RayAddress, Future] | None = None  # GcsClient
+        # Driver job id (hex) of in-flight submissions on _target_now: it maps placement
+        # groups (creator_job_id) back to attempts. A job's id never changes; a new head
+        # numbers its jobs from the start again, so the map is dropped with the address.
         self._job_ids: dict[str, str] = {}
 
     def close(self) -> None:
@@ -229,15 +121,37 @@ class RayCluster:
                 f"Ray did not answer {what} within {self._timeout:g}s"
             ) from None
 
-    def _client(self, slot: str, factory: Callable[[], Any], what: str) -> Any:
-        """The cached client in ``slot``, connecting once (single-flight) if needed."""
+    def _target(self) -> RayAddress:
+        """Where Ray is now; a change drops what belonged to the previous address."""
+        if self._fixed is not None:
+            target = self._fixed
+        else:
+            assert self._locate is not None
+            # On the pool, bounded by the timeout: the record may sit on a hung NFS mount.
+            target = self._wait(self._run(self._locate), "a read of the head record")
         with self._lock:
-            fut = getattr(self, slot)
-            if fut is None or (fut.done() and fut.exception() is not None):
-                fut = self._run(factory)
-                setattr(self, slot, fut)
+            if target != self._target_now:
+                if self._target_now is not None:
+                    log.info("Ray moved: job server %s, GCS %s, generation %s (was %s, %s, %s)",
+                             target.job_server_url, target.gcs_address, target.generation,
+                             self._target_now.job_server_url, self._target_now.gcs_address,
+                             self._target_now.generation)
+                self._target_now = target
+                self._jobs = self._gcs = None
+                self._job_ids.clear()
+        return target
+
+    def _client(self, slot: str, target: RayAddress, factory: Callable[[RayAddress], Any],
+                what: str) -> Any:
+        """The client in ``slot`` for ``target``, connecting once (single-flight) if needed."""
+        with self._lock:
+            held: tuple[RayAddress, Future] | None = getattr(self, slot)
+            if held is None or held[0] != target or (
+                    held[1].done() and held[1].exception() is not None):
+                held = (target, self._run(factory, target))
+                setattr(self, slot, held)
         try:
-            return self._wait(fut, f"a connect to {what}")
+            return self._wait(held[1], f"a connect to {what}")
         except ClusterUnavailable:
             raise
         except Exception as exc:
@@ -247,10 +161,10 @@ class RayCluster:
         with self._lock:
             setattr(self, slot, None)
 
-    def _jobs_call(self, op: str, method: str, *args: Any, sid: str = "",
-                   **kwargs: Any) -> Any:
-        client = self._client("_jobs", self._make_jobs_client,
-                              f"the Ray job server at {self._address}")
+    def _jobs_call(self, target: RayAddress, op: str, method: str, *args: Any,
+                   sid: str = "", **kwargs: Any) -> Any:
+        client = self._client("_jobs", target, self._make_jobs_client,
+                              f"the Ray job server at {target.job_server_url}")
         try:
             return self._wait(self._run(getattr(client, method), *args, **kwargs), op)
         except Exception as exc:
@@ -259,27 +173,31 @@ class RayCluster:
                 self._drop("_jobs")
             raise err from exc
 
-    def _make_jobs_client(self) -> Any:
+    def _gcs_client(self, target: RayAddress) -> Any:
+        return self._client("_gcs", target, self._make_gcs_client,
+                            f"the Ray GCS at {target.gcs_address}")
+
+    def _make_jobs_client(self, target: RayAddress) -> Any:
         from ray.job_submission import JobSubmissionClient
 
-        return JobSubmissionClient(self._address)
+        return JobSubmissionClient(target.job_server_url)
 
-    def _make_gcs_client(self) -> Any:
+    def _make_gcs_client(self, target: RayAddress) -> Any:
         # A GcsClient towards a closed port retries for the whole timeout and leaves its
         # thread blocked; a plain TCP connect says "refused" at once, so a dead head shows
         # up as a pending_reason within a tick instead of after ray_timeout_s.
-        host, _, port = self._gcs_address.rpartition(":")
-        with socket.create_connection((host or "127.0.0.1", int(port)),
+        host, _, port = target.gcs_address.rpartition(":")
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
                                       timeout=min(2.0, self._timeout)):
             pass
         from ray._raylet import GcsClient
 
-        return GcsClient(address=self._gcs_address)
+        return GcsClient(address=target.gcs_address)
 
     # -- Cluster protocol -------------------------------------------------------------
     def submit(self, req: SubmitRequest) -> None:
         self._jobs_call(
-            "submit", "submit_job", sid=req.submission_id,
+            self._target(), "submit", "submit_job", sid=req.submission_id,
             entrypoint=req.entrypoint,
             submission_id=req.submission_id,
             runtime_env=thaw(req.runtime_env),
@@ -289,49 +207,65 @@ class RayCluster:
         )
 
     def job_info(self, submission_id: str) -> JobInfo:
-        try:
-            details = self._jobs_call("job_info", "get_job_info", submission_id,
-                                      sid=submission_id)
-        except JobNotFound:
-            with self._lock:
-                self._job_ids.pop(submission_id, None)
-            raise
-        info = job_info_from_details(submission_id, details)
-        with self._lock:
-            if info.status.is_terminal() or not details.job_id:
-                self._job_ids.pop(submission_id, None)
-            else:
-                self._job_ids[submission_id] = details.job_id
-        return info
+        details = self._jobs_call(self._target(), "job_info", "get_job_info", submission_id,
+                                  sid=submission_id)
+        return job_info_from_details(submission_id, details)
 
     def stop(self, submission_id: str) -> None:
-        self._jobs_call("stop", "stop_job", submission_id, sid=submission_id)
+        self._jobs_call(self._target(), "stop", "stop_job", submission_id, sid=submission_id)
 
     def logs(self, submission_id: str) -> str:
-        return self._jobs_call("logs", "get_job_logs", submission_id, sid=submission_id)
+        return self._jobs_call(self._target(), "logs", "get_job_logs", submission_id,
+                               sid=submission_id)
 
-    def snapshot(self) -> ClusterSnapshot:
-        """Placement groups first, free resources second: the two reads are not atomic.
+    def snapshot(self, submission_ids: Collection[str]) -> ClusterSnapshot:
+        """Driver job ids first, placement groups second, free resources last.
 
-        A gang placed between them then shows as not held (its need stays reserved) and
-        its GPUs as taken: counted twice, so admission waits a tick. In the other order
-        the same race shows the GPUs as held *and* free, and admission would submit
-        another task into them (which verl's fail-fast check then kills). The free view
-        itself lags the placement group table; ``bound_by_placement`` covers that.
+        The placement-group and free-resource reads are not atomic. A gang placed between
+        them shows as not held (its need stays reserved) and its GPUs as taken: counted
+        twice, so admission waits a tick. In the other order the same race shows the GPUs
+        as held *and* free, and admission would submit another task into them (which
+        verl's fail-fast check then kills). The free view itself lags the placement group
+        table; ``bound_by_placement`` covers that. The job ids come first: a driver that
+        registers after that read is mapped on the next snapshot, and until then its
+        groups count as someone else's (taken, never free).
         """
+        target = self._target()
         # A dead head is reported as "GCS ... refused" at once (the connect probes the port
         # and is cached once it succeeds), before the state API's longer complaint.
-        self._client("_gcs", self._make_gcs_client, f"the Ray GCS at {self._gcs_address}")
-        with self._lock:
-            job_to_sid = {jid: sid for sid, jid in self._job_ids.items()}
-        pgs = self._placement_groups()
+        self._gcs_client(target)
+        job_to_sid = self._driver_jobs(target, submission_ids)
+        pgs = self._placement_groups(target)
         held, pending = placement_summary(pgs, job_to_sid)
-        nodes = bound_by_placement(self._gcs_nodes(), pg_reserved_per_node(pgs))
+        nodes = bound_by_placement(self._gcs_nodes(target), pg_reserved_per_node(pgs))
         return ClusterSnapshot(nodes=nodes, held_gpus=held, pending_pg_since=pending)
 
     # -- snapshot parts ---------------------------------------------------------------
-    def _gcs_nodes(self) -> tuple[NodeResources, ...]:
-        gcs = self._client("_gcs", self._make_gcs_client, f"the Ray GCS at {self._gcs_address}")
+    def _driver_jobs(self, target: RayAddress, submission_ids: Collection[str]
+                     ) -> dict[str, str]:
+        """Driver job id -> submission id for ``submission_ids``.
+
+        An id is learnt once (``get_job_info``) and kept while its submission is asked
+        about; a job whose driver has not registered yet has none (and no placement group
+        either), nor has a job Ray does not know: both are asked again next time.
+        """
+        wanted = set(submission_ids)
+        with self._lock:
+            known = {sid: jid for sid, jid in self._job_ids.items() if sid in wanted}
+        for sid in sorted(wanted - known.keys()):
+            try:
+                details = self._jobs_call(target, "job_info", "get_job_info", sid, sid=sid)
+            except JobNotFound:
+                continue
+            if details.job_id:
+                known[sid] = str(details.job_id)
+        with self._lock:
+            if self._target_now == target:
+                self._job_ids = dict(known)
+        return {jid: sid for sid, jid in known.items()}
+
+    def _gcs_nodes(self, target: RayAddress) -> tuple[NodeResources, ...]:
+        gcs = self._gcs_client(target)
         timeout = max(1, int(self._timeout))
 
         def read() -> tuple[NodeResources, ...]:
@@ -356,15 +290,15 @@ class RayCluster:
             self._drop("_gcs")
             if isinstance(exc, ClusterUnavailable):
                 raise
-            raise ClusterUnavailable(f"Ray GCS at {self._gcs_address}: {exc}") from exc
+            raise ClusterUnavailable(f"Ray GCS at {target.gcs_address}: {exc}") from exc
 
-    def _placement_groups(self) -> list[dict[str, Any]]:
+    def _placement_groups(self, target: RayAddress) -> list[dict[str, Any]]:
         from ray.util.state import list_placement_groups
 
         timeout = max(1, int(self._timeout))
         try:
             pgs = self._wait(self._run(
-                list_placement_groups, address=self._address,
+                list_placement_groups, address=target.job_server_url,
                 filters=[("state", "!=", "REMOVED")], detail=True, timeout=timeout,
                 raise_on_missing_output=False,
             ), "a placement group listing")
@@ -372,5 +306,6 @@ class RayCluster:
             raise
         except Exception as exc:
             first = str(exc).split(". ", 1)[0]  # the SDK appends a page of generic advice
-            raise ClusterUnavailable(f"Ray state API at {self._address}: {first}") from exc
+            raise ClusterUnavailable(
+                f"Ray state API at {target.job_server_url}: {first}") from exc
         return [pg if isinstance(pg, dict) else pg.__dict__ for pg in pgs]

@@ -135,7 +135,8 @@ class Scheduler:
             self._reconcile(now, report)
         snapshot: ClusterSnapshot | ClusterUnavailable
         try:
-            snapshot = self.cluster.snapshot()
+            snapshot = self.cluster.snapshot(
+                [row.ray_submission_id for row in self.store.active()])
         except ClusterUnavailable as exc:
             snapshot = exc
             report.unreachable = str(exc)

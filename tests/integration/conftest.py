@@ -123,8 +123,10 @@ def hold_gpus(ray_cluster: LocalRayCluster) -> Iterator[Any]:
 class ArgusService:
     """``python -m service.main`` (argus-api) on a temp config, plus an HTTP client."""
 
-    def __init__(self, cluster: LocalRayCluster, root: Path, *, ray_address: str,
-                 ray_timeout_s: float = 10, scheduler: dict[str, Any] | None = None) -> None:
+    def __init__(self, cluster: LocalRayCluster, root: Path, *, ray_address: str | None = None,
+                 head_json: Path | None = None, ray_timeout_s: float = 10,
+                 scheduler: dict[str, Any] | None = None) -> None:
+        """Ray at ``ray_address`` (and the cluster's GCS), or only through ``head_json``."""
         self.cluster = cluster
         self.root = root
         self.shared_root = root / "shared"
@@ -134,10 +136,11 @@ class ArgusService:
         self.token = secrets.token_hex(16)
         self.port = cluster.ports.one()
         self.config_path = root / "argus.yaml"
+        where: dict[str, str] = {"head_json": str(head_json)} if head_json else {
+            "address": ray_address or cluster.dashboard_url, "gcs_address": cluster.gcs_address}
         self.config_path.write_text(yaml.safe_dump({
             "ray": {
-                "address": ray_address,
-                "gcs_address": cluster.gcs_address,
+                **where,
                 "shared_root": str(self.shared_root),
                 "entrypoint_num_cpus": 1,
                 "entrypoint_resources": {"worker_node": 1},

@@ -110,3 +110,22 @@ def test_workload_keys_and_default_overrides_come_from_the_workload_table() -> N
     s = settings_from_mapping({"v2": {"verl": {"default_overrides": {"sft": ["a.b=1"]}}}})
     assert s.default_overrides["sft"] == ("a.b=1",)
     assert s.default_overrides["grpo"] == workloads.DEFAULT_OVERRIDES["grpo"]
+
+
+def test_head_json_from_file_and_from_the_nodes_variable(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("ray: {address: 'http://a:8265', head_json: /shared/ray/head.json}\n")
+    assert load_settings(cfg, environ={}).head_json == "/shared/ray/head.json"
+    env = {"ARGUS_HEAD_IP_FILE": "/other/head.json"}
+    assert load_settings(cfg, environ=env).head_json == "/other/head.json"
+    assert load_settings(None, environ={}).head_json is None
+    assert settings_from_mapping({"ray": {"head_json": None}}).head_json is None
+
+
+def test_head_json_must_be_absolute(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"ray\.head_json: must be an absolute path"):
+        settings_from_mapping({"ray": {"head_json": "shared/head.json"}})
+    with pytest.raises(ConfigError, match=r"ray\.head_json: must be a non-empty string"):
+        settings_from_mapping({"ray": {"head_json": 3}})
+    with pytest.raises(ConfigError, match="ARGUS_HEAD_IP_FILE: must be an absolute path"):
+        load_settings(None, environ={"ARGUS_HEAD_IP_FILE": "head.json"})
