@@ -226,12 +226,75 @@ def test_unknown_arguments_are_refused(make_env) -> None:
         assert "unknown argument '--lokal'" in proc.stderr
 
 
+FAKE_DOCKER = """#!/bin/sh
+# Stand-in docker CLI: FAKE_DOCKER_MODE = no-engine | stopped | running
+# (running: `docker exec ... CONTAINER bash SCRIPT --local` runs the script on this host)
+log=${FAKE_DOCKER_LOG:-/dev/null}
+echo "docker $*" >>"$log"
+case "$FAKE_DOCKER_MODE:$1" in
+    no-engine:*) echo "Cannot connect to the Docker daemon" >&2; exit 1 ;;
+    *:info) exit 0 ;;
+    stopped:inspect) echo false; exit 0 ;;
+    running:inspect) echo true; exit 0 ;;
+    running:exec)
+        shift
+        while [ "$1" != bash ]; do
+            case "$1" in -e) echo "passes $2" >>"$log"; shift ;; esac
+            shift
+        done
+        exec "$@" ;;
+esac
+echo "fake docker: unexpected: $*" >&2
+exit 99
+"""
+
+
+def fake_docker_path(env: Env, mode: str) -> str:
+    """PATH with a stand-in docker first: the tests hold with or without a real engine."""
+    bindir = env.tmp / f"docker-{mode}"
+    bindir.mkdir()
+    (bindir / "docker").write_text(FAKE_DOCKER)
+    (bindir / "docker").chmod(0o755)
+    env.vars["FAKE_DOCKER_MODE"] = mode
+    env.vars["FAKE_DOCKER_LOG"] = str(env.tmp / "docker.log")
+    return f"{bindir}:{env.vars['PATH']}"
+
+
 def test_explicit_container_needs_a_docker_engine(make_env) -> None:
     env = make_env()
-    # No docker CLI on this PATH: the named container cannot be reached, so no fallback.
-    proc = env.run(STATUS, ARGUS_API_CONTAINER="argus-ray-head", PATH="/usr/bin:/bin")
+    # The named container cannot be reached without an engine: no fallback to this host.
+    path = fake_docker_path(env, "no-engine")
+    proc = env.run(STATUS, ARGUS_API_CONTAINER="argus-ray-head", PATH=path)
     assert proc.returncode == 2
     assert "no docker engine answers" in proc.stderr
+
+
+def test_explicit_container_must_be_running(make_env) -> None:
+    env = make_env()
+    path = fake_docker_path(env, "stopped")
+    proc = env.run(START, ARGUS_API_CONTAINER="my-head", PATH=path)
+    assert proc.returncode == 2
+    assert "container 'my-head' is not running" in proc.stderr
+    assert not env.run_dir.exists(), "nothing may start on this host instead"
+
+
+def test_the_docker_branch_reruns_the_script_inside_the_container(make_env) -> None:
+    env = make_env("serve")
+    path = fake_docker_path(env, "running")
+    # The stand-in docker runs `bash <repo>/scripts/<script> --local` here; the repo the
+    # container would mount is this one.
+    over = {"PATH": path, "ARGUS_API_REPO_IN_CONTAINER": str(REPO)}
+    start = env.run(START, **over)
+    assert start.returncode == 0, start.stderr
+    assert f"running (pid {env.pid()})" in start.stdout
+    log = (env.tmp / "docker.log").read_text()
+    assert "docker exec -i -e ARGUS_CONFIG -e ARGUS_API_HOST -e ARGUS_API_PORT" in log
+    assert f"argus-ray-head bash {REPO}/scripts/20_start_api.sh --local" in log
+    assert TOKEN not in log, "the token goes by name only, never on a command line"
+    assert "passes ARGUS_API_TOKEN" in log
+    assert env.run(STATUS, **over).returncode == 0
+    assert env.run(STOP, **over).returncode == 0
+    assert env.run(STATUS, "--local").returncode == 3
 
 
 def test_start_refuses_a_port_someone_else_answers_on(make_env) -> None:
@@ -338,13 +401,16 @@ def test_a_reused_pid_is_not_mistaken_for_the_service(make_env) -> None:
     assert not env.pid_file.exists(), "the stale pid file is cleared"
 
 
-def test_without_docker_the_scripts_fall_back_to_this_host(make_env) -> None:
+@pytest.mark.parametrize("mode", ["no-engine", "stopped"])
+def test_without_a_head_container_the_scripts_fall_back_to_this_host(make_env, mode) -> None:
     env = make_env("serve")
-    # No --local and no docker CLI on PATH: host mode.
-    path = env.vars["PATH"].split(":")[0] + ":/usr/bin:/bin"
+    # No --local, and no engine or no running argus-ray-head: host mode.
+    path = fake_docker_path(env, mode)
     proc = env.run(START, PATH=path)
     assert proc.returncode == 0, proc.stderr
+    assert f"running (pid {env.pid()})" in proc.stdout
     assert env.run(STOP, PATH=path).returncode == 0
+    assert "docker exec" not in (env.tmp / "docker.log").read_text()
 
 
 # -- the real service ---------------------------------------------------------------------

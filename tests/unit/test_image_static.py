@@ -152,6 +152,13 @@ def test_labels_and_healthcheck(dockerfile) -> None:
     assert json.loads(probe)[0] in ("argus-node", "supervisorctl")
 
 
+def test_no_syntax_directive() -> None:
+    # `# syntax=docker/dockerfile:1` makes BuildKit pull its frontend from Docker Hub: the
+    # build would fail on every host without it (mirror-only, air-gapped).
+    first = DOCKERFILE.read_text().splitlines()[0]
+    assert not re.match(r"#\s*syntax\s*=", first, re.IGNORECASE), first
+
+
 def test_nothing_sleeps_forever() -> None:
     for path in (DOCKERFILE, ENTRYPOINT):
         assert "sleep infinity" not in path.read_text()
