@@ -27,6 +27,7 @@
 #   ARGUS_IMAGE            node image tag (default argus/argus-ray-node:cpu for the CPU profile)
 #   ARGUS_DEBIAN_MIRROR    Debian mirror for debootstrap (default http://deb.debian.org/debian)
 #   ARGUS_DOCKERD_LOG      dockerd's log when this script starts it (/var/log/argus-dockerd.log)
+#   ARGUS_DOCKER           the docker client to use (default: one that builds with BuildKit)
 #   ARGUS_COMPOSE_PROJECT, ARGUS_CONTAINER_PREFIX, ARGUS_SHARED_DIR, ...: see docs/image.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +77,10 @@ can_buildkit() {
 
 pick_docker() {
     local candidate
+    if [ -n "${ARGUS_DOCKER:-}" ]; then
+        DOCKER=$ARGUS_DOCKER
+        return 0
+    fi
     for candidate in "$(command -v docker 2>/dev/null || true)" /usr/bin/docker; do
         if [ -n "$candidate" ] && [ -x "$candidate" ] && can_buildkit "$candidate"; then
             DOCKER=$candidate
@@ -91,7 +96,7 @@ engine_answers() { [ -n "${DOCKER:-}" ] && timeout 20 "$DOCKER" info >/dev/null 
 # --- check: can this host run Docker at all? -------------------------------------------
 
 check_host() {
-    [ "$(uname -s)" = Linux ] || cannot "the container tier needs a Linux host (got $(uname -s))"
+    [ "$(uname -s)" = Linux ] || cannot "Docker needs a Linux host (got $(uname -s))"
     pick_docker || true
     if engine_answers; then
         return 0

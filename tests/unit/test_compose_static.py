@@ -1,4 +1,4 @@
-"""Static checks of docker-compose.yaml (SPEC B5): no Docker engine needed.
+"""Static checks of docker-compose.yaml and docker-compose.cpu.yaml: no Docker engine needed.
 
 ``${VAR:-default}`` interpolations are read with their defaults, which is what
 ``docker compose up`` uses on a machine without an .env file.

@@ -434,3 +434,61 @@ def test_real_api_starts_without_ray_and_stops(make_env) -> None:
     assert f"stopped (pid {pid})" in stop.stdout
     assert wait_gone(pid)
     assert env.run(STATUS, "--local").returncode == 3
+
+
+# -- scripts/container_env.sh: what it says on a host that cannot run Docker --------------
+
+CONTAINER_ENV = SCRIPTS / "container_env.sh"
+
+
+def test_container_env_parses_and_passes_shellcheck() -> None:
+    subprocess.run(["bash", "-n", str(CONTAINER_ENV)], check=True, timeout=30)
+    assert os.access(CONTAINER_ENV, os.X_OK)
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed (scripts/bootstrap.sh installs it)")
+    proc = subprocess.run(["shellcheck", "-x", str(CONTAINER_ENV)], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout
+
+
+def run_container_env(tmp_path: Path, *args: str, uid: str = "1000", system: str = "Linux",
+                      engine: bool = False) -> subprocess.CompletedProcess[str]:
+    """container_env.sh with stand-ins for docker (engine answers or not), id and uname."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    stubs = {"docker": f"#!/bin/sh\nexit {0 if engine else 1}\n",
+             "id": f"#!/bin/sh\necho {uid}\n", "uname": f"#!/bin/sh\necho {system}\n"}
+    for name, text in stubs.items():
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "ARGUS_DOCKER": str(bindir / "docker")}
+    return subprocess.run([str(CONTAINER_ENV), *args], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("uid", "system", "reason"),
+    [("1000", "Linux", "no Docker engine answers and this user is not root"),
+     ("0", "Darwin", "needs a Linux host (got Darwin)")],
+)
+def test_container_env_says_when_a_host_cannot_run_docker(tmp_path: Path, uid: str,
+                                                          system: str, reason: str) -> None:
+    for command in ("check", "setup"):
+        proc = run_container_env(tmp_path, command, uid=uid, system=system)
+        assert proc.returncode == 3, proc.stderr
+        assert "container_env: cannot run Docker here: " in proc.stderr
+        assert reason in proc.stderr
+
+
+def test_container_env_check_passes_where_an_engine_answers(tmp_path: Path) -> None:
+    proc = run_container_env(tmp_path, "check", engine=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "this host can run Docker" in proc.stderr
+
+
+def test_container_env_refuses_unknown_commands_and_profiles(tmp_path: Path) -> None:
+    proc = run_container_env(tmp_path, "launch")
+    assert proc.returncode == 1 and "unknown command 'launch'" in proc.stderr
+    proc = run_container_env(tmp_path, "up", "tpu", engine=True)
+    assert proc.returncode == 1 and "profile must be cpu or gpu, got 'tpu'" in proc.stderr

@@ -1,4 +1,4 @@
-"""Static checks of the argus-ray-node image (SPEC B1): no Docker engine needed.
+"""Static checks of the argus-ray-node image: no Docker engine needed.
 
 The Dockerfile is linted with hadolint and read instruction by instruction; the
 entrypoint is run for real with /bin/sh, with a stand-in ``argus-node`` on PATH.
