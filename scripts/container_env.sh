@@ -69,10 +69,12 @@ base_image() { printf '%s:bookworm-ray%s\n' "$BASE_REPO" "$(ray_version)"; }
 # builds with BuildKit only through the buildx plugin; Debian's docker.io client (20.10)
 # has BuildKit built in (DOCKER_BUILDKIT=1). Prefer a client that can build.
 can_buildkit() {
-    local client=$1 major
+    local client=$1 version
     "$client" buildx version >/dev/null 2>&1 && return 0
-    major=$("$client" version --format '{{.Client.Version}}' 2>/dev/null | cut -d. -f1) || return 1
-    [[ $major =~ ^[0-9]+$ ]] && ((major < 23))
+    # `docker --version` is the client's alone ("Docker version 20.10.24+dfsg1, build …"):
+    # it answers before any engine runs, unlike `docker version`.
+    version=$("$client" --version 2>/dev/null) || return 1
+    [[ $version =~ ^Docker\ version\ ([0-9]+)\. ]] && ((BASH_REMATCH[1] < 23))
 }
 
 pick_docker() {
@@ -245,6 +247,8 @@ ensure_base() {
 
 build_node_image() {
     local base=$1 tag=$2 started=$SECONDS
+    can_buildkit "$DOCKER" ||
+        die "$DOCKER cannot build with BuildKit (the Dockerfile needs it for COPY --chmod): install the buildx plugin, or Debian's docker.io, or set ARGUS_DOCKER"
     say "building $tag on $base"
     DOCKER_BUILDKIT=1 "$DOCKER" build -q -f images/argus-ray-node/Dockerfile \
         --build-arg "BASE_IMAGE=$base" -t "$tag" . >/dev/null
