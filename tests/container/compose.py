@@ -39,8 +39,11 @@ def setup(timeout_s: float = 1800) -> float:
     """Run ``container_env.sh setup``; returns its wall time. Raises HostCannotRunDocker
     (exit 3) or RuntimeError (any other failure, with the script's output)."""
     start = time.monotonic()
+    # Without the caller's ARGUS_* settings: the image tag and base are the CPU profile's
+    # defaults, the ones ComposeCluster runs.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}
     proc = subprocess.run([str(SETUP), "setup"], capture_output=True, text=True,
-                          timeout=timeout_s, cwd=REPO)
+                          timeout=timeout_s, cwd=REPO, env=env)
     if proc.returncode == CANNOT_RUN_DOCKER:
         lines = [line for line in proc.stderr.splitlines() if "cannot run Docker" in line]
         raise HostCannotRunDocker(lines[-1] if lines else proc.stderr.strip())
