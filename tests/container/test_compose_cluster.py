@@ -112,11 +112,15 @@ def test_docker_healthcheck_reports_healthy(cluster):
 
 
 def test_logs_reach_docker_logs_and_the_shared_volume(cluster):
-    head_logs = cluster.docker_cmd("logs", cluster.head)
-    assert "head-watchdog" in head_logs.stdout + head_logs.stderr
+    def docker_logs(container: str) -> str:
+        out = cluster.docker_cmd("logs", container)
+        return out.stdout + out.stderr
+
+    assert "head-watchdog" in docker_logs(cluster.head)
+    # The watchdog logs "registered" once it sees itself in the GCS, which may be a moment
+    # after this host saw it there.
     for worker in cluster.workers:
-        out = cluster.docker_cmd("logs", worker)
-        assert "registered" in out.stdout + out.stderr, f"{worker}: no join in docker logs"
+        poll(lambda w=worker: "registered" in docker_logs(w), 30, f"{worker}: join in docker logs")
     logs = cluster.shared / "common" / "logs"
     assert "registered" in (logs / "ray-worker-0" / "worker-watchdog.log").read_text()
     assert (logs / "ray-head" / "head-watchdog.log").stat().st_size > 0
