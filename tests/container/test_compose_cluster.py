@@ -89,16 +89,27 @@ def test_compose_up_publishes_head_json_and_both_workers_join(cluster):
 
 
 def test_argus_node_status_is_healthy_in_every_container(cluster):
+    def status(container: str) -> dict:
+        done = cluster.exec(container, "argus-node", "status", "--json", check=False)
+        result = json.loads(done.stdout)
+        assert done.returncode == (0 if result["ok"] else 1), done.stderr
+        return result
+
+    # A node's own view may lag this host's by a poll (a program still STARTING).
+    try:
+        poll(lambda: all(status(c)["ok"] for c in cluster.containers), 30,
+             "argus-node status ok in every container", 1.0)
+    except TimeoutError:
+        pytest.fail(f"{[status(c) for c in cluster.containers]}")
     record = cluster.head_record()
     assert record is not None
     for container in cluster.containers:
-        done = cluster.exec(container, "argus-node", "status", "--json", check=False)
-        status = json.loads(done.stdout)
-        assert done.returncode == 0 and status["ok"], (container, status)
-        assert status["head_record"]["generation"] == record.generation
+        node = status(container)
+        assert node["ok"], (container, node)
+        assert node["head_record"]["generation"] == record.generation
         expected = "healthy" if container == cluster.head else "joined"
-        assert status["ray"] == expected, (container, status)
-        assert status["programs"] and set(status["programs"].values()) == {"RUNNING"}
+        assert node["ray"] == expected, (container, node)
+        assert node["programs"] and set(node["programs"].values()) == {"RUNNING"}
 
 
 def test_docker_healthcheck_reports_healthy(cluster):
@@ -317,9 +328,11 @@ def test_docker_run_with_env_only_forms_a_cluster(image: str):
         poll(lambda: c.alive_worker_count() == 1, 120, "the worker joins the head", 0.5)
         (worker,) = [n for n in c.nodes() if n.alive and not n.is_head]
         assert worker.ip == c.ip(names[1]) and worker.resources["GPU"] == 2
-        for name in names:
-            status = json.loads(c.exec(name, "argus-node", "status", "--json").stdout)
-            assert status["ok"], status
+        def node_ok(name: str) -> bool:
+            done = c.exec(name, "argus-node", "status", "--json", check=False)
+            return done.returncode == 0 and json.loads(done.stdout)["ok"]
+
+        poll(lambda: all(node_ok(n) for n in names), 30, "argus-node status ok on both", 1.0)
         start = time.monotonic()
         c.docker_cmd("stop", *names, timeout_s=STOP_GRACE_S + 30)
         assert time.monotonic() - start < 15, "supervisord stops the node on SIGTERM"
