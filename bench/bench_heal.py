@@ -1,4 +1,4 @@
-"""Time to heal for each SPEC B6 fault on a local netns cluster (head + 2 workers).
+"""Time to heal for each node fault on a local netns cluster (head + 2 workers).
 
     sudo .venv/bin/python bench/bench_heal.py [--runs 3]
 

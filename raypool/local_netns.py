@@ -6,6 +6,7 @@ through a half-built cluster."""
 from __future__ import annotations
 
 import fcntl
+import shutil
 import subprocess
 
 from raypool.local_state import LocalCluster, LocalError, LocalNode
@@ -44,6 +45,36 @@ def setup_bridge(cluster: LocalCluster) -> None:
         _sh("ip", "link", "add", cluster.bridge, "type", "bridge")
         _sh("ip", "addr", "add", f"{cluster.subnet}.1/24", "dev", cluster.bridge)
         _sh("ip", "link", "set", cluster.bridge, "up")
+        allow_bridge_forwarding(cluster.bridge)
+
+
+def _forward_rule(bridge: str) -> list[str]:
+    return ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+
+
+def allow_bridge_forwarding(bridge: str) -> None:
+    """Let packets between the nodes on ``bridge`` through the host's FORWARD chain.
+
+    With br_netfilter loaded, bridged packets go through iptables' FORWARD chain, and a
+    Docker engine sets that chain's policy to DROP: without this rule no worker reaches
+    the head. The rule names this cluster's bridge only, so removing it on ``down``
+    (:func:`drop_bridge_forwarding`) touches nothing anyone else added. No iptables, no
+    filtering to get through.
+    """
+    if shutil.which("iptables") is None:
+        return
+    rule = _forward_rule(bridge)
+    if _sh("iptables", "-w", "-C", *rule, check=False).returncode != 0:
+        _sh("iptables", "-w", "-I", *rule)
+
+
+def drop_bridge_forwarding(bridge: str) -> None:
+    if shutil.which("iptables") is None:
+        return
+    rule = _forward_rule(bridge)
+    while _sh("iptables", "-w", "-C", *rule, check=False).returncode == 0:
+        if _sh("iptables", "-w", "-D", *rule, check=False).returncode != 0:
+            break
 
 
 def setup_netns(cluster: LocalCluster, node: LocalNode) -> None:
@@ -73,3 +104,4 @@ def remove_netns(node: LocalNode) -> None:
 def remove_bridge(cluster: LocalCluster) -> None:
     if cluster.bridge:
         _sh("ip", "link", "del", cluster.bridge, check=False)
+        drop_bridge_forwarding(cluster.bridge)

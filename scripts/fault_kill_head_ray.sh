@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SIGKILL the head's GCS; the head watchdog restarts Ray with a new generation and every
-# worker rejoins (SPEC B6).
+# worker rejoins.
 . "$(dirname "$0")/fault_lib.sh"
 parse_target "$@"
 if [ "$KIND" = local ]; then

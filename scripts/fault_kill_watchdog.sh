@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SIGKILL a node's watchdog; supervisord restarts it and the node rejoins (SPEC B6).
+# SIGKILL a node's watchdog; supervisord restarts it and the node rejoins.
 . "$(dirname "$0")/fault_lib.sh"
 parse_target "$@"
 if [ "$KIND" = local ]; then

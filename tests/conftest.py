@@ -1,5 +1,5 @@
 """Tier markers from the directory a test lives in, so `-m unit` / `-m integration` /
-`-m runtime` select a tier without every test file repeating it."""
+`-m runtime` / `-m container` select a tier without every test file repeating it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = {"unit": "unit", "integration": "integration", "runtime": "runtime", "verl": "verl"}
+_TIERS = {"unit": "unit", "integration": "integration", "runtime": "runtime",
+          "container": "container", "verl": "verl"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,4 +1,4 @@
-"""Static checks of docker-compose.yaml (SPEC B5): no Docker engine needed.
+"""Static checks of docker-compose.yaml and docker-compose.cpu.yaml: no Docker engine needed.
 
 ``${VAR:-default}`` interpolations are read with their defaults, which is what
 ``docker compose up`` uses on a machine without an .env file.
@@ -83,11 +83,16 @@ def test_nothing_sleeps_forever() -> None:
 
 def test_head_publishes_dashboard_and_api_ports(services: dict[str, dict]) -> None:
     head = services["ray-head"]
-    assert "8265:8265" in head["ports"]
-    assert "8080:8080" in head["ports"]
-    assert head.get("container_name") == "argus-ray-head", (
+    ports = [with_defaults(p) for p in head["ports"]]
+    assert "8265:8265" in ports
+    assert "8080:8080" in ports
+    assert with_defaults(head["container_name"]) == "argus-ray-head", (
         "scripts/2*_api.sh docker exec into argus-ray-head by default"
     )
+    names = [with_defaults(svc["container_name"]) for svc in services.values()]
+    assert names == ["argus-ray-head", "argus-ray-worker-0", "argus-ray-worker-1"]
+    assert all(svc["container_name"].startswith("${ARGUS_CONTAINER_PREFIX:-argus}-")
+               for svc in services.values()), "one prefix renames the whole cluster"
     for name, svc in services.items():
         if name != "ray-head":
             assert "ports" not in svc, f"{name}: workers publish nothing"
@@ -173,3 +178,78 @@ def test_node_environment_names_are_the_ones_raypool_reads(services: dict[str, d
         assert set(svc["environment"]) == used, f"{name}: only ARGUS_* settings"
     worker_env = services["ray-worker-0"]["environment"]
     assert with_defaults(worker_env["ARGUS_WORKER_RESOURCES_KV"]) == "worker_node=100"
+
+
+# -- the CPU / dev profile: docker-compose.cpu.yaml on top of the GPU file ------------------
+
+CPU_COMPOSE = REPO / "docker-compose.cpu.yaml"
+
+
+class _ComposeLoader(yaml.SafeLoader):
+    """safe_load plus compose's ``!reset`` tag (an override that removes a key)."""
+
+
+class Reset:
+    pass
+
+
+_ComposeLoader.add_constructor("!reset", lambda loader, node: Reset())
+
+
+def merged(base: dict, override: dict) -> dict:
+    """compose's merge of an override file: mappings merge, ``!reset`` removes, rest replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Reset):
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def cpu_services(services: dict[str, dict]) -> dict[str, dict]:
+    override = yaml.load(CPU_COMPOSE.read_text(), Loader=_ComposeLoader)
+    assert set(override["services"]) == set(services), "the profile covers every node"
+    return {name: merged(services[name], svc) for name, svc in override["services"].items()}
+
+
+def test_cpu_profile_drops_device_reservations_and_fakes_gpus(cpu_services) -> None:
+    for name, svc in cpu_services.items():
+        assert "deploy" not in svc, f"{name}: no NVIDIA device reservation on a CPU host"
+        assert "ulimits" not in svc, f"{name}: raising hard limits needs CAP_SYS_RESOURCE"
+        env = {k: with_defaults(str(v)) for k, v in svc["environment"].items()}
+        assert env["ARGUS_ROLE"] == role(svc)
+        if role(svc) == "worker":
+            assert env["ARGUS_WORKER_NUM_GPUS"] == "4" and env["ARGUS_WORKER_NUM_CPUS"] == "16"
+            assert env["ARGUS_WORKER_RESOURCES_KV"] == "worker_node=100"
+        else:
+            assert "ARGUS_WORKER_NUM_GPUS" not in env
+        assert "--object-store-memory=" in env["ARGUS_RAY_EXTRA_ARGS"]
+        assert "test" not in svc["healthcheck"], "the probe stays the image's"
+
+
+def test_cpu_profile_builds_its_own_tag_on_the_local_base(cpu_services, services) -> None:
+    pin = re.search(r'"ray\[default\]==([0-9.]+)"', (REPO / "pyproject.toml").read_text())
+    assert pin
+    for name, svc in cpu_services.items():
+        assert with_defaults(svc["image"]) == "argus/argus-ray-node:cpu", name
+        assert with_defaults(svc["image"]) != with_defaults(services[name]["image"])
+        base = with_defaults(svc["build"]["args"]["BASE_IMAGE"])
+        # the tag scripts/container_env.sh builds: keyed by the Ray the project pins
+        assert base == f"argus/ray-base:bookworm-ray{pin[1]}", name
+        assert svc["build"]["dockerfile"] == "images/argus-ray-node/Dockerfile"
+    script = (REPO / "scripts" / "container_env.sh").read_text()
+    assert "argus/argus-ray-node:cpu" in script and "bookworm-ray" in script
+
+
+def test_cpu_profile_reads_only_settings_raypool_knows(cpu_services) -> None:
+    known = raypool_env_names()
+    for name, svc in cpu_services.items():
+        used = set(svc["environment"])
+        assert used <= known, f"{name}: raypool does not read {sorted(used - known)}"
+    text = "\n".join(line for line in CPU_COMPOSE.read_text().splitlines()
+                     if not line.lstrip().startswith("#"))
+    assert "$" not in with_defaults(text), "every interpolation has a default"

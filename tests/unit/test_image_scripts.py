@@ -226,12 +226,75 @@ def test_unknown_arguments_are_refused(make_env) -> None:
         assert "unknown argument '--lokal'" in proc.stderr
 
 
+FAKE_DOCKER = """#!/bin/sh
+# Stand-in docker CLI: FAKE_DOCKER_MODE = no-engine | stopped | running
+# (running: `docker exec ... CONTAINER bash SCRIPT --local` runs the script on this host)
+log=${FAKE_DOCKER_LOG:-/dev/null}
+echo "docker $*" >>"$log"
+case "$FAKE_DOCKER_MODE:$1" in
+    no-engine:*) echo "Cannot connect to the Docker daemon" >&2; exit 1 ;;
+    *:info) exit 0 ;;
+    stopped:inspect) echo false; exit 0 ;;
+    running:inspect) echo true; exit 0 ;;
+    running:exec)
+        shift
+        while [ "$1" != bash ]; do
+            case "$1" in -e) echo "passes $2" >>"$log"; shift ;; esac
+            shift
+        done
+        exec "$@" ;;
+esac
+echo "fake docker: unexpected: $*" >&2
+exit 99
+"""
+
+
+def fake_docker_path(env: Env, mode: str) -> str:
+    """PATH with a stand-in docker first: the tests hold with or without a real engine."""
+    bindir = env.tmp / f"docker-{mode}"
+    bindir.mkdir()
+    (bindir / "docker").write_text(FAKE_DOCKER)
+    (bindir / "docker").chmod(0o755)
+    env.vars["FAKE_DOCKER_MODE"] = mode
+    env.vars["FAKE_DOCKER_LOG"] = str(env.tmp / "docker.log")
+    return f"{bindir}:{env.vars['PATH']}"
+
+
 def test_explicit_container_needs_a_docker_engine(make_env) -> None:
     env = make_env()
-    # No docker CLI on this PATH: the named container cannot be reached, so no fallback.
-    proc = env.run(STATUS, ARGUS_API_CONTAINER="argus-ray-head", PATH="/usr/bin:/bin")
+    # The named container cannot be reached without an engine: no fallback to this host.
+    path = fake_docker_path(env, "no-engine")
+    proc = env.run(STATUS, ARGUS_API_CONTAINER="argus-ray-head", PATH=path)
     assert proc.returncode == 2
     assert "no docker engine answers" in proc.stderr
+
+
+def test_explicit_container_must_be_running(make_env) -> None:
+    env = make_env()
+    path = fake_docker_path(env, "stopped")
+    proc = env.run(START, ARGUS_API_CONTAINER="my-head", PATH=path)
+    assert proc.returncode == 2
+    assert "container 'my-head' is not running" in proc.stderr
+    assert not env.run_dir.exists(), "nothing may start on this host instead"
+
+
+def test_the_docker_branch_reruns_the_script_inside_the_container(make_env) -> None:
+    env = make_env("serve")
+    path = fake_docker_path(env, "running")
+    # The stand-in docker runs `bash <repo>/scripts/<script> --local` here; the repo the
+    # container would mount is this one.
+    over = {"PATH": path, "ARGUS_API_REPO_IN_CONTAINER": str(REPO)}
+    start = env.run(START, **over)
+    assert start.returncode == 0, start.stderr
+    assert f"running (pid {env.pid()})" in start.stdout
+    log = (env.tmp / "docker.log").read_text()
+    assert "docker exec -i -e ARGUS_CONFIG -e ARGUS_API_HOST -e ARGUS_API_PORT" in log
+    assert f"argus-ray-head bash {REPO}/scripts/20_start_api.sh --local" in log
+    assert TOKEN not in log, "the token goes by name only, never on a command line"
+    assert "passes ARGUS_API_TOKEN" in log
+    assert env.run(STATUS, **over).returncode == 0
+    assert env.run(STOP, **over).returncode == 0
+    assert env.run(STATUS, "--local").returncode == 3
 
 
 def test_start_refuses_a_port_someone_else_answers_on(make_env) -> None:
@@ -338,13 +401,16 @@ def test_a_reused_pid_is_not_mistaken_for_the_service(make_env) -> None:
     assert not env.pid_file.exists(), "the stale pid file is cleared"
 
 
-def test_without_docker_the_scripts_fall_back_to_this_host(make_env) -> None:
+@pytest.mark.parametrize("mode", ["no-engine", "stopped"])
+def test_without_a_head_container_the_scripts_fall_back_to_this_host(make_env, mode) -> None:
     env = make_env("serve")
-    # No --local and no docker CLI on PATH: host mode.
-    path = env.vars["PATH"].split(":")[0] + ":/usr/bin:/bin"
+    # No --local, and no engine or no running argus-ray-head: host mode.
+    path = fake_docker_path(env, mode)
     proc = env.run(START, PATH=path)
     assert proc.returncode == 0, proc.stderr
+    assert f"running (pid {env.pid()})" in proc.stdout
     assert env.run(STOP, PATH=path).returncode == 0
+    assert "docker exec" not in (env.tmp / "docker.log").read_text()
 
 
 # -- the real service ---------------------------------------------------------------------
@@ -368,3 +434,61 @@ def test_real_api_starts_without_ray_and_stops(make_env) -> None:
     assert f"stopped (pid {pid})" in stop.stdout
     assert wait_gone(pid)
     assert env.run(STATUS, "--local").returncode == 3
+
+
+# -- scripts/container_env.sh: what it says on a host that cannot run Docker --------------
+
+CONTAINER_ENV = SCRIPTS / "container_env.sh"
+
+
+def test_container_env_parses_and_passes_shellcheck() -> None:
+    subprocess.run(["bash", "-n", str(CONTAINER_ENV)], check=True, timeout=30)
+    assert os.access(CONTAINER_ENV, os.X_OK)
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck not installed (scripts/bootstrap.sh installs it)")
+    proc = subprocess.run(["shellcheck", "-x", str(CONTAINER_ENV)], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout
+
+
+def run_container_env(tmp_path: Path, *args: str, uid: str = "1000", system: str = "Linux",
+                      engine: bool = False) -> subprocess.CompletedProcess[str]:
+    """container_env.sh with stand-ins for docker (engine answers or not), id and uname."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    stubs = {"docker": f"#!/bin/sh\nexit {0 if engine else 1}\n",
+             "id": f"#!/bin/sh\necho {uid}\n", "uname": f"#!/bin/sh\necho {system}\n"}
+    for name, text in stubs.items():
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "ARGUS_DOCKER": str(bindir / "docker")}
+    return subprocess.run([str(CONTAINER_ENV), *args], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("uid", "system", "reason"),
+    [("1000", "Linux", "no Docker engine answers and this user is not root"),
+     ("0", "Darwin", "needs a Linux host (got Darwin)")],
+)
+def test_container_env_says_when_a_host_cannot_run_docker(tmp_path: Path, uid: str,
+                                                          system: str, reason: str) -> None:
+    for command in ("check", "setup"):
+        proc = run_container_env(tmp_path, command, uid=uid, system=system)
+        assert proc.returncode == 3, proc.stderr
+        assert "container_env: cannot run Docker here: " in proc.stderr
+        assert reason in proc.stderr
+
+
+def test_container_env_check_passes_where_an_engine_answers(tmp_path: Path) -> None:
+    proc = run_container_env(tmp_path, "check", engine=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "this host can run Docker" in proc.stderr
+
+
+def test_container_env_refuses_unknown_commands_and_profiles(tmp_path: Path) -> None:
+    proc = run_container_env(tmp_path, "launch")
+    assert proc.returncode == 1 and "unknown command 'launch'" in proc.stderr
+    proc = run_container_env(tmp_path, "up", "tpu", engine=True)
+    assert proc.returncode == 1 and "profile must be cpu or gpu, got 'tpu'" in proc.stderr

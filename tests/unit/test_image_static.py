@@ -1,4 +1,4 @@
-"""Static checks of the argus-ray-node image (SPEC B1): no Docker engine needed.
+"""Static checks of the argus-ray-node image: no Docker engine needed.
 
 The Dockerfile is linted with hadolint and read instruction by instruction; the
 entrypoint is run for real with /bin/sh, with a stand-in ``argus-node`` on PATH.
@@ -150,6 +150,13 @@ def test_labels_and_healthcheck(dockerfile) -> None:
     assert len(checks) == 1
     probe = checks[0].split(" CMD ", 1)[1]
     assert json.loads(probe)[0] in ("argus-node", "supervisorctl")
+
+
+def test_no_syntax_directive() -> None:
+    # `# syntax=docker/dockerfile:1` makes BuildKit pull its frontend from Docker Hub: the
+    # build would fail on every host without it (mirror-only, air-gapped).
+    first = DOCKERFILE.read_text().splitlines()[0]
+    assert not re.match(r"#\s*syntax\s*=", first, re.IGNORECASE), first
 
 
 def test_nothing_sleeps_forever() -> None:
