@@ -80,9 +80,9 @@ from service.store import (
     RunnableRow,
     StaleState,
     Store,
-    iso,
     truncate_message,
 )
+from service.timefmt import iso
 
 log = logging.getLogger(__name__)
 
