@@ -21,9 +21,9 @@ submitters report they are warm and stops a second before they do, so it only se
 mixed load.
 
 Durability of POST: the store runs SQLite in WAL mode with ``synchronous=NORMAL`` (set in
-``service.store.connect``): an accepted task is committed to the WAL before the 201, so
-it survives a kill -9 of the service (the spec's requirement); only an OS crash or power
-loss can lose the last commits. ``FULL`` would add an fsync to every commit.
+``service.db.connect``): an accepted task is committed to the WAL before the 201, so
+it survives a kill -9 of the service; only an OS crash or power loss can lose the last
+commits. ``FULL`` would add an fsync to every commit.
 
     .venv/bin/python bench/bench_api.py [--duration 8] [--clients 50] [--tasks 100000]
                                         [--probe-rate 200] [--probe-clients 10]

@@ -2,8 +2,8 @@
 
 ``loop.run_in_executor`` with a ``ThreadPoolExecutor`` chains two futures through
 callbacks and takes a condition and a semaphore per call; for the API's short SQLite
-reads that hand-off cost more server CPU than the read itself (GET one task: ~350 us per
-request against ~260 us with an ``Offload``, measured with ``bench/bench_api.py``). An
+reads that hand-off cost more server CPU than the read itself (GET one task, in
+``bench/bench_api.py``: ~90 us more per request than through an ``Offload``). An
 ``Offload`` is a FIFO queue served by ``threads`` threads that live as long as it does
 (started by its first call): a thread takes the next call without any per-call set-up,
 and hands the result back to the event loop with one ``call_soon_threadsafe``.

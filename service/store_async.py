@@ -6,8 +6,9 @@ these methods instead, and the event loop serves other requests meanwhile.
 
 * Reads run on ``READ_THREADS`` threads, each with a reading connection of its own
   (``service.store_reads``): a read never waits for a write.
-* Writes run on one thread: they take the store's writer lock in turn anyway, and one
-  thread keeps a burst of submissions from piling threads up on that lock.
+* Writes run on one thread: they take the store's writer lock in turn anyway, one thread
+  keeps a burst of submissions from piling threads up on that lock, and a task id found
+  free (``create_task``) is still free when it is inserted.
 
 Both are ``offload.Offload`` lanes (a cheaper hand-off than ``run_in_executor``).
 
