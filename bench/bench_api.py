@@ -13,12 +13,20 @@ Each endpoint is measured twice, ``--duration`` seconds each:
   schedule, latency counted from the scheduled send time so a stall is not hidden) ->
   p50/p99 at that load.
 
+One more row mixes the two kinds of request: GET one task, paced at ``--probe-rate``
+(200/s) from ``--probe-clients`` (10) connections, while ``--clients`` (50) other
+connections submit flat out, each from its own load process. It shows whether a read
+waits behind the writes (the store's lock, the event loop). The probe starts once the
+submitters report they are warm and stops a second before they do, so it only sees the
+mixed load.
+
 Durability of POST: the store runs SQLite in WAL mode with ``synchronous=NORMAL`` (set in
-``service.store.connect``): an accepted task is committed to the WAL before the 201, so
-it survives a kill -9 of the service (the spec's requirement); only an OS crash or power
-loss can lose the last commits. ``FULL`` would add an fsync to every commit.
+``service.db.connect``): an accepted task is committed to the WAL before the 201, so
+it survives a kill -9 of the service; only an OS crash or power loss can lose the last
+commits. ``FULL`` would add an fsync to every commit.
 
     .venv/bin/python bench/bench_api.py [--duration 8] [--clients 50] [--tasks 100000]
+                                        [--probe-rate 200] [--probe-clients 10]
 """
 
 from __future__ import annotations
@@ -117,6 +125,7 @@ async def _load(url: str, method: str, body: bytes | None, clients: int, duratio
         for _ in range(min(clients, 20)):  # warm the connections up
             await one(time.perf_counter())
         latencies.clear()
+        print("warm", flush=True)  # the driver may start other load on this signal
         start = time.perf_counter()
         end = start + duration
 
@@ -181,16 +190,51 @@ def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 30.0) -> N
     raise SystemExit("server did not become healthy in time")
 
 
-def _run_load(url: str, method: str, args: argparse.Namespace, rate: float | None,
-              body: str | None = None) -> dict[str, Any]:
+def _load_cmd(url: str, method: str, clients: int, duration: float, rate: float | None,
+              body: str | None = None) -> list[str]:
     cmd = [sys.executable, __file__, "load", "--url", url, "--method", method,
-           "--clients", str(args.clients), "--duration", str(args.duration)]
+           "--clients", str(clients), "--duration", str(duration)]
     if rate is not None:
         cmd += ["--rate", str(rate)]
     if body is not None:
         cmd += ["--body", body]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return cmd
+
+
+def _result(out: str) -> dict[str, Any]:
     return json.loads(out.splitlines()[-1])
+
+
+def _run_load(url: str, method: str, args: argparse.Namespace, rate: float | None,
+              body: str | None = None) -> dict[str, Any]:
+    cmd = _load_cmd(url, method, args.clients, args.duration, rate, body)
+    return _result(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def _run_mixed(get_url: str, post_url: str, body: str,
+               args: argparse.Namespace) -> dict[str, Any]:
+    """GET probe (paced) inside a window of POSTs from ``args.clients`` flat-out clients."""
+    writers = subprocess.Popen(
+        _load_cmd(post_url, "POST", args.clients, args.duration, None, body),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert writers.stdout is not None
+        if writers.stdout.readline().strip() != "warm":  # blocks until warm-up is over
+            raise SystemExit(f"POST load failed to start: {writers.communicate()[1]}")
+        probe_cmd = _load_cmd(get_url, "GET", args.probe_clients,
+                              max(1.0, args.duration - 1.0), args.probe_rate)
+        probe = _result(
+            subprocess.run(probe_cmd, check=True, capture_output=True, text=True).stdout
+        )
+        out, err = writers.communicate(timeout=args.duration + 60)
+    finally:
+        if writers.poll() is None:
+            writers.kill()
+    if writers.returncode != 0:
+        raise SystemExit(f"POST load failed: {err}")
+    probe["writers"] = _result(out)
+    return probe
 
 
 def drive(args: argparse.Namespace) -> int:
@@ -234,6 +278,7 @@ def drive(args: argparse.Namespace) -> int:
             cpu = (after.user - before.user) + (after.system - before.system)
             # includes warm-up requests and the scheduler thread: an upper bound
             results[name]["cpu_us"] = cpu / max(1, results[name]["requests"]) * 1e6
+        mixed = _run_mixed(get_url, post_url, body, args)
         rss_mb = proc.memory_info().rss / 2**20
     finally:
         server.send_signal(signal.SIGTERM)
@@ -247,6 +292,13 @@ def drive(args: argparse.Namespace) -> int:
     for name, r in results.items():
         print(f"{name:<16}{r['requests']:>10}{r['errors']:>8}{r['rps']:>10.0f}"
               f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['cpu_us']:>19.0f}")
+    writers = mixed["writers"]
+    print(f"{'GET during POSTs':<16}{mixed['requests']:>10}{mixed['errors']:>8}"
+          f"{mixed['rps']:>10.0f}{mixed['p50_ms']:>9.2f}{mixed['p99_ms']:>9.2f}"
+          f"{'':>19}")
+    print(f"  (GET paced at {args.probe_rate:g}/s from {args.probe_clients} clients while "
+          f"{args.clients} clients submit flat out: {writers['rps']:.0f} POST/s, "
+          f"p99 {writers['p99_ms']:.1f} ms, {writers['errors']} errors)")
     print(f"machine load average after the run: {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs (other work on the host skews latency)")
     print(f"server RSS after the run: {rss_mb:.0f} MB")
@@ -257,7 +309,7 @@ def drive(args: argparse.Namespace) -> int:
         ("POST p99 ms (paced)", results["POST paced"]["p99_ms"], "<=", FLOORS["post_p99_ms"]),
         ("server RSS MB", rss_mb, "<=", FLOORS["rss_mb"]),
     ]
-    ok = all(r["errors"] == 0 for r in results.values())
+    ok = all(r["errors"] == 0 for r in (*results.values(), mixed, mixed["writers"]))
     print("\nfloor checks:")
     for name, value, op, floor in checks:
         passed = value >= floor if op == ">=" else value <= floor
@@ -285,6 +337,8 @@ def main() -> int:
         q.add_argument("--clients", type=int, default=50)
         q.add_argument("--tasks", type=int, default=100_000)
         q.add_argument("--runnable", type=int, default=1_000)
+        q.add_argument("--probe-rate", type=float, default=200.0)
+        q.add_argument("--probe-clients", type=int, default=10)
     args = p.parse_args()
     if args.role == "serve":
         run_server(args.config, args.port)

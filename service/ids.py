@@ -1,4 +1,4 @@
-"""Task ids and Ray submission ids (SPEC A3).
+"""Task ids and Ray submission ids.
 
 ``task_id`` is ``<prefix>-<workload>-<YYYYMMDD>-<HHMMSS>-<4 hex>`` in UTC, readable and
 sortable by creation time; the 4 random hex digits tell apart tasks created in the same

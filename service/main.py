@@ -28,6 +28,7 @@ from service.app import create_app
 from service.artifacts import Artifacts
 from service.cluster import Cluster
 from service.config import ConfigError, Settings, load_settings
+from service.db import SchemaError
 from service.metrics import MeteredScheduler, ServiceMetrics
 from service.scheduler import Scheduler, SchedulerLoop
 from service.store import Store
@@ -149,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     cluster = RayCluster(settings)
     try:
         app = build_service(settings, token, cluster)
-    except (OSError, sqlite3.Error) as exc:
+    except (OSError, sqlite3.Error, SchemaError) as exc:
         _fail(f"cannot open the database {settings.resolved_db_path}: {exc}")
     log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
              settings.resolved_db_path, settings.head_json or settings.ray_address)

@@ -15,7 +15,7 @@ one process independent. Families:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -23,9 +23,22 @@ from prometheus_client.registry import Collector
 
 from service.states import TaskState
 
+if TYPE_CHECKING:
+    from service.scheduler import Scheduler, TickReport
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 TICK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class LoopCounters(Protocol):
+    """The scheduler loop's public counters (``scheduler.SchedulerLoop``)."""
+
+    @property
+    def ticks(self) -> int: ...
+
+    @property
+    def errors(self) -> int: ...
 
 
 class _TaskStateCollector(Collector):
@@ -45,7 +58,7 @@ class _TaskStateCollector(Collector):
 class _SchedulerLoopCollector(Collector):
     """Reads the scheduler loop's public counters (``ticks``, ``errors``) at scrape time."""
 
-    def __init__(self, loop: Any) -> None:
+    def __init__(self, loop: LoopCounters) -> None:
         self._loop = loop
 
     def collect(self) -> Iterator[CounterMetricFamily]:
@@ -64,7 +77,7 @@ class ServiceMetrics:
     def __init__(
         self,
         counts_by_state: Callable[[], Mapping[str, int]],
-        scheduler_loop: Any | None = None,
+        scheduler_loop: LoopCounters | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.http_requests = Counter(
@@ -94,20 +107,22 @@ class ServiceMetrics:
         if scheduler_loop is not None:
             self.watch_loop(scheduler_loop)
 
-    def watch_loop(self, scheduler_loop: Any) -> None:
+    def watch_loop(self, scheduler_loop: LoopCounters) -> None:
         """Export the loop's tick and error counters (once per app)."""
         self.registry.register(_SchedulerLoopCollector(scheduler_loop))
 
     def observe_request(self, method: str, route: str, status: int) -> None:
         self.http_requests.labels(method, route, str(status)).inc()
 
-    def observe_tick(self, report: Any) -> None:
+    def observe_tick(self, report: TickReport) -> None:
         """Record one scheduler ``TickReport`` (duration, submits to Ray, retries)."""
         self.tick_duration.observe(report.duration_s)
         self.ray_submits.inc(report.submitted)
         self.retries.inc(report.retried)
 
     def render(self) -> bytes:
+        """The exposition text. Reads the store (tasks by state): call it off the event
+        loop."""
         return generate_latest(self.registry)
 
 
@@ -118,14 +133,14 @@ class MeteredScheduler:
     Prometheus and the loop needs no hook.
     """
 
-    def __init__(self, scheduler: Any, metrics: ServiceMetrics) -> None:
+    def __init__(self, scheduler: Scheduler, metrics: ServiceMetrics) -> None:
         self._scheduler = scheduler
         self._metrics = metrics
 
-    def startup(self, now: float) -> Any:
+    def startup(self, now: float) -> TickReport:
         return self._scheduler.startup(now)
 
-    def tick(self, now: float) -> Any:
+    def tick(self, now: float) -> TickReport:
         report = self._scheduler.tick(now)
         self._metrics.observe_tick(report)
         return report

@@ -1,4 +1,4 @@
-"""The scheduler: one ``tick(now)`` that moves every task one step (SPEC A5).
+"""The scheduler: one ``tick(now)`` that moves every task one step.
 
 A tick, in order:
 
@@ -78,10 +78,10 @@ from service.store import (
     RunnableRow,
     StaleState,
     Store,
-    iso,
     truncate_message,
 )
 from service.submission import build_submit_request
+from service.timefmt import iso
 from service.workloads import driver
 
 log = logging.getLogger(__name__)

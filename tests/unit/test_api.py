@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service import app as app_mod
-from service.app import ROUTES, Waker, create_app
+from service.api import handlers
+from service.api.deps import DEPS
+from service.api.waker import Waker
+from service.app import ROUTES, create_app
 from service.artifacts import Artifacts
 from service.cluster_fake import FakeCluster
 from service.config import Settings
@@ -574,8 +576,8 @@ async def test_each_app_has_its_own_registry(aiohttp_client, env):
     one = await aiohttp_client(make_app(env))
     await submit(one, env)
     other = create_app(env.settings, env.store, env.cluster, env.artifacts, token=TOKEN)
-    assert other[app_mod.DEPS].metrics.registry is not env.metrics.registry
-    text = other[app_mod.DEPS].metrics.render().decode()
+    assert other[DEPS].metrics.registry is not env.metrics.registry
+    text = other[DEPS].metrics.render().decode()
     assert "argus_task_submits_total 0.0" in text
 
 
@@ -615,3 +617,74 @@ async def test_submissions_in_a_burst_wake_the_loop_once(aiohttp_client, env):
     for _ in range(3):
         await submit(client, env)
     assert env.loop.wakes == 1
+
+
+# -- nothing blocks the event loop -----------------------------------------------------
+
+
+async def test_requests_are_served_while_a_write_waits_for_the_store_lock(client, env):
+    """A submit waiting for the store's writer lock (held here as a long scheduler
+    transaction would) waits on the store's thread: reads and health still answer."""
+    task_id = await submit(client, env)
+    held, release = threading.Event(), threading.Event()
+
+    def long_transaction() -> None:
+        with env.store._tx():
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=long_transaction)
+    holder.start()
+    try:
+        assert await asyncio.to_thread(held.wait, 10)
+        post = asyncio.ensure_future(
+            client.post("/api/v2/tasks", data=jobspec(env.shared), headers=YAML))
+        view = await asyncio.wait_for(get_json(client, f"/api/v2/tasks/{task_id}"), 10)
+        assert view["state"] == "QUEUED"
+        queue = await asyncio.wait_for(get_json(client, "/api/v2/queue"), 10)
+        assert [t["task_id"] for t in queue["pending"]] == [task_id]
+        health = await asyncio.wait_for(client.get("/healthz"), 10)
+        assert health.status == 200
+        assert not post.done()  # still waiting for the lock, off the loop
+    finally:
+        release.set()
+        await asyncio.to_thread(holder.join, 10)
+    resp = await asyncio.wait_for(post, 10)
+    assert resp.status == 201
+    assert env.store.task_exists((await resp.json())["task_id"])
+
+
+async def test_store_calls_and_parsing_run_off_the_event_loop(client, env, monkeypatch):
+    seen: dict[str, str] = {}
+
+    def spy(name: str, fn):
+        def call(*args: Any, **kw: Any) -> Any:
+            seen.setdefault(name, threading.current_thread().name)  # the first call
+            return fn(*args, **kw)
+        return call
+
+    monkeypatch.setattr(handlers, "parse_jobspec", spy("parse", handlers.parse_jobspec))
+    for method in ("create_task", "get_task", "list_tasks", "list_attempts", "events",
+                   "get_attempt", "queue", "cancel"):
+        monkeypatch.setattr(env.store, method, spy(method, getattr(env.store, method)))
+    # /metrics counts tasks by state in the store while it renders
+    monkeypatch.setattr(env.metrics, "render", spy("metrics", env.metrics.render))
+    task_id = await submit(client, env)
+    await get_json(client, f"/api/v2/tasks/{task_id}")
+    await get_json(client, "/api/v2/tasks")
+    await get_json(client, f"/api/v2/tasks/{task_id}/attempts")
+    await get_json(client, f"/api/v2/tasks/{task_id}/events")
+    await get_json(client, "/api/v2/queue")
+    assert (await logs(client, task_id)).status == 404  # no attempt yet
+    assert (await client.get("/metrics", headers=AUTH)).status == 200
+    assert (await cancel(client, task_id))[0] == 200
+    loop_thread = threading.current_thread().name
+    assert set(seen) == {"parse", "create_task", "get_task", "list_tasks", "list_attempts",
+                         "events", "get_attempt", "queue", "cancel", "metrics"}
+    assert loop_thread not in seen.values()
+    writes = {"create_task", "cancel"}
+    assert all(seen[m].startswith("argus-store-write") for m in writes), seen
+    assert all(seen[m].startswith("argus-store-read") for m in
+               {"get_task", "list_tasks", "list_attempts", "events", "get_attempt", "queue"})
+    assert seen["parse"].startswith("argus-api-work")
+    assert seen["metrics"].startswith("argus-api-work")

@@ -147,7 +147,9 @@ async def test_400_unparseable_bodies(client, body, field):
     ({"limit": "ten"}, ["limit"]),
     ({"cursor": "not-a-cursor"}, ["cursor"]),
     ({"cursor": "c2VxOi01"}, ["cursor"]),  # base64 of "seq:-5"
+    ({"cursor": "c2VxOjkyMjMzNzIwMzY4NTQ3NzU4MDg"}, ["cursor"]),  # "seq:2**63": past SQLite
     ({"state": "nope", "limit": "-1"}, ["state", "limit"]),
+    ({"limit": "0", "cursor": "nope"}, ["limit", "cursor"]),
 ])
 async def test_400_list_parameters(client, params, fields):
     resp = await client.get("/api/v2/tasks", headers=AUTH, params=params)

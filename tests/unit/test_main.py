@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import sys
 import threading
 import time
@@ -201,6 +202,21 @@ def test_unopenable_database_exits_2(tmp_path, monkeypatch, capsys, fake_ray, ru
                        "--db", str(blocker / "sub" / "db.sqlite3")])
     assert exc.value.code == 2
     assert "cannot open the database" in capsys.readouterr().err
+    assert run_app_calls == []
+
+
+def test_database_of_a_newer_version_exits_2(tmp_path, monkeypatch, capsys, fake_ray,
+                                             run_app_calls):
+    monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
+    db = tmp_path / "newer.sqlite3"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    with pytest.raises(SystemExit) as exc:
+        main_mod.main(["--config", str(write_config(tmp_path)), "--db", str(db)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "cannot open the database" in err and "newer than this code" in err
     assert run_app_calls == []
 
 

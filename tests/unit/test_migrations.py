@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import sqlite3
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from service.states import FailureKind, RayStatus, TaskState
-from service.store import (
-    Store,
-    StoreError,
+from service.db import (
+    SchemaError,
     connect,
+    connect_reader,
     initialize,
     migration_files,
     schema_version,
 )
+from service.states import FailureKind, RayStatus, TaskState
+from service.store import Store
+
+
+def _tuples(conn: sqlite3.Connection, sql: str) -> list[tuple[object, ...]]:
+    return [tuple(r) for r in conn.execute(sql)]
 
 
 def _objects(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
@@ -26,10 +32,10 @@ def _objects(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
         "ORDER BY name"
     ):
         if kind == "table":
-            cols = conn.execute(f"PRAGMA table_xinfo({name})").fetchall()
-            detail = repr(cols) + repr(conn.execute(f"PRAGMA foreign_key_list({name})").fetchall())
+            cols = _tuples(conn, f"PRAGMA table_xinfo({name})")
+            detail = repr(cols) + repr(_tuples(conn, f"PRAGMA foreign_key_list({name})"))
         else:
-            detail = repr(conn.execute(f"PRAGMA index_xinfo({name})").fetchall())
+            detail = repr(_tuples(conn, f"PRAGMA index_xinfo({name})"))
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
         where = sql.split(" WHERE ", 1)[1].split() if sql and " WHERE " in sql else []
         out.append((kind, f"{name}:{tbl}", detail + repr(where)))
@@ -53,7 +59,7 @@ def test_reopen_is_idempotent_and_newer_db_refused(tmp_path: Path) -> None:
     conn = connect(path)
     conn.execute("PRAGMA user_version = 99")
     conn.close()
-    with pytest.raises(StoreError, match="newer than this code"):
+    with pytest.raises(SchemaError, match="newer than this code"):
         Store(path)
 
 
@@ -62,17 +68,31 @@ def test_foreign_db_refused(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE x (a)")
     conn.close()
-    with pytest.raises(StoreError, match="not an Argus database"):
+    with pytest.raises(SchemaError, match="not an Argus database"):
         Store(path)
 
 
 def test_pragmas(tmp_path: Path) -> None:
     store = Store(str(tmp_path / "sub" / "dir" / "db.sqlite3"))  # parent dirs created
     conn = store._conn
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+    assert conn.execute("PRAGMA journal_mode").fetchone()["journal_mode"] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()["synchronous"] == 1  # NORMAL
+    assert conn.execute("PRAGMA foreign_keys").fetchone()["foreign_keys"] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()["timeout"] >= 1000
+    reader = connect_reader(store.db_path)
+    assert reader.execute("PRAGMA query_only").fetchone()["query_only"] == 1
+    assert reader.execute("PRAGMA busy_timeout").fetchone()["timeout"] >= 1000
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        reader.execute("DELETE FROM events")
+    reader.close()
     store.close()
+
+
+def test_rows_are_read_by_name(tmp_path: Path) -> None:
+    conn = connect(str(tmp_path / "db.sqlite3"))
+    assert conn.row_factory is sqlite3.Row
+    assert conn.execute("SELECT 7 AS seven").fetchone()["seven"] == 7
+    conn.close()
 
 
 def test_check_constraints_mirror_the_enums(tmp_path: Path) -> None:
@@ -94,3 +114,26 @@ def test_check_constraints_mirror_the_enums(tmp_path: Path) -> None:
     with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
         conn.execute(att.replace("'t0'", "'nope'"), (51, "s51", None, None))
     store.close()
+
+
+def _shipped(path: Path, root: Path, package_data: dict[str, list[str]]) -> bool:
+    """Whether a setuptools package-data pattern (relative to its package) names ``path``."""
+    for package, patterns in package_data.items():
+        base = root / package.replace(".", "/")
+        if path.is_relative_to(base):
+            rel = path.relative_to(base)
+            if any(rel.match(p) and len(rel.parts) == len(Path(p).parts) for p in patterns):
+                return True
+    return False
+
+
+def test_every_sql_file_ships_with_the_package() -> None:
+    """The schema, migrations and queries are read at run time: each must be matched by a
+    package-data pattern in pyproject.toml, or an installed service cannot start."""
+    root = Path(__file__).resolve().parents[2]
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    package_data = pyproject["tool"]["setuptools"]["package-data"]
+    sql_files = sorted((root / "service").rglob("*.sql"))
+    assert len(sql_files) >= 3
+    for path in sql_files:
+        assert _shipped(path, root, package_data), f"{path.relative_to(root)} is not shipped"

@@ -1,22 +1,26 @@
-"""Store: creation, views (SPEC A7 shapes), queue positions, pagination, cancel, CAS."""
+"""Store: creation, typed rows, queue positions, pagination, cancel, CAS, named queries."""
 
 from __future__ import annotations
 
+import re
+import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
 
-from service.states import TaskState
+from service.sql import QUERIES, parse_queries
+from service.states import RUNNABLE, TaskState
 from service.store import (
+    ACTIVE,
+    MAX_SEQ,
     AttemptEnd,
-    InvalidCursor,
+    BulkTask,
+    CancelKind,
     StaleState,
     Store,
     TaskExists,
-    decode_cursor,
-    encode_cursor,
-    iso,
+    TaskRow,
     truncate_message,
 )
 
@@ -45,15 +49,13 @@ def test_create_and_view(store: Store) -> None:
                       spec={"workload": "ppo"}, nnodes=2, n_gpus_per_node=4,
                       user=None, now=1766500321.5)
     view = store.get_task(tid(1))
-    assert view is not None
-    assert view.to_dict() == {
-        "task_id": tid(1), "state": "QUEUED", "workload": "ppo", "user": None,
-        "created_at": "2025-12-23T14:32:01.500Z", "updated_at": "2025-12-23T14:32:01.500Z",
-        "desired_resources": {"nnodes": 2, "n_gpus_per_node": 4, "total_gpus": 8},
-        "latest_attempt": None, "error_summary": None, "pending_reason": None,
-        "queue_position": 1, "next_run_at": "2025-12-23T14:32:01.500Z",
-        "cancel_requested": False,
-    }
+    assert view == TaskRow(
+        seq=1, task_id=tid(1), state=S.QUEUED, workload="ppo", user=None, nnodes=2,
+        n_gpus_per_node=4, created_at=1766500321.5, updated_at=1766500321.5,
+        next_run_at=1766500321.5, error_summary=None, pending_reason=None,
+        cancel_requested_at=None, latest_attempt=None, queue_position=1,
+    )
+    assert view.total_gpus == 8 and not view.cancel_requested
     assert store.task_exists(tid(1)) and not store.task_exists(tid(2))
     assert store.get_task(tid(2)) is None
     with pytest.raises(TaskExists):
@@ -82,22 +84,26 @@ def test_queue_positions_follow_fifo_among_runnable(store: Store) -> None:
 def test_pagination_newest_first(store: Store) -> None:
     ids = [add(store, i) for i in range(1, 8)]
     store.claim_for_submit(ids[2], S.QUEUED, 101.0)
-    seen, cursor = [], None
+    seen, before, pages = [], None, []
     while True:
-        page, cursor = store.list_tasks(limit=3, cursor=cursor)
+        page, before = store.list_tasks(limit=3, before_seq=before)
         seen += [t.task_id for t in page]
-        if cursor is None:
+        pages.append(len(page))
+        if before is None:
             break
-    assert seen == ids[::-1]
-    page, cursor = store.list_tasks(state=S.SUBMITTING, limit=3)
-    assert [t.task_id for t in page] == [ids[2]] and cursor is None
+        assert before == page[-1].seq  # the next page starts below the last row
+    assert seen == ids[::-1] and pages == [3, 3, 1]
+    page, before = store.list_tasks(state=S.SUBMITTING, limit=3)
+    assert [t.task_id for t in page] == [ids[2]] and before is None
     assert page[0].latest_attempt.ray_submission_id == ids[2] + "--a01"
-    for bad in ("nope", encode_cursor(5)[:-1] + "!", "c2VxOi0x"):  # junk, bad b64, seq:-1
-        with pytest.raises(InvalidCursor):
-            store.list_tasks(limit=3, cursor=bad)
+    page, before = store.list_tasks(state=S.QUEUED, limit=2, before_seq=6)
+    assert [t.task_id for t in page] == [ids[4], ids[3]] and before == 4
+    assert [t.queue_position for t in page] == [4, 3]  # ids[2] left the queue
+    for bad in (0, -1, MAX_SEQ + 1, True, "5"):
+        with pytest.raises(ValueError, match="before_seq"):
+            store.list_tasks(limit=3, before_seq=bad)
     with pytest.raises(ValueError, match="limit"):
         store.list_tasks(limit=0)
-    assert decode_cursor(encode_cursor(42)) == 42
 
 
 def test_attempt_numbers_and_reuse_of_unaccepted_ids(store: Store) -> None:
@@ -113,7 +119,8 @@ def test_attempt_numbers_and_reuse_of_unaccepted_ids(store: Store) -> None:
     store.schedule_retry(t, S.SUBMITTED, 1, AttemptEnd("FAILED", "INSUFFICIENT_RESOURCES", "m"),
                          next_run_at=200.0, reason="retry later", now=105.0)
     view = store.get_task(t)
-    assert view.state is S.PENDING_RESOURCES and view.to_dict()["next_run_at"] == iso(200.0)
+    assert view.state is S.PENDING_RESOURCES and view.next_run_at == 200.0
+    assert view.pending_reason == "retry later"
     assert store.runnable(199.9, 10) == [] and len(store.runnable(200.0, 10)) == 1
     c2 = store.claim_for_submit(t, S.PENDING_RESOURCES, 201.0)
     assert c2.ray_submission_id == t + "--a02"  # accepted ids are never reused
@@ -121,7 +128,7 @@ def test_attempt_numbers_and_reuse_of_unaccepted_ids(store: Store) -> None:
     assert store.get_attempt(t).attempt_no == 2
     first = store.get_attempt(t, 1)
     assert first.failure_kind == "INSUFFICIENT_RESOURCES" and first.submitted_at == 104.0
-    assert first.to_dict()["submitted_at"] == iso(104.0)
+    assert (first.created_at, first.ray_status, first.message) == (101.0, "FAILED", "m")
     assert store.get_attempt(t, 3) is None
     kinds = [e.event_type for e in store.events(t)]
     assert "SUBMIT" in kinds and "RETRY_SCHEDULED" in kinds
@@ -136,25 +143,27 @@ def test_cancel_from_every_state(store: Store, state: TaskState) -> None:
         conn.execute("UPDATE tasks SET state = ?, latest_attempt_no = 1 WHERE task_id = ?",
                      (state.value, t))
     out = store.cancel(t, 150.0)
-    expected = {S.QUEUED: "canceled", S.PENDING_RESOURCES: "canceled",
-                S.SUBMITTING: "stopping", S.SUBMITTED: "stopping", S.RUNNING: "stopping"}
-    assert out.kind == expected.get(state, "terminal")
-    if out.kind == "canceled":
+    K = CancelKind
+    expected = {S.QUEUED: K.CANCELED, S.PENDING_RESOURCES: K.CANCELED,
+                S.SUBMITTING: K.STOPPING, S.SUBMITTED: K.STOPPING, S.RUNNING: K.STOPPING}
+    assert out.kind is expected.get(state, K.TERMINAL)
+    if out.kind is K.CANCELED:
         assert out.task.state is S.CANCELED and out.task.queue_position is None
-    elif out.kind == "stopping":
+    elif out.kind is K.STOPPING:
         assert out.task.state is state and out.task.cancel_requested
         assert out.ray_submission_id == t + "--a01"
-        assert store.cancel(t, 151.0).kind == "stopping"  # idempotent: one event only
+        assert store.cancel(t, 151.0).kind is K.STOPPING  # idempotent: one event only
         assert [e.event_type for e in store.events(t)].count("CANCEL_REQUESTED") == 1
     else:
         assert out.task.state is state and not out.task.cancel_requested
-    assert store.cancel(tid(99), 150.0).kind == "not_found"
+    missing = store.cancel(tid(99), 150.0)
+    assert missing.kind is K.NOT_FOUND and missing.task is None
 
 
 def test_cancel_during_submitting_completes_when_claim_released(store: Store) -> None:
     t = add(store, 1)
     store.claim_for_submit(t, S.QUEUED, 101.0)
-    assert store.cancel(t, 102.0).kind == "stopping"
+    assert store.cancel(t, 102.0).kind is CancelKind.STOPPING
     assert store.release_claim(t, 1, "unreachable", 103.0) is S.CANCELED
     assert store.get_task(t).state is S.CANCELED
 
@@ -232,21 +241,72 @@ def test_runnable_and_active_reads(store: Store) -> None:
     assert store.active([S.SUBMITTING]) == []
 
 
-def test_queries_use_the_partial_indexes(store: Store) -> None:
-    """Cost must not grow with finished tasks: the hot queries scan runnable/active rows."""
-    from service.store import ACTIVE_SQL, RUNNABLE_SQL
+def _plan(store: Store, sql: str, params: dict[str, object]) -> str:
+    return " ".join(r["detail"] for r in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
 
-    plans = {
-        "pick": f"SELECT seq FROM tasks INDEXED BY tasks_runnable WHERE {RUNNABLE_SQL} "
-                "AND next_run_at <= 1 ORDER BY seq LIMIT 5",
-        "position": f"SELECT count(*) FROM tasks INDEXED BY tasks_runnable WHERE "
-                    f"{RUNNABLE_SQL} AND seq < 5",
-        "active": f"SELECT seq FROM tasks INDEXED BY tasks_active WHERE {ACTIVE_SQL}",
-    }
-    for name, sql in plans.items():
-        plan = " ".join(r[3] for r in store._conn.execute("EXPLAIN QUERY PLAN " + sql))
-        assert "tasks_runnable" in plan or "tasks_active" in plan, name
-        assert "TEMP B-TREE" not in plan, name
+
+# The named queries over runnable / active rows, and the partial index each must scan.
+# Task reads count the runnable rows ahead of a runnable task (its queue position).
+HOT_QUERIES = {
+    "runnable": ("tasks_runnable", {"now": 1.0, "limit": 5}),
+    "queue_pending": ("tasks_runnable", {}),
+    "get_task": ("tasks_runnable", {"task_id": "x"}),
+    "list_tasks": ("tasks_runnable", {"before_seq": MAX_SEQ, "limit": 3}),
+    "list_tasks_in_state": ("tasks_runnable",
+                            {"state": "QUEUED", "before_seq": MAX_SEQ, "limit": 3}),
+    "active": ("tasks_active", {}),
+    "queue_running": ("tasks_active", {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOT_QUERIES))
+def test_queries_use_the_partial_indexes(store: Store, name: str) -> None:
+    """Cost must not grow with finished tasks: the hot queries scan runnable/active rows."""
+    index, params = HOT_QUERIES[name]
+    plan = _plan(store, QUERIES[name], params)
+    assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, plan
+    assert "TEMP B-TREE" not in plan, plan
+
+
+def _index_terms(store: Store) -> dict[str, str]:
+    """``{index: its WHERE term}`` of the partial indexes, as SQLite holds them."""
+    rows = store._conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql LIKE '%WHERE%'"
+    )
+    return {r["name"]: " ".join(r["sql"].split(" WHERE ", 1)[1].split()) for r in rows}
+
+
+def test_partial_index_terms_are_repeated_literally_and_mirror_the_states(store) -> None:
+    """SQLite uses a partial index only when the query repeats its term: every query that
+    names one (INDEXED BY) spells its term out, and the terms list exactly the runnable
+    and active states of service/states.py."""
+    terms = _index_terms(store)
+    assert set(terms) == {"tasks_runnable", "tasks_active"}
+    states = {"tasks_runnable": RUNNABLE, "tasks_active": ACTIVE}
+    for index, term in terms.items():
+        listed = set(re.findall(r"'([A-Z_]+)'", term))
+        assert listed == {s.value for s in states[index]}, (index, term)
+        users = [n for n, sql in QUERIES.items() if f"INDEXED BY {index}" in sql]
+        assert users, index
+        for name in users:
+            assert term in " ".join(QUERIES[name].split()), (name, term)
+
+
+def test_mark_pending_finds_rows_by_task_id(store: Store) -> None:
+    """The batch update looks each id up (task_id index), never walks the runnable rows."""
+    plan = _plan(store, QUERIES["mark_pending"], {
+        "from_state": "QUEUED", "to_state": "PENDING_RESOURCES", "reason": "r", "now": 1.0,
+        "next_run_at": None, "task_ids": "[]"})
+    assert "sqlite_autoindex_tasks_1 (task_id=?)" in plan, plan
+    assert "tasks_runnable" not in plan and "tasks_state_seq" not in plan, plan
+
+
+def test_list_queries_walk_an_index_newest_first(store: Store) -> None:
+    plan = _plan(store, QUERIES["list_tasks_in_state"],
+                 {"state": "QUEUED", "before_seq": MAX_SEQ, "limit": 3})
+    assert "tasks_state_seq (state=? AND seq<?)" in plan and "TEMP B-TREE" not in plan, plan
+    plan = _plan(store, QUERIES["list_tasks"], {"before_seq": MAX_SEQ, "limit": 3})
+    assert "INTEGER PRIMARY KEY (rowid<?)" in plan and "TEMP B-TREE" not in plan, plan
 
 
 def test_truncate_message_keeps_head_and_tail() -> None:
@@ -259,10 +319,82 @@ def test_truncate_message_keeps_head_and_tail() -> None:
 
 
 def test_bulk_load(store: Store) -> None:
-    from service.store import BulkTask
-
     n = store.bulk_load(BulkTask(tid(i), "ppo", S.SUCCEEDED if i % 2 else S.QUEUED, float(i))
                         for i in range(1, 11))
     assert n == 10
     assert store.counts_by_state()["QUEUED"] == 5
     assert store.get_task(tid(10)).queue_position == 5
+
+
+class _AnyParams(dict):
+    """Binds None to every named parameter (enough to compile a statement)."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
+def test_every_named_query_compiles_against_the_schema(store: Store) -> None:
+    assert len(QUERIES) >= 30
+    for name, sql in QUERIES.items():
+        try:
+            store._conn.execute("EXPLAIN " + sql, _AnyParams()).fetchall()
+        except sqlite3.Error as exc:
+            pytest.fail(f"query {name}: {exc}")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("SELECT 1;", "before the first"),
+    ("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;", "defined twice"),
+    ("-- name: a\n-- only a comment\n", "empty"),
+    ("-- name: a\nSELECT 1; SELECT 2;", "more than one statement"),
+    ("-- name: Bad-Name\nSELECT 1;", "not an identifier"),
+])
+def test_queries_file_format_errors(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_queries(text)
+
+
+def test_queries_file_format() -> None:
+    text = ("-- file notes\n\n-- name: one\n-- what it does\nSELECT 1\n  FROM t;\n"
+            "-- name: two\nSELECT 2")
+    assert parse_queries(text) == {"one": "SELECT 1\n  FROM t", "two": "SELECT 2"}
+
+
+def test_reads_do_not_wait_for_the_writer(store: Store) -> None:
+    """A read on another thread returns the last committed state while a write
+    transaction holds the writer's lock (it would block on a shared connection)."""
+    t = add(store, 1)
+    seen: dict[str, TaskRow | None] = {}
+    with store._tx() as conn:
+        conn.execute("UPDATE tasks SET pending_reason = 'uncommitted' WHERE task_id = ?", (t,))
+        reader = threading.Thread(target=lambda: seen.update(row=store.get_task(t)))
+        reader.start()
+        reader.join(timeout=10)
+        assert not reader.is_alive(), "the read waited for the writer"
+    assert seen["row"].pending_reason is None
+    assert store.get_task(t).pending_reason == "uncommitted"  # committed now
+
+
+def test_readers_are_per_thread_and_closed_with_the_store(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "db.sqlite3"))
+    add(store, 1)
+    counts: list[dict[str, int]] = []
+    threads = [threading.Thread(target=lambda: counts.append(store.counts_by_state()))
+               for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert [c["QUEUED"] for c in counts] == [1, 1, 1]
+    assert len(store._readers) == 3  # one connection per reading thread
+    assert store.get_task(tid(1)) is not None
+    assert len(store._readers) == 4
+    store.close()
+    assert store._readers == []
+    with pytest.raises(sqlite3.ProgrammingError):
+        store.get_task(tid(1))
+
+
+def test_an_in_memory_database_is_refused() -> None:
+    with pytest.raises(ValueError, match="database file"):
+        Store(":memory:")

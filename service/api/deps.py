@@ -1,0 +1,66 @@
+"""What the handlers are given: one ``AppDeps`` per application, under ``DEPS``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+
+from service.api.waker import Waker
+from service.artifacts import Artifacts
+from service.cluster import Cluster
+from service.config import Settings
+from service.metrics import ServiceMetrics
+from service.offload import Offload
+from service.store_async import AsyncStore
+
+
+class SchedulerLoopView(Protocol):
+    """What the API reads of the scheduler loop (``scheduler.SchedulerLoop``) and how it
+    wakes it."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def failed(self) -> bool: ...
+
+    @property
+    def ticks(self) -> int: ...
+
+    @property
+    def errors(self) -> int: ...
+
+    @property
+    def last_error(self) -> str | None: ...
+
+    @property
+    def last_tick_duration_s(self) -> float: ...
+
+    def wake(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class AppDeps:
+    settings: Settings
+    store: AsyncStore
+    cluster: Cluster
+    artifacts: Artifacts
+    token: bytes
+    scheduler_loop: SchedulerLoopView | None
+    clock: Callable[[], float]
+    metrics: ServiceMetrics
+    openapi_body: bytes
+    waker: Waker
+    cluster_pool: ThreadPoolExecutor  # blocking Ray calls, each bounded by ray_timeout_s
+    work: Offload  # CPU or file work of a request: JobSpec parsing, logs, metrics
+
+
+DEPS = web.AppKey("argus_deps", AppDeps)
+
+
+def deps_of(request: web.Request) -> AppDeps:
+    return request.app[DEPS]

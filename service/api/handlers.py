@@ -1,0 +1,313 @@
+"""One coroutine per route: validate the request, await the store, shape the answer.
+
+Nothing here blocks the event loop. Store calls are awaited on the store's own threads
+(``store_async.AsyncStore``); JobSpec parsing and archived-log reads run on a small work
+pool; anything that talks to Ray runs on the cluster pool under the configured timeout,
+so a hung Ray call can neither block the loop nor starve other requests. Ray being
+unreachable is never an API error: a cancel still records the request (the scheduler
+finishes it) and logs fall back to the archive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from service.api.deps import AppDeps, deps_of
+from service.api.middlewares import ApiError
+from service.api.views import (
+    InvalidCursor,
+    attempt_json,
+    decode_cursor,
+    encode_cursor,
+    event_json,
+    task_json,
+)
+from service.cluster import ClusterError, ClusterUnavailable
+from service.jobspec import JobSpec, JobSpecError, parse_jobspec
+from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from service.rows import AttemptRow, CancelKind, TaskRow
+from service.states import RayStatus, TaskState
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+YAML_CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml"})
+UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
+LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
+LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+async def _on_cluster(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
+    """Run a blocking cluster call in the cluster pool, bounded by the Ray timeout."""
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(deps.cluster_pool, fn, *args)
+    try:
+        return await asyncio.wait_for(future, timeout=deps.settings.ray_timeout_s)
+    except TimeoutError as exc:
+        raise ClusterUnavailable(
+            f"no answer from Ray within {deps.settings.ray_timeout_s:g}s"
+        ) from exc
+
+
+async def _off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
+    """Run CPU-bound or file work of a request on the work threads."""
+    return await deps.work.run(fn, *args)
+
+
+async def _parse_jobspec(deps: AppDeps, text: str) -> JobSpec:
+    """The JobSpec of a submit, parsed off the event loop: YAML is parsed by CPU."""
+    return await _off_loop(deps, parse_jobspec, text, deps.settings)
+
+
+async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
+    task = await deps.store.get_task(task_id)
+    if task is None:
+        raise ApiError(404, f"task {task_id} not found")
+    return task
+
+
+def _int_param(
+    request: web.Request, name: str, default: int, lo: int, hi: int | None,
+    errors: list[dict[str, Any]],
+) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < lo or (hi is not None and value > hi):
+        bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
+        errors.append({"field": name, "message": f"must be an integer {bound}, got {raw!r}"})
+        return default
+    return value
+
+
+def _tail(text: str, lines: int) -> str:
+    """The last ``lines`` lines of ``text`` (without splitting the whole text)."""
+    end = len(text) - 1 if text.endswith("\n") else len(text)
+    pos = end
+    for _ in range(lines):
+        pos = text.rfind("\n", 0, pos)
+        if pos < 0:
+            return text
+    return text[pos + 1:]
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(413, f"request body is {request.content_length} bytes; limit {limit}")
+    body = bytearray()
+    while True:
+        chunk = await request.content.read(limit + 1 - len(body))
+        if not chunk:
+            return bytes(body)
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, f"request body exceeds the limit of {limit} bytes")
+
+
+# -- tasks ----------------------------------------------------------------------------
+
+
+async def submit_task(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    if request.content_type not in YAML_CONTENT_TYPES:
+        raise ApiError(
+            415,
+            f"content type {request.content_type!r} is not accepted; send the JobSpec as "
+            + " or ".join(sorted(YAML_CONTENT_TYPES)),
+        )
+    charset = request.charset
+    if charset is not None and charset.lower() not in UTF8_CHARSETS:
+        raise ApiError(415, f"charset {charset!r} is not accepted; send UTF-8")
+    raw = await _read_body(request, deps.settings.max_body_bytes)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(
+            400, "request body is not valid UTF-8",
+            details=[{"field": "body", "message": f"invalid byte at offset {exc.start}"}],
+        ) from exc
+    try:
+        spec = await _parse_jobspec(deps, text)
+    except JobSpecError as exc:
+        status = exc.status if exc.status in (400, 413) else 400
+        raise ApiError(
+            status, "invalid JobSpec" if status == 400 else str(exc), details=exc.details
+        ) from exc
+    task_id = await deps.store.create_task(
+        id_prefix=deps.settings.task_id_prefix, workload=spec.workload, jobspec_yaml=text,
+        spec=spec.to_dict(), nnodes=spec.nnodes, n_gpus_per_node=spec.n_gpus_per_node,
+        user=None, now=deps.clock(),
+    )
+    deps.metrics.submits.inc()
+    deps.waker.wake()
+    return web.json_response({"task_id": task_id, "state": TaskState.QUEUED.value}, status=201)
+
+
+async def list_tasks(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    errors: list[dict[str, Any]] = []
+    state: TaskState | None = None
+    raw_state = request.query.get("state")
+    if raw_state:
+        try:
+            state = TaskState(raw_state.upper())
+        except ValueError:
+            errors.append({"field": "state", "message": (
+                f"unknown state {raw_state!r}; one of {', '.join(s.value for s in TaskState)}"
+            )})
+    limit = _int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
+    before_seq: int | None = None
+    cursor = request.query.get("cursor") or None
+    if cursor is not None:
+        try:
+            before_seq = decode_cursor(cursor)
+        except InvalidCursor as exc:
+            errors.append({"field": "cursor", "message": str(exc)})
+    if errors:
+        raise ApiError(400, "invalid query parameters", details=errors)
+    tasks, next_before = await deps.store.list_tasks(state=state, limit=limit,
+                                                     before_seq=before_seq)
+    return web.json_response({
+        "tasks": [task_json(t) for t in tasks],
+        "next_cursor": None if next_before is None else encode_cursor(next_before),
+    })
+
+
+async def get_task(request: web.Request) -> web.Response:
+    task = await _task_or_404(deps_of(request), request.match_info["task_id"])
+    return web.json_response(task_json(task))
+
+
+async def list_attempts(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    task_id = request.match_info["task_id"]
+    await _task_or_404(deps, task_id)
+    attempts = await deps.store.list_attempts(task_id)
+    return web.json_response({"task_id": task_id,
+                              "attempts": [attempt_json(a) for a in attempts]})
+
+
+async def list_events(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    task_id = request.match_info["task_id"]
+    await _task_or_404(deps, task_id)
+    events = await deps.store.events(task_id)
+    return web.json_response({"task_id": task_id, "events": [event_json(e) for e in events]})
+
+
+async def cancel_task(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    task_id = request.match_info["task_id"]
+    outcome = await deps.store.cancel(task_id, deps.clock())
+    if outcome.kind is CancelKind.NOT_FOUND or outcome.task is None:
+        raise ApiError(404, f"task {task_id} not found")
+    state = outcome.task.state
+    if outcome.kind is CancelKind.TERMINAL:
+        raise ApiError(409, f"task {task_id} is already {state}; nothing to cancel",
+                       details=[{"field": "state", "message": str(state)}])
+    if outcome.kind is CancelKind.CANCELED:
+        return web.json_response({"task_id": task_id, "state": TaskState.CANCELED.value})
+    # STOPPING: the attempt is (or may be) on Ray. Ask Ray now, best effort; the
+    # scheduler sees cancel_requested and finishes the task (and retries the stop).
+    if outcome.ray_submission_id:
+        try:
+            await _on_cluster(deps, deps.cluster.stop, outcome.ray_submission_id)
+        except ClusterError as exc:
+            log.warning("stop %s: %s (the scheduler will retry)", outcome.ray_submission_id, exc)
+    deps.waker.wake()
+    return web.json_response(
+        {"task_id": task_id, "state": str(state), "cancel_requested": True}, status=202,
+    )
+
+
+async def task_logs(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    task_id = request.match_info["task_id"]
+    errors: list[dict[str, Any]] = []
+    attempt_no: int | None = None
+    if request.query.get("attempt", "latest") != "latest":
+        attempt_no = _int_param(request, "attempt", 0, 1, None, errors)
+        if errors:
+            errors[0]["message"] = "must be 'latest' or an integer >= 1, got " + repr(
+                request.query["attempt"])
+    tail = _int_param(request, "tail", LOG_TAIL_DEFAULT, 1, LOG_TAIL_MAX, errors)
+    if errors:
+        raise ApiError(400, "invalid query parameters", details=errors)
+    await _task_or_404(deps, task_id)
+    attempt = await deps.store.get_attempt(task_id, attempt_no)
+    if attempt is None:
+        which = "no attempts yet" if attempt_no is None else f"no attempt {attempt_no}"
+        raise ApiError(404, f"task {task_id} has {which}")
+    text = await _attempt_log(deps, attempt)
+    if text is None:
+        raise ApiError(404, f"no logs for {attempt.ray_submission_id} (live or archived)")
+    return web.Response(text=_tail(text, tail), content_type="text/plain", charset="utf-8")
+
+
+async def _attempt_log(deps: AppDeps, attempt: AttemptRow) -> str | None:
+    """Live from Ray while the attempt runs; the archive once it ended (or Ray is gone)."""
+    sid = attempt.ray_submission_id
+    ended = attempt.ray_status is not None and RayStatus(attempt.ray_status).is_terminal()
+    if ended:
+        archived = await _off_loop(deps, deps.artifacts.read_log, sid)
+        if archived is not None:
+            return archived
+    try:
+        return await _on_cluster(deps, deps.cluster.logs, sid)
+    except ClusterError as exc:
+        log.info("live logs of %s unavailable: %s", sid, exc)
+    return None if ended else await _off_loop(deps, deps.artifacts.read_log, sid)
+
+
+async def queue(request: web.Request) -> web.Response:
+    pending, running = await deps_of(request).store.queue()
+    return web.json_response({
+        "pending": [task_json(t) for t in pending],
+        "running": [task_json(t) for t in running],
+    })
+
+
+# -- service --------------------------------------------------------------------------
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.Response(body=deps_of(request).openapi_body, content_type="application/json")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    body = await _off_loop(deps, deps.metrics.render)  # counts tasks by state in the store
+    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    loop = deps_of(request).scheduler_loop
+    scheduler = None
+    failed = loop is not None and loop.failed
+    if loop is not None:
+        scheduler = {
+            "alive": loop.alive,
+            "ticks": loop.ticks,
+            "errors": loop.errors,
+            "last_tick_duration_s": loop.last_tick_duration_s,
+            "last_error": None if loop.last_error is None else str(loop.last_error),
+        }
+    # A dead scheduler thread means accepted tasks will never run: fail the liveness
+    # probe so the supervisor restarts the service (start-up reconciliation resumes).
+    if failed:
+        return web.json_response({"status": "scheduler stopped", "scheduler": scheduler},
+                                 status=503)
+    return web.json_response({"status": "ok", "scheduler": scheduler})

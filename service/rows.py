@@ -1,0 +1,155 @@
+"""The typed rows the store returns and the values it takes: plain data, no I/O.
+
+Times are epoch seconds. How they are shown (ISO dates, JSON) is the HTTP layer's
+business (``service.api.views``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from service.states import TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    task_id: str
+    attempt_no: int
+    ray_submission_id: str
+    ray_status: str | None
+    failure_kind: str | None
+    message: str | None
+    created_at: float
+    submitted_at: float | None
+    start_time: float | None
+    end_time: float | None
+    exit_code: int | None
+    stop_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    """A task with its latest attempt and, while it is runnable, its place in the queue."""
+
+    seq: int  # FIFO order; also what list cursors point at
+    task_id: str
+    state: TaskState
+    workload: str
+    user: str | None
+    nnodes: int
+    n_gpus_per_node: int
+    created_at: float
+    updated_at: float
+    next_run_at: float
+    error_summary: str | None
+    pending_reason: str | None
+    cancel_requested_at: float | None
+    latest_attempt: AttemptRow | None
+    queue_position: int | None  # 1-based among runnable tasks (FIFO); None otherwise
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nnodes * self.n_gpus_per_node
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_requested_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    id: int
+    task_id: str
+    ts: float
+    event_type: str
+    payload: dict[str, Any]
+
+
+class CancelKind(enum.StrEnum):
+    """What a cancel request did."""
+
+    CANCELED = "canceled"  # runnable: canceled at once
+    STOPPING = "stopping"  # on (or on its way to) Ray: flagged for the scheduler to stop
+    TERMINAL = "terminal"  # already finished: nothing to cancel
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class CancelOutcome:
+    kind: CancelKind
+    task: TaskRow | None  # the task after the request (None when not found)
+    ray_submission_id: str | None = None  # of the latest attempt, when there is one
+
+
+# -- rows the scheduler works with -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunnableRow:
+    seq: int
+    task_id: str
+    state: TaskState
+    nnodes: int
+    n_gpus_per_node: int
+    runnable_since: float
+    pending_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveRow:
+    """A SUBMITTING / SUBMITTED / RUNNING task with its latest attempt."""
+
+    task_id: str
+    state: TaskState
+    nnodes: int
+    n_gpus_per_node: int
+    attempt_no: int
+    ray_submission_id: str
+    ray_status: str | None
+    message: str | None
+    start_time: float | None
+    submitted_at: float | None
+    cancel_requested: bool
+    stop_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """An attempt claimed for submission (task now SUBMITTING, attempt row committed)."""
+
+    task_id: str
+    attempt_no: int
+    ray_submission_id: str
+    jobspec_yaml: str
+    spec: dict[str, Any]
+    user: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """What is known about an attempt when it ends."""
+
+    ray_status: str | None
+    failure_kind: str | None = None
+    message: str | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BulkTask:
+    """A task row for ``Store.bulk_load`` (benchmarks and large fixtures only)."""
+
+    task_id: str
+    workload: str
+    state: TaskState
+    created_at: float
+    nnodes: int = 1
+    n_gpus_per_node: int = 1
+    jobspec_yaml: str = ""
+    spec: Mapping[str, Any] | None = None
+    user: str | None = None

@@ -1,0 +1,255 @@
+-- Every statement of the task store (service/store.py), by name.
+--
+-- Partial indexes: SQLite uses tasks_runnable / tasks_active only when a query repeats the
+-- index's WHERE term word for word, so the queries over runnable or active rows below
+-- spell it out literally (state IN ('QUEUED', 'PENDING_RESOURCES') and
+-- state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')) and name the index with INDEXED BY: the
+-- planner cannot fall back to sorting tasks_state_seq, and SQLite refuses the statement
+-- outright if the terms ever drift apart from schema.sql.
+--
+-- Task reads return the task's columns and its latest attempt's (NULL without one); the
+-- attempt's created_at is renamed attempt_created_at wherever both tables are read. A
+-- runnable task's queue_position (1-based, FIFO) is an indexed count of the runnable rows
+-- ahead of it, evaluated only for runnable rows; it is NULL for the others.
+
+-- tasks: create and read ------------------------------------------------------------------
+
+-- name: insert_task
+INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, n_gpus_per_node,
+                   user, created_at, updated_at, next_run_at, runnable_since)
+VALUES (:task_id, :workload, :state, :jobspec_yaml, :spec_json, :nnodes, :n_gpus_per_node,
+        :user, :now, :now, :now, :now);
+
+-- name: task_exists
+SELECT 1 AS found FROM tasks WHERE task_id = :task_id;
+
+-- name: task_state
+SELECT state FROM tasks WHERE task_id = :task_id;
+
+-- name: get_task
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested,
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+       ) END AS queue_position
+FROM tasks t
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.task_id = :task_id;
+
+-- name: list_tasks
+-- Newest first, one page: rows before :before_seq (the page's cursor).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested,
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+       ) END AS queue_position
+FROM tasks t
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: list_tasks_in_state
+-- As list_tasks, in one state (walks tasks_state_seq).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested,
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+       ) END AS queue_position
+FROM tasks t
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.state = :state AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: queue_pending
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested
+FROM tasks t INDEXED BY tasks_runnable
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
+ORDER BY t.seq;
+
+-- name: queue_running
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested
+FROM tasks t INDEXED BY tasks_active
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+ORDER BY t.seq;
+
+-- name: counts_by_state
+SELECT state, count(*) AS n FROM tasks GROUP BY state;
+
+-- attempts and events ------------------------------------------------------------------------
+
+-- name: list_attempts
+SELECT a.task_id, a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested
+FROM attempts a WHERE a.task_id = :task_id
+ORDER BY a.attempt_no;
+
+-- name: get_attempt
+SELECT a.task_id, a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested
+FROM attempts a WHERE a.task_id = :task_id AND a.attempt_no = :attempt_no;
+
+-- name: get_latest_attempt
+SELECT a.task_id, a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested
+FROM tasks t
+JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.task_id = :task_id;
+
+-- name: insert_attempt
+INSERT INTO attempts (task_id, attempt_no, ray_submission_id, created_at)
+VALUES (:task_id, :attempt_no, :ray_submission_id, :now);
+
+-- name: insert_event
+INSERT INTO events (task_id, ts, event_type, payload_json)
+VALUES (:task_id, :ts, :event_type, :payload_json);
+
+-- name: list_events
+SELECT id, task_id, ts, event_type, payload_json FROM events
+WHERE task_id = :task_id
+ORDER BY id;
+
+-- cancel -------------------------------------------------------------------------------------
+
+-- name: cancel_target
+SELECT t.state, t.cancel_requested_at, a.ray_submission_id
+FROM tasks t
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.task_id = :task_id;
+
+-- name: flag_cancel
+-- An active task: the scheduler stops its attempt and finishes the cancel.
+UPDATE tasks SET cancel_requested_at = :now, updated_at = :now
+WHERE task_id = :task_id AND state = :expected;
+
+-- scheduler reads ----------------------------------------------------------------------------
+
+-- name: runnable
+-- FIFO by seq, up to :limit runnable tasks due by :now (a scan of tasks_runnable only).
+SELECT seq, task_id, state, nnodes, n_gpus_per_node, runnable_since, pending_reason
+FROM tasks INDEXED BY tasks_runnable
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
+ORDER BY seq LIMIT :limit;
+
+-- name: active
+-- SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt (tasks_active only).
+SELECT t.task_id, t.state, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
+       a.submitted_at, a.stop_requested
+FROM tasks t INDEXED BY tasks_active
+JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+ORDER BY t.seq;
+
+-- name: claim_target
+SELECT t.latest_attempt_no, a.submitted_at, t.jobspec_yaml, t.spec_json, t.user
+FROM tasks t
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.task_id = :task_id;
+
+-- name: cancel_requested_at
+SELECT cancel_requested_at FROM tasks WHERE task_id = :task_id;
+
+-- state transitions --------------------------------------------------------------------------
+-- Each is a compare-and-set: it moves the row only from the :expected state (zero rows
+-- changed means the task moved meanwhile). The store checks the move against the one
+-- transition table first and writes its event in the same transaction.
+
+-- name: move
+UPDATE tasks SET state = :dst, updated_at = :now
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_claimed
+-- Runnable -> SUBMITTING for attempt :attempt_no.
+UPDATE tasks SET state = :dst, updated_at = :now, latest_attempt_no = :attempt_no,
+                 pending_reason = NULL
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_released
+-- SUBMITTING -> PENDING_RESOURCES: Ray never accepted the attempt; due again at once.
+UPDATE tasks SET state = :dst, updated_at = :now, pending_reason = :reason,
+                 next_run_at = :now
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_retry
+-- Back to PENDING_RESOURCES after a retryable failure, due at :next_run_at (the
+-- starvation guard counts from then too).
+UPDATE tasks SET state = :dst, updated_at = :now, pending_reason = :reason,
+                 next_run_at = :next_run_at, runnable_since = :next_run_at
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_ended
+-- To a terminal state.
+UPDATE tasks SET state = :dst, updated_at = :now, error_summary = :error_summary,
+                 pending_reason = NULL
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_canceled
+-- A runnable task canceled by request.
+UPDATE tasks SET state = :dst, updated_at = :now, error_summary = :error_summary,
+                 pending_reason = NULL, cancel_requested_at = :now
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: mark_pending
+-- Why runnable tasks in state :from_state wait, for a batch of ids (a JSON array): one
+-- statement per (state, reason) group. The unary +state keeps SQLite on the task_id index:
+-- left to itself it walks the state index, i.e. every runnable row. Only the rows the
+-- guard let through come back.
+UPDATE tasks SET state = :to_state, pending_reason = :reason, updated_at = :now,
+                 next_run_at = coalesce(:next_run_at, next_run_at)
+WHERE +state = :from_state AND task_id IN (SELECT value FROM json_each(:task_ids))
+RETURNING task_id;
+
+-- attempt updates ----------------------------------------------------------------------------
+
+-- name: attempt_submitted
+UPDATE attempts SET submitted_at = :now, ray_status = :ray_status
+WHERE task_id = :task_id AND attempt_no = :attempt_no;
+
+-- name: attempt_refused
+UPDATE attempts SET failure_kind = :failure_kind, message = :message, end_time = :now
+WHERE task_id = :task_id AND attempt_no = :attempt_no;
+
+-- name: attempt_synced
+UPDATE attempts SET ray_status = :ray_status, message = :message, start_time = :start_time
+WHERE task_id = :task_id AND attempt_no = :attempt_no;
+
+-- name: attempt_ended
+UPDATE attempts SET ray_status = :ray_status, failure_kind = :failure_kind,
+                    message = :message, start_time = :start_time, end_time = :end_time,
+                    exit_code = :exit_code
+WHERE task_id = :task_id AND attempt_no = :attempt_no;
+
+-- name: request_stop
+-- The first stop sent for an attempt (zero rows: it was sent before).
+UPDATE attempts SET stop_requested = 1
+WHERE task_id = :task_id AND attempt_no = :attempt_no AND stop_requested = 0;

@@ -1,0 +1,86 @@
+"""The store for coroutines: every call runs on the store's own threads, never on the loop.
+
+A SQLite call blocks: a write waits for the one writer lock (a scheduler tick may hold
+it) and then for the commit, and every query costs CPU time. An aiohttp handler awaits
+these methods instead, and the event loop serves other requests meanwhile.
+
+* Reads run on ``READ_THREADS`` threads, each with a reading connection of its own
+  (``service.store_reads``): a read never waits for a write.
+* Writes run on one thread: they take the store's writer lock in turn anyway, one thread
+  keeps a burst of submissions from piling threads up on that lock, and a task id found
+  free (``create_task``) is still free when it is inserted.
+
+Both are ``offload.Offload`` lanes (a cheaper hand-off than ``run_in_executor``).
+
+Each method looks the store's method up when it is called, so a test can replace one on
+the ``Store`` it handed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from service.ids import new_task_id
+from service.offload import Offload
+from service.rows import AttemptRow, CancelOutcome, EventRow, TaskRow
+from service.states import TaskState
+from service.store import Store
+
+READ_THREADS = 2
+
+
+class AsyncStore:
+    """Awaitable access to a ``Store`` (see the module docstring)."""
+
+    def __init__(self, store: Store, *, read_threads: int = READ_THREADS) -> None:
+        self._store = store
+        self._reads = Offload("argus-store-read", read_threads)
+        self._writes = Offload("argus-store-write", 1)
+
+    def close(self) -> None:
+        """Refuse new calls and let the queued ones finish (the ``Store`` stays open)."""
+        self._reads.close()
+        self._writes.close()
+
+    # -- reads ---------------------------------------------------------------------------
+    async def get_task(self, task_id: str) -> TaskRow | None:
+        return await self._reads.run(self._store.get_task, task_id)
+
+    async def list_tasks(self, *, state: TaskState | None, limit: int,
+                         before_seq: int | None) -> tuple[list[TaskRow], int | None]:
+        return await self._reads.run(
+            lambda: self._store.list_tasks(state=state, limit=limit, before_seq=before_seq))
+
+    async def list_attempts(self, task_id: str) -> list[AttemptRow]:
+        return await self._reads.run(self._store.list_attempts, task_id)
+
+    async def get_attempt(self, task_id: str, attempt_no: int | None) -> AttemptRow | None:
+        return await self._reads.run(self._store.get_attempt, task_id, attempt_no)
+
+    async def events(self, task_id: str) -> list[EventRow]:
+        return await self._reads.run(self._store.events, task_id)
+
+    async def queue(self) -> tuple[list[TaskRow], list[TaskRow]]:
+        return await self._reads.run(self._store.queue)
+
+    async def counts_by_state(self) -> dict[str, int]:
+        return await self._reads.run(self._store.counts_by_state)
+
+    # -- writes --------------------------------------------------------------------------
+    async def create_task(self, *, id_prefix: str, workload: str, jobspec_yaml: str,
+                          spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
+                          user: str | None, now: float) -> str:
+        """Insert a QUEUED task under a fresh id (``ids.new_task_id``); returns the id."""
+
+        def create() -> str:
+            task_id = new_task_id(id_prefix, workload, now, self._store.task_exists)
+            self._store.create_task(task_id=task_id, workload=workload,
+                                    jobspec_yaml=jobspec_yaml, spec=spec, nnodes=nnodes,
+                                    n_gpus_per_node=n_gpus_per_node, user=user, now=now)
+            return task_id
+
+        return await self._writes.run(create)
+
+    async def cancel(self, task_id: str, now: float) -> CancelOutcome:
+        return await self._writes.run(self._store.cancel, task_id, now)

@@ -1,0 +1,199 @@
+"""The store's reads: each thread reads through a connection of its own.
+
+A read runs on the calling thread's reading connection (opened on first use, closed with
+the store): one statement, or one read transaction when it takes several, so a call sees
+one snapshot. In WAL mode that snapshot is the last committed state, read without waiting
+for the writer: the API's reads never queue behind the scheduler's transactions, nor
+behind each other. ``Store`` (``service.store``) adds the one writing connection and the
+transactions on top of this class.
+
+Rows are read by column name (``sqlite3.Row``) and returned as ``service.rows``
+dataclasses.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from service.db import connect_reader
+from service.rows import ActiveRow, AttemptRow, EventRow, RunnableRow, TaskRow
+from service.sql import QUERIES as Q
+from service.states import ON_CLUSTER, TaskState
+
+MAX_SEQ = 2**63 - 1  # SQLite's largest integer: "before every task"
+ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# -- decoding rows by column name --------------------------------------------------------
+
+
+def _attempt(r: sqlite3.Row) -> AttemptRow:
+    return AttemptRow(
+        task_id=r["task_id"], attempt_no=r["attempt_no"],
+        ray_submission_id=r["ray_submission_id"], ray_status=r["ray_status"],
+        failure_kind=r["failure_kind"], message=r["message"],
+        created_at=r["attempt_created_at"], submitted_at=r["submitted_at"],
+        start_time=r["start_time"], end_time=r["end_time"], exit_code=r["exit_code"],
+        stop_requested=bool(r["stop_requested"]),
+    )
+
+
+def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
+    return TaskRow(
+        seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]),
+        workload=r["workload"], user=r["user"], nnodes=r["nnodes"],
+        n_gpus_per_node=r["n_gpus_per_node"], created_at=r["created_at"],
+        updated_at=r["updated_at"], next_run_at=r["next_run_at"],
+        error_summary=r["error_summary"], pending_reason=r["pending_reason"],
+        cancel_requested_at=r["cancel_requested_at"],
+        latest_attempt=None if r["attempt_no"] is None else _attempt(r),
+        queue_position=position,
+    )
+
+
+class StoreReads:
+    """Reads of the service database (see the module docstring)."""
+
+    def __init__(self, db_path: str) -> None:
+        if db_path == ":memory:" or db_path.startswith("file::memory:"):
+            raise ValueError("the store needs a database file: each thread reads through "
+                             "a connection of its own")
+        self.db_path = db_path
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+
+    def _close_readers(self) -> None:
+        with self._readers_lock:
+            self._closed = True
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's reading connection (opened on first use). A single statement
+        reads one snapshot by itself; ``_snapshot`` spans several."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            with self._readers_lock:
+                if self._closed:
+                    raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+                conn = connect_reader(self.db_path)
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every statement inside sees the same committed state."""
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    # -- tasks, attempts, events ----------------------------------------------------------
+    def task_exists(self, task_id: str) -> bool:
+        row = self._reader().execute(Q["task_exists"], {"task_id": task_id}).fetchone()
+        return row is not None
+
+    def get_task(self, task_id: str) -> TaskRow | None:
+        """One task with its latest attempt and queue position (indexed lookups)."""
+        row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()
+        return None if row is None else _task(row, row["queue_position"])
+
+    def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
+                   before_seq: int | None = None) -> tuple[list[TaskRow], int | None]:
+        """Newest first: up to ``limit`` tasks with ``seq < before_seq`` (from the newest
+        when None). Returns the page and the ``before_seq`` of the next one (None: last)."""
+        if not _is_int(limit) or limit < 1:
+            raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+        if before_seq is not None and (not _is_int(before_seq) or not 1 <= before_seq <= MAX_SEQ):
+            raise ValueError(f"before_seq must be an integer in 1..{MAX_SEQ}, got {before_seq!r}")
+        params: dict[str, Any] = {"before_seq": MAX_SEQ if before_seq is None else before_seq,
+                                  "limit": limit + 1}
+        query = "list_tasks"
+        if state is not None:
+            query, params["state"] = "list_tasks_in_state", TaskState(state).value
+        rows = self._reader().execute(Q[query], params).fetchall()
+        page = [_task(r, r["queue_position"]) for r in rows[:limit]]
+        return page, page[-1].seq if len(rows) > limit else None
+
+    def list_attempts(self, task_id: str) -> list[AttemptRow]:
+        rows = self._reader().execute(Q["list_attempts"], {"task_id": task_id}).fetchall()
+        return [_attempt(r) for r in rows]
+
+    def get_attempt(self, task_id: str, attempt_no: int | None = None) -> AttemptRow | None:
+        """Attempt ``attempt_no`` of a task, or its latest one when None."""
+        if attempt_no is None:
+            query, params = "get_latest_attempt", {"task_id": task_id}
+        else:
+            query, params = "get_attempt", {"task_id": task_id, "attempt_no": attempt_no}
+        row = self._reader().execute(Q[query], params).fetchone()
+        return None if row is None else _attempt(row)
+
+    def queue(self) -> tuple[list[TaskRow], list[TaskRow]]:
+        """(pending: runnable tasks in FIFO order with positions, running: active tasks)."""
+        with self._snapshot() as conn:  # a task is in one list or the other, never both
+            pending = conn.execute(Q["queue_pending"]).fetchall()
+            running = conn.execute(Q["queue_running"]).fetchall()
+        return (
+            [_task(r, i) for i, r in enumerate(pending, start=1)],
+            [_task(r, None) for r in running],
+        )
+
+    def counts_by_state(self) -> dict[str, int]:
+        """Number of tasks per state (every state present, zeros included)."""
+        counts = {s.value: 0 for s in TaskState}
+        for r in self._reader().execute(Q["counts_by_state"]).fetchall():
+            counts[r["state"]] = r["n"]
+        return counts
+
+    def events(self, task_id: str) -> list[EventRow]:
+        rows = self._reader().execute(Q["list_events"], {"task_id": task_id}).fetchall()
+        return [
+            EventRow(id=r["id"], task_id=r["task_id"], ts=r["ts"], event_type=r["event_type"],
+                     payload=json.loads(r["payload_json"]))
+            for r in rows
+        ]
+
+    # -- scheduler: reads ----------------------------------------------------------------
+    def runnable(self, now: float, limit: int) -> list[RunnableRow]:
+        """Up to ``limit`` tasks with ``next_run_at <= now``, FIFO (partial index scan)."""
+        rows = self._reader().execute(Q["runnable"], {"now": now, "limit": limit}).fetchall()
+        return [
+            RunnableRow(seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]),
+                        nnodes=r["nnodes"], n_gpus_per_node=r["n_gpus_per_node"],
+                        runnable_since=r["runnable_since"], pending_reason=r["pending_reason"])
+            for r in rows
+        ]
+
+    def active(self, states: Iterable[TaskState] = ACTIVE) -> list[ActiveRow]:
+        """Active tasks (SUBMITTING/SUBMITTED/RUNNING by default) with their latest attempt."""
+        wanted = {TaskState(s) for s in states}
+        rows = self._reader().execute(Q["active"]).fetchall()
+        out = []
+        for r in rows:
+            state = TaskState(r["state"])
+            if state in wanted:
+                out.append(ActiveRow(
+                    task_id=r["task_id"], state=state, nnodes=r["nnodes"],
+                    n_gpus_per_node=r["n_gpus_per_node"], attempt_no=r["attempt_no"],
+                    ray_submission_id=r["ray_submission_id"], ray_status=r["ray_status"],
+                    message=r["message"], start_time=r["start_time"],
+                    submitted_at=r["submitted_at"],
+                    cancel_requested=r["cancel_requested_at"] is not None,
+                    stop_requested=bool(r["stop_requested"]),
+                ))
+        return out
