@@ -46,7 +46,7 @@ class Artifacts:
 
     def attempt_dir(self, sid: str) -> Path:
         """The directory of one attempt; ValueError for anything but an Argus id."""
-        return attempt_dir(self.jobs_dir, sid)
+        return Path(attempt_dir(str(self.jobs_dir), sid))
 
     def _dir(self, sid: str) -> Path:
         path = self.attempt_dir(sid)

@@ -8,17 +8,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import posixpath
 
 from service.ids import parse_submission_id
 
 
-def attempt_dir(jobs_dir: Path, sid: str) -> Path:
+def attempt_dir(jobs_dir: str, sid: str) -> str:
     """ValueError for anything but an Argus submission id (``[a-z0-9-]`` only), so no
     path can escape ``jobs_dir``."""
     parse_submission_id(sid)
-    return Path(jobs_dir) / sid
+    return posixpath.join(jobs_dir, sid)
 
 
-def checkpoint_dir(checkpoints_dir: Path, task_id: str) -> Path:
-    return Path(checkpoints_dir) / task_id
+def checkpoint_dir(checkpoints_dir: str, task_id: str) -> str:
+    return posixpath.join(checkpoints_dir, task_id)

@@ -9,7 +9,6 @@ does the calls; everything here is tested by table.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Any
 
@@ -47,7 +46,9 @@ def classify_error(exc: BaseException, *, op: str, submission_id: str = "") -> C
         return exc
     text = str(exc)
     short = text if len(text) <= 500 else text[:500] + "..."
-    if isinstance(exc, OSError | FutureTimeout):  # requests' errors are OSErrors too
+    # TimeoutError is also what concurrent.futures raises (the same class since 3.11);
+    # requests' errors are OSErrors too.
+    if isinstance(exc, OSError | TimeoutError):
         return ClusterUnavailable(f"Ray job server unreachable during {op}: {short}")
     code = _status_code(text)
     if op == "submit" and "already exists" in text:

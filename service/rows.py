@@ -13,6 +13,9 @@ from typing import Any
 
 from service.states import TaskState
 
+MAX_SEQ = 2**63 - 1  # SQLite's largest integer: a task seq (and cursor) is at most this
+
+
 
 @dataclass(frozen=True, slots=True)
 class AttemptRow:

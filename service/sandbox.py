@@ -4,7 +4,7 @@ One set of rules for the JobSpec's path fields and for overrides whose value is 
 (reward functions, dataset classes, model and tokenizer paths...):
 
 * a path is absolute, made of letters, digits and ``. _ - + @ /`` only, and lies under
-  one of the allowed roots after ``os.path.normpath`` (``..`` cannot escape; the path
+  one of the allowed roots after ``posixpath.normpath`` (``..`` cannot escape; the path
   need not exist yet, and symlinks are not followed, as the service may not see the
   storage). The narrow character set is on purpose: paths reach Hydra unquoted, where
   ``, [ ] { } $ = ' "`` have meaning, and ``code_path`` goes on ``PYTHONPATH``, where
@@ -17,7 +17,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import os
+import posixpath
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -54,9 +54,9 @@ def describe(value: Any) -> str:
 
 
 def norm_abs(path: str) -> str:
-    """``os.path.normpath`` of an absolute path; a leading ``//`` (POSIX gives it a
+    """``posixpath.normpath`` of an absolute path; a leading ``//`` (POSIX gives it a
     meaning) folds to ``/``."""
-    return "/" + os.path.normpath(path).lstrip("/")
+    return "/" + posixpath.normpath(path).lstrip("/")
 
 
 def norm_roots(roots: Sequence[str]) -> tuple[str, ...]:

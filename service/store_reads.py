@@ -21,11 +21,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from service.db import connect_reader
-from service.rows import ActiveRow, AttemptRow, EventRow, RunnableRow, TaskRow
+from service.rows import MAX_SEQ, ActiveRow, AttemptRow, EventRow, RunnableRow, TaskRow
 from service.sql import QUERIES as Q
 from service.states import ON_CLUSTER, TaskState
 
-MAX_SEQ = 2**63 - 1  # SQLite's largest integer: "before every task"
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
 
 

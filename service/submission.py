@@ -32,8 +32,8 @@ def build_entrypoint(spec: JobSpec, task_id: str, attempt_no: int, settings: Set
     workload = WORKLOADS[spec.workload]
     sid = submission_id(task_id, attempt_no)
     ctx = Context(spec=spec, task_id=task_id,
-                  checkpoint_dir=str(checkpoint_dir(settings.checkpoints_dir(), task_id)),
-                  attempt_dir=str(attempt_dir(settings.jobs_dir(), sid)))
+                  checkpoint_dir=checkpoint_dir(str(settings.checkpoints_dir()), task_id),
+                  attempt_dir=attempt_dir(str(settings.jobs_dir()), sid))
     argv = [PYTHON, "-m", workload.module]
     for param in workload.params:
         value = param.value(ctx)

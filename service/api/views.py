@@ -10,9 +10,8 @@ import base64
 import binascii
 from typing import Any
 
-from service.rows import AttemptRow, EventRow, TaskRow
+from service.rows import MAX_SEQ, AttemptRow, EventRow, TaskRow
 from service.states import RUNNABLE
-from service.store_reads import MAX_SEQ
 from service.timefmt import iso
 
 
