@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import BadHttpMethod, HttpProcessingError, LineTooLong
 
+from service.api.body import payload_error
 from service.api.middlewares import error_response
 from service.config import Settings
 
@@ -103,11 +105,22 @@ class ArgusRequestHandler(web.RequestHandler):
         super().connection_made(transport)
         manager = self._manager
         if manager is not None and len(manager.connections) > self._max_connections:
-            log.warning("connection from %s refused: %d open (limit %d)", self.peername,
-                        len(manager.connections) - 1, self._max_connections)
+            if isinstance(manager, ArgusServer):
+                manager.refused()
             if isinstance(transport, asyncio.WriteTransport):
                 transport.write(_too_many_connections(self._max_connections))
             self.force_close()
+
+    def log_exception(self, *args: Any, **kwargs: Any) -> None:
+        """A malformed body (a bad chunk, a bad gzip stream) raises again while aiohttp
+        drains the rest of it after the answer went out; that is the client's error, told
+        in one line rather than as a traceback."""
+        exc = kwargs.get("exc_info")
+        if isinstance(exc, web.RequestPayloadError | HttpProcessingError):
+            log.info("closed a connection from %s: unreadable request body (%s)",
+                     self.peername, payload_error(exc))
+            return
+        super().log_exception(*args, **kwargs)
 
     def handle_error(self, request: web.BaseRequest, status: int = 500,
                      exc: BaseException | None = None,
@@ -126,13 +139,33 @@ class ArgusRequestHandler(web.RequestHandler):
 
 
 class ArgusServer(web.Server):
-    """``web.Server`` whose connections are ``ArgusRequestHandler``s."""
+    """``web.Server`` whose connections are ``ArgusRequestHandler``s.
+
+    Connections refused over the cap are logged at most once per ``REFUSAL_LOG_S``, with
+    their count: a flood of them must not become a flood of log lines.
+    """
+
+    REFUSAL_LOG_S = 10.0
 
     def __init__(self, *args: Any, max_connections: int, handler_kwargs: dict[str, Any],
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._max_connections = max_connections
         self._handler_kwargs = handler_kwargs
+        self.refused_total = 0
+        self._refused_unlogged = 0
+        self._refusal_logged_at = float("-inf")
+
+    def refused(self) -> None:
+        """Count a connection refused over the cap (and log, now and then)."""
+        self.refused_total += 1
+        self._refused_unlogged += 1
+        now = time.monotonic()
+        if now - self._refusal_logged_at >= self.REFUSAL_LOG_S:
+            log.warning("refused %d connection(s) over the limit of %d open connections",
+                        self._refused_unlogged, self._max_connections)
+            self._refused_unlogged = 0
+            self._refusal_logged_at = now
 
     def __call__(self) -> ArgusRequestHandler:
         return ArgusRequestHandler(self, loop=asyncio.get_running_loop(),

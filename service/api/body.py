@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 from aiohttp import web
 from aiohttp.http import HttpVersion11
@@ -48,8 +49,17 @@ async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytes
     except (ConnectionError, web.RequestPayloadError) as exc:
         # aiohttp's parser found the body malformed (a bad chunk, a bad encoding) or the
         # client went away before its end
-        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise ApiError(400, f"unreadable request body: {first_line[:200]}") from exc
+        raise ApiError(400, f"unreadable request body: {payload_error(exc)}") from exc
+
+
+def payload_error(exc: BaseException) -> str:
+    """What aiohttp says is wrong with a body, without the bytes it quotes: its messages
+    read ``400, message:\n  Can not decode content-encoding: gzip`` or ``...chunk size:
+    \n\n  b'zz'``."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if lines and re.fullmatch(r"\d{3}, message:", lines[0]):
+        lines = lines[1:]
+    return (lines[0].rstrip(":") if lines else type(exc).__name__)[:120]
 
 
 async def expect_continue(request: web.Request) -> web.StreamResponse | None:

@@ -9,6 +9,7 @@ timeout takes a fraction of a second.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -250,14 +251,18 @@ async def test_many_slow_clients_are_all_released(server):
 # -- the connection cap -------------------------------------------------------------------
 
 
-async def test_connections_over_the_cap_get_503_and_the_cap_frees(server):
+async def test_connections_over_the_cap_get_503_and_the_cap_frees(server, caplog):
     held = [await asyncio.open_connection("127.0.0.1", server.port)
             for _ in range(LIMITS.max_connections)]
     assert await poll(lambda: server.connections() == LIMITS.max_connections)
-    answer = await server.exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    message = assert_error(answer, 503, "too_many_connections")
+    for _ in range(3):
+        answer = await server.exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        message = assert_error(answer, 503, "too_many_connections")
     assert f"limit {LIMITS.max_connections}" in message
     assert b"Retry-After: 1" in answer and b"Connection: close" in answer
+    assert server.runner.server.refused_total == 3  # type: ignore[union-attr]
+    lines = [r for r in caplog.records if "over the limit" in r.getMessage()]
+    assert len(lines) == 1, "refusals are logged now and then, not one line each"
     for _, writer in held:
         writer.close()
     assert await poll(lambda: server.connections() == 0)
@@ -328,6 +333,25 @@ async def test_an_unknown_expectation_is_417(server):
         b"POST /api/v2/tasks HTTP/1.1\r\nHost: x\r\n" + AUTH + b"Content-Type: application/"
         b"yaml\r\nContent-Length: 3\r\nExpect: 200-ok\r\n\r\nabc", wait_s=3)
     assert "200-ok" in assert_error(answer, 417, "expectation_failed")
+
+
+@pytest.mark.parametrize("encoding, body, status", [
+    (b"gzip", b"workload: ppo\n", 400),  # not gzip at all
+    (b"deflate", b"\x78\x9c" + b"\xff" * 20, 400),  # a broken stream
+    (b"gzip", gzip.compress(b"#" * (8 << 20)), 413),  # 8 MiB of comments in 8 KB
+])
+async def test_bodies_that_do_not_decode_are_4xx_without_traceback(server, encoding, body,
+                                                                    status, caplog):
+    caplog.set_level(logging.DEBUG)
+    answer = await server.exchange(
+        b"POST /api/v2/tasks HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + AUTH
+        + b"Content-Type: application/yaml\r\nContent-Encoding: " + encoding
+        + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    code = "bad_request" if status == 400 else "payload_too_large"
+    message = assert_error(answer, status, code)
+    assert "\\x" not in message
+    assert await poll(lambda: server.connections() == 0)
+    assert not [r for r in caplog.records if r.exc_info], "no traceback for a bad body"
 
 
 async def test_a_client_gone_mid_body_costs_no_traceback(server, caplog):
