@@ -14,6 +14,9 @@ client may take, how many may connect, and what a request that never reaches the
   most ``lingering_s`` after the answer, then the connection is closed.
 * **Connections**: beyond ``max_connections`` open connections, a new one is answered
   ``503`` (the JSON error shape) and closed at once.
+* **No decompression**: aiohttp would inflate a ``gzip`` or ``deflate`` body on the
+  event loop, even while draining one that was refused; bodies are refused compressed
+  instead (``api.body``).
 * **Parser errors** (a bad method, a malformed chunk, a header line over
   ``max_field_size``, a URL with raw non-ASCII bytes ...) answer the API's JSON error
   shape instead of aiohttp's text, with a message of our own (aiohttp's echoes the
@@ -187,6 +190,7 @@ class ArgusRunner(web.AppRunner):
             "max_line_size": limits.max_line_size,
             "max_field_size": limits.max_field_size,
             "max_headers": limits.max_headers,
+            "auto_decompress": False,  # bodies are refused compressed (api.body)
             "access_log_class": access_log_class,
             "access_log": access_log,
         }

@@ -2,6 +2,10 @@
 
 * A body over the limit is refused with 413 as soon as that is known: from its
   ``Content-Length`` before anything is read, or once the bytes read pass the limit.
+* A compressed body (``Content-Encoding`` other than ``identity``) is refused with 415:
+  a JobSpec is a few KB, and a 64 KB gzip bomb is 64 MB of zeros to inflate on the event
+  loop. The server does not decompress (``http_server``: ``auto_decompress=False``), so
+  nothing inflates them, not even when it drains a refused body.
 * A body must arrive within ``body_timeout_s`` of the first read (408 otherwise): a
   client sending one byte every two seconds cannot hold a connection and a handler for
   as long as it likes.
@@ -29,6 +33,10 @@ CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytes:
     """The whole body, at most ``limit`` bytes, read within ``timeout_s``."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise ApiError(415, f"Content-Encoding {encoding[:40]!r} is not accepted; send the "
+                            "body uncompressed")
     if request.content_length is not None and request.content_length > limit:
         raise ApiError(413, f"request body is {request.content_length} bytes; limit {limit}")
     body = bytearray()

@@ -35,7 +35,6 @@ ERROR_CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     417: "expectation_failed",
-    431: "headers_too_large",
     500: "internal_error",
     503: "unavailable",
 }

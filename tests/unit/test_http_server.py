@@ -335,23 +335,45 @@ async def test_an_unknown_expectation_is_417(server):
     assert "200-ok" in assert_error(answer, 417, "expectation_failed")
 
 
-@pytest.mark.parametrize("encoding, body, status", [
-    (b"gzip", b"workload: ppo\n", 400),  # not gzip at all
-    (b"deflate", b"\x78\x9c" + b"\xff" * 20, 400),  # a broken stream
-    (b"gzip", gzip.compress(b"#" * (8 << 20)), 413),  # 8 MiB of comments in 8 KB
+@pytest.mark.parametrize("encoding, body", [
+    (b"gzip", b"workload: ppo\n"),  # not gzip at all
+    (b"deflate", b"\x78\x9c" + b"\xff" * 20),  # a broken stream
+    (b"gzip", gzip.compress(b"#" * (8 << 20))),  # a bomb: 8 MiB of comments in 8 KB
+    (b"br", b"x"),
 ])
-async def test_bodies_that_do_not_decode_are_4xx_without_traceback(server, encoding, body,
-                                                                    status, caplog):
+async def test_compressed_bodies_are_refused_uninflated(server, encoding, body, caplog):
     caplog.set_level(logging.DEBUG)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     answer = await server.exchange(
         b"POST /api/v2/tasks HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + AUTH
         + b"Content-Type: application/yaml\r\nContent-Encoding: " + encoding
         + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    code = "bad_request" if status == 400 else "payload_too_large"
-    message = assert_error(answer, status, code)
-    assert "\\x" not in message
+    message = assert_error(answer, 415, "unsupported_media_type")
+    assert "send the body uncompressed" in message
+    assert loop.time() - started < 1.0, "nothing was inflated"
     assert await poll(lambda: server.connections() == 0)
     assert not [r for r in caplog.records if r.exc_info], "no traceback for a bad body"
+
+
+async def test_a_bad_chunk_mid_body_costs_no_traceback(server, caplog):
+    """The handler reads the first chunk; the next one is malformed. aiohttp's parser
+    does not pass that to the reader (the body timeout answers); whatever it logs is
+    one line."""
+    caplog.set_level(logging.DEBUG)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(b"POST /api/v2/tasks HTTP/1.1\r\nHost: x\r\n" + AUTH
+                 + b"Content-Type: application/yaml\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"3\r\nabc\r\n")
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    writer.write(b"zz\r\nabc\r\n0\r\n\r\n")
+    await writer.drain()
+    answer = await read_all(reader, 5)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 4"), answer[:200]
+    assert await poll(lambda: server.connections() == 0)
+    assert not [r for r in caplog.records if r.exc_info]
 
 
 async def test_a_client_gone_mid_body_costs_no_traceback(server, caplog):
