@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 
 from service.api import handlers as h
+from service.api.body import expect_continue
 from service.api.deps import DEPS, AppDeps, SchedulerLoopView
 from service.api.middlewares import MIDDLEWARES, Handler
 from service.api.waker import Waker
@@ -80,7 +81,9 @@ def create_app(
     )
     app[DEPS] = deps
     for method, path, handler in ROUTES:
-        app.router.add_route(method, path, handler)
+        app.router.add_route(method, path, handler, expect_handler=expect_continue)
+        if method == "GET":  # HEAD wherever GET is allowed: the same answer, no body
+            app.router.add_route("HEAD", path, handler, expect_handler=expect_continue)
 
     async def _shutdown_pools(_: web.Application) -> None:
         deps.waker.close()

@@ -11,9 +11,10 @@ Shape::
       entrypoint_resources: {worker_node: 1}
       runtime_env: {env_vars: {...}}
     v2:
-      api: {host: 0.0.0.0, port: 8080}
+      api: {host: 0.0.0.0, port: 8080, header_timeout_s: 10, body_timeout_s: 30,
+            max_connections: 512}
       auth: {token_env: ARGUS_API_TOKEN}
-      sqlite: {db_path: /private/common/db/mvp_v2.sqlite3}
+      sqlite: {db_path: /private/common/db/mvp_v2.sqlite3, synchronous: NORMAL}
       scheduler: {tick_s: 1, retry_interval_s: 60, max_running_tasks: 0, ...}
       ...
 
@@ -35,6 +36,14 @@ import yaml
 from service.workloads import DEFAULT_OVERRIDES, WORKLOAD_NAMES
 
 WORKLOADS = WORKLOAD_NAMES  # the workload keys of v2.verl.default_overrides
+
+# PRAGMA synchronous of the database's writing connection (``v2.sqlite.synchronous``). In
+# WAL mode both keep a commit through kill -9 of the service; FULL also syncs the WAL to
+# the disk at every commit, so an accepted task survives an OS crash or power loss too.
+# NORMAL is the default: with one sync per submission, FULL misses the API's POST latency
+# floor (README, "Limits and hostile input"); choose FULL where power loss matters more.
+SYNCHRONOUS_MODES = ("FULL", "NORMAL")
+DEFAULT_SYNCHRONOUS = "NORMAL"
 
 
 class ConfigError(ValueError):
@@ -90,8 +99,15 @@ class Settings:
     # v2 section
     api_host: str = "0.0.0.0"
     api_port: int = 8080
+    # server limits (service.http_server): a request's headers (and an idle keep-alive
+    # connection) get header_timeout_s, its body body_timeout_s; connections beyond
+    # max_connections are answered 503 and closed
+    api_header_timeout_s: float = 10.0
+    api_body_timeout_s: float = 30.0
+    api_max_connections: int = 512
     token_env: str = "ARGUS_API_TOKEN"
     db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
+    sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
     task_id_prefix: str = "mvp2"
     allowed_roots: tuple[str, ...] = ()  # default: (shared_root,)
     max_body_bytes: int = 1 << 20
@@ -226,12 +242,24 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
         kw["api_host"] = _str(api["host"], "v2.api.host")
     if "port" in api:
         kw["api_port"] = int(_num(api["port"], "v2.api.port", minimum=0, integer=True))
+    for key in ("header_timeout_s", "body_timeout_s"):
+        if key in api:
+            kw[f"api_{key}"] = float(_num(api[key], f"v2.api.{key}", minimum=0.1))
+    if "max_connections" in api:
+        kw["api_max_connections"] = int(
+            _num(api["max_connections"], "v2.api.max_connections", minimum=1, integer=True))
     auth = _section(v2, "auth", "v2.")
     if "token_env" in auth:
         kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")
     sqlite = _section(v2, "sqlite", "v2.")
     if sqlite.get("db_path"):
         kw["db_path"] = _str(sqlite["db_path"], "v2.sqlite.db_path")
+    if "synchronous" in sqlite:
+        mode = _str(sqlite["synchronous"], "v2.sqlite.synchronous").upper()
+        if mode not in SYNCHRONOUS_MODES:
+            raise ConfigError(f"v2.sqlite.synchronous: one of {', '.join(SYNCHRONOUS_MODES)}, "
+                              f"got {sqlite['synchronous']!r}")
+        kw["sqlite_synchronous"] = mode
     if "task_id_prefix" in v2:
         prefix = _str(v2["task_id_prefix"], "v2.task_id_prefix")
         if not re.fullmatch(r"[a-z0-9]{1,32}", prefix):

@@ -6,20 +6,65 @@ new ``PRAGMA user_version``. A test keeps the two paths equal.
 
 Rows come back as ``sqlite3.Row`` on every connection made here: callers read columns by
 name, so adding a column can never shift what another one means.
+
+Storage faults (disk full, a read-only file or file system, the lock held past the busy
+timeout, an I/O error) are told apart from every other SQLite error by
+``storage_fault``: they are nobody's request's fault and pass once the storage is back,
+so the API answers them 503 and the scheduler reports itself degraded.
 """
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from pathlib import Path
 
+from service.config import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_MODES
 from service.sql import MIGRATIONS_DIR, SCHEMA_FILE
 
 BUSY_TIMEOUT_MS = 10_000
 
+# primary result codes (the low byte of an extended code) -> what the storage did
+_SQLITE_FAULTS = {
+    sqlite3.SQLITE_FULL: "disk full",
+    sqlite3.SQLITE_READONLY: "database is read-only",
+    sqlite3.SQLITE_BUSY: "database is locked",
+    sqlite3.SQLITE_LOCKED: "database is locked",
+    sqlite3.SQLITE_IOERR: "disk I/O error",
+    sqlite3.SQLITE_CANTOPEN: "cannot open the database file",
+}
+_OS_FAULTS = {
+    errno.ENOSPC: "disk full",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EIO: "disk I/O error",
+}
+
 
 class SchemaError(Exception):
     """The database cannot be used by this code (foreign, newer, or broken migrations)."""
+
+
+class StorageUnavailable(Exception):
+    """A write failed because of the database's storage (``storage_fault``), not because
+    of what was written: the same write may succeed once the storage is back."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason} ({detail})" if detail and detail != reason else reason)
+        self.reason = reason
+
+
+def storage_fault(exc: BaseException) -> str | None:
+    """What the storage did when ``exc`` is a storage fault (``"disk full"``, ``"database
+    is locked"`` ...); None for any other error (a bug, a constraint, bad SQL)."""
+    if isinstance(exc, StorageUnavailable):
+        return exc.reason
+    if isinstance(exc, sqlite3.Error):
+        code = getattr(exc, "sqlite_errorcode", None)
+        return None if code is None else _SQLITE_FAULTS.get(code & 0xFF)
+    if isinstance(exc, OSError):
+        return _OS_FAULTS.get(exc.errno)
+    return None
 
 
 def migration_files() -> list[tuple[int, Path]]:
@@ -72,13 +117,15 @@ def _open(db_path: str) -> sqlite3.Connection:
     return conn
 
 
-def connect(db_path: str) -> sqlite3.Connection:
-    """The writing connection: WAL, busy timeout, foreign keys; parent folders created."""
+def connect(db_path: str, *, synchronous: str = DEFAULT_SYNCHRONOUS) -> sqlite3.Connection:
+    """The writing connection: WAL, ``synchronous`` (see ``SYNCHRONOUS_MODES``), busy
+    timeout, foreign keys; parent folders created."""
+    if synchronous not in SYNCHRONOUS_MODES:
+        raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
     Path(db_path).parent.mkdir(parents=True, exist_ok=True)
     conn = _open(db_path)
     conn.execute("PRAGMA journal_mode = WAL")
-    # WAL + NORMAL: a committed transaction survives kill -9 of the service.
-    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
 

@@ -6,7 +6,8 @@
 Precedence: defaults < config file < ``ARGUS_*`` environment < flags. The service refuses
 to start (exit 2) without an API token in the environment variable named by
 ``v2.auth.token_env``, and on any configuration error. SIGTERM/SIGINT stop it cleanly:
-the scheduler loop finishes its tick, then the database is closed.
+the scheduler loop finishes its tick, then the database is closed. The HTTP server runs
+under ``service.http_server``'s limits (header and body timeouts, a connection cap).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from service.artifacts import Artifacts
 from service.cluster import Cluster
 from service.config import ConfigError, Settings, load_settings
 from service.db import SchemaError
+from service.http_server import ServerLimits, run
 from service.metrics import MeteredScheduler, ServiceMetrics
 from service.scheduler import Scheduler, SchedulerLoop
 from service.store import Store
@@ -89,11 +91,12 @@ def read_token(settings: Settings, environ: Mapping[str, str]) -> str:
 def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Application:
     """Store + artifacts + scheduler loop + API on ``cluster``; the loop starts with the
     app and stops (then the store closes) on shutdown."""
-    store = Store(settings.resolved_db_path)
+    store = Store(settings.resolved_db_path, synchronous=settings.sqlite_synchronous)
     artifacts = Artifacts(settings.jobs_dir())
     scheduler = Scheduler(store, cluster, settings, artifacts)
     metrics = ServiceMetrics(store.counts_by_state)
-    loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s)
+    loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s,
+                         storage=store)
     metrics.watch_loop(loop)
     app = create_app(settings, store, cluster, artifacts, token=token,
                      scheduler_loop=loop, metrics=metrics)
@@ -126,10 +129,11 @@ class ErrorAccessLogger(AbstractAccessLogger):
                              request.path_qs, response.status, time * 1000)
 
 
-def serve(app: web.Application, host: str, port: int) -> None:
+def serve(app: web.Application, host: str, port: int,
+          limits: ServerLimits | None = None) -> None:
     """Run until SIGTERM/SIGINT, then shut down gracefully (cleanup hooks run)."""
-    web.run_app(app, host=host, port=port, print=None, access_log_class=ErrorAccessLogger,
-                access_log=logging.getLogger("argus.access"))
+    run(app, host, port, limits or ServerLimits(), access_log_class=ErrorAccessLogger,
+        access_log=logging.getLogger("argus.access"))
 
 
 def _fail(message: str) -> None:
@@ -154,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(f"cannot open the database {settings.resolved_db_path}: {exc}")
     log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
              settings.resolved_db_path, settings.head_json or settings.ray_address)
-    serve(app, settings.api_host, settings.api_port)
+    serve(app, settings.api_host, settings.api_port, ServerLimits.from_settings(settings))
     cluster.close()
     _exit_past_stuck_threads(EXIT_GRACE_S)
 

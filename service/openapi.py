@@ -145,7 +145,11 @@ _SCHEMAS: dict[str, Any] = {
     "Health": {
         "type": "object", "required": ["status", "scheduler"],
         "properties": {
-            "status": {"const": "ok"},
+            "status": {"enum": ["ok", "degraded", "scheduler stopped"],
+                       "description": "degraded: the database cannot be written now "
+                                      "(disk full, read-only, locked); the service resumes "
+                                      "by itself once it can"},
+            "reason": {"type": "string", "description": "why degraded"},
             "scheduler": {"type": ["object", "null"], "properties": {
                 "alive": {"type": "boolean", "description": "scheduler thread running"},
                 "ticks": {"type": "integer"},
@@ -165,8 +169,12 @@ _RESPONSES = {
         "NotFound": "No such task, attempt or logs",
         "Conflict": "The task is already terminal",
         "PayloadTooLarge": "Body over the configured size limit",
+        "RequestTimeout": "Body not received within the body timeout",
         "UnsupportedMediaType": "Body is not YAML",
         "InternalError": "Unexpected server error (no details leaked)",
+        "Unavailable": "The database cannot be used now (disk full, read-only, locked: "
+                       "storage_unavailable), or too many connections; retry after "
+                       "Retry-After seconds",
     }.items()
 }
 
@@ -178,6 +186,7 @@ def _op(summary: str, ok: dict[str, dict[str, Any]], *errors: str,
     for code, name in (e.split(":") for e in errors):
         responses[code] = _err(name)
     responses["500"] = _err("InternalError")
+    responses["503"] = _err("Unavailable")
     op: dict[str, Any] = {"summary": summary, "responses": responses, **extra}
     if params:
         op["parameters"] = params
@@ -210,7 +219,8 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             "post": _op(
                 "Submit a task (JobSpec YAML)",
                 {"201": _json(_ref("Submitted"), "Accepted and queued")},
-                "400:BadRequest", "413:PayloadTooLarge", "415:UnsupportedMediaType",
+                "400:BadRequest", "408:RequestTimeout", "413:PayloadTooLarge",
+                "415:UnsupportedMediaType",
                 requestBody={"required": True, "content": {
                     t: {"schema": yaml_body}
                     for t in ("application/yaml", "text/yaml", "application/x-yaml")
@@ -280,7 +290,8 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
         "/healthz": {"get": {
             "summary": "Liveness of the process (no auth)",
             "security": [],
-            "responses": {"200": _json(_ref("Health"), "Alive")},
+            "responses": {"200": _json(_ref("Health"), "Alive (ok or degraded)"),
+                          "503": _json(_ref("Health"), "The scheduler thread stopped")},
         }},
     }
     return copy.deepcopy({

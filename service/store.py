@@ -9,18 +9,30 @@
   never wait for this writer.
 * The statements are the named queries of ``service/sql/queries.sql``; the schema and the
   connections' pragmas are ``service.db``'s; the rows are ``service.rows``' dataclasses.
+* A write that fails because of the storage (disk full, read-only, locked: see
+  ``db.storage_fault``) is rolled back and raises ``StorageUnavailable``; ``write_fault``
+  says what happened until a write commits again (``probe_write`` tries one that changes
+  nothing).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
-from service.db import connect, initialize
+from service.db import (
+    DEFAULT_SYNCHRONOUS,
+    StorageUnavailable,
+    connect,
+    initialize,
+    storage_fault,
+)
 from service.ids import submission_id
 from service.rows import (
     ActiveRow,
@@ -41,14 +53,18 @@ from service.store_reads import ACTIVE, MAX_SEQ, StoreReads
 # The store's API: the class, its errors, and the rows it takes and returns.
 __all__ = [
     "ACTIVE", "MAX_SEQ", "ActiveRow", "AttemptEnd", "AttemptRow", "BulkTask", "CancelKind",
-    "CancelOutcome", "Claim", "EventRow", "RunnableRow", "StaleState", "Store", "StoreError",
-    "TaskExists", "TaskNotFound", "TaskRow", "truncate_message",
+    "CancelOutcome", "Claim", "EventRow", "RunnableRow", "StaleState", "StorageUnavailable",
+    "Store", "StoreError", "TaskExists", "TaskNotFound", "TaskRow", "truncate_message",
 ]
 
 MESSAGE_HEAD = 1_000
+# After a storage fault, every commit for this long is followed by a checkpoint (below)
+RECOVERY_WINDOW_S = 60.0
 MESSAGE_TAIL = 3_000
 
 _S = TaskState
+
+log = logging.getLogger(__name__)
 
 
 class StoreError(Exception):
@@ -88,15 +104,23 @@ def truncate_message(text: str | None) -> str | None:
 class Store(StoreReads):
     """Thread-safe access to the service database (see the module docstring)."""
 
-    def __init__(self, db_path: str) -> None:
+    def __init__(self, db_path: str, *, synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
         super().__init__(db_path)
         self._lock = threading.RLock()
-        self._conn = connect(db_path)
+        self._conn = connect(db_path, synchronous=synchronous)
+        self._write_fault: str | None = None
+        self._fault_at = float("-inf")  # monotonic time of the last storage fault
         try:
             initialize(self._conn)
         except BaseException:
             self._conn.close()
             raise
+
+    @property
+    def write_fault(self) -> str | None:
+        """Why the last write failed when the storage was to blame (``"disk full"``...);
+        None once a write commits again."""
+        return self._write_fault
 
     def close(self) -> None:
         with self._lock:
@@ -105,15 +129,69 @@ class Store(StoreReads):
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction on the one writing connection."""
+        """A write transaction on the one writing connection.
+
+        Whatever fails (the body, or the COMMIT itself) leaves no transaction open: a
+        connection left inside a failed transaction would refuse every later write, long
+        after the disk has room again. A storage fault becomes ``StorageUnavailable``.
+        """
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+            except sqlite3.Error as exc:
+                fault = storage_fault(exc)
+                if fault is None:
+                    raise
+                self._fault(fault, exc)
+                raise StorageUnavailable(fault, str(exc)) from exc
+            if self._write_fault is not None:
+                log.warning("database writes work again (they failed: %s)", self._write_fault)
+                self._write_fault = None
+            if time.monotonic() - self._fault_at < RECOVERY_WINDOW_S:
+                self._checkpoint()
+
+    def _fault(self, fault: str, exc: sqlite3.Error) -> None:
+        """Record a storage fault (logged once until writes work again) and checkpoint.
+
+        Why checkpoint: a WAL that has not reached its checkpoint size must grow to take
+        the next commit, and on a nearly full disk it eats whatever space comes back,
+        frame by frame, until the disk is full again (the service would fail again a few
+        writes after space returned). A checkpoint copies the WAL's pages into the
+        database, mostly over pages that are there already, after which the next commit
+        starts the WAL again from its beginning, inside the space the file already has.
+        A passive checkpoint never waits; when it cannot finish now, the next one goes on.
+        """
+        if self._write_fault != fault:
+            log.warning("database writes fail: %s (%s); answering 503 until they work", fault,
+                        exc)
+        self._write_fault = fault
+        self._fault_at = time.monotonic()
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        with suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def _rollback(self) -> None:
+        """Roll back if a transaction is still open (SQLite ends some failed ones itself);
+        a rollback that fails too leaves the connection as SQLite left it."""
+        if self._conn.in_transaction:
+            with suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+
+    def probe_write(self) -> None:
+        """Commit a write that changes nothing (the schema version, rewritten as it is):
+        it needs what any write needs (the lock, room in the WAL), so it tells whether
+        writes work again. Raises ``StorageUnavailable`` while they do not."""
+        with self._tx() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute(f"PRAGMA user_version = {int(version)}")
 
     # -- write helpers (inside a transaction) ------------------------------------------
     @staticmethod

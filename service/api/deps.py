@@ -40,6 +40,9 @@ class SchedulerLoopView(Protocol):
     @property
     def last_tick_duration_s(self) -> float: ...
 
+    @property
+    def degraded(self) -> str | None: ...
+
     def wake(self) -> None: ...
 
 

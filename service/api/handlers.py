@@ -17,8 +17,10 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from service.api.body import read_body
 from service.api.deps import AppDeps, deps_of
 from service.api.middlewares import ApiError
+from service.api.params import SQLITE_MAX_INT, parse_uint
 from service.api.views import (
     InvalidCursor,
     attempt_json,
@@ -76,19 +78,18 @@ async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
 
 
 def _int_param(
-    request: web.Request, name: str, default: int, lo: int, hi: int | None,
+    request: web.Request, name: str, default: int, lo: int, hi: int,
     errors: list[dict[str, Any]],
 ) -> int:
+    """Query integer ``name`` (ASCII digits, ``lo..hi``: ``params.parse_uint``)."""
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = None
-    if value is None or value < lo or (hi is not None and value > hi):
-        bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
-        errors.append({"field": name, "message": f"must be an integer {bound}, got {raw!r}"})
+    value = parse_uint(raw, lo, hi)
+    if value is None:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        errors.append({"field": name,
+                       "message": f"must be an integer between {lo} and {hi}, got {shown!r}"})
         return default
     return value
 
@@ -102,19 +103,6 @@ def _tail(text: str, lines: int) -> str:
         if pos < 0:
             return text
     return text[pos + 1:]
-
-
-async def _read_body(request: web.Request, limit: int) -> bytes:
-    if request.content_length is not None and request.content_length > limit:
-        raise ApiError(413, f"request body is {request.content_length} bytes; limit {limit}")
-    body = bytearray()
-    while True:
-        chunk = await request.content.read(limit + 1 - len(body))
-        if not chunk:
-            return bytes(body)
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, f"request body exceeds the limit of {limit} bytes")
 
 
 # -- tasks ----------------------------------------------------------------------------
@@ -131,7 +119,8 @@ async def submit_task(request: web.Request) -> web.Response:
     charset = request.charset
     if charset is not None and charset.lower() not in UTF8_CHARSETS:
         raise ApiError(415, f"charset {charset!r} is not accepted; send UTF-8")
-    raw = await _read_body(request, deps.settings.max_body_bytes)
+    raw = await read_body(request, deps.settings.max_body_bytes,
+                          deps.settings.api_body_timeout_s)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -239,10 +228,10 @@ async def task_logs(request: web.Request) -> web.Response:
     errors: list[dict[str, Any]] = []
     attempt_no: int | None = None
     if request.query.get("attempt", "latest") != "latest":
-        attempt_no = _int_param(request, "attempt", 0, 1, None, errors)
+        attempt_no = _int_param(request, "attempt", 0, 1, SQLITE_MAX_INT, errors)
         if errors:
-            errors[0]["message"] = "must be 'latest' or an integer >= 1, got " + repr(
-                request.query["attempt"])
+            errors[0]["message"] = ("must be 'latest' or an integer between 1 and "
+                                    f"{SQLITE_MAX_INT}, got {request.query['attempt'][:40]!r}")
     tail = _int_param(request, "tail", LOG_TAIL_DEFAULT, 1, LOG_TAIL_MAX, errors)
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
@@ -294,9 +283,11 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
+    """Liveness and what is wrong: reads the loop's counters only, never the database."""
     loop = deps_of(request).scheduler_loop
     scheduler = None
     failed = loop is not None and loop.failed
+    degraded = None if loop is None else loop.degraded
     if loop is not None:
         scheduler = {
             "alive": loop.alive,
@@ -310,4 +301,9 @@ async def healthz(request: web.Request) -> web.Response:
     if failed:
         return web.json_response({"status": "scheduler stopped", "scheduler": scheduler},
                                  status=503)
+    # Storage trouble (disk full...) is reported, not failed: a restart would not bring
+    # the disk back, and the service resumes by itself once writes work again.
+    if degraded is not None:
+        return web.json_response({"status": "degraded", "reason": degraded,
+                                  "scheduler": scheduler})
     return web.json_response({"status": "ok", "scheduler": scheduler})

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
+from service.api.params import parse_uint
 from service.rows import MAX_SEQ, AttemptRow, EventRow, TaskRow
 from service.states import RUNNABLE
 from service.timefmt import iso
@@ -24,16 +26,24 @@ def encode_cursor(seq: int) -> str:
     return base64.urlsafe_b64encode(f"seq:{seq}".encode()).decode().rstrip("=")
 
 
+_CURSOR = re.compile(r"[A-Za-z0-9_-]{1,40}")  # what encode_cursor makes (no padding)
+
+
 def decode_cursor(cursor: str) -> int:
-    """The ``seq`` a cursor from ``encode_cursor`` stands for; InvalidCursor otherwise."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    """The ``seq`` a cursor from ``encode_cursor`` stands for; InvalidCursor otherwise
+    (also for a number out of 1..MAX_SEQ or not written as plain ASCII digits)."""
+    seq = None
+    if _CURSOR.fullmatch(cursor):
+        try:
+            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        except (binascii.Error, UnicodeDecodeError):
+            raw = ""
         kind, _, value = raw.partition(":")
-        seq = int(value)
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidCursor(f"invalid cursor {cursor!r}") from exc
-    if kind != "seq" or not 1 <= seq <= MAX_SEQ:
-        raise InvalidCursor(f"invalid cursor {cursor!r}")
+        if kind == "seq":
+            seq = parse_uint(value, 1, MAX_SEQ)
+    if seq is None:
+        shown = cursor if len(cursor) <= 64 else cursor[:64] + "..."
+        raise InvalidCursor(f"invalid cursor {shown!r}")
     return seq
 
 

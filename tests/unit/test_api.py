@@ -53,6 +53,7 @@ class FakeLoop:
     failed: bool = False
     last_error: str | None = None
     last_tick_duration_s: float = 0.004
+    degraded: str | None = None
 
     def wake(self) -> None:
         self.wakes += 1

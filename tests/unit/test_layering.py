@@ -51,6 +51,7 @@ PURE_MODULES = (
     "service.timefmt",
     "service.ray_mapping",
     "service.api.views",
+    "service.api.params",
     "raypool.policy",
     "raypool.headrecord",
 )

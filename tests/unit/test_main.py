@@ -16,6 +16,7 @@ import pytest
 from service import main as main_mod
 from service.cluster_fake import FakeCluster
 from service.config import ConfigError
+from service.http_server import ServerLimits
 
 TOKEN = "s3cret-token"
 
@@ -61,10 +62,10 @@ def fake_ray(monkeypatch: pytest.MonkeyPatch) -> list[FakeCluster]:
 def run_app_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     calls: list[dict] = []
 
-    def fake_run_app(app, **kw):
-        calls.append({"app": app, **kw})
+    def fake_run(app, host, port, limits, **kw):
+        calls.append({"app": app, "host": host, "port": port, "limits": limits, **kw})
 
-    monkeypatch.setattr(main_mod.web, "run_app", fake_run_app)
+    monkeypatch.setattr(main_mod, "run", fake_run)
     monkeypatch.setattr(main_mod, "_exit_past_stuck_threads", lambda grace_s: None)
     return calls
 
@@ -190,6 +191,8 @@ def test_main_wires_the_service_and_runs_it(tmp_path, monkeypatch, fake_ray, run
     (call,) = run_app_calls
     assert (call["host"], call["port"]) == ("127.0.0.1", 18123)
     assert call["access_log_class"] is main_mod.ErrorAccessLogger
+    assert call["limits"] == ServerLimits(header_timeout_s=10.0, body_timeout_s=30.0,
+                                          max_connections=512)
     assert (tmp_path / "shared" / "common" / "db" / "mvp_v2.sqlite3").exists()
 
 

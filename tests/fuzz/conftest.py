@@ -1,0 +1,50 @@
+"""One ``argus-api`` process (fake cluster) for the whole fuzz tier.
+
+Short timeouts keep the slow-client tests short; the connection cap is the default's
+order of magnitude. The tier's tests assert generous bounds (a shared 2-core CI machine
+makes timing floors flaky); ``bench/bench_hostile.py`` measures the floors themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .harness import Service, good_spec, start_service
+
+HEADER_TIMEOUT_S = 2.0
+BODY_TIMEOUT_S = 2.0
+MAX_CONNECTIONS = 256
+
+
+@pytest.fixture(scope="session")
+def argus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    root: Path = tmp_path_factory.mktemp("argus-fuzz")
+    service = start_service(root, api={"header_timeout_s": HEADER_TIMEOUT_S,
+                                       "body_timeout_s": BODY_TIMEOUT_S,
+                                       "max_connections": MAX_CONNECTIONS})
+    try:
+        yield service
+    finally:
+        alive = service.alive()
+        service.stop()
+        assert alive, f"the service died during the fuzz tier:\n{service.log()[-5000:]}"
+
+
+@pytest.fixture(scope="session")
+def task_id(argus: Service) -> str:
+    """A task the service holds (submitted through the API)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", argus.port, timeout=10)
+    conn.request("POST", "/api/v2/tasks", body=good_spec(argus.shared),
+                 headers={"Authorization": f"Bearer {argus.token}",
+                          "Content-Type": "application/yaml"})
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    assert resp.status == 201, body
+    return json.loads(body)["task_id"]
