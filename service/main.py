@@ -5,7 +5,8 @@
 
 Precedence: defaults < config file < ``ARGUS_*`` environment < flags. The service refuses
 to start (exit 2) without an API token in the environment variable named by
-``v2.auth.token_env``, and on any configuration error. SIGTERM/SIGINT stop it cleanly:
+``v2.auth.token_env`` (it signs in as the bootstrap admin, ``v2.users.bootstrap_admin``),
+and on any configuration error. SIGTERM/SIGINT stop it cleanly:
 the scheduler loop finishes its tick, then the database is closed.
 """
 
@@ -32,6 +33,7 @@ from service.db import SchemaError
 from service.metrics import MeteredScheduler, ServiceMetrics
 from service.scheduler import Scheduler, SchedulerLoop
 from service.store import Store
+from service.users import MAX_TOKEN_LEN, presentable
 
 log = logging.getLogger("argus.api")
 
@@ -83,6 +85,11 @@ def read_token(settings: Settings, environ: Mapping[str, str]) -> str:
             f"no API token: set the environment variable {settings.token_env} "
             "(named by v2.auth.token_env); the service does not run without one"
         )
+    if not presentable(token):
+        raise ConfigError(
+            f"the API token in {settings.token_env} must be printable text of at most "
+            f"{MAX_TOKEN_LEN} characters (a client could never send it otherwise)"
+        )
     return token
 
 
@@ -90,9 +97,9 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     """Store + artifacts + scheduler loop + API on ``cluster``; the loop starts with the
     app and stops (then the store closes) on shutdown."""
     store = Store(settings.resolved_db_path)
-    artifacts = Artifacts(settings.jobs_dir())
+    artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
-    metrics = ServiceMetrics(store.counts_by_state)
+    metrics = ServiceMetrics(store.counts_by_state, users=store)
     loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s)
     metrics.watch_loop(loop)
     app = create_app(settings, store, cluster, artifacts, token=token,

@@ -1,30 +1,32 @@
 """Bearer auth, the JSON error shape, and request metrics: every request passes here.
 
 Every error leaves as ``{"error": {"code", "message", "details"}}``; a 500 carries no
-traceback (it is logged instead).
+traceback (it is logged instead). Auth: each route's ``Access`` (the route table) says
+who may call it; a request without a valid token gets 401 with the reason, a valid
+token without the right gets 403. Checks that depend on the thing asked for (a task's
+owner, the user named in the path) are the handlers'.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from service.api.deps import deps_of
+from service.api.auth import Access, AuthFailure, bearer_token
+from service.api.deps import PRINCIPAL, deps_of
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-PUBLIC_PATHS = frozenset({"/healthz"})
-
 ERROR_CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
@@ -105,25 +107,32 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 _UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="argus"'}
 
 
+def access_of(request: web.Request) -> Access:
+    """The route's access; a path or method no route has needs a token (so unknown
+    paths are no probe for anyone without one)."""
+    access = deps_of(request).access
+    route = route_label(request)
+    found = access.get((request.method, route))
+    if found is None and request.method == "HEAD":
+        found = access.get(("GET", route))
+    return Access.USER if found is None else found
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if route_label(request) in PUBLIC_PATHS:
+    access = access_of(request)
+    if access is Access.PUBLIC:
         return await handler(request)
-    header = request.headers.get("Authorization")
-    if header is None:
+    try:
+        presented = bearer_token(request.headers.get("Authorization"))
+        principal = await deps_of(request).auth.authenticate(presented)
+    except AuthFailure as exc:
+        return error_response(401, exc.message, headers=_UNAUTHORIZED_HEADERS)
+    if access is Access.ADMIN and not principal.is_admin:
         return error_response(
-            401, "missing Authorization header (expected: Bearer <token>)",
-            headers=_UNAUTHORIZED_HEADERS,
-        )
-    scheme, _, presented = header.partition(" ")
-    presented = presented.strip()
-    if scheme.lower() != "bearer" or not presented:
-        return error_response(
-            401, "malformed Authorization header (expected: Bearer <token>)",
-            headers=_UNAUTHORIZED_HEADERS,
-        )
-    if not hmac.compare_digest(presented.encode(), deps_of(request).token):
-        return error_response(401, "invalid token", headers=_UNAUTHORIZED_HEADERS)
+            403, f"{request.method} {route_label(request)} is for admins; "
+                 f"user {principal.name} has the role {principal.role}")
+    request[PRINCIPAL] = principal
     return await handler(request)
 
 

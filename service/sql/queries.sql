@@ -75,6 +75,40 @@ LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attemp
 WHERE t.state = :state AND t.seq < :before_seq
 ORDER BY t.seq DESC LIMIT :limit;
 
+-- name: list_tasks_of_user
+-- As list_tasks, of one owner (walks tasks_user_seq).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested,
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+       ) END AS queue_position
+FROM tasks t INDEXED BY tasks_user_seq
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.user = :user AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: list_tasks_of_user_in_state
+-- As list_tasks, of one owner in one state (walks tasks_user_state_seq).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested,
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+       ) END AS queue_position
+FROM tasks t INDEXED BY tasks_user_state_seq
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.user = :user AND t.state = :state AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
 -- name: queue_pending
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
@@ -101,6 +135,10 @@ ORDER BY t.seq;
 
 -- name: counts_by_state
 SELECT state, count(*) AS n FROM tasks GROUP BY state;
+
+-- name: counts_by_user_and_state
+-- A scan of the covering index tasks_user_state_seq.
+SELECT user, state, count(*) AS n FROM tasks GROUP BY user, state;
 
 -- attempts and events ------------------------------------------------------------------------
 
@@ -141,7 +179,7 @@ ORDER BY id;
 -- cancel -------------------------------------------------------------------------------------
 
 -- name: cancel_target
-SELECT t.state, t.cancel_requested_at, a.ray_submission_id
+SELECT t.state, t.user, t.cancel_requested_at, a.ray_submission_id
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.task_id = :task_id;
@@ -155,14 +193,14 @@ WHERE task_id = :task_id AND state = :expected;
 
 -- name: runnable
 -- FIFO by seq, up to :limit runnable tasks due by :now (a scan of tasks_runnable only).
-SELECT seq, task_id, state, nnodes, n_gpus_per_node, runnable_since, pending_reason
+SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason
 FROM tasks INDEXED BY tasks_runnable
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
 ORDER BY seq LIMIT :limit;
 
 -- name: active
 -- SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt (tasks_active only).
-SELECT t.task_id, t.state, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
+SELECT t.task_id, t.state, t.user, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
        a.submitted_at, a.stop_requested
 FROM tasks t INDEXED BY tasks_active
@@ -253,3 +291,104 @@ WHERE task_id = :task_id AND attempt_no = :attempt_no;
 -- The first stop sent for an attempt (zero rows: it was sent before).
 UPDATE attempts SET stop_requested = 1
 WHERE task_id = :task_id AND attempt_no = :attempt_no AND stop_requested = 0;
+
+-- users and tokens ---------------------------------------------------------------------------
+
+-- name: insert_user
+INSERT INTO users (name, role, enabled, created_at) VALUES (:name, :role, 1, :now);
+
+-- name: get_user
+SELECT name, role, enabled, created_at, disabled_at FROM users WHERE name = :name;
+
+-- name: list_users
+SELECT name, role, enabled, created_at, disabled_at FROM users ORDER BY name;
+
+-- name: disabled_users
+SELECT name FROM users WHERE enabled = 0;
+
+-- name: set_user_enabled
+-- Guarded: only a user in the other state changes (zero rows: it already was).
+UPDATE users SET enabled = :enabled,
+                 disabled_at = CASE WHEN :enabled THEN NULL ELSE :now END
+WHERE name = :name AND enabled != :enabled;
+
+-- name: make_admin
+-- The bootstrap admin: an admin, enabled, whatever an earlier row said.
+UPDATE users SET role = 'admin', enabled = 1, disabled_at = NULL
+WHERE name = :name AND (role != 'admin' OR enabled = 0);
+
+-- name: adopt_ownerless_tasks
+-- Tasks created before users existed get an owner (tasks_user_seq finds them).
+UPDATE tasks SET user = :user WHERE user IS NULL;
+
+-- name: user_task_counts
+-- Tasks of one user in the states given (a JSON array).
+SELECT count(*) AS n FROM tasks
+WHERE user = :user AND state IN (SELECT value FROM json_each(:states));
+
+-- name: insert_token
+INSERT INTO tokens (token_id, user, label, sha256, created_at, expires_at)
+VALUES (:token_id, :user, :label, :sha256, :now, :expires_at);
+
+-- name: token_exists
+SELECT 1 AS found FROM tokens WHERE token_id = :token_id;
+
+-- name: token_auth
+-- What a request's token check needs: the token and its user, by the token's id.
+SELECT k.token_id, k.user, k.sha256, k.expires_at, k.revoked_at, k.last_used_at,
+       u.role, u.enabled
+FROM tokens k JOIN users u ON u.name = k.user
+WHERE k.token_id = :token_id;
+
+-- name: get_token
+SELECT token_id, user, label, created_at, last_used_at, expires_at, revoked_at
+FROM tokens WHERE token_id = :token_id;
+
+-- name: list_tokens
+SELECT token_id, user, label, created_at, last_used_at, expires_at, revoked_at
+FROM tokens WHERE user = :user
+ORDER BY created_at, token_id;
+
+-- name: live_tokens
+SELECT count(*) AS n FROM tokens
+WHERE user = :user AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: revoke_token
+UPDATE tokens SET revoked_at = :now
+WHERE token_id = :token_id AND user = :user AND revoked_at IS NULL;
+
+-- name: touch_token
+UPDATE tokens SET last_used_at = :now
+WHERE token_id = :token_id AND (last_used_at IS NULL OR last_used_at < :now);
+
+-- accounting ---------------------------------------------------------------------------------
+
+-- name: usage_spans
+-- Attempts that held their gang at some time in [:from, :to): started before :to, and
+-- ended after :from (a range of attempts_end_time) or still on the cluster (no end yet,
+-- task active: an attempt without an end whose task moved on is not counted as running).
+-- :user NULL: every user.
+SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,
+       a.start_time, a.end_time, a.ray_status, a.failure_kind
+FROM attempts a INDEXED BY attempts_end_time
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.end_time > :from AND a.start_time < :to
+  AND (:user IS NULL OR t.user = :user)
+UNION ALL
+SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,
+       a.start_time, a.end_time, a.ray_status, a.failure_kind
+FROM attempts a INDEXED BY attempts_end_time
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.end_time IS NULL AND a.start_time < :to
+  AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+  AND (:user IS NULL OR t.user = :user)
+ORDER BY 1, 2;
+
+-- name: gpu_seconds_by_user
+-- GPU-seconds of every ended attempt, per owner (a counter: ended attempts never change).
+SELECT t.user, sum(max(0.0, a.end_time - a.start_time) * t.nnodes * t.n_gpus_per_node)
+           AS gpu_seconds
+FROM attempts a
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.start_time IS NOT NULL AND a.end_time IS NOT NULL
+GROUP BY t.user;

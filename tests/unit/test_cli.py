@@ -36,7 +36,7 @@ class Server:
         self.store = Store(str(tmp_path / "db.sqlite3"))
         self.cluster = FakeCluster(clock=T0)
         self.cluster.add_node("n1", gpus=4)
-        self.artifacts = Artifacts(self.settings.jobs_dir())
+        self.artifacts = Artifacts(self.settings.shared_root)
         self.scheduler = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
         self.now = T0
         self.url = ""
@@ -220,7 +220,7 @@ async def test_list_with_state_limit_and_cursor(server, tmp_path):
     code, out = await run(server, "list", "--limit", "2")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split()[:2] == ["TASK_ID", "STATE"]
+    assert lines[0].split()[:3] == ["TASK_ID", "USER", "STATE"]
     assert [line.split()[0] for line in lines[1:3]] == ids[:0:-1]
     cursor = lines[-1].split("--cursor ")[1].rstrip(")")
     code, out = await run(server, "--json", "list", "--limit", "2", "--cursor", cursor)

@@ -51,6 +51,9 @@ PURE_MODULES = (
     "service.timefmt",
     "service.ray_mapping",
     "service.api.views",
+    "service.users",
+    "service.quotas",
+    "service.usage",
     "raypool.policy",
     "raypool.headrecord",
 )
