@@ -169,7 +169,7 @@ def test_create_token_refusals_change_nothing(store: Store) -> None:
 def test_expired_and_revoked_tokens_free_their_place(store: Store) -> None:
     store.create_user("alice", Role.USER, T0)
     short = store.create_token("alice", "short", T0 + 10, T0, max_live=2)
-    other = store.create_token("alice", "other", None, T0, max_live=2)
+    other = store.create_token("alice", "other", None, T0 + 1, max_live=2)
     store.create_token("alice", "after expiry", None, T0 + 11, max_live=2)
     token, changed = store.revoke_token("alice", other.row.token_id, T0 + 12)
     assert changed and token.revoked_at == T0 + 12
