@@ -220,3 +220,4 @@ class BulkTask:
     jobspec_yaml: str = ""
     spec: Mapping[str, Any] | None = None
     user: str | None = None
+    attempt_span: tuple[float, float] | None = None  # (start, end): one ended attempt

@@ -371,6 +371,8 @@ class Store(StoreReads):
             failure_kind=end.failure_kind, message=truncate_message(end.message),
             start_time=end.start_time, end_time=end.end_time, exit_code=end.exit_code,
         )
+        conn.execute(Q["add_gpu_seconds"], {"task_id": task_id, "start_time": end.start_time,
+                                            "end_time": end.end_time})
 
     def finish_attempt(self, task_id: str, expected: TaskState, attempt_no: int,
                        end: AttemptEnd, outcome: TaskState, error_summary: str | None,
@@ -414,6 +416,7 @@ class Store(StoreReads):
                     conn.execute(Q["insert_user"], {"name": name, "role": role.value,
                                                     "now": now})
             conn.execute(Q["make_admin"], {"name": bootstrap_admin})
+            conn.execute(Q["adopt_gpu_seconds"], {"user": default_user})
             return conn.execute(Q["adopt_ownerless_tasks"], {"user": default_user}).rowcount
 
     def create_user(self, name: str, role: Role, now: float) -> UserRow:
@@ -497,10 +500,12 @@ class Store(StoreReads):
 
     # -- benchmarks ------------------------------------------------------------------------
     def bulk_load(self, tasks: Iterable[BulkTask]) -> int:
-        """Insert many task rows in one transaction, without events or attempts.
+        """Insert many task rows in one transaction, without events; with one ended
+        attempt for a task that has an ``attempt_span``.
 
         For benchmarks and large fixtures only: the service itself uses ``create_task``.
         """
+        tasks = list(tasks)
         rows = [
             {"task_id": t.task_id, "workload": t.workload, "state": TaskState(t.state).value,
              "jobspec_yaml": t.jobspec_yaml,
@@ -508,6 +513,14 @@ class Store(StoreReads):
              "n_gpus_per_node": t.n_gpus_per_node, "user": t.user, "now": t.created_at}
             for t in tasks
         ]
+        attempts = [
+            {"task_id": t.task_id, "ray_submission_id": submission_id(t.task_id, 1),
+             "ray_status": RayStatus.SUCCEEDED.value, "start_time": t.attempt_span[0],
+             "end_time": t.attempt_span[1]}
+            for t in tasks if t.attempt_span is not None
+        ]
         with self._tx() as conn:
             conn.executemany(Q["insert_task"], rows)
+            conn.executemany(Q["insert_ended_attempt"], attempts)
+            conn.executemany(Q["add_gpu_seconds"], attempts)
         return len(rows)

@@ -281,6 +281,6 @@ class StoreReads:
         return out
 
     def gpu_seconds_by_user(self) -> dict[str | None, float]:
-        """GPU-seconds of every ended attempt, per owner."""
+        """GPU-seconds of every ended attempt, per owner (the store's running ledger)."""
         rows = self._reader().execute(Q["gpu_seconds_by_user"]).fetchall()
         return {r["user"]: float(r["gpu_seconds"] or 0.0) for r in rows}

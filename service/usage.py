@@ -27,7 +27,7 @@ class AttemptSpan:
     failure_kind: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AttemptUsage:
     span: AttemptSpan
     counted_from: float
@@ -68,7 +68,7 @@ class Report:
     window_from: float
     window_to: float
     users: list[UserUsage]  # by user name
-    tasks: list[TaskUsage]  # by task id
+    tasks: list[TaskUsage]  # in no particular order
 
 
 def clip(span: AttemptSpan, window_from: float, window_to: float, now: float
@@ -76,14 +76,15 @@ def clip(span: AttemptSpan, window_from: float, window_to: float, now: float
     """``span``'s GPU-seconds inside ``[window_from, window_to)``, a running attempt
     counted up to ``now``."""
     end = now if span.end_time is None else span.end_time
-    lo, hi = max(span.start_time, window_from), max(min(end, window_to), window_from)
-    hi = max(hi, lo)
+    lo = max(span.start_time, window_from)
+    hi = max(min(end, window_to), lo)
     return AttemptUsage(span, lo, hi, (hi - lo) * span.gpus)
 
 
 def account(spans: Iterable[AttemptSpan], window_from: float, window_to: float,
             now: float) -> Report:
-    """Per-task and per-user totals of the attempts that overlap the window."""
+    """Per-task and per-user totals of the attempts that overlap the window (users by
+    name, tasks in no particular order, each task's attempts by number)."""
     if not window_from < window_to:
         raise ValueError(f"empty window: from {window_from} is not before to {window_to}")
     tasks: dict[str, TaskUsage] = {}
@@ -92,23 +93,25 @@ def account(spans: Iterable[AttemptSpan], window_from: float, window_to: float,
         used = clip(span, window_from, window_to, now)
         if used.counted_to <= used.counted_from:
             continue  # outside the window
+        seconds = used.gpu_seconds
         task = tasks.get(span.task_id)
+        user = users.get(span.user)
+        if user is None:
+            user = users[span.user] = UserUsage(span.user)
         if task is None:
             task = tasks[span.task_id] = TaskUsage(span.task_id, span.user, span.gpus)
-            users.setdefault(span.user, UserUsage(span.user)).tasks += 1
+            user.tasks += 1
         task.attempts.append(used)
-        task.gpu_seconds += used.gpu_seconds
-        user = users[span.user]
-        user.gpu_seconds += used.gpu_seconds
+        task.gpu_seconds += seconds
+        user.gpu_seconds += seconds
         user.attempts += 1
-        user.running_attempts += used.running
-        if used.failed:
-            task.failed_gpu_seconds += used.gpu_seconds
-            user.failed_gpu_seconds += used.gpu_seconds
+        if span.end_time is None:
+            user.running_attempts += 1
+        if span.failure_kind is not None:
+            task.failed_gpu_seconds += seconds
+            user.failed_gpu_seconds += seconds
     for task in tasks.values():
-        task.attempts.sort(key=lambda a: a.span.attempt_no)
-    return Report(
-        window_from, window_to,
-        sorted(users.values(), key=lambda u: u.user or ""),
-        sorted(tasks.values(), key=lambda t: t.task_id),
-    )
+        if len(task.attempts) > 1:
+            task.attempts.sort(key=lambda a: a.span.attempt_no)
+    return Report(window_from, window_to, sorted(users.values(), key=lambda u: u.user or ""),
+                  list(tasks.values()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 from typing import Any
 
 from service.quotas import Limits
@@ -178,7 +179,7 @@ def _user_usage_json(user: UserUsage) -> dict[str, Any]:
 
 def usage_json(report: Report, now: float, task_limit: int) -> dict[str, Any]:
     """Every user's totals; the ``task_limit`` tasks that used the most GPU time."""
-    top = sorted(report.tasks, key=lambda t: (-t.gpu_seconds, t.task_id))[:task_limit]
+    top = heapq.nsmallest(task_limit, report.tasks, key=lambda t: (-t.gpu_seconds, t.task_id))
     return {
         "from": iso(report.window_from),
         "to": iso(report.window_to),

@@ -167,6 +167,13 @@ WHERE t.task_id = :task_id;
 INSERT INTO attempts (task_id, attempt_no, ray_submission_id, created_at)
 VALUES (:task_id, :attempt_no, :ray_submission_id, :now);
 
+-- name: insert_ended_attempt
+-- Benchmarks and large fixtures only (Store.bulk_load): attempt 1, already ended.
+INSERT INTO attempts (task_id, attempt_no, ray_submission_id, ray_status, created_at,
+                      submitted_at, start_time, end_time)
+VALUES (:task_id, 1, :ray_submission_id, :ray_status, :start_time, :start_time,
+        :start_time, :end_time);
+
 -- name: insert_event
 INSERT INTO events (task_id, ts, event_type, payload_json)
 VALUES (:task_id, :ts, :event_type, :payload_json);
@@ -381,14 +388,27 @@ FROM attempts a INDEXED BY attempts_end_time
 JOIN tasks t ON t.task_id = a.task_id
 WHERE a.end_time IS NULL AND a.start_time < :to
   AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
-  AND (:user IS NULL OR t.user = :user)
-ORDER BY 1, 2;
+  AND (:user IS NULL OR t.user = :user);
+
+-- name: add_gpu_seconds
+-- An attempt of :task_id ended: its gang's GPUs x (end - start) go to the owner's total
+-- (nothing for an attempt that never started, or a task without an owner).
+INSERT INTO user_gpu_seconds (user, gpu_seconds)
+SELECT t.user, max(0.0, :end_time - :start_time) * t.nnodes * t.n_gpus_per_node
+FROM tasks t
+WHERE t.task_id = :task_id AND t.user IS NOT NULL AND :start_time IS NOT NULL
+  AND :end_time IS NOT NULL
+ON CONFLICT (user) DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds;
+
+-- name: adopt_gpu_seconds
+-- Before ownerless tasks get :user, their ended attempts go to :user's total.
+INSERT INTO user_gpu_seconds (user, gpu_seconds)
+SELECT :user, coalesce(sum(max(0.0, a.end_time - a.start_time) * t.nnodes
+                           * t.n_gpus_per_node), 0.0)
+FROM tasks t INDEXED BY tasks_user_seq
+JOIN attempts a ON a.task_id = t.task_id
+WHERE t.user IS NULL AND a.start_time IS NOT NULL AND a.end_time IS NOT NULL
+ON CONFLICT (user) DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds;
 
 -- name: gpu_seconds_by_user
--- GPU-seconds of every ended attempt, per owner (a counter: ended attempts never change).
-SELECT t.user, sum(max(0.0, a.end_time - a.start_time) * t.nnodes * t.n_gpus_per_node)
-           AS gpu_seconds
-FROM attempts a
-JOIN tasks t ON t.task_id = a.task_id
-WHERE a.start_time IS NOT NULL AND a.end_time IS NOT NULL
-GROUP BY t.user;
+SELECT user, gpu_seconds FROM user_gpu_seconds;

@@ -91,3 +91,11 @@ CREATE INDEX tasks_user_seq ON tasks (user, seq);
 CREATE INDEX tasks_user_state_seq ON tasks (user, state, seq);
 -- GPU accounting over a window reads the attempts that ended inside it (or still run).
 CREATE INDEX attempts_end_time ON attempts (end_time);
+
+-- GPU-seconds of every ended attempt, per owner: a ledger the store adds to in the
+-- transaction that ends an attempt (and when it gives ownerless tasks an owner), so
+-- /metrics reads one row per user however long the history.
+CREATE TABLE user_gpu_seconds (
+    user        TEXT    PRIMARY KEY,
+    gpu_seconds REAL    NOT NULL CHECK (gpu_seconds >= 0)
+) WITHOUT ROWID;

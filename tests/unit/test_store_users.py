@@ -247,14 +247,14 @@ def test_usage_spans_of_a_window(store: Store) -> None:
     run_attempt(store, c, 150, None)  # still running
     d = add(store, 4, "bob")
     run_attempt(store, d, 500, 600)  # after the window
-    spans = store.usage_spans(60, 200)
+    spans = sorted(store.usage_spans(60, 200), key=lambda s: (s.task_id, s.attempt_no))
     assert [(s.task_id, s.attempt_no, s.user, s.gpus, s.end_time, s.failure_kind)
             for s in spans] == [
         (a, 1, "alice", 4, 110, "INSUFFICIENT_RESOURCES"),
         (a, 2, "alice", 4, 230, None),
         (c, 1, "bob", 8, None, None),
     ]
-    assert [s.task_id for s in store.usage_spans(0, 1000, "bob")] == [b, c, d]
+    assert sorted(s.task_id for s in store.usage_spans(0, 1000, "bob")) == [b, c, d]
     assert store.gpu_seconds_by_user() == {"alice": 4 * 10 + 4 * 60, "bob": 2 * 50 + 100}
 
 
@@ -268,11 +268,46 @@ def test_a_migrated_database_gets_users_and_owners(tmp_path: Path) -> None:
                  "nnodes, n_gpus_per_node, created_at, updated_at, next_run_at, "
                  "runnable_since) VALUES ('mvp2-ppo-20250101-000000-0001', 'ppo', "
                  "'SUCCEEDED', '', '{}', 1, 4, 1, 1, 1, 1)")
+    conn.execute("INSERT INTO attempts (task_id, attempt_no, ray_submission_id, created_at, "
+                 "start_time, end_time) VALUES ('mvp2-ppo-20250101-000000-0001', 1, "
+                 "'mvp2-ppo-20250101-000000-0001--a01', 1, 10, 70)")
     conn.close()
     store = Store(path)
     try:
         assert initialize(store._conn) == 2
         assert store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0) == 1
         assert store.get_task("mvp2-ppo-20250101-000000-0001").user == "admin"
+        assert store.gpu_seconds_by_user() == {"admin": 60 * 4}  # its GPU time came along
+        assert store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0) == 0
+        assert store.gpu_seconds_by_user() == {"admin": 60 * 4}  # and only once
     finally:
         store.close()
+
+
+def test_the_gpu_seconds_ledger_equals_the_sum_of_ended_attempts(store: Store) -> None:
+    """Every way an attempt ends adds to its owner's total, exactly once."""
+    import random
+
+    rng = random.Random(5)
+    users = ["alice", "bob", "carol"]
+    now = T0
+    for i in range(60):
+        task = add(store, i, users[i % 3], g=rng.choice([1, 2, 4]), now=now)
+        for _ in range(rng.randint(1, 3)):
+            start = now + rng.random() * 10
+            end = None if rng.random() < 0.1 else start + rng.random() * 100
+            retry = end is not None and rng.random() < 0.5
+            run_attempt(store, task, start, end, kind="CLUSTER_LOST" if retry else None,
+                        retry=retry)
+            now += 200
+            if end is None or not retry:
+                break
+    expected: dict[str, float] = {}
+    for span in store.usage_spans(0, now * 2):
+        if span.end_time is not None:
+            expected[span.user] = expected.get(span.user, 0.0) + (
+                span.end_time - span.start_time) * span.gpus
+    got = store.gpu_seconds_by_user()
+    assert set(got) == set(expected) and len(expected) == 3
+    for user, total in expected.items():
+        assert got[user] == pytest.approx(total)
