@@ -117,6 +117,11 @@ class TooManyTokens(StoreError):
         self.limit = limit
 
 
+def _by(user: str | None) -> dict[str, str]:
+    """Who did it, for an event's payload (nothing when unknown)."""
+    return {} if user is None else {"by": user}
+
+
 def truncate_message(text: str | None) -> str | None:
     """Keep the head and the tail of a long message (the error is usually at the end)."""
     if text is None or len(text) <= MESSAGE_HEAD + MESSAGE_TAIL:
@@ -209,11 +214,12 @@ class Store(StoreReads):
                 if "UNIQUE" in str(exc):
                     raise TaskExists(task_id) from exc
                 raise
-            self._event(conn, task_id, now, "CREATED", {"state": _S.QUEUED.value})
+            self._event(conn, task_id, now, "CREATED", {"state": _S.QUEUED.value, **_by(user)})
 
     # -- cancel --------------------------------------------------------------------------
-    def cancel(self, task_id: str, now: float) -> CancelOutcome:
-        """Cancel a runnable task at once; flag an active one for the scheduler to stop."""
+    def cancel(self, task_id: str, now: float, by: str | None = None) -> CancelOutcome:
+        """Cancel a runnable task at once; flag an active one for the scheduler to stop.
+        ``by``: who asked (recorded in the event)."""
         with self._tx() as conn:
             row = conn.execute(Q["cancel_target"], {"task_id": task_id}).fetchone()
             if row is None:
@@ -223,15 +229,15 @@ class Store(StoreReads):
                 kind = CancelKind.TERMINAL
             elif state in RUNNABLE:
                 self._transition(conn, task_id, state, _S.CANCELED, now,
-                                 {"reason": "cancel requested"}, query="move_canceled",
-                                 error_summary="canceled by request")
+                                 {"reason": "cancel requested", **_by(by)},
+                                 query="move_canceled", error_summary="canceled by request")
                 kind = CancelKind.CANCELED
             else:
                 if row["cancel_requested_at"] is None:
                     conn.execute(Q["flag_cancel"],
                                  {"now": now, "task_id": task_id, "expected": state.value})
                     self._event(conn, task_id, now, "CANCEL_REQUESTED",
-                                {"state": state.value, "ray_submission_id": sid})
+                                {"state": state.value, "ray_submission_id": sid, **_by(by)})
                 kind = CancelKind.STOPPING
         return CancelOutcome(kind, self.get_task(task_id), sid)
 

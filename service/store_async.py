@@ -116,8 +116,8 @@ class AsyncStore:
 
         return await self._writes.run(create)
 
-    async def cancel(self, task_id: str, now: float) -> CancelOutcome:
-        return await self._writes.run(self._store.cancel, task_id, now)
+    async def cancel(self, task_id: str, now: float, by: str | None = None) -> CancelOutcome:
+        return await self._writes.run(self._store.cancel, task_id, now, by)
 
     async def create_user(self, name: str, role: Role, now: float) -> UserRow:
         return await self._writes.run(self._store.create_user, name, role, now)

@@ -247,7 +247,7 @@ async def cancel_task(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
     await _own_task(request, task_id, "cancel")  # owners never change: checked once
-    outcome = await deps.store.cancel(task_id, deps.clock())
+    outcome = await deps.store.cancel(task_id, deps.clock(), principal_of(request).name)
     if outcome.kind is CancelKind.NOT_FOUND or outcome.task is None:
         raise ApiError(404, f"task {task_id} not found")
     state = outcome.task.state

@@ -393,6 +393,8 @@ async def test_disabling_a_user_with_tasks_on_the_cluster_and_in_the_queue(clien
     # an admin may still cancel the disabled user's tasks
     resp = await client.post(f"/api/v2/tasks/{queued}:cancel", headers=world.auth("ada"))
     assert resp.status == 200
+    events = [(e.event_type, e.payload.get("by")) for e in world.store.events(queued)]
+    assert events[0] == ("CREATED", "bob") and events[-1] == ("STATE_TRANSITION", "ada")
     resp = await client.post("/api/v2/users/bob:disable", headers=world.auth("ada"))
     assert (await resp.json())["changed"] is False
     resp = await client.post("/api/v2/users/bob:enable", headers=world.auth("ada"))
