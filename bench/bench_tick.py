@@ -64,7 +64,7 @@ def run(label: str, root: Path, args: argparse.Namespace, guard_s: float) -> dic
         cluster.occupy(f"worker{i}", GPU=7, CPU=21)
     settings = Settings(shared_root=str(root),
                         scheduler=SchedulerSettings(starvation_guard_s=guard_s))
-    sched = Scheduler(store, cluster, settings, Artifacts(settings.jobs_dir()))
+    sched = Scheduler(store, cluster, settings, Artifacts(settings.shared_root))
     now = T0 + (args.runnable + args.finished) * 0.01 + 1.0
     sched.startup(now)
     first = sched.tick(now)

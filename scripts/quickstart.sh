@@ -121,7 +121,9 @@ if [ "$status" -ne 0 ]; then
 fi
 cat <<DONE
 quickstart: Argus is up.
-  export ARGUS_URL=$ARGUS_URL ARGUS_API_TOKEN=\$(cat $STATE/api-token)
+  export ARGUS_URL=$ARGUS_URL ARGUS_API_TOKEN=\$(cat $STATE/api-token)   # the admin's token
   .venv/bin/argus queue    .venv/bin/argus submit FILE    .venv/bin/argus status ID
+  users: .venv/bin/argus user create alice   # prints alice's token once: she exports it as
+         ARGUS_API_TOKEN and submits as herself (.venv/bin/argus me, argus usage)
   Ray dashboard: $JOB_URL      stop everything: scripts/quickstart.sh down
 DONE

@@ -1,20 +1,24 @@
 """The HTTP API application: the route table and the factory that wires it.
 
 The handlers, middlewares and JSON views live in ``service.api``; this module says which
-handler answers which route (the one table the OpenAPI test compares with the document)
-and builds an application around a ``Store``.
+handler answers which route and who may call it (the one table the OpenAPI test compares
+with the document) and builds an application around a ``Store``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
+from service.api import accounts as a
 from service.api import handlers as h
+from service.api.auth import Access, Authenticator
 from service.api.body import expect_continue
 from service.api.deps import DEPS, AppDeps, SchedulerLoopView
 from service.api.middlewares import MIDDLEWARES, Handler
@@ -28,26 +32,50 @@ from service.openapi import build_openapi
 from service.store import Store
 from service.store_async import AsyncStore
 
+log = logging.getLogger(__name__)
+
 API = "/api/v2"
 TASK_ID = "{task_id:[^/:]+}"
+NAME = "{name:[^/:]+}"
+TOKEN_ID = "{token_id:[^/:]+}"
 CLUSTER_THREADS = 4
 WORK_THREADS = 2
 WAKE_INTERVAL_S = 0.1
 
-# (method, path, handler): the whole API, in one table (the OpenAPI test compares it).
-ROUTES: tuple[tuple[str, str, Handler], ...] = (
-    ("POST", f"{API}/tasks", h.submit_task),
-    ("GET", f"{API}/tasks", h.list_tasks),
-    ("GET", f"{API}/tasks/{TASK_ID}", h.get_task),
-    ("GET", f"{API}/tasks/{TASK_ID}/attempts", h.list_attempts),
-    ("GET", f"{API}/tasks/{TASK_ID}/events", h.list_events),
-    ("POST", f"{API}/tasks/{TASK_ID}:cancel", h.cancel_task),
-    ("GET", f"{API}/tasks/{TASK_ID}/logs", h.task_logs),
-    ("GET", f"{API}/queue", h.queue),
-    ("GET", f"{API}/openapi.json", h.openapi),
-    ("GET", "/metrics", h.metrics),
-    ("GET", "/healthz", h.healthz),
+P, U, ADMIN = Access.PUBLIC, Access.USER, Access.ADMIN
+
+# (method, path, handler, access): the whole API, in one table (the OpenAPI test compares
+# it). Cancel and logs are for the task's owner or an admin, a user's own records for
+# that user or an admin: their handlers check that on top of ``access``.
+ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
+    ("POST", f"{API}/tasks", h.submit_task, U),
+    ("GET", f"{API}/tasks", h.list_tasks, U),
+    ("GET", f"{API}/tasks/{TASK_ID}", h.get_task, U),
+    ("GET", f"{API}/tasks/{TASK_ID}/attempts", h.list_attempts, U),
+    ("GET", f"{API}/tasks/{TASK_ID}/events", h.list_events, U),
+    ("POST", f"{API}/tasks/{TASK_ID}:cancel", h.cancel_task, U),
+    ("GET", f"{API}/tasks/{TASK_ID}/logs", h.task_logs, U),
+    ("GET", f"{API}/queue", h.queue, U),
+    ("GET", f"{API}/me", a.me, U),
+    ("GET", f"{API}/users", a.list_users, ADMIN),
+    ("POST", f"{API}/users", a.create_user, ADMIN),
+    ("GET", f"{API}/users/{NAME}", a.get_user, U),
+    ("DELETE", f"{API}/users/{NAME}", a.delete_user, ADMIN),
+    ("POST", f"{API}/users/{NAME}:disable", a.disable_user, ADMIN),
+    ("POST", f"{API}/users/{NAME}:enable", a.enable_user, ADMIN),
+    ("GET", f"{API}/users/{NAME}/tokens", a.list_tokens, U),
+    ("POST", f"{API}/users/{NAME}/tokens", a.create_token, U),
+    ("POST", f"{API}/users/{NAME}/tokens/{TOKEN_ID}:revoke", a.revoke_token, U),
+    ("GET", f"{API}/usage", a.usage, U),
+    ("GET", f"{API}/openapi.json", h.openapi, U),
+    ("GET", "/metrics", h.metrics, U),
+    ("GET", "/healthz", h.healthz, P),
 )
+
+
+def path_template(path: str) -> str:
+    """A route's path as aiohttp names its resource: ``{task_id:[^/:]+}`` -> ``{task_id}``."""
+    return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
 
 
 def create_app(
@@ -62,25 +90,37 @@ def create_app(
     metrics: ServiceMetrics | None = None,
     wake_interval_s: float = WAKE_INTERVAL_S,
 ) -> web.Application:
-    """Build the API application. ``token`` must be non-empty (the service refuses to
-    run open). ``metrics`` may be passed in so the process wiring can also feed it
-    scheduler ticks; by default the app makes its own. ``wake_interval_s`` bounds how
-    often requests wake the scheduler loop (see ``Waker``). The app's thread pools stop
-    on cleanup; the ``store`` stays open (its owner closes it)."""
+    """Build the API application. ``token`` (the bootstrap admin's) must be non-empty
+    (the service refuses to run open). Before anything is served, the bootstrap admin
+    and the default user exist and tasks created before users existed belong to the
+    default user (``Store.ensure_users``). ``metrics`` may be passed in so the process
+    wiring can also feed it scheduler ticks; by default the app makes its own.
+    ``wake_interval_s`` bounds how often requests wake the scheduler loop (see
+    ``Waker``). The app's thread pools stop on cleanup; the ``store`` stays open (its
+    owner closes it)."""
     if not token:
         raise ValueError("an API token is required")
+    users = settings.users
+    adopted = store.ensure_users(bootstrap_admin=users.bootstrap_admin,
+                                 default_user=users.default_user, now=clock())
+    if adopted:
+        log.info("%d task(s) created before users existed now belong to %s", adopted,
+                 users.default_user)
     app = web.Application(middlewares=MIDDLEWARES, client_max_size=settings.max_body_bytes)
+    async_store = AsyncStore(store)
     deps = AppDeps(
-        settings=settings, store=AsyncStore(store), cluster=cluster, artifacts=artifacts,
-        token=token.encode(), scheduler_loop=scheduler_loop, clock=clock,
-        metrics=metrics or ServiceMetrics(store.counts_by_state, scheduler_loop),
+        settings=settings, store=async_store, cluster=cluster, artifacts=artifacts,
+        auth=Authenticator(async_store, token, users.bootstrap_admin, clock=clock),
+        access={(method, path_template(path)): access for method, path, _, access in ROUTES},
+        scheduler_loop=scheduler_loop, clock=clock,
+        metrics=metrics or ServiceMetrics(store.counts_by_state, scheduler_loop, users=store),
         openapi_body=json.dumps(build_openapi(settings)).encode(),
         waker=Waker(scheduler_loop, wake_interval_s),
         cluster_pool=ThreadPoolExecutor(CLUSTER_THREADS, "argus-cluster"),
         work=Offload("argus-api-work", WORK_THREADS),
     )
     app[DEPS] = deps
-    for method, path, handler in ROUTES:
+    for method, path, handler, _ in ROUTES:
         app.router.add_route(method, path, handler, expect_handler=expect_continue)
         if method == "GET":  # HEAD wherever GET is allowed: the same answer, no body
             app.router.add_route("HEAD", path, handler, expect_handler=expect_continue)

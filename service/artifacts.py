@@ -1,4 +1,5 @@
-"""Per-attempt files on shared storage: ``<jobs_dir>/<ray_submission_id>/``.
+"""Per-attempt files on shared storage, in the owner's tree:
+``<shared_root>/users/<user>/jobs/<ray_submission_id>/`` (``service.layout``).
 
 * ``jobspec.yaml``: the JobSpec exactly as the user sent it;
 * ``submit.json``: what was sent to Ray (entrypoint, argv, runtime_env, resources,
@@ -7,7 +8,9 @@
   with the head).
 
 Every file is written atomically (temp file in the same directory, fsync, rename), so a
-reader never sees half a file. Submission ids are checked before they become paths.
+reader never sees half a file. Submission ids and user names are checked before they
+become paths. Readers also look in the place attempts used before users existed
+(``<shared_root>/jobs/<sid>/``), so those attempts' files stay readable.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.layout import attempt_dir
+from service.layout import attempt_dir, legacy_attempt_dir
 
 JOBSPEC_FILE = "jobspec.yaml"
 SUBMIT_FILE = "submit.json"
@@ -41,39 +44,45 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 class Artifacts:
-    def __init__(self, jobs_dir: Path) -> None:
-        self.jobs_dir = Path(jobs_dir)
+    def __init__(self, shared_root: str | os.PathLike[str]) -> None:
+        self.shared_root = Path(shared_root)
 
-    def attempt_dir(self, sid: str) -> Path:
-        """The directory of one attempt; ValueError for anything but an Argus id."""
-        return Path(attempt_dir(str(self.jobs_dir), sid))
+    def attempt_dir(self, sid: str, user: str | None) -> Path:
+        """The directory of one attempt of ``user``'s task; ValueError for anything but
+        an Argus submission id or a user name."""
+        return Path(attempt_dir(str(self.shared_root), user, sid))
 
-    def _dir(self, sid: str) -> Path:
-        path = self.attempt_dir(sid)
+    def _dir(self, sid: str, user: str | None) -> Path:
+        path = self.attempt_dir(sid, user)
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def write_submission(self, sid: str, jobspec_yaml: str, payload: Mapping[str, Any]
-                         ) -> None:
+    def _read(self, sid: str, user: str | None, name: str) -> str | None:
+        """A file of the attempt: the owner's tree first, then the pre-users place."""
+        places = [self.attempt_dir(sid, user), Path(legacy_attempt_dir(str(self.shared_root),
+                                                                      sid))]
+        for place in dict.fromkeys(places):
+            try:
+                return (place / name).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                continue
+        return None
+
+    def write_submission(self, sid: str, user: str | None, jobspec_yaml: str,
+                         payload: Mapping[str, Any]) -> None:
         """Write ``jobspec.yaml`` and ``submit.json`` for attempt ``sid``."""
-        path = self._dir(sid)
+        path = self._dir(sid, user)
         write_atomic(path / JOBSPEC_FILE, jobspec_yaml)
         write_atomic(path / SUBMIT_FILE, json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
-    def archive_log(self, sid: str, text: str) -> None:
-        write_atomic(self._dir(sid) / LOG_FILE, text)
+    def archive_log(self, sid: str, user: str | None, text: str) -> None:
+        write_atomic(self._dir(sid, user) / LOG_FILE, text)
 
-    def read_log(self, sid: str) -> str | None:
+    def read_log(self, sid: str, user: str | None) -> str | None:
         """The archived driver log, or None when there is none."""
-        try:
-            return (self.attempt_dir(sid) / LOG_FILE).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
+        return self._read(sid, user, LOG_FILE)
 
-    def read_submission(self, sid: str) -> dict[str, Any] | None:
+    def read_submission(self, sid: str, user: str | None) -> dict[str, Any] | None:
         """The recorded ``submit.json`` payload, or None when there is none."""
-        try:
-            text = (self.attempt_dir(sid) / SUBMIT_FILE).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        return json.loads(text)
+        text = self._read(sid, user, SUBMIT_FILE)
+        return None if text is None else json.loads(text)

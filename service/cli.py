@@ -3,8 +3,10 @@
     argus [--url URL] [--token-env NAME] [--json] COMMAND ...
 
 Commands: submit FILE|-, status ID, attempts ID, events ID, logs ID [--attempt N] [--tail N]
-[--follow], cancel ID, queue, list [--state S] [--limit N] [--cursor C],
-wait ID [--timeout S].
+[--follow], cancel ID, queue [--user U], list [--state S] [--user U] [--limit N]
+[--cursor C], wait ID [--timeout S]; and (``service.cli_accounts``) me, user ...,
+token ..., usage. ``--user`` of list and queue: ``mine`` (the default), ``all``, or a
+user's name.
 
 The server URL comes from ``--url``, else ``$ARGUS_URL``, else http://127.0.0.1:8080; the
 token from the environment variable ``ARGUS_API_TOKEN`` (or the one named by
@@ -121,6 +123,7 @@ def _gpus(task: dict[str, Any]) -> str:
 def show_task(task: dict[str, Any]) -> str:
     rows = [
         ("task_id", task.get("task_id")),
+        ("user", task.get("user")),
         ("state", task.get("state")),
         ("workload", task.get("workload")),
         ("resources", _gpus(task) + " GPUs"),
@@ -140,8 +143,8 @@ def show_task(task: dict[str, Any]) -> str:
 
 def tasks_table(tasks: Sequence[dict[str, Any]]) -> str:
     return table(
-        ["TASK_ID", "STATE", "WORKLOAD", "GPUS", "ATTEMPT", "INFO"],
-        [[t.get("task_id"), t.get("state"), t.get("workload"), _gpus(t),
+        ["TASK_ID", "USER", "STATE", "WORKLOAD", "GPUS", "ATTEMPT", "INFO"],
+        [[t.get("task_id"), t.get("user"), t.get("state"), t.get("workload"), _gpus(t),
           _latest(t, "attempt_no"), t.get("pending_reason") or t.get("error_summary")]
          for t in tasks],
     )
@@ -221,25 +224,39 @@ def cmd_cancel(ctx: Ctx) -> int:
     return 0
 
 
+def user_query(value: str | None) -> str:
+    """``--user`` of list and queue: ``mine`` (the default) asks for ``me``."""
+    return "me" if value in (None, "", "mine") else value
+
+
+def _whose(value: str | None) -> str:
+    query = user_query(value)
+    if query == "all":
+        return ""
+    whose = "your" if query == "me" else f"{query}'s"
+    return f"\n(only {whose} tasks; --user all for everyone's)"
+
+
 def cmd_queue(ctx: Ctx) -> int:
-    data = ctx.client.json("GET", "/api/v2/queue")
+    data = ctx.client.json("GET", "/api/v2/queue", query={"user": user_query(ctx.args.user)})
     ctx.emit(data, lambda d: "PENDING\n" + table(
-        ["POS", "TASK_ID", "STATE", "GPUS", "NEXT_RUN_AT", "REASON"],
-        [[t.get("queue_position"), t.get("task_id"), t.get("state"), _gpus(t),
-          t.get("next_run_at"), t.get("pending_reason")] for t in d["pending"]],
+        ["POS", "TASK_ID", "USER", "STATE", "GPUS", "NEXT_RUN_AT", "REASON"],
+        [[t.get("queue_position"), t.get("task_id"), t.get("user"), t.get("state"),
+          _gpus(t), t.get("next_run_at"), t.get("pending_reason")] for t in d["pending"]],
     ) + "\n\nRUNNING\n" + table(
-        ["TASK_ID", "STATE", "GPUS", "RAY_SUBMISSION_ID", "RAY_STATUS"],
-        [[t.get("task_id"), t.get("state"), _gpus(t), _latest(t, "ray_submission_id"),
-          _latest(t, "ray_status")] for t in d["running"]],
-    ))
+        ["TASK_ID", "USER", "STATE", "GPUS", "RAY_SUBMISSION_ID", "RAY_STATUS"],
+        [[t.get("task_id"), t.get("user"), t.get("state"), _gpus(t),
+          _latest(t, "ray_submission_id"), _latest(t, "ray_status")] for t in d["running"]],
+    ) + _whose(ctx.args.user))
     return 0
 
 
 def cmd_list(ctx: Ctx) -> int:
     a = ctx.args
     data = ctx.client.json("GET", "/api/v2/tasks",
-                           query={"state": a.state, "limit": a.limit, "cursor": a.cursor})
-    ctx.emit(data, lambda d: tasks_table(d["tasks"]) + (
+                           query={"state": a.state, "limit": a.limit, "cursor": a.cursor,
+                                  "user": user_query(a.user)})
+    ctx.emit(data, lambda d: tasks_table(d["tasks"]) + _whose(a.user) + (
         f"\n(more: --cursor {d['next_cursor']})" if d.get("next_cursor") else ""))
     return 0
 
@@ -323,12 +340,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timeout of one HTTP request in seconds")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def add_parser(subparsers: Any, name: str, help_: str) -> argparse.ArgumentParser:
+        return subparsers.add_parser(name, parents=[json_flag], help=help_,
+                                     description=help_)
+
     def add(name: str, fn: Callable[[Ctx], int], help_: str, task: bool = True):
-        sp = sub.add_parser(name, parents=[json_flag], help=help_, description=help_)
+        sp = add_parser(sub, name, help_)
         sp.set_defaults(run=fn)
         if task:
             sp.add_argument("task_id")
         return sp
+
+    user_help = "NAME, mine or all (default: mine)"
 
     add("submit", cmd_submit, "submit a JobSpec YAML file", task=False).add_argument(
         "file", help="JobSpec YAML file, or - for stdin")
@@ -342,9 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="keep printing new lines until the task ends")
     logs.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)
     add("cancel", cmd_cancel, "cancel a task")
-    add("queue", cmd_queue, "show pending and running tasks", task=False)
+    queue = add("queue", cmd_queue, "show pending and running tasks", task=False)
+    queue.add_argument("--user", default="mine", help=user_help)
     lst = add("list", cmd_list, "list tasks, newest first", task=False)
     lst.add_argument("--state", help="only tasks in this state")
+    lst.add_argument("--user", default="mine", help=user_help)
     lst.add_argument("--limit", type=_positive_int, help="page size (server default 50)")
     lst.add_argument("--cursor", help="next_cursor of the previous page")
     wait = add("wait", cmd_wait, "wait until a task ends (exit 0 only if it SUCCEEDED)")
@@ -352,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="give up after S seconds (default: %(default)s)")
     wait.add_argument("--interval", type=_positive_float, default=2.0, metavar="S",
                       help="seconds between polls (default: %(default)s)")
+    from service import cli_accounts  # it builds on this module's Ctx and table
+
+    cli_accounts.add_commands(sub, add_parser)
     return p
 
 

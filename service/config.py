@@ -16,6 +16,11 @@ Shape::
       auth: {token_env: ARGUS_API_TOKEN}
       sqlite: {db_path: /private/common/db/mvp_v2.sqlite3, synchronous: NORMAL}
       scheduler: {tick_s: 1, retry_interval_s: 60, max_running_tasks: 0, ...}
+      users:
+        bootstrap_admin: admin            # who the token in token_env signs in as
+        default_user: admin               # owner of tasks created before users existed
+        limits: {max_running_tasks: 0, max_gpus: 0}   # every user's (0: no limit)
+        per_user: {alice: {max_gpus: 8}}  # overrides, key by key
       ...
 
 Precedence: defaults < file < environment (``ARGUS_*``) < command-line flags.
@@ -33,6 +38,8 @@ from typing import Any
 
 import yaml
 
+from service.quotas import Limits
+from service.users import name_problem
 from service.workloads import DEFAULT_OVERRIDES, WORKLOAD_NAMES
 
 WORKLOADS = WORKLOAD_NAMES  # the workload keys of v2.verl.default_overrides
@@ -82,6 +89,17 @@ class SchedulerSettings:
 
 
 @dataclass(frozen=True)
+class UserSettings:
+    bootstrap_admin: str = "admin"  # the user the token in ``token_env`` signs in as
+    default_user: str = "admin"  # owner of the tasks created before users existed
+    limits: Limits = field(default_factory=Limits)  # every user's, unless overridden
+    per_user: Mapping[str, Limits] = field(default_factory=lambda: MappingProxyType({}))
+
+    def limits_for(self, user: str) -> Limits:
+        return self.per_user.get(user, self.limits)
+
+
+@dataclass(frozen=True)
 class Settings:
     # Ray section
     ray_address: str = "http://127.0.0.1:8265"
@@ -115,6 +133,7 @@ class Settings:
         default_factory=lambda: MappingProxyType(dict(DEFAULT_OVERRIDES))
     )
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    users: UserSettings = field(default_factory=UserSettings)
 
     # -- derived ----------------------------------------------------------------
     @property
@@ -133,12 +152,6 @@ class Settings:
 
         host = urlparse(self.ray_address).hostname or "127.0.0.1"
         return f"{host}:6379"
-
-    def jobs_dir(self) -> Path:
-        return Path(self.shared_root) / "jobs"
-
-    def checkpoints_dir(self) -> Path:
-        return Path(self.shared_root) / "checkpoints"
 
     def with_overrides(self, **changes: Any) -> Settings:
         """Copy with some top-level fields replaced (None values are ignored)."""
@@ -197,6 +210,47 @@ def _scheduler(raw: Mapping[str, Any]) -> SchedulerSettings:
     if sched.tick_s <= 0:
         raise ConfigError("v2.scheduler.tick_s: must be > 0")
     return sched
+
+
+_LIMIT_KEYS = ("max_running_tasks", "max_gpus")
+
+
+def _limits(raw: Any, where: str, base: Limits) -> Limits:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: must be a mapping with keys {list(_LIMIT_KEYS)}")
+    unknown = set(raw) - set(_LIMIT_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(map(str, unknown))}")
+    values = {k: _num(v, f"{where}.{k}", minimum=0, integer=True) for k, v in raw.items()}
+    return replace(base, **values)
+
+
+def _user_name(value: Any, where: str) -> str:
+    problem = name_problem(value)
+    if problem:
+        raise ConfigError(f"{where}: {problem}")
+    return value
+
+
+def _users(raw: Mapping[str, Any]) -> UserSettings:
+    known = {"bootstrap_admin", "default_user", "limits", "per_user"}
+    unknown = set(raw) - known
+    if unknown:
+        raise ConfigError(f"v2.users: unknown keys {sorted(map(str, unknown))}")
+    kw: dict[str, Any] = {}
+    for key in ("bootstrap_admin", "default_user"):
+        if key in raw:
+            kw[key] = _user_name(raw[key], f"v2.users.{key}")
+    limits = _limits(raw.get("limits") or {}, "v2.users.limits", Limits())
+    per_user_raw = raw.get("per_user") or {}
+    if not isinstance(per_user_raw, Mapping):
+        raise ConfigError("v2.users.per_user: must be a mapping of user name to limits")
+    per_user = {
+        _user_name(name, f"v2.users.per_user.{name}"):
+            _limits(entry or {}, f"v2.users.per_user.{name}", limits)
+        for name, entry in per_user_raw.items()
+    }
+    return UserSettings(**kw, limits=limits, per_user=MappingProxyType(per_user))
 
 
 def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
@@ -291,6 +345,7 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
             merged[wl] = tuple(items)
         kw["default_overrides"] = _freeze(merged)
     kw["scheduler"] = _scheduler(_section(v2, "scheduler", "v2."))
+    kw["users"] = _users(_section(v2, "users", "v2."))
     return Settings(**kw)
 
 

@@ -18,7 +18,9 @@ Rules beyond the field table, and why:
   smuggle a second line or a truncated argument anywhere.
 * Paths (``code_path``, ``train_file``, ``val_file``, ``model_id`` when it starts with
   ``/``) follow ``service.sandbox``: absolute, a narrow character set, under
-  ``settings.resolved_allowed_roots`` after normalisation.
+  ``settings.resolved_allowed_roots`` after normalisation. The users' trees
+  (``<shared_root>/users/<user>/``) are private: a spec may name paths in its own user's
+  tree only; a path in another user's tree is refused, naming the field.
 * ``model_id`` that is not a path is a Hugging Face repo id ``org/name``.
 * ``overrides`` items follow ``service.overrides`` (shape, keys Argus sets, the override
   policy, path-valued overrides under the allowed roots). When the workload itself is
@@ -36,15 +38,19 @@ from typing import Any
 
 from service import yamldoc
 from service.config import Settings
+from service.layout import user_root, users_root
 from service.overrides import check_override
 from service.sandbox import (
     HF_REPO_ID_RE,
+    PathRules,
     SandboxError,
     check_path,
     describe,
     is_hf_repo_id,
+    norm_abs,
     norm_roots,
     path_pattern,
+    tree_pattern,
 )
 from service.workloads import WORKLOAD_NAMES, WORKLOADS, owned_keys
 
@@ -123,8 +129,18 @@ class JobSpecError(ValueError):
         super().__init__(f"invalid JobSpec: {summary}")
 
 
-def parse_jobspec(text: str | bytes, settings: Settings) -> JobSpec:
-    """Parse and validate a JobSpec YAML body. Raises JobSpecError listing every problem.
+def path_rules(settings: Settings, user: str | None) -> PathRules:
+    """Where a JobSpec of ``user`` may point: the allowed roots, and of the users' trees
+    only ``user``'s own (none when ``user`` is None)."""
+    root = settings.shared_root
+    return PathRules.make(settings.resolved_allowed_roots, users_root(root),
+                          None if user is None else user_root(root, user))
+
+
+def parse_jobspec(text: str | bytes, settings: Settings, user: str | None = None
+                  ) -> JobSpec:
+    """Parse and validate a JobSpec YAML body of ``user``. Raises JobSpecError listing
+    every problem.
 
     CPU-bound and bounded (see ``service.yamldoc.Limits``): callers on an event loop run
     it in an executor.
@@ -134,7 +150,7 @@ def parse_jobspec(text: str | bytes, settings: Settings) -> JobSpec:
         got = "an empty document" if doc is None else describe(doc)
         message = f"must be a YAML mapping of JobSpec fields, got {got}"
         raise JobSpecError([_detail("body", message)])
-    return _Validator(doc, settings).run()
+    return _Validator(doc, path_rules(settings, user)).run()
 
 
 def _detail(field: str, message: str) -> dict[str, Any]:
@@ -177,9 +193,9 @@ _MISSING = object()
 
 
 class _Validator:
-    def __init__(self, doc: dict[Any, Any], settings: Settings) -> None:
+    def __init__(self, doc: dict[Any, Any], rules: PathRules) -> None:
         self.doc = doc
-        self.roots = norm_roots(settings.resolved_allowed_roots)
+        self.roots = rules
         self.details: list[dict[str, Any]] = []
 
     def error(self, field: str, message: str) -> None:
@@ -361,8 +377,10 @@ def _workload_variant(name: str, path: dict[str, Any]) -> dict[str, Any]:
     return {"properties": properties, "required": required}
 
 
-def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",)) -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of the JobSpec document, for ``allowed_roots``.
+def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",),
+                        users_root: str | None = None) -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the JobSpec document, for ``allowed_roots``; paths
+    under ``users_root`` (the users' private trees) are left out.
 
     Strict enough that a property-based generator (schemathesis, hypothesis-jsonschema)
     produces specs ``parse_jobspec`` accepts: paths match the roots, model ids are paths
@@ -371,8 +389,12 @@ def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",)) -> dict[st
     left to the validator, whose 400 names them.
     """
     roots = norm_roots(allowed_roots)
-    path = {"type": "string", "pattern": path_pattern(roots), "maxLength": MAX_STRING_LEN,
-            "examples": [f"{roots[0].rstrip('/')}/datasets/gsm8k/train.parquet"]}
+    path: dict[str, Any] = {
+        "type": "string", "pattern": path_pattern(roots), "maxLength": MAX_STRING_LEN,
+        "examples": [f"{roots[0].rstrip('/')}/datasets/gsm8k/train.parquet"]}
+    if users_root is not None:
+        path["not"] = {"pattern": tree_pattern(norm_abs(users_root)),
+                       "description": "the users' trees: only the submitter's own"}
     hf_id = {"type": "string", "pattern": f"^{HF_REPO_ID_RE.pattern}$", "not": {
         "pattern": r"\.\.|--"}}
 

@@ -5,9 +5,10 @@
 
 Precedence: defaults < config file < ``ARGUS_*`` environment < flags. The service refuses
 to start (exit 2) without an API token in the environment variable named by
-``v2.auth.token_env``, and on any configuration error. SIGTERM/SIGINT stop it cleanly:
-the scheduler loop finishes its tick, then the database is closed. The HTTP server runs
-under ``service.http_server``'s limits (header and body timeouts, a connection cap).
+``v2.auth.token_env`` (it signs in as the bootstrap admin, ``v2.users.bootstrap_admin``),
+and on any configuration error. SIGTERM/SIGINT stop it cleanly: the scheduler loop
+finishes its tick, then the database is closed. The HTTP server runs under
+``service.http_server``'s limits (header and body timeouts, a connection cap).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from service.http_server import ServerLimits, run
 from service.metrics import MeteredScheduler, ServiceMetrics
 from service.scheduler import Scheduler, SchedulerLoop
 from service.store import Store
+from service.users import MAX_TOKEN_LEN, presentable
 
 log = logging.getLogger("argus.api")
 
@@ -85,6 +87,11 @@ def read_token(settings: Settings, environ: Mapping[str, str]) -> str:
             f"no API token: set the environment variable {settings.token_env} "
             "(named by v2.auth.token_env); the service does not run without one"
         )
+    if not presentable(token):
+        raise ConfigError(
+            f"the API token in {settings.token_env} must be printable text of at most "
+            f"{MAX_TOKEN_LEN} characters (a client could never send it otherwise)"
+        )
     return token
 
 
@@ -92,9 +99,9 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     """Store + artifacts + scheduler loop + API on ``cluster``; the loop starts with the
     app and stops (then the store closes) on shutdown."""
     store = Store(settings.resolved_db_path, synchronous=settings.sqlite_synchronous)
-    artifacts = Artifacts(settings.jobs_dir())
+    artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
-    metrics = ServiceMetrics(store.counts_by_state)
+    metrics = ServiceMetrics(store.counts_by_state, users=store)
     loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s,
                          storage=store)
     metrics.watch_loop(loop)

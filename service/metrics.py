@@ -8,8 +8,12 @@ one process independent. Families:
 - pushed per scheduler tick by :class:`MeteredScheduler` (a wrapper the process wiring
   puts between ``SchedulerLoop`` and ``Scheduler``): tick duration histogram, attempts
   submitted to Ray, retries;
-- read at scrape time: tasks by state (``store.counts_by_state()``) and the loop's own
-  tick/error counters.
+- read at scrape time: tasks by state (``store.counts_by_state()``), the loop's own
+  tick/error counters, and per user: tasks by state, GPUs in use and GPU-seconds of
+  ended attempts (``UserStatsSource``, the store).
+
+The ``user`` label's values are the users' names: users are created by admins, a few to
+some hundreds, so the label stays bounded (users x 8 states at most for the task counts).
 """
 
 from __future__ import annotations
@@ -39,6 +43,50 @@ class LoopCounters(Protocol):
 
     @property
     def errors(self) -> int: ...
+
+
+class UserStatsSource(Protocol):
+    """The per-user figures ``/metrics`` reads (``store.Store`` provides them)."""
+
+    def counts_by_user_and_state(self) -> Mapping[tuple[str | None, str], int]: ...
+
+    def gpu_seconds_by_user(self) -> Mapping[str | None, float]: ...
+
+    def gpus_in_use_by_user(self) -> Mapping[str | None, int]: ...
+
+
+class _UserCollector(Collector):
+    """Per-user families, computed at scrape time (tasks without an owner are left out)."""
+
+    def __init__(self, source: UserStatsSource) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        tasks = GaugeMetricFamily("argus_user_tasks", "Tasks by owner and state.",
+                                  labels=["user", "state"])
+        for (user, state), n in sorted(self._source.counts_by_user_and_state().items(),
+                                       key=lambda kv: (kv[0][0] or "", kv[0][1])):
+            if user is not None:
+                tasks.add_metric([user, state], float(n))
+        yield tasks
+        in_use = GaugeMetricFamily(
+            "argus_user_gpus_in_use",
+            "GPUs of the owner's SUBMITTING/SUBMITTED/RUNNING tasks (held or about to be).",
+            labels=["user"])
+        for user, gpus in sorted(self._source.gpus_in_use_by_user().items(),
+                                 key=lambda kv: kv[0] or ""):
+            if user is not None:
+                in_use.add_metric([user], float(gpus))
+        yield in_use
+        seconds = CounterMetricFamily(
+            "argus_user_gpu_seconds",
+            "GPU-seconds of the owner's ended attempts (failed ones included): gang GPUs "
+            "x (end - start).", labels=["user"])
+        for user, total in sorted(self._source.gpu_seconds_by_user().items(),
+                                  key=lambda kv: kv[0] or ""):
+            if user is not None:
+                seconds.add_metric([user], float(total))
+        yield seconds
 
 
 class _TaskStateCollector(Collector):
@@ -78,6 +126,8 @@ class ServiceMetrics:
         self,
         counts_by_state: Callable[[], Mapping[str, int]],
         scheduler_loop: LoopCounters | None = None,
+        *,
+        users: UserStatsSource | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.http_requests = Counter(
@@ -104,6 +154,8 @@ class ServiceMetrics:
             registry=self.registry,
         )
         self.registry.register(_TaskStateCollector(counts_by_state))
+        if users is not None:
+            self.registry.register(_UserCollector(users))
         if scheduler_loop is not None:
             self.watch_loop(scheduler_loop)
 

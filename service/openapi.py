@@ -1,7 +1,10 @@
 """The OpenAPI 3.1 document of the API, served at ``GET /api/v2/openapi.json``.
 
 Written by hand as data (no framework generates it), and kept honest by a test that
-compares it with the routes the app registers, both ways.
+compares it with the routes the app registers, both ways. Every operation states its
+``security`` (a bearer token, or none for ``/healthz``) and, in ``x-argus-access``, who
+may call it: any user, admins only, the task's owner or an admin, or the user named in
+the path or an admin; a test checks that against the route table.
 """
 
 from __future__ import annotations
@@ -11,9 +14,19 @@ from typing import Any
 
 from service.config import Settings
 from service.jobspec import jobspec_json_schema
+from service.layout import users_root
 from service.states import FailureKind, RayStatus, TaskState
 
-VERSION = "2.0.0"
+VERSION = "2.1.0"
+
+# x-argus-access values, and what each means
+ACCESS = {
+    "public": "anyone, without a token",
+    "user": "any enabled user",
+    "admin": "admins only (403 for other users)",
+    "owner": "any user may ask; only the task's owner or an admin gets it (403 otherwise)",
+    "self": "the user named in the path (me: the caller) or an admin (403 otherwise)",
+}
 
 _TS = {"type": ["string", "null"], "format": "date-time",
        "description": "ISO 8601 UTC timestamp"}
@@ -35,6 +48,62 @@ _TASK_ID_PARAM = {
     "name": "task_id", "in": "path", "required": True,
     "schema": {"type": "string", "pattern": "^[^/:]+$"},
     "example": "mvp2-ppo-20251223-143201-7f3a",
+}
+
+_NAME_PARAM = {
+    "name": "name", "in": "path", "required": True,
+    "schema": {"type": "string", "pattern": "^[^/:]+$"},
+    "description": "a user name, or me for the caller", "example": "alice",
+}
+_TOKEN_ID_PARAM = {
+    "name": "token_id", "in": "path", "required": True,
+    "schema": {"type": "string", "pattern": "^[0-9a-f]{12}$"}, "example": "3f9a1c2b7d4e",
+}
+_USER_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$",
+              "description": "no '--', no '-' at the end; all, me and mine are reserved"}
+_LIMITS = {
+    "type": "object", "description": "0: no limit",
+    "properties": {"max_running_tasks": {"type": "integer", "minimum": 0},
+                   "max_gpus": {"type": "integer", "minimum": 0}},
+}
+_TOKEN_PROPS: dict[str, Any] = {
+    "token_id": {"type": "string", "description": "public: finds the token"},
+    "prefix": {"type": "string", "examples": ["argus_3f9a1c2b7d4e"],
+               "description": "what lists show of the token (the secret is never shown)"},
+    "user": {"type": "string"},
+    "label": {"type": "string"},
+    "state": {"enum": ["active", "revoked", "expired"]},
+    "created_at": _TS,
+    "last_used_at": {**_TS, "description": "recorded at most once a minute"},
+    "expires_at": {**_TS, "description": "null: never"},
+    "revoked_at": _TS,
+}
+_USAGE_USER = {
+    "type": "object",
+    "properties": {
+        "user": {"type": ["string", "null"]},
+        "gpu_seconds": {"type": "number"},
+        "gpu_hours": {"type": "number"},
+        "failed_gpu_seconds": {"type": "number",
+                               "description": "the part spent in attempts that failed"},
+        "tasks": {"type": "integer"},
+        "attempts": {"type": "integer"},
+        "running_attempts": {"type": "integer", "description": "counted up to now"},
+    },
+}
+_USAGE_ATTEMPT = {
+    "type": "object",
+    "properties": {
+        "attempt_no": {"type": "integer"},
+        "ray_status": _ref("RayStatus"),
+        "failure_kind": _ref("FailureKind"),
+        "failed": {"type": "boolean"},
+        "running": {"type": "boolean"},
+        "start_time": _TS, "end_time": _TS,
+        "counted_from": {**_TS, "description": "start, clipped to the window"},
+        "counted_to": {**_TS, "description": "end (now while running), clipped"},
+        "gpu_seconds": {"type": "number"},
+    },
 }
 
 _SCHEMAS: dict[str, Any] = {
@@ -142,6 +211,82 @@ _SCHEMAS: dict[str, Any] = {
         "properties": {"pending": {"type": "array", "items": _ref("Task")},
                        "running": {"type": "array", "items": _ref("Task")}},
     },
+    "User": {
+        "type": "object", "required": ["name", "role", "enabled"],
+        "properties": {"name": _USER_NAME, "role": {"enum": ["admin", "user"]},
+                       "enabled": {"type": "boolean"}, "created_at": _TS,
+                       "disabled_at": _TS, "limits": _LIMITS},
+    },
+    "UserList": {"type": "object", "required": ["users"],
+                 "properties": {"users": {"type": "array", "items": _ref("User")}}},
+    "NewUser": {
+        "type": "object", "required": ["name"], "additionalProperties": False,
+        "properties": {"name": _USER_NAME, "role": {"enum": ["admin", "user"],
+                                                    "default": "user"}},
+    },
+    "UserStatus": {
+        "type": "object", "required": ["user", "changed", "effect"],
+        "properties": {
+            "user": _ref("User"), "changed": {"type": "boolean"},
+            "active_tasks": {"type": "integer",
+                             "description": "on the cluster: they run to their end"},
+            "queued_tasks": {"type": "integer",
+                             "description": "not started while the user is disabled"},
+            "effect": {"type": "string"},
+        },
+    },
+    "Me": {
+        "type": "object", "required": ["name", "role", "token"],
+        "properties": {
+            "name": {"type": "string"}, "role": {"enum": ["admin", "user"]},
+            "enabled": {"type": "boolean"}, "limits": {"oneOf": [_LIMITS, {"type": "null"}]},
+            "token": {"type": ["object", "null"], "properties": {
+                "bootstrap": {"type": "boolean",
+                              "description": "the token from the service's environment"},
+                **_TOKEN_PROPS}},
+        },
+    },
+    "Token": {"type": "object", "required": ["token_id", "prefix", "user", "label", "state"],
+              "properties": _TOKEN_PROPS},
+    "TokenList": {"type": "object", "required": ["user", "tokens"],
+                  "properties": {"user": {"type": "string"},
+                                 "tokens": {"type": "array", "items": _ref("Token")}}},
+    "NewTokenRequest": {
+        "type": "object", "additionalProperties": False,
+        "properties": {
+            "label": {"type": "string", "minLength": 1, "maxLength": 64,
+                      "default": "default"},
+            "expires_at": {"type": "string", "format": "date-time",
+                           "description": "ISO-8601; or give expires_in_s; neither: never"},
+            "expires_in_s": {"type": "number", "exclusiveMinimum": 0},
+        },
+    },
+    "NewToken": {
+        "type": "object", "required": ["token_id", "token"],
+        "properties": {**_TOKEN_PROPS,
+                       "token": {"type": "string", "description": "the secret, shown once"},
+                       "note": {"type": "string"}},
+    },
+    "RevokedToken": {"type": "object", "required": ["token_id", "state", "changed"],
+                     "properties": {**_TOKEN_PROPS, "changed": {
+                         "type": "boolean", "description": "false: it was revoked before"}}},
+    "Usage": {
+        "type": "object", "required": ["from", "to", "users", "tasks", "tasks_total"],
+        "properties": {
+            "from": _TS, "to": _TS, "generated_at": _TS,
+            "users": {"type": "array", "items": _USAGE_USER},
+            "tasks": {"type": "array", "description": "the tasks that used the most GPU "
+                      "time in the window, most first", "items": {
+                          "type": "object", "properties": {
+                              "task_id": {"type": "string"},
+                              "user": {"type": ["string", "null"]},
+                              "gpus": {"type": "integer"},
+                              "gpu_seconds": {"type": "number"},
+                              "failed_gpu_seconds": {"type": "number"},
+                              "attempts": {"type": "array", "items": _USAGE_ATTEMPT}}}},
+            "tasks_total": {"type": "integer"},
+        },
+    },
     "Health": {
         "type": "object", "required": ["status", "scheduler"],
         "properties": {
@@ -165,9 +310,13 @@ _RESPONSES = {
     name: _json(_ref("Error"), text)
     for name, text in {
         "BadRequest": "Invalid input; details name each offending field",
-        "Unauthorized": "Missing, malformed or wrong bearer token",
-        "NotFound": "No such task, attempt or logs",
-        "Conflict": "The task is already terminal",
+        "Unauthorized": "Missing, malformed or wrong bearer token; or a revoked or expired "
+                        "token, or a disabled user's (the message says which)",
+        "Forbidden": "A valid token without the right (see x-argus-access)",
+        "NotFound": "No such task, attempt, logs, user or token",
+        "MethodNotAllowed": "Not possible on this resource (the message says why)",
+        "Conflict": "The task is already terminal; the user exists or is disabled; "
+                    "too many tokens",
         "PayloadTooLarge": "Body over the configured size limit",
         "RequestTimeout": "Body not received within the body timeout",
         "UnsupportedMediaType": "Body is not YAML",
@@ -179,15 +328,24 @@ _RESPONSES = {
 }
 
 
-def _op(summary: str, ok: dict[str, dict[str, Any]], *errors: str,
+
+
+def _op(summary: str, ok: dict[str, dict[str, Any]], *errors: str, access: str = "user",
         params: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
     responses = dict(ok)
-    responses["401"] = _err("Unauthorized")
+    if access != "public":
+        responses["401"] = _err("Unauthorized")
+    if access in ("admin", "owner", "self"):
+        responses["403"] = _err("Forbidden")
     for code, name in (e.split(":") for e in errors):
         responses[code] = _err(name)
     responses["500"] = _err("InternalError")
     responses["503"] = _err("Unavailable")
-    op: dict[str, Any] = {"summary": summary, "responses": responses, **extra}
+    op: dict[str, Any] = {
+        "summary": summary, "responses": responses,
+        "security": [] if access == "public" else [{"bearerAuth": []}],
+        "x-argus-access": access, **extra,
+    }
     if params:
         op["parameters"] = params
     return op
@@ -198,10 +356,18 @@ def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any
             "description": description}
 
 
+_USER_QUERY = {
+    "name": "user", "in": "query", "required": False, "schema": {"type": "string"},
+    "description": "only this user's tasks; me: the caller's; all (the default): everyone's",
+}
+
+
 def _jobspec_schema(settings: Settings | None) -> dict[str, Any]:
     """The JobSpec document a POST body parses to, for the configured allowed roots."""
-    roots = (settings or Settings()).resolved_allowed_roots
-    schema = {k: v for k, v in jobspec_json_schema(roots).items() if k != "$schema"}
+    settings = settings or Settings()
+    roots = settings.resolved_allowed_roots
+    schema = {k: v for k, v in jobspec_json_schema(
+        roots, users_root(settings.shared_root)).items() if k != "$schema"}
     schema["description"] = ("The YAML body's document. YAML limits: a flat mapping; no "
                              "anchors, aliases, merge keys, tags or complex keys.")
     return schema
@@ -232,6 +398,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
                 "400:BadRequest",
                 params=[
                     _query("state", _ref("TaskState"), "only tasks in this state"),
+                    _USER_QUERY,
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": 500,
                                      "default": 50}, "page size"),
                     _query("cursor", {"type": "string"}, "next_cursor of the previous page"),
@@ -258,14 +425,14 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             {"200": _json(_ref("CancelResult"), "Canceled at once (was not on the cluster)"),
              "202": _json(_ref("CancelResult"),
                           "Stop requested on Ray; the scheduler finishes the cancel")},
-            "404:NotFound", "409:Conflict",
+            "404:NotFound", "409:Conflict", access="owner",
             params=[_TASK_ID_PARAM],
         )},
         "/api/v2/tasks/{task_id}/logs": {"get": _op(
             "Driver log of an attempt (live from Ray, else the archive)",
             {"200": {"description": "Last lines of the log",
                      "content": {"text/plain": {"schema": {"type": "string"}}}}},
-            "400:BadRequest", "404:NotFound",
+            "400:BadRequest", "404:NotFound", access="owner",
             params=[
                 _TASK_ID_PARAM,
                 _query("attempt", {"oneOf": [{"const": "latest"},
@@ -277,7 +444,78 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
         )},
         "/api/v2/queue": {"get": _op(
             "Runnable tasks in queue order, and tasks on the cluster",
-            {"200": _json(_ref("Queue"), "The queue")},
+            {"200": _json(_ref("Queue"), "The queue (positions count every user's tasks)")},
+            "400:BadRequest", params=[_USER_QUERY],
+        )},
+        "/api/v2/me": {"get": _op(
+            "Who the token signs in as: user, role, limits, the token itself",
+            {"200": _json(_ref("Me"), "The caller")},
+        )},
+        "/api/v2/users": {
+            "get": _op("List users", {"200": _json(_ref("UserList"), "Every user")},
+                       access="admin"),
+            "post": _op(
+                "Create a user (then a token for them)",
+                {"201": _json(_ref("User"), "Created")},
+                "400:BadRequest", "409:Conflict", "413:PayloadTooLarge",
+                "415:UnsupportedMediaType", access="admin",
+                requestBody={"required": True, "content": {
+                    "application/json": {"schema": _ref("NewUser")}}},
+            ),
+        },
+        "/api/v2/users/{name}": {
+            "get": _op("One user", {"200": _json(_ref("User"), "The user")},
+                       "400:BadRequest", "404:NotFound", access="self",
+                       params=[_NAME_PARAM]),
+            "delete": _op(
+                "Refused: users are never deleted (disable them)",
+                {"405": _err("MethodNotAllowed")}, access="admin", params=[_NAME_PARAM],
+            ),
+        },
+        "/api/v2/users/{name}:disable": {"post": _op(
+            "Disable a user: tokens refused at once, tasks on the cluster run to their "
+            "end, queued tasks wait until the user is enabled again",
+            {"200": _json(_ref("UserStatus"), "Disabled (or already was)")},
+            "400:BadRequest", "404:NotFound", "409:Conflict", access="admin",
+            params=[_NAME_PARAM],
+        )},
+        "/api/v2/users/{name}:enable": {"post": _op(
+            "Enable a user again",
+            {"200": _json(_ref("UserStatus"), "Enabled (or already was)")},
+            "400:BadRequest", "404:NotFound", access="admin", params=[_NAME_PARAM],
+        )},
+        "/api/v2/users/{name}/tokens": {
+            "get": _op("A user's tokens (never their secrets)",
+                       {"200": _json(_ref("TokenList"), "Tokens, oldest first")},
+                       "400:BadRequest", "404:NotFound", access="self",
+                       params=[_NAME_PARAM]),
+            "post": _op(
+                "Create a token; its secret is in this answer only",
+                {"201": _json(_ref("NewToken"), "Created")},
+                "400:BadRequest", "404:NotFound", "409:Conflict", "413:PayloadTooLarge",
+                "415:UnsupportedMediaType", access="self", params=[_NAME_PARAM],
+                requestBody={"required": False, "content": {
+                    "application/json": {"schema": _ref("NewTokenRequest")}}},
+            ),
+        },
+        "/api/v2/users/{name}/tokens/{token_id}:revoke": {"post": _op(
+            "Revoke a token (at once)",
+            {"200": _json(_ref("RevokedToken"), "Revoked (or already was)")},
+            "400:BadRequest", "404:NotFound", access="self",
+            params=[_NAME_PARAM, _TOKEN_ID_PARAM],
+        )},
+        "/api/v2/usage": {"get": _op(
+            "GPU-seconds per user and per task in a window (attempts clipped to it; failed "
+            "attempts included and marked; running ones counted up to now)",
+            {"200": _json(_ref("Usage"), "Usage")}, "400:BadRequest",
+            params=[
+                _query("from", {"type": "string"}, "ISO-8601 or epoch seconds; default: "
+                                                   "the beginning"),
+                _query("to", {"type": "string"}, "ISO-8601 or epoch seconds; default: now"),
+                _USER_QUERY,
+                _query("tasks", {"type": "integer", "minimum": 0, "maximum": 1000,
+                                 "default": 100}, "how many tasks to detail"),
+            ],
         )},
         "/api/v2/openapi.json": {"get": _op(
             "This document", {"200": _json({"type": "object"}, "OpenAPI 3.1 document")},
@@ -290,6 +528,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
         "/healthz": {"get": {
             "summary": "Liveness of the process (no auth)",
             "security": [],
+            "x-argus-access": "public",
             "responses": {"200": _json(_ref("Health"), "Alive (ok or degraded)"),
                           "503": _json(_ref("Health"), "The scheduler thread stopped")},
         }},
@@ -297,7 +536,9 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
     return copy.deepcopy({
         "openapi": "3.1.0",
         "info": {"title": "Argus task service", "version": VERSION,
-                 "description": "Queue verl training tasks on a shared Ray cluster."},
+                 "description": "Queue verl training tasks on a shared Ray cluster. "
+                                "Every operation's x-argus-access says who may call it: "
+                                + "; ".join(f"{k}: {v}" for k, v in ACCESS.items())},
         "servers": [{"url": "/"}],
         "security": [{"bearerAuth": []}],
         "paths": paths,

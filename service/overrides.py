@@ -59,10 +59,10 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from service.sandbox import SandboxError, check_path, describe, is_hf_repo_id
+from service.sandbox import Roots, SandboxError, check_path, describe, is_hf_repo_id
 
 _SEGMENT = r"[A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?"
 _OVERRIDE_RE = re.compile(
@@ -210,7 +210,7 @@ def _list_items(value: str) -> list[str] | None:
     return [_unquote(item) for item in inner.split(",")] if inner else []
 
 
-def _check_path_value(key: str, value: str, roots: Sequence[str]) -> str | None:
+def _check_path_value(key: str, value: str, roots: Roots) -> str | None:
     name = key.rsplit(".", 1)[-1]
     model_like = name in _MODEL_NAMES or key.endswith("model.path")
     items = _list_items(value)
@@ -230,7 +230,7 @@ def _check_path_value(key: str, value: str, roots: Sequence[str]) -> str | None:
     return None
 
 
-def _check_value(key: str, value: str, roots: Sequence[str]) -> str | None:
+def _check_value(key: str, value: str, roots: Roots) -> str | None:
     if _ENV_INTERPOLATION_RE.search(value):
         return (f"'{key}': values may not read the driver's environment (${{oc.env:...}}): "
                 "it holds the operator's settings")
@@ -265,12 +265,13 @@ def _check_value(key: str, value: str, roots: Sequence[str]) -> str | None:
     return None
 
 
-def check_override(text: str, owned: Mapping[str, str | None], roots: Sequence[str]
+def check_override(text: str, owned: Mapping[str, str | None], roots: Roots
                    ) -> str | None:
     """Why the override ``text`` is refused, or None when it may go to verl.
 
     ``owned``: the keys Argus sets for the workload (``owned_keys``), or empty when the
-    workload is unknown. ``roots``: the normalised allowed roots.
+    workload is unknown. ``roots``: the job's ``PathRules`` (or the normalised allowed
+    roots).
     """
     if _HYDRA_GROUP_RE.match(text):
         return f"'hydra' config groups are refused ({_HYDRA[0]}): {_HYDRA[1]}"

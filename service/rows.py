@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.states import TaskState
+from service.users import Role
 
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer: a task seq (and cursor) is at most this
 
@@ -87,6 +88,63 @@ class CancelOutcome:
     ray_submission_id: str | None = None  # of the latest attempt, when there is one
 
 
+# -- users and tokens ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UserRow:
+    name: str
+    role: Role
+    enabled: bool
+    created_at: float
+    disabled_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRow:
+    """A token as lists show it: never its secret, nor its hash."""
+
+    token_id: str
+    user: str
+    label: str
+    created_at: float
+    last_used_at: float | None
+    expires_at: float | None
+    revoked_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenAuth:
+    """What checking a presented token needs: its hash, state and its user's."""
+
+    token_id: str
+    user: str
+    sha256: str
+    role: Role
+    user_enabled: bool
+    expires_at: float | None
+    revoked_at: float | None
+    last_used_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedToken:
+    """A token just made: ``secret`` is the whole token, shown to its owner once."""
+
+    row: TokenRow
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserStatusChange:
+    """A user enabled or disabled, and what of theirs is on the queue or the cluster."""
+
+    user: UserRow
+    changed: bool  # False: the user already was in that state
+    active_tasks: int  # SUBMITTING / SUBMITTED / RUNNING: they run to their end
+    runnable_tasks: int  # QUEUED / PENDING_RESOURCES: held while the user is disabled
+
+
 # -- rows the scheduler works with -----------------------------------------------------
 
 
@@ -95,6 +153,7 @@ class RunnableRow:
     seq: int
     task_id: str
     state: TaskState
+    user: str | None
     nnodes: int
     n_gpus_per_node: int
     runnable_since: float
@@ -107,6 +166,7 @@ class ActiveRow:
 
     task_id: str
     state: TaskState
+    user: str | None
     nnodes: int
     n_gpus_per_node: int
     attempt_no: int
@@ -117,6 +177,10 @@ class ActiveRow:
     submitted_at: float | None
     cancel_requested: bool
     stop_requested: bool
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nnodes * self.n_gpus_per_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,3 +220,4 @@ class BulkTask:
     jobspec_yaml: str = ""
     spec: Mapping[str, Any] | None = None
     user: str | None = None
+    attempt_span: tuple[float, float] | None = None  # (start, end): one ended attempt

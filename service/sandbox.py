@@ -10,7 +10,10 @@ One set of rules for the JobSpec's path fields and for overrides whose value is 
   ``, [ ] { } $ = ' "`` have meaning, and ``code_path`` goes on ``PYTHONPATH``, where
   ``:`` would add a second entry;
 * a Hugging Face repo id is ``org/name``, each part letters, digits and ``. _ -``,
-  starting and ending with a letter or digit, at most 96 characters, no ``..`` or ``--``.
+  starting and ending with a letter or digit, at most 96 characters, no ``..`` or ``--``;
+* the users' trees (``<shared_root>/users/<user>/``) are private: a path there is allowed
+  only inside the job's own user's tree, whatever the allowed roots say, and the own tree
+  is allowed even where no root covers it (``PathRules``).
 
 Pure: no I/O.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 PATH_CHARS = "letters, digits and . _ - + @ /"
@@ -67,21 +71,65 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def check_path(text: str, roots: Sequence[str]) -> str:
+@dataclass(frozen=True, slots=True)
+class PathRules:
+    """Where one job's paths may point (every path normalised).
+
+    ``roots``: the allowed roots. ``users_root``: the parent of every user's tree; a path
+    under it is allowed only under ``own`` (the job's user's tree, None: no user), which
+    is allowed even outside ``roots``.
+    """
+
+    roots: tuple[str, ...]
+    users_root: str | None = None
+    own: str | None = None
+
+    @classmethod
+    def make(cls, roots: Sequence[str], users_root: str | None = None,
+             own: str | None = None) -> PathRules:
+        return cls(norm_roots(roots), None if users_root is None else norm_abs(users_root),
+                   None if own is None else norm_abs(own))
+
+    def check(self, text: str) -> str:
+        """The normalised path, or SandboxError saying which rule ``text`` breaks."""
+        if not text.startswith("/"):
+            raise SandboxError(f"must be an absolute path, got {describe(text)}")
+        if not _PATH_CHARS_RE.fullmatch(text):
+            bad = sorted({ch for ch in text if not _PATH_CHAR_RE.fullmatch(ch)})
+            raise SandboxError(f"contains characters not allowed in paths: {''.join(bad)!r} "
+                               f"(allowed: {PATH_CHARS})")
+        norm = norm_abs(text)
+        if self.users_root is not None and _under(norm, self.users_root):
+            if self.own is not None and _under(norm, self.own):
+                return norm
+            raise SandboxError(self._foreign_tree(norm))
+        if not any(_under(norm, root) for root in self.roots):
+            own = f" and the job's own user's tree {self.own}" if self.own else ""
+            raise SandboxError(f"{norm!r} is outside the allowed roots "
+                               f"({', '.join(self.roots)}){own}")
+        return norm
+
+    def _foreign_tree(self, norm: str) -> str:
+        assert self.users_root is not None
+        rest = norm[len(self.users_root):].strip("/")
+        owner = rest.split("/", 1)[0]
+        whose = (f"user {owner}'s tree ({posixpath.join(self.users_root, owner)})" if owner
+                 else f"the users' trees ({self.users_root})")
+        mine = (f"only its own user's tree ({self.own})" if self.own
+                else "no user's tree")
+        return f"{norm!r} is in {whose}; a job may read the common roots and {mine}"
+
+
+Roots = Sequence[str] | PathRules  # what the path checks take: plain roots, or a job's rules
+
+
+def check_path(text: str, roots: Roots) -> str:
     """The normalised path, or SandboxError saying which rule ``text`` breaks.
 
-    ``roots`` are already normalised (``norm_roots``).
+    ``roots``: a job's ``PathRules``, or plain roots, already normalised (``norm_roots``).
     """
-    if not text.startswith("/"):
-        raise SandboxError(f"must be an absolute path, got {describe(text)}")
-    if not _PATH_CHARS_RE.fullmatch(text):
-        bad = sorted({ch for ch in text if not _PATH_CHAR_RE.fullmatch(ch)})
-        raise SandboxError(f"contains characters not allowed in paths: {''.join(bad)!r} "
-                           f"(allowed: {PATH_CHARS})")
-    norm = norm_abs(text)
-    if not any(_under(norm, root) for root in roots):
-        raise SandboxError(f"{norm!r} is outside the allowed roots ({', '.join(roots)})")
-    return norm
+    rules = roots if isinstance(roots, PathRules) else PathRules(tuple(roots))
+    return rules.check(text)
 
 
 def is_hf_repo_id(text: str) -> bool:
@@ -92,6 +140,12 @@ def _escape(text: str) -> str:
     # re.escape also escapes "-", which ECMA 262 (JSON Schema's dialect) refuses outside
     # a character class in unicode mode.
     return "".join("\\" + ch if ch in ".^$*+?()[]{}|\\" else ch for ch in text)
+
+
+def tree_pattern(root: str) -> str:
+    """A regular expression (JSON Schema dialect) matching ``root`` and every path under
+    it (``root`` normalised)."""
+    return rf"^{_escape(root.rstrip('/'))}(/|$)"
 
 
 def path_pattern(roots: Sequence[str]) -> str:

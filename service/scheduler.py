@@ -35,6 +35,10 @@ Queue policy
   Slurm's ``bf_max_job_test``), which bounds the tick's cost however long the queue is.
   Tasks beyond the window keep their last ``pending_reason`` until they move up.
 * ``max_running_tasks`` (0 = no limit) caps SUBMITTING + SUBMITTED + RUNNING tasks.
+* Per-user limits (``v2.users.limits``, ``service.quotas``) come first: a task whose
+  owner already runs as many tasks or GPUs as allowed (or is disabled) waits with a
+  reason that says so, and is passed over: it blocks no other user's task and never
+  holds the starvation guard.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from service.cluster import (
 from service.config import Settings, thaw
 from service.db import storage_fault
 from service.jobspec import JobSpec
+from service.quotas import Load, hold_reason, load_by_user
 from service.states import ON_CLUSTER, FailureKind, RayStatus, TaskState
 from service.store import (
     ActiveRow,
@@ -217,7 +222,7 @@ class Scheduler:
 
     def _ended(self, row: ActiveRow, info: JobInfo, now: float, report: TickReport) -> None:
         status = RayStatus(info.status)
-        log_text = self._archive_log(row.ray_submission_id)
+        log_text = self._archive_log(row)
         base = dict(ray_status=status.value, message=info.message, start_time=info.start_time,
                     end_time=info.end_time or now, exit_code=info.exit_code)
         if status is RayStatus.SUCCEEDED:
@@ -233,15 +238,16 @@ class Scheduler:
             end = AttemptEnd(**base, failure_kind=kind.value)
             self._failed(row, end, kind, log_text, now, report)
 
-    def _archive_log(self, sid: str) -> str | None:
+    def _archive_log(self, row: ActiveRow) -> str | None:
         """Best effort: Ray's driver log to the attempt's archive; None if unavailable."""
+        sid = row.ray_submission_id
         try:
             text = self.cluster.logs(sid)
         except ClusterError as exc:
             log.warning("logs of %s unavailable: %s", sid, exc)
             return None
         try:
-            self.artifacts.archive_log(sid, text)
+            self.artifacts.archive_log(sid, row.user, text)
         except OSError as exc:
             log.warning("archiving the log of %s failed: %s", sid, exc)
         return text
@@ -286,7 +292,7 @@ class Scheduler:
                 report.unreachable = str(exc)
                 return
             self.store.mark_stop_requested(row.task_id, row.attempt_no, now)
-            log_text = self._archive_log(row.ray_submission_id)
+            log_text = self._archive_log(row)
             message = (f"placement groups unplaceable for {now - since:.0f}s "
                        f"(stuck_timeout_s={limit:g}); stopped by Argus")
             end = AttemptEnd(RayStatus.STOPPED.value,
@@ -314,11 +320,22 @@ class Scheduler:
         )
         capacity = FreePool.from_capacity(snapshot)  # None: node capacity unknown
         limit = self.sched.max_running_tasks
+        users = self.settings.users
+        loads = load_by_user((r.user, r.total_gpus) for r in active)
+        disabled = self.store.disabled_users()
         waits: list[tuple[RunnableRow, str]] = []
         blocked: str | None = None  # reason for everyone behind a starving task
         # shapes that did not fit this tick: (reason, whether even an idle cluster could)
         no_fit: dict[tuple[int, int], tuple[str, bool]] = {}
         for i, cand in enumerate(candidates):
+            gpus = cand.nnodes * cand.n_gpus_per_node
+            owner = cand.user
+            held = None if owner is None else hold_reason(
+                owner, loads.get(owner), users.limits_for(owner), gpus,
+                enabled=owner not in disabled)
+            if held is not None:
+                waits.append((cand, held))  # the owner's limit: no guard, nobody blocked
+                continue
             if blocked is not None:
                 waits.append((cand, blocked))
                 continue
@@ -336,6 +353,8 @@ class Scheduler:
                         report.submitted += 1
                         pool.reserve(gang, self.driver, decision)
                         running += 1
+                        if owner is not None:
+                            loads.setdefault(owner, Load()).add(gpus)
                         no_fit.clear()  # cached reasons list free resources: now stale
                     elif outcome is _Submit.UNAVAILABLE:
                         rest = unreachable_reason(report.unreachable)
@@ -413,7 +432,8 @@ class Scheduler:
             "metadata": dict(req.metadata),
         }
         try:
-            self.artifacts.write_submission(req.submission_id, claim.jobspec_yaml, payload)
+            self.artifacts.write_submission(req.submission_id, claim.user, claim.jobspec_yaml,
+                                            payload)
         except OSError as exc:  # shared storage trouble must not wedge the queue
             log.warning("writing artifacts of %s failed: %s", req.submission_id, exc)
 

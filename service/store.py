@@ -42,19 +42,26 @@ from service.rows import (
     CancelKind,
     CancelOutcome,
     Claim,
+    CreatedToken,
     EventRow,
     RunnableRow,
     TaskRow,
+    TokenRow,
+    UserRow,
+    UserStatusChange,
 )
 from service.sql import QUERIES as Q
 from service.states import RUNNABLE, RayStatus, TaskState, check_transition
-from service.store_reads import ACTIVE, MAX_SEQ, StoreReads
+from service.store_reads import ACTIVE, MAX_SEQ, StoreReads, token_row, user_row
+from service.users import Role, label_problem, name_problem, new_token
 
 # The store's API: the class, its errors, and the rows it takes and returns.
 __all__ = [
     "ACTIVE", "MAX_SEQ", "ActiveRow", "AttemptEnd", "AttemptRow", "BulkTask", "CancelKind",
-    "CancelOutcome", "Claim", "EventRow", "RunnableRow", "StaleState", "StorageUnavailable",
-    "Store", "StoreError", "TaskExists", "TaskNotFound", "TaskRow", "truncate_message",
+    "CancelOutcome", "Claim", "CreatedToken", "EventRow", "RunnableRow", "StaleState",
+    "StorageUnavailable", "Store", "StoreError", "TaskExists", "TaskNotFound", "TaskRow",
+    "TokenNotFound", "TokenRow", "TooManyTokens", "UserDisabled", "UserExists",
+    "UserNotFound", "UserRow", "UserStatusChange", "truncate_message",
 ]
 
 MESSAGE_HEAD = 1_000
@@ -91,6 +98,44 @@ class StaleState(StoreError):
         self.task_id = task_id
         self.expected = expected
         self.actual = actual
+
+
+class UserNotFound(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"user {name} not found")
+        self.name = name
+
+
+class UserExists(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"user {name} already exists")
+        self.name = name
+
+
+class UserDisabled(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"user {name} is disabled")
+        self.name = name
+
+
+class TokenNotFound(StoreError):
+    def __init__(self, user: str, token_id: str) -> None:
+        super().__init__(f"user {user} has no token {token_id}")
+        self.user = user
+        self.token_id = token_id
+
+
+class TooManyTokens(StoreError):
+    def __init__(self, user: str, limit: int) -> None:
+        super().__init__(f"user {user} already has {limit} live tokens (the limit); "
+                         "revoke one first")
+        self.user = user
+        self.limit = limit
+
+
+def _by(user: str | None) -> dict[str, str]:
+    """Who did it, for an event's payload (nothing when unknown)."""
+    return {} if user is None else {"by": user}
 
 
 def truncate_message(text: str | None) -> str | None:
@@ -247,11 +292,12 @@ class Store(StoreReads):
                 if "UNIQUE" in str(exc):
                     raise TaskExists(task_id) from exc
                 raise
-            self._event(conn, task_id, now, "CREATED", {"state": _S.QUEUED.value})
+            self._event(conn, task_id, now, "CREATED", {"state": _S.QUEUED.value, **_by(user)})
 
     # -- cancel --------------------------------------------------------------------------
-    def cancel(self, task_id: str, now: float) -> CancelOutcome:
-        """Cancel a runnable task at once; flag an active one for the scheduler to stop."""
+    def cancel(self, task_id: str, now: float, by: str | None = None) -> CancelOutcome:
+        """Cancel a runnable task at once; flag an active one for the scheduler to stop.
+        ``by``: who asked (recorded in the event)."""
         with self._tx() as conn:
             row = conn.execute(Q["cancel_target"], {"task_id": task_id}).fetchone()
             if row is None:
@@ -261,15 +307,15 @@ class Store(StoreReads):
                 kind = CancelKind.TERMINAL
             elif state in RUNNABLE:
                 self._transition(conn, task_id, state, _S.CANCELED, now,
-                                 {"reason": "cancel requested"}, query="move_canceled",
-                                 error_summary="canceled by request")
+                                 {"reason": "cancel requested", **_by(by)},
+                                 query="move_canceled", error_summary="canceled by request")
                 kind = CancelKind.CANCELED
             else:
                 if row["cancel_requested_at"] is None:
                     conn.execute(Q["flag_cancel"],
                                  {"now": now, "task_id": task_id, "expected": state.value})
                     self._event(conn, task_id, now, "CANCEL_REQUESTED",
-                                {"state": state.value, "ray_submission_id": sid})
+                                {"state": state.value, "ray_submission_id": sid, **_by(by)})
                 kind = CancelKind.STOPPING
         return CancelOutcome(kind, self.get_task(task_id), sid)
 
@@ -409,6 +455,8 @@ class Store(StoreReads):
             failure_kind=end.failure_kind, message=truncate_message(end.message),
             start_time=end.start_time, end_time=end.end_time, exit_code=end.exit_code,
         )
+        conn.execute(Q["add_gpu_seconds"], {"task_id": task_id, "start_time": end.start_time,
+                                            "end_time": end.end_time})
 
     def finish_attempt(self, task_id: str, expected: TaskState, attempt_no: int,
                        end: AttemptEnd, outcome: TaskState, error_summary: str | None,
@@ -436,12 +484,112 @@ class Store(StoreReads):
                         {"failed_attempt": attempt_no, "next_attempt": attempt_no + 1,
                          "failure_kind": end.failure_kind, "next_run_at": next_run_at})
 
+    # -- users and tokens ----------------------------------------------------------------
+    def ensure_users(self, *, bootstrap_admin: str, default_user: str, now: float) -> int:
+        """Start-up, in one transaction: the bootstrap admin exists as an enabled admin
+        (the operator holding its token decides), the default user exists (as a user
+        when it is someone else), and tasks created before users existed belong to the
+        default user. Returns how many tasks got that owner."""
+        for name in (bootstrap_admin, default_user):
+            problem = name_problem(name)
+            if problem:
+                raise ValueError(problem)
+        with self._tx() as conn:
+            for name, role in ((bootstrap_admin, Role.ADMIN), (default_user, Role.USER)):
+                if conn.execute(Q["get_user"], {"name": name}).fetchone() is None:
+                    conn.execute(Q["insert_user"], {"name": name, "role": role.value,
+                                                    "now": now})
+            conn.execute(Q["make_admin"], {"name": bootstrap_admin})
+            conn.execute(Q["adopt_gpu_seconds"], {"user": default_user})
+            return conn.execute(Q["adopt_ownerless_tasks"], {"user": default_user}).rowcount
+
+    def create_user(self, name: str, role: Role, now: float) -> UserRow:
+        problem = name_problem(name)
+        if problem:
+            raise ValueError(problem)
+        with self._tx() as conn:
+            try:
+                conn.execute(Q["insert_user"], {"name": name, "role": Role(role).value,
+                                                "now": now})
+            except sqlite3.IntegrityError as exc:
+                if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
+                    raise UserExists(name) from exc
+                raise
+        return UserRow(name=name, role=Role(role), enabled=True, created_at=now,
+                       disabled_at=None)
+
+    def set_user_enabled(self, name: str, enabled: bool, now: float) -> UserStatusChange:
+        """Enable or disable a user (guarded: a user already in that state is left as it
+        is). Tasks are not touched: active ones run to their end, runnable ones wait
+        while the user is disabled (the scheduler's limit check)."""
+        with self._tx() as conn:
+            changed = conn.execute(Q["set_user_enabled"], {
+                "name": name, "enabled": int(enabled), "now": now}).rowcount == 1
+            row = conn.execute(Q["get_user"], {"name": name}).fetchone()
+            if row is None:
+                raise UserNotFound(name)
+
+            def count(states: frozenset[TaskState]) -> int:
+                return conn.execute(Q["user_task_counts"], {
+                    "user": name, "states": json.dumps(sorted(s.value for s in states)),
+                }).fetchone()["n"]
+
+            active, runnable = count(ACTIVE), count(RUNNABLE)
+        return UserStatusChange(user_row(row), changed, active, runnable)
+
+    def create_token(self, user: str, label: str, expires_at: float | None, now: float,
+                     *, max_live: int) -> CreatedToken:
+        """A new token for an enabled ``user`` (at most ``max_live`` unrevoked, unexpired
+        tokens each). Only its hash is stored; the secret is returned this once."""
+        problem = label_problem(label)
+        if problem:
+            raise ValueError(f"label {problem}")
+        with self._tx() as conn:
+            row = conn.execute(Q["get_user"], {"name": user}).fetchone()
+            if row is None:
+                raise UserNotFound(user)
+            if not row["enabled"]:
+                raise UserDisabled(user)
+            live = conn.execute(Q["live_tokens"], {"user": user, "now": now}).fetchone()["n"]
+            if live >= max_live:
+                raise TooManyTokens(user, max_live)
+            token = new_token()
+            while conn.execute(Q["token_exists"], {"token_id": token.token_id}).fetchone():
+                token = new_token()  # a 48-bit id clashed: take another
+            conn.execute(Q["insert_token"], {
+                "token_id": token.token_id, "user": user, "label": label,
+                "sha256": token.sha256, "now": now, "expires_at": expires_at,
+            })
+        return CreatedToken(TokenRow(token_id=token.token_id, user=user, label=label,
+                                     created_at=now, last_used_at=None,
+                                     expires_at=expires_at, revoked_at=None),
+                            token.secret)
+
+    def revoke_token(self, user: str, token_id: str, now: float) -> tuple[TokenRow, bool]:
+        """Revoke ``user``'s token ``token_id``; ``(the token, whether this call revoked
+        it)`` (False: it was revoked before, and keeps its first revocation time)."""
+        with self._tx() as conn:
+            changed = conn.execute(Q["revoke_token"], {
+                "token_id": token_id, "user": user, "now": now}).rowcount == 1
+            row = conn.execute(Q["get_token"], {"token_id": token_id}).fetchone()
+            if row is None or row["user"] != user:
+                raise TokenNotFound(user, token_id)
+        return token_row(row), changed
+
+    def touch_token(self, token_id: str, now: float) -> None:
+        """Record that a token was used at ``now`` (callers write this at most once a
+        minute per token, so reads do not become writes)."""
+        with self._tx() as conn:
+            conn.execute(Q["touch_token"], {"token_id": token_id, "now": now})
+
     # -- benchmarks ------------------------------------------------------------------------
     def bulk_load(self, tasks: Iterable[BulkTask]) -> int:
-        """Insert many task rows in one transaction, without events or attempts.
+        """Insert many task rows in one transaction, without events; with one ended
+        attempt for a task that has an ``attempt_span``.
 
         For benchmarks and large fixtures only: the service itself uses ``create_task``.
         """
+        tasks = list(tasks)
         rows = [
             {"task_id": t.task_id, "workload": t.workload, "state": TaskState(t.state).value,
              "jobspec_yaml": t.jobspec_yaml,
@@ -449,6 +597,14 @@ class Store(StoreReads):
              "n_gpus_per_node": t.n_gpus_per_node, "user": t.user, "now": t.created_at}
             for t in tasks
         ]
+        attempts = [
+            {"task_id": t.task_id, "ray_submission_id": submission_id(t.task_id, 1),
+             "ray_status": RayStatus.SUCCEEDED.value, "start_time": t.attempt_span[0],
+             "end_time": t.attempt_span[1]}
+            for t in tasks if t.attempt_span is not None
+        ]
         with self._tx() as conn:
             conn.executemany(Q["insert_task"], rows)
+            conn.executemany(Q["insert_ended_attempt"], attempts)
+            conn.executemany(Q["add_gpu_seconds"], attempts)
         return len(rows)

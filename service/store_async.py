@@ -23,9 +23,21 @@ from typing import Any
 
 from service.ids import new_task_id
 from service.offload import Offload
-from service.rows import AttemptRow, CancelOutcome, EventRow, TaskRow
+from service.rows import (
+    AttemptRow,
+    CancelOutcome,
+    CreatedToken,
+    EventRow,
+    TaskRow,
+    TokenAuth,
+    TokenRow,
+    UserRow,
+    UserStatusChange,
+)
 from service.states import TaskState
 from service.store import Store
+from service.usage import AttemptSpan
+from service.users import Role
 
 READ_THREADS = 2
 
@@ -48,9 +60,11 @@ class AsyncStore:
         return await self._reads.run(self._store.get_task, task_id)
 
     async def list_tasks(self, *, state: TaskState | None, limit: int,
-                         before_seq: int | None) -> tuple[list[TaskRow], int | None]:
+                         before_seq: int | None, user: str | None = None
+                         ) -> tuple[list[TaskRow], int | None]:
         return await self._reads.run(
-            lambda: self._store.list_tasks(state=state, limit=limit, before_seq=before_seq))
+            lambda: self._store.list_tasks(state=state, limit=limit, before_seq=before_seq,
+                                           user=user))
 
     async def list_attempts(self, task_id: str) -> list[AttemptRow]:
         return await self._reads.run(self._store.list_attempts, task_id)
@@ -61,11 +75,30 @@ class AsyncStore:
     async def events(self, task_id: str) -> list[EventRow]:
         return await self._reads.run(self._store.events, task_id)
 
-    async def queue(self) -> tuple[list[TaskRow], list[TaskRow]]:
-        return await self._reads.run(self._store.queue)
+    async def queue(self, user: str | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
+        return await self._reads.run(self._store.queue, user)
 
     async def counts_by_state(self) -> dict[str, int]:
         return await self._reads.run(self._store.counts_by_state)
+
+    async def get_user(self, name: str) -> UserRow | None:
+        return await self._reads.run(self._store.get_user, name)
+
+    async def list_users(self) -> list[UserRow]:
+        return await self._reads.run(self._store.list_users)
+
+    async def token_auth(self, token_id: str) -> TokenAuth | None:
+        return await self._reads.run(self._store.token_auth, token_id)
+
+    async def get_token(self, token_id: str) -> TokenRow | None:
+        return await self._reads.run(self._store.get_token, token_id)
+
+    async def list_tokens(self, user: str) -> list[TokenRow]:
+        return await self._reads.run(self._store.list_tokens, user)
+
+    async def usage_spans(self, window_from: float, window_to: float, user: str | None
+                          ) -> list[AttemptSpan]:
+        return await self._reads.run(self._store.usage_spans, window_from, window_to, user)
 
     # -- writes --------------------------------------------------------------------------
     async def create_task(self, *, id_prefix: str, workload: str, jobspec_yaml: str,
@@ -74,7 +107,8 @@ class AsyncStore:
         """Insert a QUEUED task under a fresh id (``ids.new_task_id``); returns the id."""
 
         def create() -> str:
-            task_id = new_task_id(id_prefix, workload, now, self._store.task_exists)
+            task_id = new_task_id(id_prefix, workload, now, self._store.task_exists,
+                                  user=user)
             self._store.create_task(task_id=task_id, workload=workload,
                                     jobspec_yaml=jobspec_yaml, spec=spec, nnodes=nnodes,
                                     n_gpus_per_node=n_gpus_per_node, user=user, now=now)
@@ -82,5 +116,24 @@ class AsyncStore:
 
         return await self._writes.run(create)
 
-    async def cancel(self, task_id: str, now: float) -> CancelOutcome:
-        return await self._writes.run(self._store.cancel, task_id, now)
+    async def cancel(self, task_id: str, now: float, by: str | None = None) -> CancelOutcome:
+        return await self._writes.run(self._store.cancel, task_id, now, by)
+
+    async def create_user(self, name: str, role: Role, now: float) -> UserRow:
+        return await self._writes.run(self._store.create_user, name, role, now)
+
+    async def set_user_enabled(self, name: str, enabled: bool, now: float
+                               ) -> UserStatusChange:
+        return await self._writes.run(self._store.set_user_enabled, name, enabled, now)
+
+    async def create_token(self, user: str, label: str, expires_at: float | None,
+                           now: float, *, max_live: int) -> CreatedToken:
+        return await self._writes.run(
+            lambda: self._store.create_token(user, label, expires_at, now, max_live=max_live))
+
+    async def revoke_token(self, user: str, token_id: str, now: float
+                           ) -> tuple[TokenRow, bool]:
+        return await self._writes.run(self._store.revoke_token, user, token_id, now)
+
+    async def touch_token(self, token_id: str, now: float) -> None:
+        await self._writes.run(self._store.touch_token, token_id, now)

@@ -21,9 +21,21 @@ from contextlib import contextmanager
 from typing import Any
 
 from service.db import connect_reader
-from service.rows import MAX_SEQ, ActiveRow, AttemptRow, EventRow, RunnableRow, TaskRow
+from service.rows import (
+    MAX_SEQ,
+    ActiveRow,
+    AttemptRow,
+    EventRow,
+    RunnableRow,
+    TaskRow,
+    TokenAuth,
+    TokenRow,
+    UserRow,
+)
 from service.sql import QUERIES as Q
 from service.states import ON_CLUSTER, TaskState
+from service.usage import AttemptSpan
+from service.users import Role
 
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
 
@@ -57,6 +69,17 @@ def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
         latest_attempt=None if r["attempt_no"] is None else _attempt(r),
         queue_position=position,
     )
+
+
+def user_row(r: sqlite3.Row) -> UserRow:
+    return UserRow(name=r["name"], role=Role(r["role"]), enabled=bool(r["enabled"]),
+                   created_at=r["created_at"], disabled_at=r["disabled_at"])
+
+
+def token_row(r: sqlite3.Row) -> TokenRow:
+    return TokenRow(token_id=r["token_id"], user=r["user"], label=r["label"],
+                    created_at=r["created_at"], last_used_at=r["last_used_at"],
+                    expires_at=r["expires_at"], revoked_at=r["revoked_at"])
 
 
 class StoreReads:
@@ -113,18 +136,23 @@ class StoreReads:
         return None if row is None else _task(row, row["queue_position"])
 
     def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
-                   before_seq: int | None = None) -> tuple[list[TaskRow], int | None]:
+                   before_seq: int | None = None, user: str | None = None
+                   ) -> tuple[list[TaskRow], int | None]:
         """Newest first: up to ``limit`` tasks with ``seq < before_seq`` (from the newest
-        when None). Returns the page and the ``before_seq`` of the next one (None: last)."""
+        when None), of ``user`` only when given. Returns the page and the ``before_seq``
+        of the next one (None: last)."""
         if not _is_int(limit) or limit < 1:
             raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
         if before_seq is not None and (not _is_int(before_seq) or not 1 <= before_seq <= MAX_SEQ):
             raise ValueError(f"before_seq must be an integer in 1..{MAX_SEQ}, got {before_seq!r}")
         params: dict[str, Any] = {"before_seq": MAX_SEQ if before_seq is None else before_seq,
                                   "limit": limit + 1}
-        query = "list_tasks"
+        query = "list_tasks" if user is None else "list_tasks_of_user"
+        if user is not None:
+            params["user"] = user
         if state is not None:
-            query, params["state"] = "list_tasks_in_state", TaskState(state).value
+            query += "_in_state"
+            params["state"] = TaskState(state).value
         rows = self._reader().execute(Q[query], params).fetchall()
         page = [_task(r, r["queue_position"]) for r in rows[:limit]]
         return page, page[-1].seq if len(rows) > limit else None
@@ -142,14 +170,16 @@ class StoreReads:
         row = self._reader().execute(Q[query], params).fetchone()
         return None if row is None else _attempt(row)
 
-    def queue(self) -> tuple[list[TaskRow], list[TaskRow]]:
-        """(pending: runnable tasks in FIFO order with positions, running: active tasks)."""
+    def queue(self, user: str | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
+        """(pending: runnable tasks in FIFO order with positions, running: active tasks);
+        only ``user``'s when given, their positions still counted in the whole queue."""
         with self._snapshot() as conn:  # a task is in one list or the other, never both
             pending = conn.execute(Q["queue_pending"]).fetchall()
             running = conn.execute(Q["queue_running"]).fetchall()
         return (
-            [_task(r, i) for i, r in enumerate(pending, start=1)],
-            [_task(r, None) for r in running],
+            [_task(r, i) for i, r in enumerate(pending, start=1)
+             if user is None or r["user"] == user],
+            [_task(r, None) for r in running if user is None or r["user"] == user],
         )
 
     def counts_by_state(self) -> dict[str, int]:
@@ -158,6 +188,11 @@ class StoreReads:
         for r in self._reader().execute(Q["counts_by_state"]).fetchall():
             counts[r["state"]] = r["n"]
         return counts
+
+    def counts_by_user_and_state(self) -> dict[tuple[str | None, str], int]:
+        """``{(user, state): tasks}`` for the pairs that have tasks."""
+        rows = self._reader().execute(Q["counts_by_user_and_state"]).fetchall()
+        return {(r["user"], r["state"]): r["n"] for r in rows}
 
     def events(self, task_id: str) -> list[EventRow]:
         rows = self._reader().execute(Q["list_events"], {"task_id": task_id}).fetchall()
@@ -173,7 +208,7 @@ class StoreReads:
         rows = self._reader().execute(Q["runnable"], {"now": now, "limit": limit}).fetchall()
         return [
             RunnableRow(seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]),
-                        nnodes=r["nnodes"], n_gpus_per_node=r["n_gpus_per_node"],
+                        user=r["user"], nnodes=r["nnodes"], n_gpus_per_node=r["n_gpus_per_node"],
                         runnable_since=r["runnable_since"], pending_reason=r["pending_reason"])
             for r in rows
         ]
@@ -187,7 +222,7 @@ class StoreReads:
             state = TaskState(r["state"])
             if state in wanted:
                 out.append(ActiveRow(
-                    task_id=r["task_id"], state=state, nnodes=r["nnodes"],
+                    task_id=r["task_id"], state=state, user=r["user"], nnodes=r["nnodes"],
                     n_gpus_per_node=r["n_gpus_per_node"], attempt_no=r["attempt_no"],
                     ray_submission_id=r["ray_submission_id"], ray_status=r["ray_status"],
                     message=r["message"], start_time=r["start_time"],
@@ -196,3 +231,56 @@ class StoreReads:
                     stop_requested=bool(r["stop_requested"]),
                 ))
         return out
+
+    # -- users and tokens ------------------------------------------------------------------
+    def get_user(self, name: str) -> UserRow | None:
+        row = self._reader().execute(Q["get_user"], {"name": name}).fetchone()
+        return None if row is None else user_row(row)
+
+    def list_users(self) -> list[UserRow]:
+        return [user_row(r) for r in self._reader().execute(Q["list_users"]).fetchall()]
+
+    def disabled_users(self) -> frozenset[str]:
+        return frozenset(r["name"] for r in self._reader().execute(Q["disabled_users"]))
+
+    def token_auth(self, token_id: str) -> TokenAuth | None:
+        """A token and its user's role and state, by the token's (non-secret) id."""
+        r = self._reader().execute(Q["token_auth"], {"token_id": token_id}).fetchone()
+        if r is None:
+            return None
+        return TokenAuth(token_id=r["token_id"], user=r["user"], sha256=r["sha256"],
+                         role=Role(r["role"]), user_enabled=bool(r["enabled"]),
+                         expires_at=r["expires_at"], revoked_at=r["revoked_at"],
+                         last_used_at=r["last_used_at"])
+
+    def get_token(self, token_id: str) -> TokenRow | None:
+        row = self._reader().execute(Q["get_token"], {"token_id": token_id}).fetchone()
+        return None if row is None else token_row(row)
+
+    def list_tokens(self, user: str) -> list[TokenRow]:
+        return [token_row(r) for r in self._reader().execute(Q["list_tokens"], {"user": user})]
+
+    # -- accounting ------------------------------------------------------------------------
+    def usage_spans(self, window_from: float, window_to: float, user: str | None = None
+                    ) -> list[AttemptSpan]:
+        """Attempts that held their gang at some time in ``[window_from, window_to)``."""
+        rows = self._reader().execute(Q["usage_spans"], {
+            "from": window_from, "to": window_to, "user": user}).fetchall()
+        return [
+            AttemptSpan(task_id=r["task_id"], attempt_no=r["attempt_no"], user=r["user"],
+                        gpus=r["gpus"], start_time=r["start_time"], end_time=r["end_time"],
+                        ray_status=r["ray_status"], failure_kind=r["failure_kind"])
+            for r in rows
+        ]
+
+    def gpus_in_use_by_user(self) -> dict[str | None, int]:
+        """GPUs of each owner's active (SUBMITTING/SUBMITTED/RUNNING) tasks."""
+        out: dict[str | None, int] = {}
+        for row in self.active():
+            out[row.user] = out.get(row.user, 0) + row.total_gpus
+        return out
+
+    def gpu_seconds_by_user(self) -> dict[str | None, float]:
+        """GPU-seconds of every ended attempt, per owner (the store's running ledger)."""
+        rows = self._reader().execute(Q["gpu_seconds_by_user"]).fetchall()
+        return {r["user"]: float(r["gpu_seconds"] or 0.0) for r in rows}

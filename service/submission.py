@@ -26,14 +26,15 @@ def _render(value: str | int) -> str:
     return str(value)
 
 
-def build_entrypoint(spec: JobSpec, task_id: str, attempt_no: int, settings: Settings
-                     ) -> list[str]:
-    """The verl command line for attempt ``attempt_no`` of ``spec`` as an argv list."""
+def build_entrypoint(spec: JobSpec, task_id: str, attempt_no: int, settings: Settings,
+                     user: str | None = None) -> list[str]:
+    """The verl command line for attempt ``attempt_no`` of ``user``'s ``spec`` as an argv
+    list (Hydra's run dir and the checkpoints in the user's tree, ``service.layout``)."""
     workload = WORKLOADS[spec.workload]
     sid = submission_id(task_id, attempt_no)
     ctx = Context(spec=spec, task_id=task_id,
-                  checkpoint_dir=checkpoint_dir(str(settings.checkpoints_dir()), task_id),
-                  attempt_dir=attempt_dir(str(settings.jobs_dir()), sid))
+                  checkpoint_dir=checkpoint_dir(settings.shared_root, user, task_id),
+                  attempt_dir=attempt_dir(settings.shared_root, user, sid))
     argv = [PYTHON, "-m", workload.module]
     for param in workload.params:
         value = param.value(ctx)
@@ -61,7 +62,7 @@ def build_submit_request(
     needs = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
     return SubmitRequest(
         submission_id=submission_id(task_id, attempt_no),
-        entrypoint=shlex.join(build_entrypoint(spec, task_id, attempt_no, settings)),
+        entrypoint=shlex.join(build_entrypoint(spec, task_id, attempt_no, settings, user)),
         runtime_env=_runtime_env(spec, settings),
         entrypoint_num_cpus=needs.num_cpus,
         entrypoint_resources=dict(needs.resources),

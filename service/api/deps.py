@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
 from aiohttp import web
 
+from service.api.auth import Access, Authenticator
 from service.api.waker import Waker
 from service.artifacts import Artifacts
 from service.cluster import Cluster
@@ -16,6 +17,7 @@ from service.config import Settings
 from service.metrics import ServiceMetrics
 from service.offload import Offload
 from service.store_async import AsyncStore
+from service.users import Principal
 
 
 class SchedulerLoopView(Protocol):
@@ -52,7 +54,8 @@ class AppDeps:
     store: AsyncStore
     cluster: Cluster
     artifacts: Artifacts
-    token: bytes
+    auth: Authenticator
+    access: Mapping[tuple[str, str], Access]  # (method, route template) -> who may call
     scheduler_loop: SchedulerLoopView | None
     clock: Callable[[], float]
     metrics: ServiceMetrics
@@ -63,7 +66,13 @@ class AppDeps:
 
 
 DEPS = web.AppKey("argus_deps", AppDeps)
+PRINCIPAL = web.RequestKey("argus_principal", Principal)
 
 
 def deps_of(request: web.Request) -> AppDeps:
     return request.app[DEPS]
+
+
+def principal_of(request: web.Request) -> Principal:
+    """Who sent the request (set by the auth middleware on every non-public route)."""
+    return request[PRINCIPAL]

@@ -6,6 +6,9 @@ pool; anything that talks to Ray runs on the cluster pool under the configured t
 so a hung Ray call can neither block the loop nor starve other requests. Ray being
 unreachable is never an API error: a cancel still records the request (the scheduler
 finishes it) and logs fall back to the archive.
+
+Everyone sees every task and the queue; a task's owner or an admin cancels it or reads
+its logs (403 for anyone else). A submitted task belongs to the caller.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from service.api.body import read_body
-from service.api.deps import AppDeps, deps_of
+from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.middlewares import ApiError
 from service.api.params import SQLITE_MAX_INT, parse_uint
 from service.api.views import (
@@ -34,6 +37,7 @@ from service.jobspec import JobSpec, JobSpecError, parse_jobspec
 from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from service.rows import AttemptRow, CancelKind, TaskRow
 from service.states import RayStatus, TaskState
+from service.users import ALL, ME, Principal, name_problem
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +69,9 @@ async def _off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
     return await deps.work.run(fn, *args)
 
 
-async def _parse_jobspec(deps: AppDeps, text: str) -> JobSpec:
+async def _parse_jobspec(deps: AppDeps, text: str, user: str) -> JobSpec:
     """The JobSpec of a submit, parsed off the event loop: YAML is parsed by CPU."""
-    return await _off_loop(deps, parse_jobspec, text, deps.settings)
+    return await _off_loop(deps, parse_jobspec, text, deps.settings, user)
 
 
 async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
@@ -75,6 +79,35 @@ async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
     if task is None:
         raise ApiError(404, f"task {task_id} not found")
     return task
+
+
+async def _own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
+    """The task, when the caller owns it or is an admin; 404 / 403 otherwise."""
+    task = await _task_or_404(deps_of(request), task_id)
+    who = principal_of(request)
+    if not who.may_act_on(task.user):
+        raise ApiError(403, f"only its owner ({task.user}) or an admin may {action} task "
+                            f"{task_id}; you are {who.name}")
+    return task
+
+
+async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str | None:
+    """The ``user`` query parameter: a user name, ``me`` (the caller) or ``all`` (the
+    default: everyone). A malformed or unknown name is a 400."""
+    raw = request.query.get("user")
+    if raw is None or raw == "" or raw == ALL:
+        return None
+    who: Principal = principal_of(request)
+    if raw == ME:
+        return who.name
+    problem = name_problem(raw)
+    if problem is None and raw != who.name and await deps_of(request).store.get_user(
+            raw) is None:
+        problem = f"no user {raw!r}"
+    if problem:
+        errors.append({"field": "user", "message": f"{problem} (or: me, all)"})
+        return None
+    return raw
 
 
 def _int_param(
@@ -128,8 +161,9 @@ async def submit_task(request: web.Request) -> web.Response:
             400, "request body is not valid UTF-8",
             details=[{"field": "body", "message": f"invalid byte at offset {exc.start}"}],
         ) from exc
+    owner = principal_of(request).name
     try:
-        spec = await _parse_jobspec(deps, text)
+        spec = await _parse_jobspec(deps, text, owner)
     except JobSpecError as exc:
         status = exc.status if exc.status in (400, 413) else 400
         raise ApiError(
@@ -138,7 +172,7 @@ async def submit_task(request: web.Request) -> web.Response:
     task_id = await deps.store.create_task(
         id_prefix=deps.settings.task_id_prefix, workload=spec.workload, jobspec_yaml=text,
         spec=spec.to_dict(), nnodes=spec.nnodes, n_gpus_per_node=spec.n_gpus_per_node,
-        user=None, now=deps.clock(),
+        user=owner, now=deps.clock(),
     )
     deps.metrics.submits.inc()
     deps.waker.wake()
@@ -158,6 +192,7 @@ async def list_tasks(request: web.Request) -> web.Response:
                 f"unknown state {raw_state!r}; one of {', '.join(s.value for s in TaskState)}"
             )})
     limit = _int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
+    user = await user_filter(request, errors)
     before_seq: int | None = None
     cursor = request.query.get("cursor") or None
     if cursor is not None:
@@ -168,7 +203,7 @@ async def list_tasks(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     tasks, next_before = await deps.store.list_tasks(state=state, limit=limit,
-                                                     before_seq=before_seq)
+                                                     before_seq=before_seq, user=user)
     return web.json_response({
         "tasks": [task_json(t) for t in tasks],
         "next_cursor": None if next_before is None else encode_cursor(next_before),
@@ -200,7 +235,8 @@ async def list_events(request: web.Request) -> web.Response:
 async def cancel_task(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    outcome = await deps.store.cancel(task_id, deps.clock())
+    await _own_task(request, task_id, "cancel")  # owners never change: checked once
+    outcome = await deps.store.cancel(task_id, deps.clock(), principal_of(request).name)
     if outcome.kind is CancelKind.NOT_FOUND or outcome.task is None:
         raise ApiError(404, f"task {task_id} not found")
     state = outcome.task.state
@@ -235,34 +271,38 @@ async def task_logs(request: web.Request) -> web.Response:
     tail = _int_param(request, "tail", LOG_TAIL_DEFAULT, 1, LOG_TAIL_MAX, errors)
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
-    await _task_or_404(deps, task_id)
+    task = await _own_task(request, task_id, "read the logs of")
     attempt = await deps.store.get_attempt(task_id, attempt_no)
     if attempt is None:
         which = "no attempts yet" if attempt_no is None else f"no attempt {attempt_no}"
         raise ApiError(404, f"task {task_id} has {which}")
-    text = await _attempt_log(deps, attempt)
+    text = await _attempt_log(deps, attempt, task.user)
     if text is None:
         raise ApiError(404, f"no logs for {attempt.ray_submission_id} (live or archived)")
     return web.Response(text=_tail(text, tail), content_type="text/plain", charset="utf-8")
 
 
-async def _attempt_log(deps: AppDeps, attempt: AttemptRow) -> str | None:
+async def _attempt_log(deps: AppDeps, attempt: AttemptRow, user: str | None) -> str | None:
     """Live from Ray while the attempt runs; the archive once it ended (or Ray is gone)."""
     sid = attempt.ray_submission_id
     ended = attempt.ray_status is not None and RayStatus(attempt.ray_status).is_terminal()
     if ended:
-        archived = await _off_loop(deps, deps.artifacts.read_log, sid)
+        archived = await _off_loop(deps, deps.artifacts.read_log, sid, user)
         if archived is not None:
             return archived
     try:
         return await _on_cluster(deps, deps.cluster.logs, sid)
     except ClusterError as exc:
         log.info("live logs of %s unavailable: %s", sid, exc)
-    return None if ended else await _off_loop(deps, deps.artifacts.read_log, sid)
+    return None if ended else await _off_loop(deps, deps.artifacts.read_log, sid, user)
 
 
 async def queue(request: web.Request) -> web.Response:
-    pending, running = await deps_of(request).store.queue()
+    errors: list[dict[str, Any]] = []
+    user = await user_filter(request, errors)
+    if errors:
+        raise ApiError(400, "invalid query parameters", details=errors)
+    pending, running = await deps_of(request).store.queue(user)
     return web.json_response({
         "pending": [task_json(t) for t in pending],
         "running": [task_json(t) for t in running],

@@ -3,31 +3,33 @@
 Every error leaves as ``{"error": {"code", "message", "details"}}``; a 500 carries no
 traceback (it is logged instead). A storage fault (disk full, read-only, locked:
 ``db.storage_fault``) is no bug of the service nor of the request: 503 with the reason
-and ``Retry-After``, and no traceback.
+and ``Retry-After``, and no traceback. Auth: each route's ``Access`` (the route table)
+says who may call it; a request without a valid token gets 401 with the reason, a valid
+token without the right gets 403. Checks that depend on the thing asked for (a task's
+owner, the user named in the path) are the handlers'.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from service.api.deps import deps_of
+from service.api.auth import Access, AuthFailure, bearer_token
+from service.api.deps import PRINCIPAL, deps_of
 from service.db import storage_fault
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-PUBLIC_PATHS = frozenset({"/healthz"})
-
 ERROR_CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     408: "request_timeout",
@@ -119,38 +121,32 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 _UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="argus"'}
 
 
-def presented_token(request: web.Request) -> bytes | None:
-    """The token of an ``Authorization: Bearer <token>`` header as the bytes the client
-    sent, or None (no header, or not that shape).
-
-    aiohttp decodes header bytes as UTF-8 and keeps any byte that is not UTF-8 as a lone
-    surrogate; encoding back the same way gives exactly the bytes on the wire, whatever
-    they are, so a token with odd bytes (or in another script) compares as unequal, a
-    401 like any wrong token, and never raises an encoding error.
-    """
-    header = request.headers.get("Authorization")
-    if header is None:
-        return None
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        return None
-    return token.encode("utf-8", "surrogateescape")
+def access_of(request: web.Request) -> Access:
+    """The route's access; a path or method no route has needs a token (so unknown
+    paths are no probe for anyone without one)."""
+    access = deps_of(request).access
+    route = route_label(request)
+    found = access.get((request.method, route))
+    if found is None and request.method == "HEAD":
+        found = access.get(("GET", route))
+    return Access.USER if found is None else found
 
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if route_label(request) in PUBLIC_PATHS:
+    access = access_of(request)
+    if access is Access.PUBLIC:
         return await handler(request)
-    presented = presented_token(request)
-    if presented is None:
-        problem = "missing" if "Authorization" not in request.headers else "malformed"
+    try:
+        presented = bearer_token(request.headers.get("Authorization"))
+        principal = await deps_of(request).auth.authenticate(presented)
+    except AuthFailure as exc:
+        return error_response(401, exc.message, headers=_UNAUTHORIZED_HEADERS)
+    if access is Access.ADMIN and not principal.is_admin:
         return error_response(
-            401, f"{problem} Authorization header (expected: Bearer <token>)",
-            headers=_UNAUTHORIZED_HEADERS,
-        )
-    if not hmac.compare_digest(presented, deps_of(request).token):
-        return error_response(401, "invalid token", headers=_UNAUTHORIZED_HEADERS)
+            403, f"{request.method} {route_label(request)} is for admins; "
+                 f"user {principal.name} has the role {principal.role}")
+    request[PRINCIPAL] = principal
     return await handler(request)
 
 

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import re
 from typing import Any
 
 from service.api.params import parse_uint
-from service.rows import MAX_SEQ, AttemptRow, EventRow, TaskRow
+from service.quotas import Limits
+from service.rows import MAX_SEQ, AttemptRow, EventRow, TaskRow, TokenRow, UserRow
 from service.states import RUNNABLE
 from service.timefmt import iso
+from service.usage import AttemptUsage, Report, TaskUsage, UserUsage
+from service.users import display_prefix
 
 
 class InvalidCursor(ValueError):
@@ -96,3 +100,101 @@ def task_json(task: TaskRow) -> dict[str, Any]:
 def event_json(event: EventRow) -> dict[str, Any]:
     return {"id": event.id, "ts": iso(event.ts), "type": event.event_type,
             "payload": event.payload}
+
+
+# -- users, tokens, accounting ---------------------------------------------------------
+
+
+def limits_json(limits: Limits) -> dict[str, Any]:
+    """A user's limits; 0 means no limit."""
+    return {"max_running_tasks": limits.max_running_tasks, "max_gpus": limits.max_gpus}
+
+
+def user_json(user: UserRow, limits: Limits) -> dict[str, Any]:
+    return {
+        "name": user.name,
+        "role": user.role.value,
+        "enabled": user.enabled,
+        "created_at": iso(user.created_at),
+        "disabled_at": iso(user.disabled_at),
+        "limits": limits_json(limits),
+    }
+
+
+def token_state(token: TokenRow, now: float) -> str:
+    if token.revoked_at is not None:
+        return "revoked"
+    if token.expires_at is not None and now >= token.expires_at:
+        return "expired"
+    return "active"
+
+
+def token_json(token: TokenRow, now: float) -> dict[str, Any]:
+    """A token as lists show it: its public id and prefix, never the secret or its hash."""
+    return {
+        "token_id": token.token_id,
+        "prefix": display_prefix(token.token_id),
+        "user": token.user,
+        "label": token.label,
+        "state": token_state(token, now),
+        "created_at": iso(token.created_at),
+        "last_used_at": iso(token.last_used_at),
+        "expires_at": iso(token.expires_at),
+        "revoked_at": iso(token.revoked_at),
+    }
+
+
+def _rounded(seconds: float) -> float:
+    return round(seconds, 3)
+
+
+def _attempt_usage_json(used: AttemptUsage) -> dict[str, Any]:
+    span = used.span
+    return {
+        "attempt_no": span.attempt_no,
+        "ray_status": span.ray_status,
+        "failure_kind": span.failure_kind,
+        "failed": used.failed,
+        "running": used.running,
+        "start_time": iso(span.start_time),
+        "end_time": iso(span.end_time),
+        "counted_from": iso(used.counted_from),
+        "counted_to": iso(used.counted_to),
+        "gpu_seconds": _rounded(used.gpu_seconds),
+    }
+
+
+def _task_usage_json(task: TaskUsage) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "user": task.user,
+        "gpus": task.gpus,
+        "gpu_seconds": _rounded(task.gpu_seconds),
+        "failed_gpu_seconds": _rounded(task.failed_gpu_seconds),
+        "attempts": [_attempt_usage_json(a) for a in task.attempts],
+    }
+
+
+def _user_usage_json(user: UserUsage) -> dict[str, Any]:
+    return {
+        "user": user.user,
+        "gpu_seconds": _rounded(user.gpu_seconds),
+        "gpu_hours": round(user.gpu_seconds / 3600, 4),
+        "failed_gpu_seconds": _rounded(user.failed_gpu_seconds),
+        "tasks": user.tasks,
+        "attempts": user.attempts,
+        "running_attempts": user.running_attempts,
+    }
+
+
+def usage_json(report: Report, now: float, task_limit: int) -> dict[str, Any]:
+    """Every user's totals; the ``task_limit`` tasks that used the most GPU time."""
+    top = heapq.nsmallest(task_limit, report.tasks, key=lambda t: (-t.gpu_seconds, t.task_id))
+    return {
+        "from": iso(report.window_from),
+        "to": iso(report.window_to),
+        "generated_at": iso(now),
+        "users": [_user_usage_json(u) for u in report.users],
+        "tasks": [_task_usage_json(t) for t in top],
+        "tasks_total": len(report.tasks),
+    }

@@ -75,6 +75,40 @@ LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attemp
 WHERE t.state = :state AND t.seq < :before_seq
 ORDER BY t.seq DESC LIMIT :limit;
 
+-- name: list_tasks_of_user
+-- As list_tasks, of one owner (walks tasks_user_seq).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested,
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+       ) END AS queue_position
+FROM tasks t INDEXED BY tasks_user_seq
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.user = :user AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: list_tasks_of_user_in_state
+-- As list_tasks, of one owner in one state (walks tasks_user_state_seq).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested,
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+       ) END AS queue_position
+FROM tasks t INDEXED BY tasks_user_state_seq
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.user = :user AND t.state = :state AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
 -- name: queue_pending
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
@@ -101,6 +135,10 @@ ORDER BY t.seq;
 
 -- name: counts_by_state
 SELECT state, count(*) AS n FROM tasks GROUP BY state;
+
+-- name: counts_by_user_and_state
+-- A scan of the covering index tasks_user_state_seq.
+SELECT user, state, count(*) AS n FROM tasks GROUP BY user, state;
 
 -- attempts and events ------------------------------------------------------------------------
 
@@ -129,6 +167,13 @@ WHERE t.task_id = :task_id;
 INSERT INTO attempts (task_id, attempt_no, ray_submission_id, created_at)
 VALUES (:task_id, :attempt_no, :ray_submission_id, :now);
 
+-- name: insert_ended_attempt
+-- Benchmarks and large fixtures only (Store.bulk_load): attempt 1, already ended.
+INSERT INTO attempts (task_id, attempt_no, ray_submission_id, ray_status, created_at,
+                      submitted_at, start_time, end_time)
+VALUES (:task_id, 1, :ray_submission_id, :ray_status, :start_time, :start_time,
+        :start_time, :end_time);
+
 -- name: insert_event
 INSERT INTO events (task_id, ts, event_type, payload_json)
 VALUES (:task_id, :ts, :event_type, :payload_json);
@@ -141,7 +186,7 @@ ORDER BY id;
 -- cancel -------------------------------------------------------------------------------------
 
 -- name: cancel_target
-SELECT t.state, t.cancel_requested_at, a.ray_submission_id
+SELECT t.state, t.user, t.cancel_requested_at, a.ray_submission_id
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.task_id = :task_id;
@@ -155,14 +200,14 @@ WHERE task_id = :task_id AND state = :expected;
 
 -- name: runnable
 -- FIFO by seq, up to :limit runnable tasks due by :now (a scan of tasks_runnable only).
-SELECT seq, task_id, state, nnodes, n_gpus_per_node, runnable_since, pending_reason
+SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason
 FROM tasks INDEXED BY tasks_runnable
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
 ORDER BY seq LIMIT :limit;
 
 -- name: active
 -- SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt (tasks_active only).
-SELECT t.task_id, t.state, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
+SELECT t.task_id, t.state, t.user, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
        a.submitted_at, a.stop_requested
 FROM tasks t INDEXED BY tasks_active
@@ -253,3 +298,117 @@ WHERE task_id = :task_id AND attempt_no = :attempt_no;
 -- The first stop sent for an attempt (zero rows: it was sent before).
 UPDATE attempts SET stop_requested = 1
 WHERE task_id = :task_id AND attempt_no = :attempt_no AND stop_requested = 0;
+
+-- users and tokens ---------------------------------------------------------------------------
+
+-- name: insert_user
+INSERT INTO users (name, role, enabled, created_at) VALUES (:name, :role, 1, :now);
+
+-- name: get_user
+SELECT name, role, enabled, created_at, disabled_at FROM users WHERE name = :name;
+
+-- name: list_users
+SELECT name, role, enabled, created_at, disabled_at FROM users ORDER BY name;
+
+-- name: disabled_users
+SELECT name FROM users WHERE enabled = 0;
+
+-- name: set_user_enabled
+-- Guarded: only a user in the other state changes (zero rows: it already was).
+UPDATE users SET enabled = :enabled,
+                 disabled_at = CASE WHEN :enabled THEN NULL ELSE :now END
+WHERE name = :name AND enabled != :enabled;
+
+-- name: make_admin
+-- The bootstrap admin: an admin, enabled, whatever an earlier row said.
+UPDATE users SET role = 'admin', enabled = 1, disabled_at = NULL
+WHERE name = :name AND (role != 'admin' OR enabled = 0);
+
+-- name: adopt_ownerless_tasks
+-- Tasks created before users existed get an owner (tasks_user_seq finds them).
+UPDATE tasks SET user = :user WHERE user IS NULL;
+
+-- name: user_task_counts
+-- Tasks of one user in the states given (a JSON array).
+SELECT count(*) AS n FROM tasks
+WHERE user = :user AND state IN (SELECT value FROM json_each(:states));
+
+-- name: insert_token
+INSERT INTO tokens (token_id, user, label, sha256, created_at, expires_at)
+VALUES (:token_id, :user, :label, :sha256, :now, :expires_at);
+
+-- name: token_exists
+SELECT 1 AS found FROM tokens WHERE token_id = :token_id;
+
+-- name: token_auth
+-- What a request's token check needs: the token and its user, by the token's id.
+SELECT k.token_id, k.user, k.sha256, k.expires_at, k.revoked_at, k.last_used_at,
+       u.role, u.enabled
+FROM tokens k JOIN users u ON u.name = k.user
+WHERE k.token_id = :token_id;
+
+-- name: get_token
+SELECT token_id, user, label, created_at, last_used_at, expires_at, revoked_at
+FROM tokens WHERE token_id = :token_id;
+
+-- name: list_tokens
+SELECT token_id, user, label, created_at, last_used_at, expires_at, revoked_at
+FROM tokens WHERE user = :user
+ORDER BY created_at, token_id;
+
+-- name: live_tokens
+SELECT count(*) AS n FROM tokens
+WHERE user = :user AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: revoke_token
+UPDATE tokens SET revoked_at = :now
+WHERE token_id = :token_id AND user = :user AND revoked_at IS NULL;
+
+-- name: touch_token
+UPDATE tokens SET last_used_at = :now
+WHERE token_id = :token_id AND (last_used_at IS NULL OR last_used_at < :now);
+
+-- accounting ---------------------------------------------------------------------------------
+
+-- name: usage_spans
+-- Attempts that held their gang at some time in [:from, :to): started before :to, and
+-- ended after :from (a range of attempts_end_time) or still on the cluster (no end yet,
+-- task active: an attempt without an end whose task moved on is not counted as running).
+-- :user NULL: every user.
+SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,
+       a.start_time, a.end_time, a.ray_status, a.failure_kind
+FROM attempts a INDEXED BY attempts_end_time
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.end_time > :from AND a.start_time < :to
+  AND (:user IS NULL OR t.user = :user)
+UNION ALL
+SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,
+       a.start_time, a.end_time, a.ray_status, a.failure_kind
+FROM attempts a INDEXED BY attempts_end_time
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.end_time IS NULL AND a.start_time < :to
+  AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+  AND (:user IS NULL OR t.user = :user);
+
+-- name: add_gpu_seconds
+-- An attempt of :task_id ended: its gang's GPUs x (end - start) go to the owner's total
+-- (nothing for an attempt that never started, or a task without an owner).
+INSERT INTO user_gpu_seconds (user, gpu_seconds)
+SELECT t.user, max(0.0, :end_time - :start_time) * t.nnodes * t.n_gpus_per_node
+FROM tasks t
+WHERE t.task_id = :task_id AND t.user IS NOT NULL AND :start_time IS NOT NULL
+  AND :end_time IS NOT NULL
+ON CONFLICT (user) DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds;
+
+-- name: adopt_gpu_seconds
+-- Before ownerless tasks get :user, their ended attempts go to :user's total.
+INSERT INTO user_gpu_seconds (user, gpu_seconds)
+SELECT :user, coalesce(sum(max(0.0, a.end_time - a.start_time) * t.nnodes
+                           * t.n_gpus_per_node), 0.0)
+FROM tasks t INDEXED BY tasks_user_seq
+JOIN attempts a ON a.task_id = t.task_id
+WHERE t.user IS NULL AND a.start_time IS NOT NULL AND a.end_time IS NOT NULL
+ON CONFLICT (user) DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds;
+
+-- name: gpu_seconds_by_user
+SELECT user, gpu_seconds FROM user_gpu_seconds;

@@ -52,7 +52,7 @@ def api_schema(argus: Service, openapi_doc: dict):
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance]
-ROUTE_IDS = [f"{m} {re.sub(r':[^}]+}', '}', p)}" for m, p, _ in ROUTES]
+ROUTE_IDS = [f"{m} {re.sub(r':[^}]+}', '}', p)}" for m, p, _, _ in ROUTES]
 NO_INPUT = {"GET /healthz"}  # no parameter, body or credentials: nothing to make invalid
 CASES = [pytest.param(route, mode, id=f"{route} {mode.value}")
          for route in ROUTE_IDS

@@ -135,7 +135,7 @@ def test_logs_live_while_running_and_archived_after(ray_cluster, argus):
     sid = _one_attempt(argus, tid)["ray_submission_id"]
     after = argus.logs(tid, attempt="1")
     assert after.status_code == 200 and "done, exit code 0" in after.text
-    job_dir = Path(argus.shared_root) / "jobs" / sid
+    job_dir = Path(argus.shared_root) / "users" / "admin" / "jobs" / sid  # the submitter
     assert "done, exit code 0" in (job_dir / "driver.log").read_text()
     assert "code_path" in (job_dir / "jobspec.yaml").read_text()
     assert "verl.trainer.main_ppo" in (job_dir / "submit.json").read_text()

@@ -30,7 +30,7 @@ TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 YAML = {**AUTH, "Content-Type": "application/yaml"}
 T0 = 1_766_000_000.0
-TASK_ID_RE = re.compile(r"mvp2-(ppo|grpo|sft)-\d{8}-\d{6}-[0-9a-f]{4}")
+TASK_ID_RE = re.compile(r"mvp2-admin-(ppo|grpo|sft)-\d{8}-\d{6}-[0-9a-f]{4}")
 INSUFFICIENT = "ValueError: Total available GPUs 2.0 is less than total desired GPUs 4"
 
 
@@ -100,7 +100,7 @@ def env(tmp_path: Path) -> Env:
     settings = Settings(shared_root=str(shared), max_body_bytes=4096, ray_timeout_s=5.0)
     store = Store(str(tmp_path / "db.sqlite3"))
     cluster = FakeCluster(clock=T0)
-    artifacts = Artifacts(settings.jobs_dir())
+    artifacts = Artifacts(settings.shared_root)
     metrics = ServiceMetrics(store.counts_by_state)
     scheduler = MeteredScheduler(Scheduler(store, cluster, settings, artifacts), metrics)
     yield Env(shared, settings, store, cluster, artifacts, scheduler, metrics, Clock(T0))
@@ -168,7 +168,7 @@ async def test_submit_stores_raw_yaml_as_received(client, env):
     resp = await client.post("/api/v2/tasks", data=body.encode(), headers=YAML)
     task_id = (await resp.json())["task_id"]
     env.tick()  # submits: the raw text is archived with the attempt
-    archived = (env.artifacts.attempt_dir(env.sid(task_id)) / "jobspec.yaml").read_text()
+    archived = (env.artifacts.attempt_dir(env.sid(task_id), "admin") / "jobspec.yaml").read_text()
     assert archived == body
 
 
@@ -431,7 +431,7 @@ async def test_logs_of_a_running_attempt_fall_back_to_the_archive(client, env):
     env.cluster.add_node("n1", gpus=4)
     task_id = await submit(client, env)
     env.tick()
-    env.artifacts.archive_log(env.sid(task_id), "partial copy\n")
+    env.artifacts.archive_log(env.sid(task_id), "admin", "partial copy\n")
     env.cluster.unreachable = True
     resp = await logs(client, task_id)
     assert resp.status == 200 and await resp.text() == "partial copy\n"

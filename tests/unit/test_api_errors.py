@@ -36,7 +36,7 @@ def store(tmp_path: Path):
 @pytest.fixture
 async def client(aiohttp_client, shared: Path, store: Store):
     settings = Settings(shared_root=str(shared), max_body_bytes=MAX_BODY)
-    app = create_app(settings, store, FakeCluster(), Artifacts(settings.jobs_dir()),
+    app = create_app(settings, store, FakeCluster(), Artifacts(settings.shared_root),
                      token=TOKEN)
     return await aiohttp_client(app)
 
@@ -62,8 +62,13 @@ async def error_of(resp, status: int, code: str) -> dict[str, Any]:
 
 # -- 401 on every route but /healthz ---------------------------------------------------
 
-PROTECTED = [(m, re.sub(r"\{task_id:[^}]+\}", UNKNOWN, p)) for m, p, _ in ROUTES
-             if p != "/healthz"]
+def _concrete(path: str) -> str:
+    path = re.sub(r"\{task_id:[^}]+\}", UNKNOWN, path)
+    path = re.sub(r"\{name:[^}]+\}", "nobody", path)
+    return re.sub(r"\{token_id:[^}]+\}", "0123456789ab", path)
+
+
+PROTECTED = [(m, _concrete(p)) for m, p, _, _ in ROUTES if p != "/healthz"]
 BAD_HEADERS = {
     "missing": {},
     "wrong token": {"Authorization": "Bearer not-the-token"},
@@ -109,7 +114,7 @@ async def test_healthz_is_open(client):
 def test_app_refuses_an_empty_token(shared, store):
     settings = Settings(shared_root=str(shared))
     with pytest.raises(ValueError, match="token"):
-        create_app(settings, store, FakeCluster(), Artifacts(settings.jobs_dir()), token="")
+        create_app(settings, store, FakeCluster(), Artifacts(settings.shared_root), token="")
 
 
 # -- 400 -----------------------------------------------------------------------------
@@ -240,7 +245,7 @@ async def test_409_cancel_twice(client, shared):
 @pytest.mark.parametrize("method, path, store_method", [
     ("GET", f"/api/v2/tasks/{UNKNOWN}", "get_task"),
     ("GET", "/api/v2/queue", "queue"),
-    ("POST", f"/api/v2/tasks/{UNKNOWN}:cancel", "cancel"),
+    ("POST", f"/api/v2/tasks/{UNKNOWN}:cancel", "get_task"),
     ("POST", "/api/v2/tasks", "create_task"),
     ("GET", "/api/v2/tasks", "list_tasks"),
 ])

@@ -15,9 +15,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from multidict import CIMultiDict
 
-from service.api.middlewares import presented_token
+from service.api.auth import AuthFailure, bearer_token
 from service.api.params import SQLITE_MAX_INT, parse_uint
 from service.api.views import InvalidCursor, decode_cursor, encode_cursor
 from service.app import ROUTES, create_app
@@ -44,7 +43,7 @@ def store(tmp_path: Path):
 @pytest.fixture
 async def client(aiohttp_client, tmp_path: Path, store: Store):
     settings = Settings(shared_root=str(tmp_path / "shared"))
-    app = create_app(settings, store, FakeCluster(), Artifacts(settings.jobs_dir()),
+    app = create_app(settings, store, FakeCluster(), Artifacts(settings.shared_root),
                      token=TOKEN)
     return await aiohttp_client(app)
 
@@ -125,27 +124,46 @@ def test_cursors_round_trip_to_the_largest_seq():
 
 # -- Authorization headers ---------------------------------------------------------------------
 
+MISSING = "missing Authorization header (expected: Bearer <token>)"
+MALFORMED = "malformed Authorization header (expected: Bearer <token>)"
+
+
 @pytest.mark.parametrize("header, token", [
-    (None, None),
-    ("Bearer abc", b"abc"),
-    ("bearer   abc  ", b"abc"),
-    ("Bearer \udcff\udcfe", b"\xff\xfe"),  # bytes that are not UTF-8, as aiohttp keeps them
-    ("Bearer \u0442\u043e\u043a\u0435\u043d", "\u0442\u043e\u043a\u0435\u043d".encode()),
-    ("Bearer \U0001f600", "\U0001f600".encode()),
-    ("Basic abc", None),
-    ("Bearer", None),
-    ("Bearer    ", None),
-    ("\udcffBearer abc", None),
+    ("Bearer abc", "abc"),
+    ("bearer   abc  ", "abc"),
+    ("Bearer \u0442\u043e\u043a\u0435\u043d", "\u0442\u043e\u043a\u0435\u043d"),
+    ("Bearer \U0001f600", "\U0001f600"),
 ])
-def test_presented_token_is_the_bytes_sent(header, token):
-    # the request as aiohttp hands it over: header values decoded with surrogateescape
-    headers = CIMultiDict() if header is None else CIMultiDict(Authorization=header)
-    assert presented_token(SimpleNamespace(headers=headers)) == token  # type: ignore[arg-type]
+def test_bearer_token_is_the_text_sent(header, token):
+    assert bearer_token(header) == token
+
+
+@pytest.mark.parametrize("header, message", [
+    (None, MISSING),
+    # bytes that are not UTF-8, as aiohttp keeps them (surrogateescape): a wrong token
+    ("Bearer \udcff\udcfe", "invalid token"),
+    ("Bearer ab\x00c", "invalid token"),
+    ("Bearer " + "x" * 100_000, "invalid token"),
+    ("Basic abc", MALFORMED),
+    ("Bearer", MALFORMED),
+    ("Bearer    ", MALFORMED),
+    ("\udcffBearer abc", MALFORMED),
+])
+def test_bearer_token_refuses_what_cannot_be_a_token(header, message):
+    with pytest.raises(AuthFailure) as info:
+        bearer_token(header)
+    assert info.value.message == message
 
 
 # -- HEAD wherever GET is allowed ----------------------------------------------------------
 
-GET_PATHS = [re.sub(r"\{task_id:[^}]+\}", TASK, p) for m, p, _ in ROUTES if m == "GET"]
+def _concrete(path: str) -> str:
+    path = re.sub(r"\{task_id:[^}]+\}", TASK, path)
+    path = re.sub(r"\{name:[^}]+\}", "admin", path)
+    return re.sub(r"\{token_id:[^}]+\}", "0123456789ab", path)
+
+
+GET_PATHS = [_concrete(p) for m, p, _, _ in ROUTES if m == "GET"]
 
 
 @pytest.mark.parametrize("path", GET_PATHS)
@@ -227,7 +245,7 @@ async def test_healthz_says_degraded_with_the_reason(aiohttp_client, tmp_path, s
                            last_error="StorageUnavailable: disk full",
                            degraded="storage unavailable: disk full", wake=lambda: None)
     settings = Settings(shared_root=str(tmp_path / "shared"))
-    app = create_app(settings, store, FakeCluster(), Artifacts(settings.jobs_dir()),
+    app = create_app(settings, store, FakeCluster(), Artifacts(settings.shared_root),
                      token=TOKEN, scheduler_loop=loop)  # type: ignore[arg-type]
     client = await aiohttp_client(app)
     resp = await client.get("/healthz")

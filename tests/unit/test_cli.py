@@ -36,7 +36,7 @@ class Server:
         self.store = Store(str(tmp_path / "db.sqlite3"))
         self.cluster = FakeCluster(clock=T0)
         self.cluster.add_node("n1", gpus=4)
-        self.artifacts = Artifacts(self.settings.jobs_dir())
+        self.artifacts = Artifacts(self.settings.shared_root)
         self.scheduler = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
         self.now = T0
         self.url = ""
@@ -220,7 +220,7 @@ async def test_list_with_state_limit_and_cursor(server, tmp_path):
     code, out = await run(server, "list", "--limit", "2")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split()[:2] == ["TASK_ID", "STATE"]
+    assert lines[0].split()[:3] == ["TASK_ID", "USER", "STATE"]
     assert [line.split()[0] for line in lines[1:3]] == ids[:0:-1]
     cursor = lines[-1].split("--cursor ")[1].rstrip(")")
     code, out = await run(server, "--json", "list", "--limit", "2", "--cursor", cursor)
@@ -318,3 +318,131 @@ def test_url_from_environment(monkeypatch):
 def test_non_json_error_body_is_reported():
     failure = cli._failure(502, b"<html>Bad Gateway</html>")
     assert failure.status == 502 and "Bad Gateway" in failure.message
+
+
+# -- users, tokens, usage ----------------------------------------------------------------------
+
+
+async def new_user(srv: Server, name: str, monkeypatch, role: str = "user") -> str:
+    """``argus user create NAME`` as the admin; the new token goes to ``<NAME>_TOKEN``."""
+    code, out = await run(srv, "--json", "user", "create", name, "--role", role,
+                          "--label", "first")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["user"]["name"] == name and data["token"]["label"] == "first"
+    var = f"{name.upper()}_TOKEN"
+    monkeypatch.setenv(var, data["token"]["token"])
+    return var
+
+
+async def test_user_create_prints_the_token_once(server, monkeypatch):
+    code, out = await run(server, "user", "create", "alice")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["name", "alice"] and "unlimited tasks" in out
+    token = next(line for line in lines if line.startswith("argus_") and "(" not in line)
+    assert "shown this once" in out
+    monkeypatch.setenv("ALICE_TOKEN", token)
+    code, out = await run(server, "--token-env", "ALICE_TOKEN", "me")
+    assert code == 0 and out.split("\n")[0].split() == ["name", "alice"]
+    code, out = await run(server, "user", "create", "bob", "--no-token")
+    assert code == 0 and "argus token create --user bob" in out
+
+
+async def test_two_users_see_each_other_but_cancel_only_their_own(server, tmp_path,
+                                                                  monkeypatch, capsys):
+    alice = await new_user(server, "alice", monkeypatch)
+    bob = await new_user(server, "bob", monkeypatch)
+    spec = str(server.spec_file(tmp_path))
+
+    async def as_(var: str, *argv: str) -> tuple[int, str]:
+        return await run(server, "--token-env", var, *argv)
+
+    code, out = await as_(alice, "--json", "submit", spec)
+    a_task = json.loads(out)["task_id"]
+    assert a_task.startswith("mvp2-alice-sft-")
+    code, out = await as_(bob, "--json", "submit", spec)
+    b_task = json.loads(out)["task_id"]
+    code, out = await as_(alice, "queue")  # mine by default
+    assert a_task in out and b_task not in out and "--user all" in out
+    code, out = await as_(alice, "queue", "--user", "all")
+    assert a_task in out and b_task in out and "alice" in out and "bob" in out
+    code, out = await as_(alice, "--json", "list", "--user", "bob")
+    assert [t["task_id"] for t in json.loads(out)["tasks"]] == [b_task]
+    capsys.readouterr()
+    code, _ = await as_(alice, "cancel", b_task)
+    assert code == 1 and "HTTP 403: only its owner (bob) or an admin" in capsys.readouterr().err
+    code, out = await run(server, "cancel", b_task)  # the admin may
+    assert code == 0 and "CANCELED" in out
+
+
+async def test_token_create_list_revoke(server, monkeypatch, capsys):
+    alice = await new_user(server, "alice", monkeypatch)
+    code, out = await run(server, "--token-env", alice, "--json", "token", "create",
+                          "--label", "ci", "--expires-in", "30d")
+    created = json.loads(out)
+    assert code == 0 and created["label"] == "ci" and created["expires_at"]
+    code, out = await run(server, "--token-env", alice, "token", "list")
+    assert code == 0 and created["prefix"] in out and "ci" in out and created["token"] not in out
+    code, out = await run(server, "--token-env", alice, "token", "revoke", created["prefix"])
+    assert code == 0 and out.split() == [created["prefix"], "revoked"]
+    code, out = await run(server, "--token-env", alice, "token", "revoke", created["token_id"])
+    assert code == 0 and "(already)" in out
+    capsys.readouterr()
+    code, _ = await run(server, "--token-env", alice, "token", "create", "--user", "admin")
+    assert code == 1 and "HTTP 403" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        await run(server, "token", "create", "--expires-in", "soon")
+    assert exc.value.code == 2 and "must be a duration" in capsys.readouterr().err
+
+
+async def test_user_list_disable_enable(server, monkeypatch, capsys):
+    bob = await new_user(server, "bob", monkeypatch)
+    code, out = await run(server, "user", "list")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["admin", "bob"]
+    code, out = await run(server, "user", "disable", "bob")
+    assert code == 0 and "bob  disabled: the user's tokens are refused" in out
+    capsys.readouterr()
+    code, _ = await run(server, "--token-env", bob, "me")
+    assert code == 1 and "HTTP 401: user bob is disabled" in capsys.readouterr().err
+    code, out = await run(server, "user", "enable", "bob")
+    assert code == 0 and "enabled" in out
+    code, _ = await run(server, "--token-env", bob, "user", "list")
+    assert code == 1 and "HTTP 403" in capsys.readouterr().err
+
+
+async def test_usage_table(server, tmp_path, monkeypatch):
+    alice = await new_user(server, "alice", monkeypatch)
+    code, out = await run(server, "--token-env", alice, "--json", "submit",
+                          str(server.spec_file(tmp_path)))
+    task_id = json.loads(out)["task_id"]
+    server.tick()
+    server.cluster.start(f"{task_id}--a01", {"n1": 2})
+    server.tick()
+    server.now += 30
+    server.cluster.clock = server.now
+    server.cluster.finish(f"{task_id}--a01")
+    server.tick()
+    code, out = await run(server, "--token-env", alice, "usage")
+    assert code == 0
+    header, row = out.splitlines()[2:4]
+    assert header.split()[:3] == ["USER", "GPU_HOURS", "GPU_SECONDS"]
+    # started at T0 + 1 (the fake's clock), ended at T0 + 32: 31 s x 2 GPUs
+    assert row.split()[:3] == ["alice", f"{62 / 3600:.4f}", "62.0"]
+    assert f"{task_id}  alice  2" in out and "a01 62.0s" in out
+    code, out = await run(server, "--json", "usage", "--from", str(T0 + 22), "--user", "alice")
+    assert code == 0 and json.loads(out)["users"][0]["gpu_seconds"] == 20.0  # 10 s x 2
+
+
+def test_durations_and_times() -> None:
+    from service.cli_accounts import duration, token_id_of, when
+
+    assert duration("90s") == 90 and duration("2w") == 14 * 86400 and duration("1.5h") == 5400
+    for bad in ("", "5", "0d", "-1d", "1y"):
+        with pytest.raises(Exception, match="duration"):
+            duration(bad)
+    assert when("1d", now=lambda: 86400 * 2) == "1970-01-02T00:00:00Z"
+    assert when("2026-01-01T00:00:00Z") == "2026-01-01T00:00:00Z"
+    assert token_id_of("argus_0123456789ab") == "0123456789ab"
+    assert token_id_of("argus_0123456789ab_secretpart") == "0123456789ab"
+    assert token_id_of("0123456789ab") == "0123456789ab"

@@ -15,6 +15,7 @@ from service.config import (
     settings_from_mapping,
     thaw,
 )
+from service.quotas import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,6 @@ def test_defaults_derive_paths_from_shared_root() -> None:
     assert s.resolved_db_path == "/data/argus/common/db/mvp_v2.sqlite3"
     assert s.resolved_allowed_roots == ("/data/argus",)
     assert s.resolved_gcs_address == "127.0.0.1:6379"
-    assert str(s.jobs_dir()) == "/data/argus/jobs"
 
 
 def test_gcs_address_defaults_to_job_server_host() -> None:
@@ -129,3 +129,43 @@ def test_head_json_must_be_absolute(tmp_path: Path) -> None:
         settings_from_mapping({"ray": {"head_json": 3}})
     with pytest.raises(ConfigError, match="ARGUS_HEAD_IP_FILE: must be an absolute path"):
         load_settings(None, environ={"ARGUS_HEAD_IP_FILE": "head.json"})
+
+
+# -- users --------------------------------------------------------------------------------
+
+
+def test_users_defaults() -> None:
+    users = settings_from_mapping({}).users
+    assert (users.bootstrap_admin, users.default_user) == ("admin", "admin")
+    assert users.limits_for("anyone") == Limits(0, 0)
+
+
+def test_user_limits_default_and_per_user_overrides_key_by_key() -> None:
+    users = settings_from_mapping({"v2": {"users": {
+        "bootstrap_admin": "root", "default_user": "legacy",
+        "limits": {"max_running_tasks": 4, "max_gpus": 16},
+        "per_user": {"alice": {"max_gpus": 8}, "ci-bot": {"max_running_tasks": 1},
+                     "bob": None},
+    }}}).users
+    assert (users.bootstrap_admin, users.default_user) == ("root", "legacy")
+    assert users.limits_for("alice") == Limits(max_running_tasks=4, max_gpus=8)
+    assert users.limits_for("ci-bot") == Limits(max_running_tasks=1, max_gpus=16)
+    assert users.limits_for("bob") == users.limits_for("carol") == Limits(4, 16)
+
+
+@pytest.mark.parametrize(("users", "needle"), [
+    ({"bootstrap_admin": "Root"}, "v2.users.bootstrap_admin: 'Root' is not a valid user name"),
+    ({"default_user": "all"}, "v2.users.default_user: 'all' is reserved"),
+    ({"limits": {"max_gpus": -1}}, "v2.users.limits.max_gpus: must be >= 0"),
+    ({"limits": {"max_gpu": 1}}, "v2.users.limits: unknown keys ['max_gpu']"),
+    ({"limits": [1]}, "v2.users.limits: must be a mapping"),
+    ({"per_user": {"bo--b": {"max_gpus": 1}}}, "v2.users.per_user.bo--b: 'bo--b' is not"),
+    ({"per_user": {"bob": {"max_gpus": 1.5}}}, "v2.users.per_user.bob.max_gpus: must be an "
+                                               "integer"),
+    ({"per_user": ["bob"]}, "v2.users.per_user: must be a mapping"),
+    ({"admins": ["x"]}, "v2.users: unknown keys ['admins']"),
+])
+def test_bad_users_config_names_the_key(users: dict, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        settings_from_mapping({"v2": {"users": users}})
+    assert needle in str(err.value)

@@ -93,7 +93,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
     settings = Settings(shared_root=str(tmp_path / "shared"), max_body_bytes=4096,
                         api_body_timeout_s=LIMITS.body_timeout_s)
     store = Store(str(tmp_path / "db.sqlite3"))
-    app = create_app(settings, store, FakeCluster(), Artifacts(settings.jobs_dir()),
+    app = create_app(settings, store, FakeCluster(), Artifacts(settings.shared_root),
                      token=TOKEN)
     runner = ArgusRunner(app, LIMITS, access_log=None)
     await runner.setup()

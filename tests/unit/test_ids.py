@@ -16,6 +16,7 @@ from service.ids import (
     new_task_id,
     parse_submission_id,
     submission_id,
+    task_id_user,
 )
 
 NOW = datetime(2025, 12, 23, 14, 32, 1, tzinfo=UTC).timestamp()
@@ -163,3 +164,58 @@ def test_parse_submission_id_refuses_foreign_ids(sid: str) -> None:
 )
 def test_is_task_id(text: str, expected: bool) -> None:
     assert is_task_id(text) is expected
+
+
+# -- ids with a user ------------------------------------------------------------------------
+
+
+def test_format_with_a_user() -> None:
+    tid = new_task_id("mvp2", "ppo", NOW, lambda _: False, user="alice",
+                      suffix=_suffixes("7f3a"))
+    assert tid == "mvp2-alice-ppo-20251223-143201-7f3a"
+    assert is_task_id(tid) and task_id_user(tid) == "alice"
+    assert parse_submission_id(submission_id(tid, 3)) == (tid, 3)
+
+
+@pytest.mark.parametrize("user", ["bob-2", "ci_nightly", "a", "x-y-z", "ppo",
+                                  "a-20251223-143201-7f3a"])
+def test_user_names_with_dashes_parse_back(user: str) -> None:
+    tid = new_task_id("mvp2", "sft", NOW, lambda _: False, user=user, suffix=_suffixes("00ff"))
+    assert tid == f"mvp2-{user}-sft-20251223-143201-00ff"
+    assert task_id_user(tid) == user
+    for attempt in (1, 12, 100):
+        assert parse_submission_id(submission_id(tid, attempt)) == (tid, attempt)
+
+
+def test_ids_from_before_users_stay_valid() -> None:
+    assert is_task_id(TASK_ID) and task_id_user(TASK_ID) is None
+    assert parse_submission_id(TASK_ID + "--a02") == (TASK_ID, 2)
+
+
+@pytest.mark.parametrize("user", ["Alice", "bo--b", "bob-", "all", "", "a/b", "x" * 33])
+def test_no_id_for_a_bad_user_name(user: str) -> None:
+    with pytest.raises(ValueError, match="user name"):
+        new_task_id("mvp2", "ppo", NOW, lambda _: False, user=user)
+
+
+@pytest.mark.parametrize("text", [
+    "mvp2--ppo-20251223-143201-7f3a",  # empty user part
+    "mvp2-bo--b-ppo-20251223-143201-7f3a",  # "--" cannot be in a name
+    "mvp2-bob--ppo-20251223-143201-7f3a",
+    "mvp2-Bob-ppo-20251223-143201-7f3a",
+    "mvp2-all-ppo-20251223-143201-7f3a",
+    "mvp2-" + "x" * 33 + "-ppo-20251223-143201-7f3a",
+    "mvp2-alice-ppo-20251223-143201-7f3a" + "-x" * 60,
+    "-alice-ppo-20251223-143201-7f3a",
+])
+def test_malformed_ids_with_a_user_part(text: str) -> None:
+    assert not is_task_id(text)
+    with pytest.raises(ValueError, match="not a task id"):
+        task_id_user(text)
+
+
+def test_is_task_id_is_cheap_on_long_input() -> None:
+    started = time.perf_counter()
+    for _ in range(100):
+        assert not is_task_id("a-" * 5000 + "ppo-20251223-143201-7f3a")
+    assert time.perf_counter() - started < 0.5

@@ -83,7 +83,8 @@ def _assert_argv_survives(argv: list[str], entrypoint: str, canary: Path) -> Non
 
 def _assert_safe(spec: JobSpec, canary: Path) -> None:
     req = build_submit_request(spec, task_id=TASK, attempt_no=1, user="u", settings=SETTINGS)
-    _assert_argv_survives(build_entrypoint(spec, TASK, 1, SETTINGS), req.entrypoint, canary)
+    _assert_argv_survives(build_entrypoint(spec, TASK, 1, SETTINGS, "u"), req.entrypoint,
+                          canary)
 
 
 def test_the_canary_catches_an_unquoted_entrypoint(canary: Path) -> None:

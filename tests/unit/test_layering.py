@@ -52,6 +52,9 @@ PURE_MODULES = (
     "service.ray_mapping",
     "service.api.views",
     "service.api.params",
+    "service.users",
+    "service.quotas",
+    "service.usage",
     "raypool.policy",
     "raypool.headrecord",
 )

@@ -12,11 +12,13 @@ import pytest
 from service.artifacts import Artifacts
 from service.cluster import ClusterUnavailable
 from service.cluster_fake import FakeCluster
-from service.config import SchedulerSettings, Settings
+from service.config import SchedulerSettings, Settings, UserSettings
 from service.jobspec import JobSpec
+from service.quotas import Limits
 from service.scheduler import Scheduler, SchedulerLoop, TickReport
 from service.states import RayStatus, TaskState
 from service.store import Store
+from service.users import Role
 
 S = TaskState
 T0 = 1_766_500_000.0
@@ -24,19 +26,20 @@ VERL_GPU_ERROR = "ValueError: Total available GPUs 2.0 is less than total desire
 
 
 class Env:
-    def __init__(self, root: Path, **sched: object) -> None:
+    def __init__(self, root: Path, users: UserSettings | None = None, **sched: object) -> None:
         self.root = root
         self.settings = Settings(shared_root=str(root),
-                                 scheduler=SchedulerSettings(**sched))  # type: ignore[arg-type]
+                                 scheduler=SchedulerSettings(**sched),  # type: ignore[arg-type]
+                                 users=users or UserSettings())
         self.store = Store(str(root / "db.sqlite3"))
         self.cluster = FakeCluster(clock=T0)
         self.cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
         self.cluster.add_node("w1", gpus=4, cpus=16)
-        self.artifacts = Artifacts(self.settings.jobs_dir())
+        self.artifacts = Artifacts(self.settings.shared_root)
         self.sched = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
         self.n = 0
 
-    def add(self, nnodes: int = 1, g: int = 4, now: float = T0) -> str:
+    def add(self, nnodes: int = 1, g: int = 4, now: float = T0, user: str = "alice") -> str:
         self.n += 1
         task_id = f"mvp2-ppo-20251223-143201-{self.n:04x}"
         spec = JobSpec(workload="ppo", code_path=f"{self.root}/verl", model_id="org/model",
@@ -44,7 +47,7 @@ class Env:
                        val_file=f"{self.root}/val.parquet", nnodes=nnodes, n_gpus_per_node=g)
         self.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="workload: ppo\n",
                                spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
-                               user="alice", now=now)
+                               user=user, now=now)
         return task_id
 
     def tick(self, now: float) -> TickReport:
@@ -77,12 +80,13 @@ def test_happy_path_with_artifacts_and_log_archive(env: Env) -> None:
     report = env.tick(T0)
     assert (report.submitted, env.state(t)) == (1, S.SUBMITTED)
     assert env.cluster.submit_calls == [sid(t)]
-    submit = json.loads((env.root / "jobs" / sid(t) / "submit.json").read_text())
+    files = env.root / "users" / "alice" / "jobs" / sid(t)
+    submit = json.loads((files / "submit.json").read_text())
     assert submit["submission_id"] == sid(t)
     assert submit["argv"][:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     assert submit["entrypoint_resources"]["worker_node"] == 1.0
     assert submit["metadata"]["argus_task_id"] == t
-    assert (env.root / "jobs" / sid(t) / "jobspec.yaml").read_text() == "workload: ppo\n"
+    assert (files / "jobspec.yaml").read_text() == "workload: ppo\n"
     env.cluster.start(sid(t), {"w1": 4})
     env.tick(T0 + 1)
     view = env.store.get_task(t)
@@ -90,7 +94,7 @@ def test_happy_path_with_artifacts_and_log_archive(env: Env) -> None:
     env.cluster.finish(sid(t), log="step 1\ndone\n", exit_code=0)
     report = env.tick(T0 + 2)
     assert (report.finished, env.state(t)) == (1, S.SUCCEEDED)
-    assert env.artifacts.read_log(sid(t)) == "step 1\ndone\n"
+    assert env.artifacts.read_log(sid(t), "alice") == "step 1\ndone\n"
     assert env.store.get_attempt(t).exit_code == 0
 
 
@@ -531,3 +535,97 @@ def test_pending_recheck_defers_the_next_look(tmp_path: Path) -> None:
     assert env.state(t) is S.PENDING_RESOURCES
     env.tick(T0 + 30)
     assert env.state(t) is S.SUBMITTED
+
+
+# -- per-user limits ------------------------------------------------------------------------
+
+
+def limited(tmp_path: Path, *, default: Limits | None = None, **sched: object) -> Env:
+    users = UserSettings(limits=default or Limits(), per_user={"alice": Limits(max_gpus=4)})
+    env = Env(tmp_path, users, **sched)
+    env.cluster.add_node("w2", gpus=4, cpus=16)
+    for name in ("alice", "bob"):
+        env.store.create_user(name, Role.USER, T0)
+    return env
+
+
+def test_a_task_over_its_owners_gpu_limit_waits_and_blocks_nobody(tmp_path: Path) -> None:
+    env = limited(tmp_path)
+    a1 = env.add(g=4, user="alice")
+    a2 = env.add(g=2, user="alice")  # alice's 4 GPUs are taken by a1
+    b1 = env.add(g=4, user="bob")  # behind a2 in FIFO order: starts all the same
+    env.tick(T0)
+    assert [env.state(t) for t in (a1, a2, b1)] == [S.SUBMITTED, S.PENDING_RESOURCES,
+                                                     S.SUBMITTED]
+    assert env.store.get_task(a2).pending_reason == (
+        "user alice uses 4 of 4 GPUs allowed; this task needs 2")
+    env.cluster.start(sid(a1), {"w1": 4})
+    env.cluster.finish(sid(a1))
+    env.tick(T0 + 1)  # a1 ended: alice's GPUs are free again, and the cluster has room
+    assert env.state(a1) is S.SUCCEEDED and env.state(a2) is S.SUBMITTED
+
+
+def test_a_task_held_by_its_owners_limit_never_holds_the_starvation_guard(tmp_path: Path
+                                                                          ) -> None:
+    env = limited(tmp_path, starvation_guard_s=10.0)
+    env.cluster.occupy("w2", GPU=2, CPU=6)  # someone outside Argus: w2 has 2 GPUs free
+    a1 = env.add(g=4, user="alice")
+    a2 = env.add(g=4, user="alice")  # over alice's limit, and no room for it either
+    env.tick(T0)
+    b1 = env.add(g=2, user="bob", now=T0 + 500)  # a2 has been runnable for 500 s
+    env.tick(T0 + 500)
+    # Held by its owner's limit, a2 is not what the guard protects: bob's task starts.
+    assert env.state(a1) is S.SUBMITTED and env.state(b1) is S.SUBMITTED
+    assert env.state(a2) is S.PENDING_RESOURCES
+    assert env.store.get_task(a2).pending_reason.startswith("user alice uses 4 of 4 GPUs")
+
+
+def test_gang_bigger_than_the_owners_limit_says_it_cannot_start(tmp_path: Path) -> None:
+    env = limited(tmp_path)
+    big = env.add(nnodes=2, g=4, user="alice")
+    env.tick(T0)
+    assert env.store.get_task(big).pending_reason == (
+        "needs 8 GPUs, more than user alice's limit of 4 GPUs: it cannot start unless the "
+        "limit is raised")
+
+
+def test_running_tasks_limit_per_user(tmp_path: Path) -> None:
+    env = limited(tmp_path, default=Limits(max_running_tasks=1))
+    b1, b2 = env.add(g=1, user="bob"), env.add(g=1, user="bob")
+    a1 = env.add(g=1, user="alice")
+    env.tick(T0)
+    assert [env.state(t) for t in (b1, b2, a1)] == [S.SUBMITTED, S.PENDING_RESOURCES,
+                                                     S.SUBMITTED]
+    assert env.store.get_task(b2).pending_reason == "user bob runs 1 of 1 tasks allowed"
+
+
+def test_a_disabled_users_queued_tasks_wait_until_enabled(tmp_path: Path) -> None:
+    env = limited(tmp_path)
+    running = env.add(g=1, user="bob")
+    env.tick(T0)
+    env.cluster.start(sid(running), {"w1": 1})
+    env.tick(T0 + 1)
+    queued = env.add(g=1, user="bob", now=T0 + 2)
+    env.store.set_user_enabled("bob", False, T0 + 2)
+    env.tick(T0 + 2)
+    assert env.state(running) is S.RUNNING  # runs to its end
+    assert env.state(queued) is S.PENDING_RESOURCES
+    assert env.store.get_task(queued).pending_reason.startswith("user bob is disabled")
+    env.cluster.finish(sid(running))
+    env.tick(T0 + 3)
+    assert env.state(running) is S.SUCCEEDED and env.state(queued) is S.PENDING_RESOURCES
+    env.store.set_user_enabled("bob", True, T0 + 4)
+    env.tick(T0 + 4)
+    assert env.state(queued) is S.SUBMITTED
+
+
+def test_limits_count_what_this_tick_submitted(tmp_path: Path) -> None:
+    env = limited(tmp_path)
+    first = env.add(g=2, user="alice")
+    second = env.add(g=2, user="alice")
+    third = env.add(g=1, user="alice")
+    env.tick(T0)  # 2 + 2 = alice's 4 in one tick; the third waits for her, not the cluster
+    assert [env.state(t) for t in (first, second, third)] == [
+        S.SUBMITTED, S.SUBMITTED, S.PENDING_RESOURCES]
+    assert env.store.get_task(third).pending_reason == (
+        "user alice uses 4 of 4 GPUs allowed; this task needs 1")

@@ -181,7 +181,7 @@ def test_owned_keys_name_the_jobspec_field_behind_each_key() -> None:
 def test_submit_request_fields() -> None:
     req = build_submit_request(SPEC, task_id=TASK, attempt_no=3, user="alice",
                                settings=SETTINGS)
-    argv = build_entrypoint(SPEC, TASK, 3, SETTINGS)
+    argv = build_entrypoint(SPEC, TASK, 3, SETTINGS, "alice")
     assert req.submission_id == f"{TASK}--a03"
     assert req.entrypoint == shlex.join(argv)
     assert shlex.split(req.entrypoint) == argv
@@ -238,3 +238,35 @@ def test_driver_always_asks_for_a_worker_node_slot(
     # the scheduler admits with the same floor it sends
     needs = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
     assert (dict(needs.resources), needs.num_cpus) == (expected, req.entrypoint_num_cpus)
+
+
+# -- per-user places ------------------------------------------------------------------------
+
+
+def test_hydra_run_dir_and_checkpoints_in_the_owners_tree() -> None:
+    task = "mvp2-alice-ppo-20251223-143201-7f3a"
+    keys = dict(a.split("=", 1) for a in build_entrypoint(SPEC, task, 2, SETTINGS, "alice")
+                if "=" in a)
+    jobs = f"/private/users/alice/jobs/{task}--a02"
+    assert keys["hydra.run.dir"] == keys["hydra.sweep.dir"] == jobs
+    assert keys["trainer.default_local_dir"] == f"/private/users/alice/checkpoints/{task}"
+
+
+def test_a_task_from_before_users_keeps_its_checkpoint_dir() -> None:
+    # Its earlier attempts checkpointed under <shared_root>/checkpoints: the next one
+    # resumes from there; its new attempt's files go to the owner's tree.
+    keys = dict(a.split("=", 1) for a in build_entrypoint(SPEC, TASK, 2, SETTINGS, "admin")
+                if "=" in a)
+    assert keys["trainer.default_local_dir"] == f"/private/checkpoints/{TASK}"
+    assert keys["hydra.run.dir"] == f"/private/users/admin/jobs/{TASK}--a02"
+
+
+def test_layout_refuses_what_is_not_a_name_or_an_id() -> None:
+    from service.layout import attempt_dir, checkpoint_dir
+
+    with pytest.raises(ValueError, match="user name"):
+        attempt_dir("/private", "../x", f"{TASK}--a01")
+    with pytest.raises(ValueError, match="not a task id"):
+        checkpoint_dir("/private", "alice", "../../etc")
+    with pytest.raises(ValueError, match="not a task id"):
+        checkpoint_dir("/private", None, "../../etc")
