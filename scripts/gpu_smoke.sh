@@ -133,7 +133,9 @@ for tool in argus:service.cli argus-api:service.main argus-node:raypool.cli; do
     chmod +x "$VENV/bin/${tool%%:*}"
 done
 "$VPY" -c 'import torch' 2>/dev/null || die "$HOST_PY has no PyTorch (it must bring CUDA PyTorch)"
-TORCH=$("$VPY" -c 'import torch; print(torch.__version__)')
+# The distribution's version (2.11.0), not torch.__version__ (2.11.0+cu130): pip
+# matches constraints against the former.
+TORCH=$("$VPY" -c 'import importlib.metadata as md; print(md.version("torch"))')
 printf 'torch==%s\n' "$TORCH" >"$STATE/constraints.txt"
 pip_source=()
 if [ -n "${ARGUS_SMOKE_WHEELHOUSE:-}" ]; then
