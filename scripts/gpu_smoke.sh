@@ -252,14 +252,16 @@ fi
 argus events "$TASK" >"$REPORT/events.txt" || true
 argus attempts "$TASK" >"$REPORT/attempts.txt" || true
 argus logs "$TASK" --tail 20000 >"$REPORT/driver.log" 2>&1 || true
-grep -E '^step:[0-9]+ ' "$REPORT/driver.log" >"$REPORT/steps.txt" || true
-steps=$(wc -l <"$REPORT/steps.txt")
+# verl's console logger prints `step:N - key:value - ...`; tqdm's progress bar (no newline,
+# same stream) may sit in front of it on the line.
+grep -oE 'step:[0-9]+ - .*' "$REPORT/driver.log" >"$REPORT/steps.txt" || true
+steps=$(grep -c 'train/loss:' "$REPORT/steps.txt" || true)
 {
     echo "install (pip): $(elapsed "$T_PIP" "$T_PIP_END") s"
     echo "cluster up: $(elapsed "$T_UP" "$T_UP_END") s"
     echo "submit -> end: $(elapsed "$T_SUBMIT" "$T_END") s"
     echo "whole run so far: $(elapsed "$T0" "$T_END") s"
-    echo "training step lines: $steps"
+    echo "training steps logged (train/loss): $steps"
     if [ -s "$REPORT/gpu-samples.csv" ]; then
         awk -F', ' 'NR > 1 && $4 + 0 > max { max = $4 + 0 } END {
             printf "peak GPU memory used (nvidia-smi, 1 s samples): %d MiB\n", max }' \
