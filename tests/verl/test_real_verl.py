@@ -44,7 +44,10 @@ from tests.integration.localray import LocalRayCluster
 pytestmark = [pytest.mark.verl, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
-ASSET_TOOL = REPO.parent / "shared" / "tools" / "make_tiny_verl_assets.py"
+# The PPO assets' tool lives outside the repository (``ARGUS_VERL_ASSET_TOOL`` names it when
+# the checkout is not beside ``shared/``, e.g. in a git worktree).
+ASSET_TOOL = Path(os.environ.get("ARGUS_VERL_ASSET_TOOL")
+                  or REPO.parent / "shared" / "tools" / "make_tiny_verl_assets.py")
 SFT_ASSET_TOOL = REPO / "scripts" / "make_tiny_sft_assets.py"
 SFT_EXAMPLE = REPO / "examples" / "sft-tiny.yaml"
 SFT_CPUS_PER_GPU = 10  # verl's SFT trainer: one {"CPU": 10, "GPU": 1} bundle per GPU
@@ -94,7 +97,8 @@ def verl_venv() -> Path:
 @pytest.fixture(scope="session")
 def tiny_assets(verl_venv: Path, tmp_path_factory) -> Path:
     if not ASSET_TOOL.exists():
-        pytest.fail(f"{ASSET_TOOL} not found (shared/ must sit beside the repository)")
+        pytest.fail(f"{ASSET_TOOL} not found (shared/ must sit beside the repository, "
+                    "or set ARGUS_VERL_ASSET_TOOL)")
     out = tmp_path_factory.mktemp("assets")
     (out / "datasets").mkdir()  # the tool makes models/tiny itself, not datasets/
     _run([str(verl_venv / "bin" / "python"), str(ASSET_TOOL)], env={**os.environ,
