@@ -10,6 +10,17 @@ make_tiny_verl_assets.py`` in the ``shared/`` directory beside the repository. T
 Ray cluster puts that venv first on its PATH, so the entrypoint's ``python3 -m
 verl.trainer.main_ppo`` is real verl. GPUs are taken outside Argus right after Argus
 submits; verl's check must fail and Argus must file it as INSUFFICIENT_RESOURCES.
+
+The SFT test submits ``examples/sft-tiny.yaml`` (assets from ``scripts/
+make_tiny_sft_assets.py``) with ``trainer_device: cpu``. verl 0.9.1 cannot train on a CPU:
+it knows no CPU platform, so ``auto_set_device`` turns ``trainer.device=cpu`` back into
+``cuda``, and each training worker opens its process group with the backend
+``cpu:gloo,cuda:nccl`` (on a CPU build of torch: "Distributed package doesn't have NCCL
+built in"; with a CUDA build the next step needs a CUDA device). The test pins how far a
+real SFT run gets through Argus without a GPU: every Hydra key Argus and the example set
+is accepted, the datasets are built, the gang (10 CPUs per GPU) is admitted and placed,
+and the training worker's death ends the task FAILED after one attempt, not retried.
+``scripts/gpu_smoke.sh`` runs the same JobSpec to SUCCEEDED on a GPU host.
 """
 
 from __future__ import annotations
@@ -33,7 +44,14 @@ from tests.integration.localray import LocalRayCluster
 pytestmark = [pytest.mark.verl, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
-ASSET_TOOL = REPO.parent / "shared" / "tools" / "make_tiny_verl_assets.py"
+# The PPO assets' tool lives outside the repository (``ARGUS_VERL_ASSET_TOOL`` names it when
+# the checkout is not beside ``shared/``, e.g. in a git worktree).
+ASSET_TOOL = Path(os.environ.get("ARGUS_VERL_ASSET_TOOL")
+                  or REPO.parent / "shared" / "tools" / "make_tiny_verl_assets.py")
+SFT_ASSET_TOOL = REPO / "scripts" / "make_tiny_sft_assets.py"
+SFT_EXAMPLE = REPO / "examples" / "sft-tiny.yaml"
+SFT_CPUS_PER_GPU = 10  # verl's SFT trainer: one {"CPU": 10, "GPU": 1} bundle per GPU
+RETRIED = ("INSUFFICIENT_RESOURCES", "CLUSTER_LOST")
 TORCH = "torch==2.13.0"
 # What a user passes for a tiny PPO run; verl 0.9 refuses to start without batch sizes.
 TINY_PPO = [
@@ -79,7 +97,8 @@ def verl_venv() -> Path:
 @pytest.fixture(scope="session")
 def tiny_assets(verl_venv: Path, tmp_path_factory) -> Path:
     if not ASSET_TOOL.exists():
-        pytest.fail(f"{ASSET_TOOL} not found (shared/ must sit beside the repository)")
+        pytest.fail(f"{ASSET_TOOL} not found (shared/ must sit beside the repository, "
+                    "or set ARGUS_VERL_ASSET_TOOL)")
     out = tmp_path_factory.mktemp("assets")
     (out / "datasets").mkdir()  # the tool makes models/tiny itself, not datasets/
     _run([str(verl_venv / "bin" / "python"), str(ASSET_TOOL)], env={**os.environ,
@@ -128,6 +147,58 @@ def test_real_verl_fail_fast_is_insufficient_resources(verl_venv, tiny_assets):
     finally:
         if holder is not None:
             holder.release()
+        if argus is not None:
+            argus.stop()
+        cluster.stop()
+        cluster.cleanup_files()
+
+
+@pytest.fixture(scope="session")
+def sft_assets(verl_venv: Path, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("sft-assets")
+    _run([str(verl_venv / "bin" / "python"), str(SFT_ASSET_TOOL), str(out)])
+    return out
+
+
+def test_real_verl_sft_on_cpu_reaches_the_trainer_and_fails_for_good(verl_venv, sft_assets):
+    cluster = LocalRayCluster(python_bin_dir=verl_venv / "bin")
+    argus = None
+    try:
+        cluster.start_head()
+        cluster.add_worker(gpus=1, cpus=16)
+        root = Path(tempfile.mkdtemp(prefix="argus-verl-sft-", dir=cluster.root))
+        argus = ArgusService(cluster, root, ray_address=cluster.dashboard_url,
+                             scheduler={"tick_s": 0.5, "retry_interval_s": 600,
+                                        "cpus_per_gpu": SFT_CPUS_PER_GPU})
+        shared = argus.shared_root
+        (shared / "code" / "verl-installed").mkdir(parents=True)
+        shutil.copytree(sft_assets / "models", shared / "models")
+        shutil.copytree(sft_assets / "datasets", shared / "datasets")
+        argus.start()
+        spec = SFT_EXAMPLE.read_text().replace("@SHARED@", str(shared))
+        assert "trainer_device: cuda" in spec
+        spec = spec.replace("trainer_device: cuda", "trainer_device: cpu")
+        r = argus.http.post(f"{argus.url}/api/v2/tasks", data=spec,
+                            headers={"Content-Type": "application/yaml"}, timeout=10)
+        assert r.status_code == 201, r.text
+        tid = r.json()["task_id"]
+        task = argus.wait_for(tid, lambda t: (t["latest_attempt"] or {}).get("ray_status")
+                              in ("FAILED", "STOPPED", "SUCCEEDED"), 900, "verl to end")
+        task = argus.wait_for(tid, lambda t: t["state"] in ("FAILED", "SUCCEEDED",
+                                                            "PENDING_RESOURCES"),
+                              60, "the attempt's end to be recorded")
+        attempts = argus.attempts(tid)
+        logs = argus.logs(tid, attempt="1").text
+        context = f"{task}\n{attempts}\n--- driver log tail ---\n{logs[-6000:]}"
+        assert task["state"] == "FAILED", context
+        assert len(attempts) == 1, context
+        assert attempts[0]["failure_kind"] not in RETRIED, context
+        # Hydra took every key; the trainer built both datasets (48 and 16 chats) ...
+        assert "dataset len: 48" in logs and "dataset len: 16" in logs, context
+        # ... then the training worker died opening its CUDA process group.
+        assert "TrainingWorker.__init__" in logs, context
+        assert any(m in logs for m in ("NCCL", "CUDA", "NVIDIA")), context
+    finally:
         if argus is not None:
             argus.stop()
         cluster.stop()
