@@ -412,3 +412,89 @@ ON CONFLICT (user) DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_second
 
 -- name: gpu_seconds_by_user
 SELECT user, gpu_seconds FROM user_gpu_seconds;
+
+-- web console: sessions ----------------------------------------------------------------------
+
+-- name: insert_session
+INSERT INTO ui_sessions (id_sha256, user, token_id, token_fp, csrf, created_at, expires_at)
+VALUES (:id_sha256, :user, :token_id, :token_fp, :csrf, :now, :expires_at);
+
+-- name: get_session
+SELECT id_sha256, user, token_id, token_fp, csrf, created_at, expires_at
+FROM ui_sessions WHERE id_sha256 = :id_sha256;
+
+-- name: delete_session
+DELETE FROM ui_sessions WHERE id_sha256 = :id_sha256;
+
+-- name: delete_expired_sessions
+DELETE FROM ui_sessions WHERE expires_at <= :now;
+
+-- web console: the queue, one page --------------------------------------------------------
+
+-- name: queue_pending_page
+-- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
+-- by owner and workload (NULL: any), one page.
+SELECT * FROM (
+    SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+           t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
+           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no,
+           row_number() OVER (ORDER BY t.seq) AS queue_position
+    FROM tasks t INDEXED BY tasks_runnable
+    WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
+) q
+WHERE (:user IS NULL OR q.user = :user) AND (:workload IS NULL OR q.workload = :workload)
+ORDER BY q.seq LIMIT :limit OFFSET :offset;
+
+-- name: queue_pending_count
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_runnable
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
+  AND (:user IS NULL OR user = :user) AND (:workload IS NULL OR workload = :workload);
+
+-- name: oldest_pending
+SELECT min(runnable_since) AS since FROM tasks INDEXED BY tasks_runnable
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- name: pending_reasons
+SELECT pending_reason, count(*) AS n FROM tasks INDEXED BY tasks_runnable
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES') GROUP BY pending_reason;
+
+-- name: admitted_since
+-- Attempts claimed after :since (up to :until), with how long their task had waited.
+SELECT t.workload, t.user, a.created_at - t.runnable_since AS waited_s, a.created_at
+FROM attempts a INDEXED BY attempts_created_at
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.created_at > :since AND a.created_at <= :until;
+
+-- name: workloads
+SELECT DISTINCT workload FROM tasks INDEXED BY tasks_runnable
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- web console: samples ---------------------------------------------------------------------
+
+-- name: insert_sample
+INSERT OR REPLACE INTO samples (ts, pending, running, gpus_used, gpus_total)
+VALUES (:ts, :pending, :running, :gpus_used, :gpus_total);
+
+-- name: delete_samples_before
+DELETE FROM samples WHERE ts < :before;
+
+-- name: samples_since
+SELECT ts, pending, running, gpus_used, gpus_total FROM samples WHERE ts >= :since ORDER BY ts;
+
+-- name: last_sample_ts
+SELECT max(ts) AS ts FROM samples;
+
+-- name: active_count
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_active
+WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING');
+
+-- name: runnable_count
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_runnable
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- name: task_jobspec
+SELECT jobspec_yaml FROM tasks WHERE task_id = :task_id;
+
+-- name: change_marker
+-- Changes whenever a task is created or changes state or reason (live pages poll this).
+SELECT count(*) AS n, coalesce(max(updated_at), 0) AS at FROM tasks;
