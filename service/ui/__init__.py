@@ -9,6 +9,7 @@ themselves.
 
 from __future__ import annotations
 
+import asyncio
 from importlib.resources import files
 
 from aiohttp import web
@@ -64,6 +65,12 @@ def setup(app: web.Application, bootstrap_token: str) -> list[tuple[str, str]]:
     the auth middleware's table (all public)."""
     app[pages.ENV] = pages.make_env()
     app[pages.BOOTSTRAP_FP] = fingerprint(bootstrap_token)
+    app[pages.CLOSING] = closing = asyncio.Event()
+
+    async def _closing(_: web.Application) -> None:
+        closing.set()
+
+    app.on_shutdown.append(_closing)
     static = static_handler(_static())
     added = []
     for method, path, handler in ROUTES:

@@ -15,7 +15,7 @@ from html import escape
 from markupsafe import Markup
 
 WIDTH, HEIGHT = 720, 200
-LEFT, RIGHT, TOP, BOTTOM = 48, 12, 12, 28
+LEFT, RIGHT, TOP, BOTTOM = 48, 24, 12, 28
 GAP_FACTOR = 3.0  # a step longer than 3 sample intervals is a gap in the line
 
 
@@ -71,8 +71,9 @@ def line_chart(points: Sequence[tuple[float, float | None]], *, start: float, en
         t = start + span * i / 4
         x = LEFT + plot_w * i / 4
         label = time.strftime("%H:%M", time.gmtime(t))
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
         parts.append(f'<text class="axis" x="{x:.1f}" y="{HEIGHT - 8}" '
-                     f'text-anchor="middle">{label}</text>')
+                     f'text-anchor="{anchor}">{label}</text>')
     for path in paths:
         if len(path) == 1:
             x, y = path[0].split(",")

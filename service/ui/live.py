@@ -5,7 +5,8 @@ its pending reason rewritten: ``Store.change_marker``, one indexed read per inte
 open page, never a Ray call), and a comment line as a heartbeat. The page's script then
 fetches its live part again. A stream lives ``MAX_STREAM_S`` at most (the browser's
 EventSource reconnects by itself), and ends at once when the session stops being valid,
-so a revoked token stops updates within ``RECHECK_S``.
+so a revoked token stops updates within ``RECHECK_S``. When the service shuts down, every
+stream ends at once (``CLOSING``), so open pages never hold up a graceful stop.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import asyncio
 from aiohttp import web
 
 from service.api.deps import deps_of
-from service.ui.pages import BOOTSTRAP_FP, HEADERS, signed_in
+from service.ui.pages import BOOTSTRAP_FP, CLOSING, HEADERS, signed_in
 from service.ui.sessions import current
 
 POLL_S = 1.0
@@ -34,8 +35,13 @@ async def live(request: web.Request) -> web.StreamResponse:
     marker = await deps.store.change_marker()
     loop = asyncio.get_running_loop()
     started = last_beat = last_check = loop.time()
-    while loop.time() - started < MAX_STREAM_S:
-        await asyncio.sleep(POLL_S)
+    closing = request.app[CLOSING]
+    while loop.time() - started < MAX_STREAM_S and not closing.is_set():
+        try:
+            await asyncio.wait_for(closing.wait(), POLL_S)
+            break
+        except TimeoutError:
+            pass
         now = loop.time()
         if now - last_check >= RECHECK_S:
             last_check = now

@@ -61,6 +61,7 @@ _WORKLOAD = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 ENV = web.AppKey("argus_ui_env", jinja2.Environment)
 BOOTSTRAP_FP = web.AppKey("argus_ui_bootstrap_fp", str)
 SIGNED = web.RequestKey("argus_ui_signed", Signed)
+CLOSING = web.AppKey("argus_ui_closing", asyncio.Event)  # set when the service shuts down
 
 HEADERS = {
     "Cache-Control": "no-store",
