@@ -709,3 +709,11 @@ class Store(StoreReads):
         """SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt, in queue order
         (without reading the runnable ones, however many)."""
         return [task_row(r, None) for r in self._reader().execute(Q["queue_running"])]
+
+    def gpu_seconds_in_window(self, window_from: float, window_to: float, now: float
+                              ) -> dict[str | None, float]:
+        """``{owner: GPU-seconds}`` inside ``[window_from, window_to)``, as
+        ``usage.account`` totals them (running attempts counted up to ``now``)."""
+        rows = self._reader().execute(Q["gpu_seconds_in_window"], {
+            "from": window_from, "to": window_to, "now": now}).fetchall()
+        return {r["user"]: r["gpu_seconds"] for r in rows if r["gpu_seconds"] > 0}

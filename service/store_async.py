@@ -124,6 +124,11 @@ class AsyncStore:
     async def active_tasks(self) -> list[TaskRow]:
         return await self._reads.run(self._store.active_tasks)
 
+    async def gpu_seconds_in_window(self, window_from: float, window_to: float, now: float
+                                    ) -> dict[str | None, float]:
+        return await self._reads.run(self._store.gpu_seconds_in_window, window_from,
+                                     window_to, now)
+
     async def change_marker(self) -> tuple[int, float]:
         return await self._reads.run(self._store.change_marker)
 

@@ -498,3 +498,23 @@ SELECT jobspec_yaml FROM tasks WHERE task_id = :task_id;
 -- name: change_marker
 -- Changes whenever a task is created or changes state or reason (live pages poll this).
 SELECT count(*) AS n, coalesce(max(updated_at), 0) AS at FROM tasks;
+
+-- name: gpu_seconds_in_window
+-- GPU-seconds per owner inside [:from, :to), a running attempt counted up to :now: the
+-- attempts usage_spans reads, clipped the way service.usage.clip does, summed in SQL (the
+-- console's 7-day chart; no row per attempt leaves SQLite).
+SELECT user, sum(gpus * (max(min(coalesce(end_time, :now), :to), max(start_time, :from))
+                         - max(start_time, :from))) AS gpu_seconds
+FROM (
+    SELECT t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time, a.end_time
+    FROM attempts a INDEXED BY attempts_end_time
+    JOIN tasks t ON t.task_id = a.task_id
+    WHERE a.end_time > :from AND a.start_time < :to
+    UNION ALL
+    SELECT t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time, a.end_time
+    FROM attempts a INDEXED BY attempts_end_time
+    JOIN tasks t ON t.task_id = a.task_id
+    WHERE a.end_time IS NULL AND a.start_time < :to
+      AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+)
+GROUP BY user;

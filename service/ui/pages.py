@@ -43,7 +43,6 @@ from service.ui.sessions import (
     set_cookie,
     sign_in,
 )
-from service.usage import account
 from service.users import ME, name_problem, presentable
 
 log = logging.getLogger(__name__)
@@ -392,11 +391,10 @@ async def charts_page(request: web.Request) -> web.Response:
     now = deps.clock()
     start = now - CHART_WINDOW_S
     samples = await deps.store.samples_since(start)
-    spans = await deps.store.usage_spans(now - USAGE_WINDOW_S, now, None)
-    report = await deps.work.run(account, spans, now - USAGE_WINDOW_S, now, now)
+    used = await deps.store.gpu_seconds_in_window(now - USAGE_WINDOW_S, now, now)
     util = [(s.ts, None if not s.gpus_total else 100.0 * (s.gpus_used or 0) / s.gpus_total)
             for s in samples]
-    bars = sorted(((u.user or "(no owner)", u.gpu_seconds / 3600) for u in report.users),
+    bars = sorted(((user or "(no owner)", seconds / 3600) for user, seconds in used.items()),
                   key=lambda b: -b[1])
     return render(
         request, "charts.html", nav="charts", samples=len(samples),

@@ -205,3 +205,25 @@ def test_duration_and_chart_helpers():
     assert "&lt;b&gt;q&lt;/b&gt;" in svg and "<b>" not in svg
     bars = bar_chart([("<script>", 2.0)], title="t")
     assert "&lt;script&gt;" in bars and "<script>" not in bars
+
+
+def test_gpu_seconds_in_window_matches_usage_accounting(tmp_path):
+    from service.states import TaskState
+    from service.store import BulkTask
+    from service.usage import account
+
+    store = Store(str(tmp_path / "db.sqlite3"))
+    try:
+        store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
+        spans = [(T0 - 900, T0 - 100), (T0 - 50, T0 + 500), (T0 + 100, T0 + 200),
+                 (T0 + 700, T0 + 900), (T0 - 5000, T0 - 4000)]
+        store.bulk_load(BulkTask(task_id=f"mvp2-admin-ppo-20251223-000000-{i:04x}",
+                                 workload="ppo", state=TaskState.SUCCEEDED, created_at=s[0],
+                                 n_gpus_per_node=1 + i, user="admin", attempt_span=s)
+                        for i, s in enumerate(spans))
+        lo, hi = T0 - 300, T0 + 800
+        report = account(store.usage_spans(lo, hi, None), lo, hi, T0 + 1000)
+        assert store.gpu_seconds_in_window(lo, hi, T0 + 1000) == pytest.approx(
+            {u.user: u.gpu_seconds for u in report.users})
+    finally:
+        store.close()
