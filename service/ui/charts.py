@@ -104,7 +104,7 @@ def bar_chart(bars: Sequence[tuple[str, float]], *, title: str, unit: str = "") 
         parts.append(f'<rect class="bar" x="{label_w}" y="{y + 3}" width="{w:.1f}" '
                      f'height="{row_h - 8}"/>')
         parts.append(f'<text class="value" x="{label_w + w + 6:.1f}" y="{y + 16}">'
-                     f'{value:.1f}{escape(unit)}</text>')
+                     f'{value:.{2 if value < 10 else 1}f}{escape(unit)}</text>')
     if not bars:
         parts.append(f'<text class="empty" x="{WIDTH / 2}" y="24" text-anchor="middle">'
                      "no GPU time in this window</text>")

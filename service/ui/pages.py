@@ -56,6 +56,7 @@ CHART_WINDOW_S = 24 * 3600.0
 USAGE_WINDOW_S = 7 * 24 * 3600.0
 STATE_FILTERS = ("", "pending", "running", "finished")
 _WORKLOAD = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # terminal colours in Ray's driver logs
 
 ENV = web.AppKey("argus_ui_env", jinja2.Environment)
 BOOTSTRAP_FP = web.AppKey("argus_ui_bootstrap_fp", str)
@@ -302,7 +303,7 @@ async def task_log(request: web.Request) -> web.Response:
     if attempt is None:
         return web.Response(text="(no attempt yet)", headers=headers)
     text = await _attempt_log(deps, attempt, task.user)
-    body = "(no log yet)" if not text else _tail(text, LOG_LINES)
+    body = "(no log yet)" if not text else _ANSI.sub("", _tail(text, LOG_LINES))
     return web.Response(text=body, headers=headers)
 
 

@@ -261,13 +261,13 @@ async def test_task_page_shows_attempts_events_and_the_log(client, env):
     env.tick()
     sid = f"{task_id}--a01"
     env.cluster.start(sid, {"n1": 2})
-    env.cluster.write_log(sid, "step 1 loss=0.5\n")
+    env.cluster.write_log(sid, "\x1b[1m\x1b[32mhttp://dash\x1b[39m\x1b[22m\nstep 1 loss=0.5\n")
     env.tick()
     await sign_in(client)
     html = await page(client, f"/ui/tasks/{task_id}")
     assert sid in html and "CREATED" in html and "workload: ppo" in html
     log = await page(client, f"/ui/tasks/{task_id}/log")
-    assert "step 1 loss=0.5" in log
+    assert "step 1 loss=0.5" in log and "http://dash\n" in log and "\x1b" not in log
     assert "missing" in await page(client, "/ui/tasks/missing", status=404)
 
 
