@@ -3,6 +3,8 @@ hostile input. A real Store, the real Scheduler ticked by hand, FakeCluster; no 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,3 +302,45 @@ async def test_hostile_input_never_5xx(client, env):
             resp = await client.post(path, data=data, allow_redirects=False, headers={
                 "Content-Type": "application/x-www-form-urlencoded"})
             assert resp.status < 500, path
+
+
+async def test_cluster_page_shows_head_json_generation_and_age(aiohttp_client, env, tmp_path):
+    from dataclasses import replace
+
+    head = tmp_path / "head.json"
+    record = {"head_ip": "10.0.0.9", "gcs_port": 6379, "job_server_url": "http://10.0.0.9:8265",
+              "generation": "gen-<b>7</b>", "seq": 42, "written_at": T0 - 95, "ttl_s": 60}
+    head.write_text(json.dumps(record))
+    settings = replace(env.settings, head_json=str(head))
+    app = create_app(settings, env.store, env.cluster, Artifacts(str(env.shared)),
+                     token=TOKEN, scheduler_loop=Loop(), clock=env.clock, metrics=env.metrics)
+    client = await aiohttp_client(app)
+    await sign_in(client)
+    html = await page(client, "/ui/cluster")
+    assert "gen-&lt;b&gt;7&lt;/b&gt;" in html and "seq 42" in html
+    assert "written 1m 35s ago" in html and "stale" in html
+    head.write_text("{broken")
+    assert "unreadable" in await page(client, "/ui/cluster")
+
+
+async def test_live_stream_says_change_and_ends_when_the_session_does(client, env,
+                                                                       monkeypatch):
+    from service.ui import live
+
+    monkeypatch.setattr(live, "POLL_S", 0.01)
+    monkeypatch.setattr(live, "RECHECK_S", 0.01)
+    env.store.create_user("dave", Role.USER, T0)
+    dave = env.store.create_token("dave", "d", None, T0, max_live=5)
+    await sign_in(client, dave.secret)
+    resp = await client.get("/ui/live")
+    assert resp.status == 200 and resp.headers["Content-Type"] == "text/event-stream"
+    assert await resp.content.readline() == b"retry: 2000\n"
+    await submit(client, env)
+    seen = b""
+    async with asyncio.timeout(10):
+        while b"event: change" not in seen:
+            seen += await resp.content.readline()
+    env.store.revoke_token("dave", dave.row.token_id, T0)  # the stream ends with the token
+    async with asyncio.timeout(10):
+        rest = await resp.content.read()
+    assert b"event: signedout" in rest
