@@ -717,3 +717,8 @@ class Store(StoreReads):
         rows = self._reader().execute(Q["gpu_seconds_in_window"], {
             "from": window_from, "to": window_to, "now": now}).fetchall()
         return {r["user"]: r["gpu_seconds"] for r in rows if r["gpu_seconds"] > 0}
+
+    def recent_finished(self, limit: int, user: str | None = None) -> list[TaskRow]:
+        """The newest ``limit`` finished tasks (``user``'s only when given), newest first."""
+        rows = self._reader().execute(Q["recent_finished"], {"limit": limit, "user": user})
+        return [task_row(r, None) for r in rows]

@@ -129,6 +129,9 @@ class AsyncStore:
         return await self._reads.run(self._store.gpu_seconds_in_window, window_from,
                                      window_to, now)
 
+    async def recent_finished(self, limit: int, user: str | None) -> list[TaskRow]:
+        return await self._reads.run(self._store.recent_finished, limit, user)
+
     async def change_marker(self) -> tuple[int, float]:
         return await self._reads.run(self._store.change_marker)
 

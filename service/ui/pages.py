@@ -245,10 +245,9 @@ async def queue_page(request: web.Request) -> web.Response:
                    if (not user or t.user == user) and (not workload or t.workload == workload)]
     recent: list[TaskRow] = []
     if state in ("", "finished"):
-        rows, _ = await store.list_tasks(state=None, limit=RECENT * 5, before_seq=None,
-                                         user=user or None)
-        recent = [t for t in rows if t.state in TERMINAL
-                  and (not workload or t.workload == workload)][:RECENT]
+        recent = [t for t in await store.recent_finished(RECENT * 5 if workload else RECENT,
+                                                         user or None)
+                  if not workload or t.workload == workload][:RECENT]
     filters = {"state": state, "user": raw_user if user else "", "workload": workload}
 
     def link(**changes: str | int) -> str:

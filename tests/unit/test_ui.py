@@ -344,3 +344,18 @@ async def test_live_stream_says_change_and_ends_when_the_session_does(client, en
     async with asyncio.timeout(10):
         rest = await resp.content.read()
     assert b"event: signedout" in rest
+
+
+async def test_recently_finished_is_found_behind_a_long_queue(client, env):
+    from service.store import BulkTask
+
+    done = "mvp2-admin-ppo-20251223-000000-0001"
+    env.store.bulk_load([BulkTask(task_id=done, workload="ppo", state=TaskState.FAILED,
+                                  created_at=T0 - 10, user="admin")])
+    env.store.bulk_load(BulkTask(task_id=f"mvp2-admin-ppo-20251223-000001-{i:04x}",
+                                 workload="ppo", state=TaskState.QUEUED, created_at=T0,
+                                 user="admin") for i in range(300))
+    await sign_in(client)
+    html = await page(client, "/ui/queue?state=finished")
+    assert f'id="row-{done}" data-state="FAILED"' in html
+    assert f'id="row-{done}"' in await page(client, "/ui/queue?user=me")
