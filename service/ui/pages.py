@@ -19,7 +19,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import jinja2
 from aiohttp import web
@@ -148,6 +148,18 @@ def signed_in(handler: PageHandler) -> PageHandler:
     return wrapper
 
 
+def _cross_site(request: web.Request) -> bool:
+    """A POST whose ``Origin`` names another site (browsers send it on every POST): refused
+    before anything is read, sign-in included (no signing a victim into one's account)."""
+    origin = request.headers.get("Origin")
+    return origin is not None and urlsplit(origin).netloc != request.host
+
+
+def _refused(request: web.Request) -> web.Response:
+    return render(request, "error.html", status=403, title="Refused",
+                  message="The form was stale or forged; reload the page and try again.")
+
+
 async def _form(request: web.Request) -> dict[str, str]:
     """A small urlencoded form; anything else (too big, undecodable) is an empty one."""
     if request.content_length is not None and request.content_length > FORM_MAX_BYTES:
@@ -178,6 +190,8 @@ async def signin_form(request: web.Request) -> web.Response:
 
 
 async def signin(request: web.Request) -> web.StreamResponse:
+    if _cross_site(request):
+        return _refused(request)
     form = await _form(request)
     token = form.get("token", "").strip()
     target = _safe_next(form.get("next"))
@@ -201,9 +215,8 @@ async def signin(request: web.Request) -> web.StreamResponse:
 async def signout(request: web.Request) -> web.StreamResponse:
     signed = request[SIGNED]
     form = await _form(request)
-    if not csrf_ok(signed, form.get("csrf")):
-        return render(request, "error.html", status=403, title="Refused",
-                      message="The form was stale or forged; reload the page and try again.")
+    if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
+        return _refused(request)
     await deps_of(request).store.delete_session(signed.id_sha256)
     response = web.HTTPSeeOther(UI + "/signin", headers=HEADERS)
     clear_cookie(response)
@@ -324,9 +337,8 @@ async def cancel(request: web.Request) -> web.StreamResponse:
     signed = request[SIGNED]
     task_id = request.match_info["task_id"]
     form = await _form(request)
-    if not csrf_ok(signed, form.get("csrf")):
-        return render(request, "error.html", status=403, title="Refused",
-                      message="The form was stale or forged; reload the page and try again.")
+    if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
+        return _refused(request)
     task = await deps.store.get_task(task_id)
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")

@@ -150,6 +150,9 @@ async def test_a_wrong_token_is_refused_and_next_cannot_leave_the_console(client
     assert "Sign-in refused: invalid token" in html
     assert 'value="/ui/queue"' in html  # the off-site target was replaced
     assert "Set-Cookie" not in resp.headers
+    resp = await client.post("/ui/signin", data={"token": TOKEN},
+                             headers={"Origin": "https://evil.example"}, allow_redirects=False)
+    assert resp.status == 403 and "Set-Cookie" not in resp.headers
 
 
 async def test_sign_out_ends_the_session(client):
@@ -232,6 +235,9 @@ async def test_cancel_needs_the_form_token_and_ends_the_task(client, env):
     confirm = await page(client, f"/ui/tasks/{task_id}/cancel")
     resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": "x"},
                              allow_redirects=False)
+    assert resp.status == 403
+    resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": csrf_of(confirm)},
+                             headers={"Origin": "http://evil.example"}, allow_redirects=False)
     assert resp.status == 403
     assert env.store.get_task(task_id).state is TaskState.QUEUED
     resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": csrf_of(confirm)},
