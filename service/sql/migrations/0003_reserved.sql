@@ -1,3 +1,0 @@
--- Migration 0003: reserved for the scheduling-policy tables (priorities, fair share,
--- preemption), which are developed on another branch. This file changes nothing; when
--- that branch's 0003 lands, it replaces this one.
