@@ -63,13 +63,13 @@ mkdir -p "$STATE"
 export PATH=$REPO/.venv/bin:$PATH
 echo "== 1/4 Ray head + 2 workers through the node runtime (supervisord + watchdogs)"
 "$NODE" local up --state-dir "$STATE" --workers 2 --isolation ports --gpus 4 --cpus 16
-read -r JOB_URL GCS < <("$REPO/.venv/bin/python" - "$STATE/local.json" <<'PY'
+read -r JOB_URL GCS HEAD_FILE < <("$REPO/.venv/bin/python" - "$STATE/local.json" <<'PY'
 import json, sys
 state = json.load(open(sys.argv[1]))
-print(state["job_server_url"], state["gcs_address"])
+print(state["job_server_url"], state["gcs_address"], state["head_file"])
 PY
 )
-echo "   job server $JOB_URL, GCS $GCS"
+echo "   job server $JOB_URL, GCS $GCS, published in $HEAD_FILE"
 
 echo "== 2/4 argus-api on SQLite"
 mkdir -p "$SHARED/code"
@@ -77,8 +77,8 @@ rm -rf "$SHARED/code/standin-verl"
 cp -R examples/standin-verl "$SHARED/code/standin-verl"
 cat > "$STATE/argus.yaml" <<YAML
 ray:
-  address: "$JOB_URL"
-  gcs_address: "$GCS"
+  # the service finds Ray the way workers do, and follows a restarted or moved head
+  head_json: "$HEAD_FILE"
   shared_root: "$SHARED"
   entrypoint_num_cpus: 1
   entrypoint_resources: {worker_node: 1}

@@ -243,7 +243,9 @@ _SCHEMAS: dict[str, Any] = {
             "token": {"type": ["object", "null"], "properties": {
                 "bootstrap": {"type": "boolean",
                               "description": "the token from the service's environment"},
-                **_TOKEN_PROPS}},
+                **_TOKEN_PROPS,
+                "prefix": {"type": ["string", "null"],
+                           "description": "null for the bootstrap token (it has no id)"}}},
         },
     },
     "Token": {"type": "object", "required": ["token_id", "prefix", "user", "label", "state"],
@@ -469,7 +471,9 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
                        params=[_NAME_PARAM]),
             "delete": _op(
                 "Refused: users are never deleted (disable them)",
-                {"405": _err("MethodNotAllowed")}, access="admin", params=[_NAME_PARAM],
+                {"405": _err("MethodNotAllowed")}, "400:BadRequest", "404:NotFound",
+                access="admin",
+                params=[_NAME_PARAM],
             ),
         },
         "/api/v2/users/{name}:disable": {"post": _op(
