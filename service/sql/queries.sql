@@ -433,29 +433,44 @@ DELETE FROM ui_sessions WHERE expires_at <= :now;
 
 -- name: queue_pending_page
 -- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
--- by owner and workload (NULL: any), one page.
+-- by owner and workload (NULL: any), one page. The console's reads of runnable rows name
+-- no index: the planner picks the runnable partial index, whichever columns it has.
 SELECT * FROM (
     SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
            t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
-           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no,
+           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no, NULL AS priority,
            row_number() OVER (ORDER BY t.seq) AS queue_position
-    FROM tasks t INDEXED BY tasks_runnable
+    FROM tasks t
     WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
 ) q
 WHERE (:user IS NULL OR q.user = :user) AND (:workload IS NULL OR q.workload = :workload)
-ORDER BY q.seq LIMIT :limit OFFSET :offset;
+ORDER BY q.queue_position LIMIT :limit OFFSET :offset;
+
+-- name: queue_pending_page_by_priority
+-- As queue_pending_page, in admission order once tasks have a priority (higher first,
+-- then FIFO); the store uses it when the tasks table has that column.
+SELECT * FROM (
+    SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+           t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
+           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no, t.priority,
+           row_number() OVER (ORDER BY t.priority DESC, t.seq) AS queue_position
+    FROM tasks t
+    WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
+) q
+WHERE (:user IS NULL OR q.user = :user) AND (:workload IS NULL OR q.workload = :workload)
+ORDER BY q.queue_position LIMIT :limit OFFSET :offset;
 
 -- name: queue_pending_count
-SELECT count(*) AS n FROM tasks INDEXED BY tasks_runnable
+SELECT count(*) AS n FROM tasks
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
   AND (:user IS NULL OR user = :user) AND (:workload IS NULL OR workload = :workload);
 
 -- name: oldest_pending
-SELECT min(runnable_since) AS since FROM tasks INDEXED BY tasks_runnable
+SELECT min(runnable_since) AS since FROM tasks
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
 
 -- name: pending_reasons
-SELECT pending_reason, count(*) AS n FROM tasks INDEXED BY tasks_runnable
+SELECT pending_reason, count(*) AS n FROM tasks
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES') GROUP BY pending_reason;
 
 -- name: admitted_since
@@ -466,7 +481,7 @@ JOIN tasks t ON t.task_id = a.task_id
 WHERE a.created_at > :since AND a.created_at <= :until;
 
 -- name: workloads
-SELECT DISTINCT workload FROM tasks INDEXED BY tasks_runnable
+SELECT DISTINCT workload FROM tasks
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
 
 -- web console: samples ---------------------------------------------------------------------
@@ -489,7 +504,7 @@ SELECT count(*) AS n FROM tasks INDEXED BY tasks_active
 WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING');
 
 -- name: runnable_count
-SELECT count(*) AS n FROM tasks INDEXED BY tasks_runnable
+SELECT count(*) AS n FROM tasks
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
 
 -- name: task_jobspec
