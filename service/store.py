@@ -159,7 +159,6 @@ class Store(StoreReads):
         self._lock = threading.RLock()
         self._conn = connect(db_path, synchronous=synchronous)
         self._write_fault: str | None = None
-        self._tasks_have_priority: bool | None = None  # read once by queue_page
         self._fault_at = float("-inf")  # monotonic time of the last storage fault
         try:
             initialize(self._conn)
@@ -643,12 +642,7 @@ class Store(StoreReads):
         queue), of ``user`` / ``workload`` only when given; and how many match."""
         params = {"user": user, "workload": workload, "offset": offset, "limit": limit}
         with self._snapshot() as conn:
-            if self._tasks_have_priority is None:
-                columns = {r["name"] for r in conn.execute("PRAGMA table_info(tasks)")}
-                self._tasks_have_priority = "priority" in columns
-            query = ("queue_pending_page_by_priority" if self._tasks_have_priority
-                     else "queue_pending_page")
-            rows = conn.execute(Q[query], params).fetchall()
+            rows = conn.execute(Q["queue_pending_page"], params).fetchall()
             total = conn.execute(Q["queue_pending_count"], params).fetchone()["n"]
         return [PendingRow(
             seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]),

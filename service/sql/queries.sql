@@ -434,26 +434,14 @@ DELETE FROM ui_sessions WHERE expires_at <= :now;
 -- name: queue_pending_page
 -- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
 -- by owner and workload (NULL: any), one page. The console's reads of runnable rows name
--- no index: the planner picks the runnable partial index, whichever columns it has.
+-- no index (the planner picks one), so a change of the runnable index cannot break them.
+-- When tasks get a priority column, this query selects it (for NULL AS priority) and
+-- numbers rows in admission order (ORDER BY t.priority DESC, t.seq).
 SELECT * FROM (
     SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
            t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
            t.pending_reason, t.cancel_requested_at, t.latest_attempt_no, NULL AS priority,
            row_number() OVER (ORDER BY t.seq) AS queue_position
-    FROM tasks t
-    WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
-) q
-WHERE (:user IS NULL OR q.user = :user) AND (:workload IS NULL OR q.workload = :workload)
-ORDER BY q.queue_position LIMIT :limit OFFSET :offset;
-
--- name: queue_pending_page_by_priority
--- As queue_pending_page, in admission order once tasks have a priority (higher first,
--- then FIFO); the store uses it when the tasks table has that column.
-SELECT * FROM (
-    SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-           t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
-           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no, t.priority,
-           row_number() OVER (ORDER BY t.priority DESC, t.seq) AS queue_position
     FROM tasks t
     WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
 ) q

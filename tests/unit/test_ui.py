@@ -366,17 +366,3 @@ async def test_recently_finished_is_found_behind_a_long_queue(client, env):
     assert f'id="row-{done}" data-state="FAILED"' in html
     assert f'id="row-{done}"' in await page(client, "/ui/queue?user=me")
 
-
-async def test_queue_follows_priorities_once_tasks_have_them(client, env):
-    first = await submit(client, env)
-    urgent = await submit(client, env)
-    # what the scheduling policy's migration adds: a priority per task, higher first
-    env.store._conn.execute("ALTER TABLE tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
-    env.store._conn.execute("UPDATE tasks SET priority = 5 WHERE task_id = ?", (urgent,))
-    rows, total = env.store.queue_page(user=None, workload=None, offset=0, limit=10)
-    assert total == 2
-    assert [(r.task_id, r.queue_position, r.priority) for r in rows] == [
-        (urgent, 1, 5), (first, 2, 0)]
-    await sign_in(client)
-    html = await page(client, "/ui/queue?state=pending")
-    assert "<th>Priority</th>" in html and html.index(urgent) < html.index(first)
