@@ -721,5 +721,8 @@ class Store(StoreReads):
 
     def recent_finished(self, limit: int, user: str | None = None) -> list[TaskRow]:
         """The newest ``limit`` finished tasks (``user``'s only when given), newest first."""
-        rows = self._reader().execute(Q["recent_finished"], {"limit": limit, "user": user})
-        return [task_row(r, None) for r in rows]
+        with self._snapshot() as conn:
+            ids = [r["task_id"] for r in conn.execute(
+                Q["recent_finished"], {"limit": limit, "user": user})]
+            rows = [conn.execute(Q["get_task"], {"task_id": i}).fetchone() for i in ids]
+        return [task_row(r, None) for r in rows if r is not None]

@@ -523,36 +523,20 @@ FROM (
 GROUP BY user;
 
 -- name: recent_finished
--- The newest :limit finished tasks (of :user when not NULL), each state read newest first
--- through tasks_state_seq: a long runnable queue is never walked.
-SELECT f.*,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, NULL AS queue_position
-FROM (
-    SELECT * FROM (SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes,
-                          t.n_gpus_per_node, t.created_at, t.updated_at, t.next_run_at,
-                          t.error_summary, t.pending_reason, t.cancel_requested_at,
-                          t.latest_attempt_no
-                   FROM tasks t INDEXED BY tasks_state_seq
+-- The ids of the newest :limit finished tasks (of :user when not NULL), each state read
+-- newest first through tasks_state_seq: a long runnable queue is never walked. The rows
+-- themselves are read with get_task (whatever columns a task has).
+SELECT f.task_id FROM (
+    SELECT * FROM (SELECT t.seq, t.task_id FROM tasks t INDEXED BY tasks_state_seq
                    WHERE t.state = 'SUCCEEDED' AND (:user IS NULL OR t.user = :user)
                    ORDER BY t.seq DESC LIMIT :limit)
     UNION ALL
-    SELECT * FROM (SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes,
-                          t.n_gpus_per_node, t.created_at, t.updated_at, t.next_run_at,
-                          t.error_summary, t.pending_reason, t.cancel_requested_at,
-                          t.latest_attempt_no
-                   FROM tasks t INDEXED BY tasks_state_seq
+    SELECT * FROM (SELECT t.seq, t.task_id FROM tasks t INDEXED BY tasks_state_seq
                    WHERE t.state = 'FAILED' AND (:user IS NULL OR t.user = :user)
                    ORDER BY t.seq DESC LIMIT :limit)
     UNION ALL
-    SELECT * FROM (SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes,
-                          t.n_gpus_per_node, t.created_at, t.updated_at, t.next_run_at,
-                          t.error_summary, t.pending_reason, t.cancel_requested_at,
-                          t.latest_attempt_no
-                   FROM tasks t INDEXED BY tasks_state_seq
+    SELECT * FROM (SELECT t.seq, t.task_id FROM tasks t INDEXED BY tasks_state_seq
                    WHERE t.state = 'CANCELED' AND (:user IS NULL OR t.user = :user)
                    ORDER BY t.seq DESC LIMIT :limit)
 ) f
-LEFT JOIN attempts a ON a.task_id = f.task_id AND a.attempt_no = f.latest_attempt_no
 ORDER BY f.seq DESC LIMIT :limit;
