@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything Argus needs on a fresh machine: Debian tools the node runtime and its
-# tests use (ip, unshare), and a virtualenv at .venv with the project and its dev extras.
+# tests use (ip, unshare), chromium + chromium-driver for the browser tier, and a virtualenv
+# at .venv with the project and its dev extras.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,9 @@ command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v unshare >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v ps >/dev/null 2>&1 || need_apt+=(procps)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
+# the browser tier (tests/browser): headless Chromium and its WebDriver, from Debian
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "bootstrap: installing Debian packages: ${need_apt[*]}"

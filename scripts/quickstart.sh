@@ -12,7 +12,8 @@
 #   3. scripts/20_start_api.sh --local: argus-api on SQLite under that shared root,
 #   4. submits examples/demo-ppo.yaml (a 1x4 PPO JobSpec whose code_path is the verl
 #      stand-in in examples/standin-verl: no GPU software needed) and follows it
-#      QUEUED -> SUBMITTED -> RUNNING -> SUCCEEDED.
+#      QUEUED -> SUBMITTED -> RUNNING -> SUCCEEDED, and prints the web console's address
+#      of the task (sign in there with the API token).
 # Environment: ARGUS_QUICKSTART_DIR (default .argus/quickstart), ARGUS_API_PORT (8080),
 # ARGUS_API_TOKEN (generated and kept in <dir>/api-token when unset).
 set -euo pipefail
@@ -119,8 +120,15 @@ if [ "$status" -ne 0 ]; then
     echo "quickstart: the demo task did not succeed (see above)" >&2
     exit "$status"
 fi
+if [ -s "$STATE/api-token" ] && [ "$(cat "$STATE/api-token")" = "$ARGUS_API_TOKEN" ]; then
+    SIGN_IN="the token in $STATE/api-token"
+else
+    SIGN_IN="your ARGUS_API_TOKEN"
+fi
 cat <<DONE
 quickstart: Argus is up.
+  web console: $ARGUS_URL/ui/tasks/$TASK   (the demo task's whole life; queue: $ARGUS_URL/ui/)
+               sign in with $SIGN_IN
   export ARGUS_URL=$ARGUS_URL ARGUS_API_TOKEN=\$(cat $STATE/api-token)   # the admin's token
   .venv/bin/argus queue    .venv/bin/argus submit FILE    .venv/bin/argus status ID
   users: .venv/bin/argus user create alice   # prints alice's token once: she exports it as

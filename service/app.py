@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
+from service import ui
 from service.api import accounts as a
 from service.api import handlers as h
 from service.api.auth import Access, Authenticator
@@ -108,12 +109,14 @@ def create_app(
                  users.default_user)
     app = web.Application(middlewares=MIDDLEWARES, client_max_size=settings.max_body_bytes)
     async_store = AsyncStore(store)
+    access = {(method, path_template(path)): who for method, path, _, who in ROUTES}
     deps = AppDeps(
         settings=settings, store=async_store, cluster=cluster, artifacts=artifacts,
         auth=Authenticator(async_store, token, users.bootstrap_admin, clock=clock),
-        access={(method, path_template(path)): access for method, path, _, access in ROUTES},
+        access=access,
         scheduler_loop=scheduler_loop, clock=clock,
-        metrics=metrics or ServiceMetrics(store.counts_by_state, scheduler_loop, users=store),
+        metrics=metrics or ServiceMetrics(store.counts_by_state, scheduler_loop, users=store,
+                                          queue=store, clock=clock),
         openapi_body=json.dumps(build_openapi(settings)).encode(),
         waker=Waker(scheduler_loop, wake_interval_s),
         cluster_pool=ThreadPoolExecutor(CLUSTER_THREADS, "argus-cluster"),
@@ -124,6 +127,8 @@ def create_app(
         app.router.add_route(method, path, handler, expect_handler=expect_continue)
         if method == "GET":  # HEAD wherever GET is allowed: the same answer, no body
             app.router.add_route("HEAD", path, handler, expect_handler=expect_continue)
+    # the web console: public at the bearer layer, its pages check the session cookie
+    access.update(dict.fromkeys(ui.setup(app, token), Access.PUBLIC))
 
     async def _shutdown_pools(_: web.Application) -> None:
         deps.waker.close()

@@ -101,7 +101,7 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     store = Store(settings.resolved_db_path, synchronous=settings.sqlite_synchronous)
     artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
-    metrics = ServiceMetrics(store.counts_by_state, users=store)
+    metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store)
     loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s,
                          storage=store)
     metrics.watch_loop(loop)

@@ -10,7 +10,12 @@ one process independent. Families:
   submitted to Ray, retries;
 - read at scrape time: tasks by state (``store.counts_by_state()``), the loop's own
   tick/error counters, and per user: tasks by state, GPUs in use and GPU-seconds of
-  ended attempts (``UserStatsSource``, the store).
+  ended attempts (``UserStatsSource``, the store);
+- the queue the way Kueue exposes it (``QueueStatsSource``, the store, and the scheduler's
+  last cluster snapshot, ``observed.Observed``): the admission wait-time histogram by
+  workload and user (fed after each tick with the attempts claimed in it), pending tasks
+  by reason class, the oldest pending task's age, GPUs/CPUs in use and free per node as
+  admission saw them at the last tick (never a Ray call per scrape).
 
 The ``user`` label's values are the users' names: users are created by admins, a few to
 some hundreds, so the label stays bounded (users x 8 states at most for the task counts).
@@ -18,6 +23,8 @@ some hundreds, so the label stays bounded (users x 8 states at most for the task
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
@@ -25,6 +32,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from service.cluster import ClusterSnapshot, ClusterUnavailable
+from service.db import storage_fault
+from service.observed import REASON_CLASSES, RESOURCES, Observed, reason_class, total_of
+from service.sampling import Sampler, SampleStore
 from service.states import TaskState
 
 if TYPE_CHECKING:
@@ -33,6 +44,11 @@ if TYPE_CHECKING:
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 TICK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# Admission waits run from seconds to days (Kueue's buckets are similar powers).
+WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0,
+                14400.0, 43200.0, 86400.0)
+
+log = logging.getLogger(__name__)
 
 
 class LoopCounters(Protocol):
@@ -53,6 +69,65 @@ class UserStatsSource(Protocol):
     def gpu_seconds_by_user(self) -> Mapping[str | None, float]: ...
 
     def gpus_in_use_by_user(self) -> Mapping[str | None, int]: ...
+
+
+class QueueStatsSource(SampleStore, Protocol):
+    """The queue figures ``/metrics`` and the sampler read (``store.Store``)."""
+
+    def pending_reasons(self) -> Mapping[str | None, int]: ...
+
+    def oldest_pending_since(self) -> float | None: ...
+
+
+class _QueueCollector(Collector):
+    """Pending tasks by reason class, the oldest pending task's age, and per node what
+    admission saw at the scheduler's last tick."""
+
+    def __init__(self, source: QueueStatsSource, observed: Observed,
+                 clock: Callable[[], float]) -> None:
+        self._source = source
+        self._observed = observed
+        self._clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        by_class = dict.fromkeys(REASON_CLASSES, 0)
+        for reason, n in self._source.pending_reasons().items():
+            by_class[reason_class(reason)] += n
+        pending = GaugeMetricFamily(
+            "argus_pending_tasks", "Runnable tasks by the class of their pending reason "
+            "(new: not examined yet).", labels=["reason"])
+        for cls, n in by_class.items():
+            pending.add_metric([cls], float(n))
+        yield pending
+        since = self._source.oldest_pending_since()
+        yield GaugeMetricFamily(
+            "argus_oldest_pending_task_age_seconds",
+            "Seconds the longest-waiting runnable task has been runnable (0: none).",
+            value=0.0 if since is None else max(0.0, self._clock() - since))
+        seen = self._observed.last
+        snapshot = None if seen is None else seen.snapshot
+        yield from _node_families(snapshot)
+        yield GaugeMetricFamily(
+            "argus_cluster_reachable",
+            "1 when Ray answered the scheduler's last snapshot, 0 when it did not "
+            "(or no tick ran yet).", value=1.0 if snapshot is not None else 0.0)
+
+
+def _node_families(snapshot: ClusterSnapshot | None) -> Iterator[GaugeMetricFamily]:
+    families = {
+        (res, kind): GaugeMetricFamily(
+            f"argus_node_{res.lower()}s_{kind}",
+            f"{res}s {kind.replace('_', ' ')} per alive node, as admission saw them at the "
+            "scheduler's last tick.", labels=["node", "node_ip"])
+        for res in RESOURCES for kind in ("in_use", "free")
+    }
+    for node in () if snapshot is None else snapshot.nodes:
+        for res in RESOURCES:
+            free = node.get(res)
+            labels = [node.node_id, node.node_ip]
+            families[(res, "free")].add_metric(labels, free)
+            families[(res, "in_use")].add_metric(labels, max(0.0, total_of(node, res) - free))
+    yield from families.values()
 
 
 class _UserCollector(Collector):
@@ -128,8 +203,12 @@ class ServiceMetrics:
         scheduler_loop: LoopCounters | None = None,
         *,
         users: UserStatsSource | None = None,
+        queue: QueueStatsSource | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.registry = CollectorRegistry()
+        self.observed = Observed()
+        self._sampler = None if queue is None else Sampler(queue)
         self.http_requests = Counter(
             "argus_http_requests",
             "HTTP requests by method, route template and status.",
@@ -153,7 +232,15 @@ class ServiceMetrics:
             buckets=TICK_BUCKETS,
             registry=self.registry,
         )
+        self.admission_wait = Histogram(
+            "argus_admission_wait_seconds",
+            "Seconds a task waited, from becoming runnable to being admitted (its attempt "
+            "claimed for Ray), by workload and user.",
+            ["workload", "user"], buckets=WAIT_BUCKETS, registry=self.registry,
+        )
         self.registry.register(_TaskStateCollector(counts_by_state))
+        if queue is not None:
+            self.registry.register(_QueueCollector(queue, self.observed, clock))
         if users is not None:
             self.registry.register(_UserCollector(users))
         if scheduler_loop is not None:
@@ -171,6 +258,27 @@ class ServiceMetrics:
         self.tick_duration.observe(report.duration_s)
         self.ray_submits.inc(report.submitted)
         self.retries.inc(report.retried)
+
+    def after_tick(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None
+                   ) -> None:
+        """Keep the tick's cluster view, count the attempts it admitted, and sample the
+        queue for the console's charts. Never raises: a missed sample must not fail
+        the tick (a storage fault is logged once per tick, without a traceback)."""
+        self.observed.record(now, snapshot)
+        if self._sampler is None:
+            return
+        try:
+            for admitted in self._sampler.admitted(now):
+                self.admission_wait.labels(admitted.workload, admitted.user or "").observe(
+                    admitted.waited_s)
+            self._sampler.sample(
+                now, snapshot if isinstance(snapshot, ClusterSnapshot) else None)
+        except Exception as exc:
+            fault = storage_fault(exc)
+            if fault is None:
+                log.exception("sampling the queue after a tick failed")
+            else:
+                log.warning("sampling the queue after a tick failed: %s", fault)
 
     def render(self) -> bytes:
         """The exposition text. Reads the store (tasks by state): call it off the event
@@ -195,4 +303,5 @@ class MeteredScheduler:
     def tick(self, now: float) -> TickReport:
         report = self._scheduler.tick(now)
         self._metrics.observe_tick(report)
+        self._metrics.after_tick(now, self._scheduler.last_snapshot)
         return report

@@ -221,3 +221,61 @@ class BulkTask:
     spec: Mapping[str, Any] | None = None
     user: str | None = None
     attempt_span: tuple[float, float] | None = None  # (start, end): one ended attempt
+
+
+# -- the web console -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A console sign-in: who, with which token (None: the bootstrap token, whose
+    fingerprint is ``token_fp``), its form token, and until when it lives at most."""
+
+    user: str
+    token_id: str | None
+    token_fp: str | None
+    csrf: str
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRow:
+    """A runnable task as the console's queue page shows it."""
+
+    seq: int
+    task_id: str
+    state: TaskState
+    workload: str
+    user: str | None
+    nnodes: int
+    n_gpus_per_node: int
+    created_at: float
+    runnable_since: float
+    next_run_at: float
+    pending_reason: str | None
+    cancel_requested_at: float | None
+    attempts: int
+    queue_position: int  # 1-based in the whole queue, whatever the filter
+    priority: int | None = None  # None: this database has no task priorities
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """The queue and the cluster at one time (``gpus_*`` None: Ray did not answer)."""
+
+    ts: float
+    pending: int
+    running: int
+    gpus_used: float | None
+    gpus_total: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """An attempt claimed for submission, and how long its task had waited for it."""
+
+    workload: str
+    user: str | None
+    waited_s: float
+    at: float

@@ -125,6 +125,9 @@ class Scheduler:
         self.artifacts = artifacts
         self.backfill_window = backfill_window
         self.driver = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
+        # the last tick's cluster view (or why Ray did not answer), for /metrics and the
+        # console's cluster page, which never call Ray themselves
+        self.last_snapshot: ClusterSnapshot | ClusterUnavailable | None = None
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -149,6 +152,7 @@ class Scheduler:
             report.unreachable = str(exc)
         else:
             self._watch_hung(now, snapshot, report)
+        self.last_snapshot = snapshot
         self._admit(now, snapshot, report)
         report.duration_s = time.perf_counter() - started
         return report

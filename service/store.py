@@ -36,6 +36,7 @@ from service.db import (
 from service.ids import submission_id
 from service.rows import (
     ActiveRow,
+    Admitted,
     AttemptEnd,
     AttemptRow,
     BulkTask,
@@ -44,7 +45,10 @@ from service.rows import (
     Claim,
     CreatedToken,
     EventRow,
+    PendingRow,
     RunnableRow,
+    Sample,
+    SessionRow,
     TaskRow,
     TokenRow,
     UserRow,
@@ -53,6 +57,7 @@ from service.rows import (
 from service.sql import QUERIES as Q
 from service.states import RUNNABLE, RayStatus, TaskState, check_transition
 from service.store_reads import ACTIVE, MAX_SEQ, StoreReads, token_row, user_row
+from service.store_reads import _task as task_row
 from service.users import Role, label_problem, name_problem, new_token
 
 # The store's API: the class, its errors, and the rows it takes and returns.
@@ -608,3 +613,116 @@ class Store(StoreReads):
             conn.executemany(Q["insert_ended_attempt"], attempts)
             conn.executemany(Q["add_gpu_seconds"], attempts)
         return len(rows)
+
+    # -- the web console -------------------------------------------------------------------
+    def create_session(self, id_sha256: str, session: SessionRow, now: float) -> None:
+        """Store a console session (and drop the expired ones: the table stays small)."""
+        with self._tx() as conn:
+            conn.execute(Q["delete_expired_sessions"], {"now": now})
+            conn.execute(Q["insert_session"], {
+                "id_sha256": id_sha256, "user": session.user, "token_id": session.token_id,
+                "token_fp": session.token_fp, "csrf": session.csrf, "now": session.created_at,
+                "expires_at": session.expires_at})
+
+    def delete_session(self, id_sha256: str) -> None:
+        with self._tx() as conn:
+            conn.execute(Q["delete_session"], {"id_sha256": id_sha256})
+
+    def get_session(self, id_sha256: str) -> SessionRow | None:
+        r = self._reader().execute(Q["get_session"], {"id_sha256": id_sha256}).fetchone()
+        if r is None:
+            return None
+        return SessionRow(user=r["user"], token_id=r["token_id"], token_fp=r["token_fp"],
+                          csrf=r["csrf"], created_at=r["created_at"],
+                          expires_at=r["expires_at"])
+
+    def queue_page(self, *, user: str | None, workload: str | None, offset: int,
+                   limit: int) -> tuple[list[PendingRow], int]:
+        """One page of the runnable tasks in queue order (positions counted in the whole
+        queue), of ``user`` / ``workload`` only when given; and how many match."""
+        params = {"user": user, "workload": workload, "offset": offset, "limit": limit}
+        with self._snapshot() as conn:
+            rows = conn.execute(Q["queue_pending_page"], params).fetchall()
+            total = conn.execute(Q["queue_pending_count"], params).fetchone()["n"]
+        return [PendingRow(
+            seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]),
+            workload=r["workload"], user=r["user"], nnodes=r["nnodes"],
+            n_gpus_per_node=r["n_gpus_per_node"], created_at=r["created_at"],
+            runnable_since=r["runnable_since"], next_run_at=r["next_run_at"],
+            pending_reason=r["pending_reason"], cancel_requested_at=r["cancel_requested_at"],
+            attempts=r["latest_attempt_no"], queue_position=r["queue_position"],
+            priority=r["priority"],
+        ) for r in rows], total
+
+    def pending_workloads(self) -> list[str]:
+        """The workloads of the runnable tasks (the queue page's filter choices)."""
+        return sorted(r["workload"] for r in self._reader().execute(Q["workloads"]))
+
+    def oldest_pending_since(self) -> float | None:
+        """Since when the longest-waiting runnable task has been runnable (None: none)."""
+        return self._reader().execute(Q["oldest_pending"]).fetchone()["since"]
+
+    def pending_reasons(self) -> dict[str | None, int]:
+        """``{pending_reason: runnable tasks}``."""
+        rows = self._reader().execute(Q["pending_reasons"]).fetchall()
+        return {r["pending_reason"]: r["n"] for r in rows}
+
+    def admitted_between(self, since: float, until: float) -> list[Admitted]:
+        """Attempts claimed in ``(since, until]``, with how long their task waited."""
+        rows = self._reader().execute(Q["admitted_since"], {"since": since, "until": until})
+        return [Admitted(r["workload"], r["user"], max(0.0, r["waited_s"]), r["created_at"])
+                for r in rows]
+
+    def queue_sizes(self) -> tuple[int, int]:
+        """(runnable tasks, active tasks): two indexed counts."""
+        with self._snapshot() as conn:
+            pending = conn.execute(Q["runnable_count"]).fetchone()["n"]
+            running = conn.execute(Q["active_count"]).fetchone()["n"]
+        return pending, running
+
+    def last_sample_ts(self) -> float | None:
+        return self._reader().execute(Q["last_sample_ts"]).fetchone()["ts"]
+
+    def record_sample(self, sample: Sample, keep_s: float) -> None:
+        """Add a sample and delete those older than ``keep_s`` before it (bounded table)."""
+        with self._tx() as conn:
+            conn.execute(Q["insert_sample"], {
+                "ts": sample.ts, "pending": sample.pending, "running": sample.running,
+                "gpus_used": sample.gpus_used, "gpus_total": sample.gpus_total})
+            conn.execute(Q["delete_samples_before"], {"before": sample.ts - keep_s})
+
+    def samples_since(self, since: float) -> list[Sample]:
+        rows = self._reader().execute(Q["samples_since"], {"since": since}).fetchall()
+        return [Sample(r["ts"], r["pending"], r["running"], r["gpus_used"], r["gpus_total"])
+                for r in rows]
+
+    def task_jobspec(self, task_id: str) -> str | None:
+        """The JobSpec text of a task, as it was submitted."""
+        row = self._reader().execute(Q["task_jobspec"], {"task_id": task_id}).fetchone()
+        return None if row is None else row["jobspec_yaml"]
+
+    def change_marker(self) -> tuple[int, float]:
+        """(tasks, latest update time): differs after any task was created or moved."""
+        row = self._reader().execute(Q["change_marker"]).fetchone()
+        return row["n"], row["at"]
+
+    def active_tasks(self) -> list[TaskRow]:
+        """SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt, in queue order
+        (without reading the runnable ones, however many)."""
+        return [task_row(r, None) for r in self._reader().execute(Q["queue_running"])]
+
+    def gpu_seconds_in_window(self, window_from: float, window_to: float, now: float
+                              ) -> dict[str | None, float]:
+        """``{owner: GPU-seconds}`` inside ``[window_from, window_to)``, as
+        ``usage.account`` totals them (running attempts counted up to ``now``)."""
+        rows = self._reader().execute(Q["gpu_seconds_in_window"], {
+            "from": window_from, "to": window_to, "now": now}).fetchall()
+        return {r["user"]: r["gpu_seconds"] for r in rows if r["gpu_seconds"] > 0}
+
+    def recent_finished(self, limit: int, user: str | None = None) -> list[TaskRow]:
+        """The newest ``limit`` finished tasks (``user``'s only when given), newest first."""
+        with self._snapshot() as conn:
+            ids = [r["task_id"] for r in conn.execute(
+                Q["recent_finished"], {"limit": limit, "user": user})]
+            rows = [conn.execute(Q["get_task"], {"task_id": i}).fetchone() for i in ids]
+        return [task_row(r, None) for r in rows if r is not None]

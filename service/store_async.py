@@ -28,6 +28,9 @@ from service.rows import (
     CancelOutcome,
     CreatedToken,
     EventRow,
+    PendingRow,
+    Sample,
+    SessionRow,
     TaskRow,
     TokenAuth,
     TokenRow,
@@ -100,7 +103,45 @@ class AsyncStore:
                           ) -> list[AttemptSpan]:
         return await self._reads.run(self._store.usage_spans, window_from, window_to, user)
 
+    # -- the web console's reads ------------------------------------------------------------
+    async def get_session(self, id_sha256: str) -> SessionRow | None:
+        return await self._reads.run(self._store.get_session, id_sha256)
+
+    async def queue_page(self, *, user: str | None, workload: str | None, offset: int,
+                         limit: int) -> tuple[list[PendingRow], int]:
+        return await self._reads.run(lambda: self._store.queue_page(
+            user=user, workload=workload, offset=offset, limit=limit))
+
+    async def pending_workloads(self) -> list[str]:
+        return await self._reads.run(self._store.pending_workloads)
+
+    async def task_jobspec(self, task_id: str) -> str | None:
+        return await self._reads.run(self._store.task_jobspec, task_id)
+
+    async def samples_since(self, since: float) -> list[Sample]:
+        return await self._reads.run(self._store.samples_since, since)
+
+    async def active_tasks(self) -> list[TaskRow]:
+        return await self._reads.run(self._store.active_tasks)
+
+    async def gpu_seconds_in_window(self, window_from: float, window_to: float, now: float
+                                    ) -> dict[str | None, float]:
+        return await self._reads.run(self._store.gpu_seconds_in_window, window_from,
+                                     window_to, now)
+
+    async def recent_finished(self, limit: int, user: str | None) -> list[TaskRow]:
+        return await self._reads.run(self._store.recent_finished, limit, user)
+
+    async def change_marker(self) -> tuple[int, float]:
+        return await self._reads.run(self._store.change_marker)
+
     # -- writes --------------------------------------------------------------------------
+    async def create_session(self, id_sha256: str, session: SessionRow, now: float) -> None:
+        await self._writes.run(self._store.create_session, id_sha256, session, now)
+
+    async def delete_session(self, id_sha256: str) -> None:
+        await self._writes.run(self._store.delete_session, id_sha256)
+
     async def create_task(self, *, id_prefix: str, workload: str, jobspec_yaml: str,
                           spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
                           user: str | None, now: float) -> str:

@@ -412,3 +412,131 @@ ON CONFLICT (user) DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_second
 
 -- name: gpu_seconds_by_user
 SELECT user, gpu_seconds FROM user_gpu_seconds;
+
+-- web console: sessions ----------------------------------------------------------------------
+
+-- name: insert_session
+INSERT INTO ui_sessions (id_sha256, user, token_id, token_fp, csrf, created_at, expires_at)
+VALUES (:id_sha256, :user, :token_id, :token_fp, :csrf, :now, :expires_at);
+
+-- name: get_session
+SELECT id_sha256, user, token_id, token_fp, csrf, created_at, expires_at
+FROM ui_sessions WHERE id_sha256 = :id_sha256;
+
+-- name: delete_session
+DELETE FROM ui_sessions WHERE id_sha256 = :id_sha256;
+
+-- name: delete_expired_sessions
+DELETE FROM ui_sessions WHERE expires_at <= :now;
+
+-- web console: the queue, one page --------------------------------------------------------
+
+-- name: queue_pending_page
+-- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
+-- by owner and workload (NULL: any), one page. The console's reads of runnable rows name
+-- no index (the planner picks one), so a change of the runnable index cannot break them.
+-- When tasks get a priority column, this query selects it (for NULL AS priority) and
+-- numbers rows in admission order (ORDER BY t.priority DESC, t.seq).
+SELECT * FROM (
+    SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+           t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
+           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no, NULL AS priority,
+           row_number() OVER (ORDER BY t.seq) AS queue_position
+    FROM tasks t
+    WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
+) q
+WHERE (:user IS NULL OR q.user = :user) AND (:workload IS NULL OR q.workload = :workload)
+ORDER BY q.queue_position LIMIT :limit OFFSET :offset;
+
+-- name: queue_pending_count
+SELECT count(*) AS n FROM tasks
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
+  AND (:user IS NULL OR user = :user) AND (:workload IS NULL OR workload = :workload);
+
+-- name: oldest_pending
+SELECT min(runnable_since) AS since FROM tasks
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- name: pending_reasons
+SELECT pending_reason, count(*) AS n FROM tasks
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES') GROUP BY pending_reason;
+
+-- name: admitted_since
+-- Attempts claimed after :since (up to :until), with how long their task had waited.
+SELECT t.workload, t.user, a.created_at - t.runnable_since AS waited_s, a.created_at
+FROM attempts a INDEXED BY attempts_created_at
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.created_at > :since AND a.created_at <= :until;
+
+-- name: workloads
+SELECT DISTINCT workload FROM tasks
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- web console: samples ---------------------------------------------------------------------
+
+-- name: insert_sample
+INSERT OR REPLACE INTO samples (ts, pending, running, gpus_used, gpus_total)
+VALUES (:ts, :pending, :running, :gpus_used, :gpus_total);
+
+-- name: delete_samples_before
+DELETE FROM samples WHERE ts < :before;
+
+-- name: samples_since
+SELECT ts, pending, running, gpus_used, gpus_total FROM samples WHERE ts >= :since ORDER BY ts;
+
+-- name: last_sample_ts
+SELECT max(ts) AS ts FROM samples;
+
+-- name: active_count
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_active
+WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING');
+
+-- name: runnable_count
+SELECT count(*) AS n FROM tasks
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- name: task_jobspec
+SELECT jobspec_yaml FROM tasks WHERE task_id = :task_id;
+
+-- name: change_marker
+-- Changes whenever a task is created or changes state or reason (live pages poll this).
+SELECT count(*) AS n, coalesce(max(updated_at), 0) AS at FROM tasks;
+
+-- name: gpu_seconds_in_window
+-- GPU-seconds per owner inside [:from, :to), a running attempt counted up to :now: the
+-- attempts usage_spans reads, clipped the way service.usage.clip does, summed in SQL (the
+-- console's 7-day chart; no row per attempt leaves SQLite).
+SELECT user, sum(gpus * (max(min(coalesce(end_time, :now), :to), max(start_time, :from))
+                         - max(start_time, :from))) AS gpu_seconds
+FROM (
+    SELECT t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time, a.end_time
+    FROM attempts a INDEXED BY attempts_end_time
+    JOIN tasks t ON t.task_id = a.task_id
+    WHERE a.end_time > :from AND a.start_time < :to
+    UNION ALL
+    SELECT t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time, a.end_time
+    FROM attempts a INDEXED BY attempts_end_time
+    JOIN tasks t ON t.task_id = a.task_id
+    WHERE a.end_time IS NULL AND a.start_time < :to
+      AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+)
+GROUP BY user;
+
+-- name: recent_finished
+-- The ids of the newest :limit finished tasks (of :user when not NULL), each state read
+-- newest first through tasks_state_seq: a long runnable queue is never walked. The rows
+-- themselves are read with get_task (whatever columns a task has).
+SELECT f.task_id FROM (
+    SELECT * FROM (SELECT t.seq, t.task_id FROM tasks t INDEXED BY tasks_state_seq
+                   WHERE t.state = 'SUCCEEDED' AND (:user IS NULL OR t.user = :user)
+                   ORDER BY t.seq DESC LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (SELECT t.seq, t.task_id FROM tasks t INDEXED BY tasks_state_seq
+                   WHERE t.state = 'FAILED' AND (:user IS NULL OR t.user = :user)
+                   ORDER BY t.seq DESC LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (SELECT t.seq, t.task_id FROM tasks t INDEXED BY tasks_state_seq
+                   WHERE t.state = 'CANCELED' AND (:user IS NULL OR t.user = :user)
+                   ORDER BY t.seq DESC LIMIT :limit)
+) f
+ORDER BY f.seq DESC LIMIT :limit;

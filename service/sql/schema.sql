@@ -99,3 +99,29 @@ CREATE TABLE user_gpu_seconds (
     user        TEXT    PRIMARY KEY,
     gpu_seconds REAL    NOT NULL CHECK (gpu_seconds >= 0)
 ) WITHOUT ROWID;
+
+-- The web console's sign-in sessions: only the SHA-256 of the cookie's value is kept;
+-- token_id names the API token signed in with (NULL: the bootstrap token, whose hash is
+-- token_fp), so a session dies with its token or its user.
+CREATE TABLE ui_sessions (
+    id_sha256  TEXT    PRIMARY KEY,
+    user       TEXT    NOT NULL,
+    token_id   TEXT,
+    token_fp   TEXT,
+    csrf       TEXT    NOT NULL,                    -- the synchronizer token of forms
+    created_at REAL    NOT NULL,
+    expires_at REAL    NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX ui_sessions_expires ON ui_sessions (expires_at);
+
+-- The scheduler's samples for the console's charts, one per interval, bounded in age.
+CREATE TABLE samples (
+    ts         REAL    PRIMARY KEY,
+    pending    INTEGER NOT NULL,
+    running    INTEGER NOT NULL,
+    gpus_used  REAL,                                -- NULL: Ray did not answer
+    gpus_total REAL
+) WITHOUT ROWID;
+
+-- The attempts admitted since a time (the admission wait-time histogram).
+CREATE INDEX attempts_created_at ON attempts (created_at);

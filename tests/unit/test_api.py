@@ -511,6 +511,8 @@ def _app_routes(app) -> set[tuple[str, str]]:
     for route in app.router.routes():
         if route.method == "HEAD":  # aiohttp adds HEAD next to every GET
             continue
+        if route.resource.canonical.startswith("/ui"):  # the web console: pages, not API
+            continue
         path = re.sub(r"\{(\w+):[^}]+\}", r"{\1}", route.resource.canonical)
         out.add((route.method.lower(), path))
     return out

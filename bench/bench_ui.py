@@ -1,0 +1,138 @@
+"""What the web console's pages cost on the server, with a long queue.
+
+In one process: a database of ``--pending`` (10k) runnable tasks with pending reasons,
+``--running`` (50) running tasks, ``--done`` (20k) finished tasks of 20 users with one
+ended attempt each over the last 7 days (the GPU-hours chart reads them), a day of
+one-minute samples (the other charts), and a scheduler snapshot of ``--nodes`` (16)
+nodes. The app is served on a local port (aiohttp's test server); a signed-in session
+requests each page ``--rounds`` (30) times, one at a time, and the time from request to
+the last byte is measured. Every page must stay within ``FLOOR_MS`` (300 ms) at p95.
+
+    .venv/bin/python bench/bench_ui.py [--pending 10000] [--rounds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from service.app import create_app
+from service.artifacts import Artifacts
+from service.cluster import ClusterSnapshot, NodeResources
+from service.cluster_fake import FakeCluster
+from service.config import Settings
+from service.metrics import ServiceMetrics
+from service.rows import Sample
+from service.states import TaskState
+from service.store import BulkTask, Store
+from service.users import Role
+
+TOKEN = "bench-ui-token"
+FLOOR_MS = 300.0
+DAY = 86_400.0
+REASON = "needs 1x8 GPUs (+24 CPUs per node); free: 10.0.0.1 2 GPU/10 CPU, 10.0.0.2 0 GPU/4 CPU"
+
+
+def fill(store: Store, args: argparse.Namespace, now: float) -> str:
+    users = [f"user{i:02d}" for i in range(20)]
+    for name in users:
+        store.create_user(name, Role.USER, now - DAY)
+    tasks = []
+    for i in range(args.done):
+        start = now - 7 * DAY + i * 7 * DAY / args.done
+        tasks.append(BulkTask(
+            task_id=f"mvp2-{users[i % 20]}-ppo-20251223-{i // 65536:06d}-{i % 65536:04x}",
+            workload="ppo", state=TaskState.SUCCEEDED, created_at=start, nnodes=1,
+            n_gpus_per_node=4, user=users[i % 20], attempt_span=(start, start + 3600)))
+    for i in range(args.running):
+        tasks.append(BulkTask(
+            task_id=f"mvp2-{users[i % 20]}-sft-20251224-000000-{i:04x}", workload="sft",
+            state=TaskState.RUNNING, created_at=now - 3600 + i, user=users[i % 20]))
+    for i in range(args.pending):
+        tasks.append(BulkTask(
+            task_id=f"mvp2-{users[i % 20]}-grpo-20251225-{i // 65536:06d}-{i % 65536:04x}",
+            workload="grpo", state=TaskState.PENDING_RESOURCES, created_at=now - 1800 + i / 10,
+            nnodes=1, n_gpus_per_node=8, user=users[i % 20],
+            jobspec_yaml="workload: grpo\nnnodes: 1\nn_gpus_per_node: 8\n"))
+    store.bulk_load(tasks)
+    pending = [t.task_id for t in tasks if t.state is TaskState.PENDING_RESOURCES]
+    store.mark_pending(((tid, TaskState.PENDING_RESOURCES, REASON) for tid in pending), now)
+    for i in range(1440):
+        store.record_sample(Sample(now - DAY + 60 * i, args.pending, args.running,
+                                   float(i % 64), 64.0), keep_s=2 * DAY)
+    return pending[args.pending // 2]
+
+
+async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
+    now = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(shared_root=str(Path(tmp) / "shared"))
+        store = Store(str(Path(tmp) / "db.sqlite3"))
+        started = time.perf_counter()
+        middle = fill(store, args, now)
+        print(f"filled in {time.perf_counter() - started:.1f}s: {args.pending} pending, "
+              f"{args.running} running, {args.done} finished tasks, 1440 samples")
+        metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store)
+        metrics.observed.record(now, ClusterSnapshot(nodes=tuple(
+            NodeResources(f"node{i:02x}" * 7, f"10.0.0.{i + 1}", {"GPU": 2.0, "CPU": 40.0},
+                          {"GPU": 8.0, "CPU": 96.0}) for i in range(args.nodes))))
+        app = create_app(settings, store, FakeCluster(clock=now), Artifacts(tmp),
+                         token=TOKEN, metrics=metrics)
+        pages = {
+            "queue": "/ui/queue",
+            "queue page 100": "/ui/queue?page=100",
+            "queue user=user07": "/ui/queue?user=user07",
+            "queue live fragment": "/ui/queue?fragment=1",
+            "task": f"/ui/tasks/{middle}",
+            "cluster": "/ui/cluster",
+            "charts": "/ui/charts",
+        }
+        out: dict[str, list[float]] = {name: [] for name in pages}
+        async with TestClient(TestServer(app)) as client:
+            resp = await client.post("/ui/signin", data={"token": TOKEN},
+                                     allow_redirects=False)
+            assert resp.status == 303, await resp.text()
+            for name, path in pages.items():  # a warm-up round
+                resp = await client.get(path)
+                assert resp.status == 200, (name, resp.status, await resp.text())
+            for _ in range(args.rounds):
+                for name, path in pages.items():
+                    t0 = time.perf_counter()
+                    resp = await client.get(path)
+                    await resp.read()
+                    out[name].append((time.perf_counter() - t0) * 1000)
+                    assert resp.status == 200
+        store.close()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--running", type=int, default=50)
+    parser.add_argument("--done", type=int, default=20_000)
+    parser.add_argument("--nodes", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    out = asyncio.run(measure(args))
+    print(f"{'page':<22} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+    worst = 0.0
+    for name, times in out.items():
+        times.sort()
+        p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+        worst = max(worst, p95)
+        print(f"{name:<22} {statistics.median(times):8.1f} {p95:8.1f} {times[-1]:8.1f}")
+    verdict = "ok" if worst <= FLOOR_MS else "OVER"
+    print(f"worst p95 {worst:.1f} ms (floor {FLOOR_MS:g} ms): {verdict}")
+    return 0 if worst <= FLOOR_MS else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,4 @@
+-- Migration 0003: the scheduling-policy tables (priorities, fair share, preemption) are
+-- developed on another branch under this same file name. This placeholder changes nothing
+-- and keeps the numbering whole until that file lands: on merge, take the other branch's
+-- version of this file.

@@ -1,0 +1,59 @@
+"""Server-sent events: tell an open console page that something changed.
+
+The stream sends ``event: change`` when the tasks table changed (a task created, moved, or
+its pending reason rewritten: ``Store.change_marker``, one indexed read per interval per
+open page, never a Ray call), and a comment line as a heartbeat. The page's script then
+fetches its live part again. A stream lives ``MAX_STREAM_S`` at most (the browser's
+EventSource reconnects by itself), and ends at once when the session stops being valid,
+so a revoked token stops updates within ``RECHECK_S``. When the service shuts down, every
+stream ends at once (``CLOSING``), so open pages never hold up a graceful stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from service.api.deps import deps_of
+from service.ui.pages import BOOTSTRAP_FP, CLOSING, HEADERS, signed_in
+from service.ui.sessions import current
+
+POLL_S = 1.0
+HEARTBEAT_S = 15.0
+RECHECK_S = 10.0
+MAX_STREAM_S = 300.0
+
+
+@signed_in
+async def live(request: web.Request) -> web.StreamResponse:
+    deps = deps_of(request)
+    response = web.StreamResponse(headers={
+        **HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    await response.write(b"retry: 2000\n\n")
+    marker = await deps.store.change_marker()
+    loop = asyncio.get_running_loop()
+    started = last_beat = last_check = loop.time()
+    closing = request.app[CLOSING]
+    while loop.time() - started < MAX_STREAM_S and not closing.is_set():
+        try:
+            await asyncio.wait_for(closing.wait(), POLL_S)
+            break
+        except TimeoutError:
+            pass
+        now = loop.time()
+        if now - last_check >= RECHECK_S:
+            last_check = now
+            if await current(request, request.app[BOOTSTRAP_FP]) is None:
+                await response.write(b"event: signedout\ndata: 1\n\n")
+                break
+        seen = await deps.store.change_marker()
+        if seen != marker:
+            marker = seen
+            await response.write(f"event: change\ndata: {seen[0]}\n\n".encode())
+            last_beat = now
+        elif now - last_beat >= HEARTBEAT_S:
+            await response.write(b": beat\n\n")
+            last_beat = now
+    return response

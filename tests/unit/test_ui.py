@@ -1,0 +1,368 @@
+"""The web console over HTTP: sign-in and sessions, pages, cancel with CSRF, escaping,
+hostile input. A real Store, the real Scheduler ticked by hand, FakeCluster; no sleeps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from yarl import URL
+
+from service.app import create_app
+from service.artifacts import Artifacts
+from service.cluster_fake import FakeCluster
+from service.config import Settings
+from service.metrics import MeteredScheduler, ServiceMetrics
+from service.scheduler import Scheduler
+from service.states import TaskState
+from service.store import Store
+from service.users import Role
+
+TOKEN = "t0ken-for-ui-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+T0 = 1_766_000_000.0
+SCRIPT = "<script>alert(1)</script>"
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Loop:
+    ticks = errors = 0
+    alive, failed, last_error, last_tick_duration_s, degraded = True, False, None, 0.0, None
+
+    def wake(self) -> None:
+        pass
+
+
+@dataclass
+class Env:
+    shared: Path
+    settings: Settings
+    store: Store
+    cluster: FakeCluster
+    scheduler: MeteredScheduler
+    metrics: ServiceMetrics
+    clock: Clock
+
+    def tick(self, advance: float = 1.0) -> None:
+        self.clock.now += advance
+        self.cluster.clock = self.clock.now
+        self.scheduler.tick(self.clock.now)
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    shared = tmp_path / "shared"
+    settings = Settings(shared_root=str(shared), ray_timeout_s=5.0)
+    store = Store(str(tmp_path / "db.sqlite3"))
+    cluster = FakeCluster(clock=T0)
+    clock = Clock(T0)
+    metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store, clock=clock)
+    scheduler = MeteredScheduler(Scheduler(store, cluster, settings, Artifacts(str(shared))),
+                                 metrics)
+    yield Env(shared, settings, store, cluster, scheduler, metrics, clock)
+    store.close()
+
+
+@pytest.fixture
+async def client(aiohttp_client, env: Env):
+    app = create_app(env.settings, env.store, env.cluster, Artifacts(str(env.shared)),
+                     token=TOKEN, scheduler_loop=Loop(), clock=env.clock, metrics=env.metrics,
+                     wake_interval_s=0.0)
+    return await aiohttp_client(app)
+
+
+def jobspec(shared: Path, gpus: int = 2, overrides: tuple[str, ...] = ()) -> str:
+    text = (f"workload: ppo\ncode_path: {shared}/code/verl\n"
+            f"model_id: Qwen/Qwen2.5-0.5B-Instruct\ntrain_file: {shared}/data/train.parquet\n"
+            f"val_file: {shared}/data/test.parquet\nnnodes: 1\nn_gpus_per_node: {gpus}\n")
+    if overrides:
+        text += "overrides:\n" + "".join(f"  - {o!r}\n" for o in overrides)
+    return text
+
+
+async def submit(client, env: Env, token: str = TOKEN, **kw: Any) -> str:
+    resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, **kw), headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/yaml"})
+    assert resp.status == 201, await resp.text()
+    return (await resp.json())["task_id"]
+
+
+async def sign_in(client, token: str = TOKEN) -> None:
+    resp = await client.post("/ui/signin", data={"token": token, "next": "/ui/queue"},
+                             allow_redirects=False)
+    assert resp.status == 303, await resp.text()
+    assert resp.headers["Location"] == "/ui/queue"
+
+
+async def page(client, path: str, status: int = 200) -> str:
+    resp = await client.get(path, allow_redirects=False)
+    text = await resp.text()
+    assert resp.status == status, text
+    return text
+
+
+def csrf_of(html: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert match, "no form token in the page"
+    return match.group(1)
+
+
+# -- sign-in and sessions ------------------------------------------------------------------
+
+
+async def test_signed_out_visit_redirects_to_sign_in(client):
+    resp = await client.get("/ui/queue?state=pending", allow_redirects=False)
+    assert resp.status == 303
+    location = URL(resp.headers["Location"])
+    assert location.path == "/ui/signin" and location.query["next"] == "/ui/queue?state=pending"
+    assert (await client.get("/ui/queue?fragment=1", allow_redirects=False)).status == 401
+    assert (await client.get("/ui/live", allow_redirects=False)).status == 401
+
+
+async def test_sign_in_sets_a_strict_http_only_cookie_and_never_echoes_the_token(client):
+    resp = await client.post("/ui/signin", data={"token": TOKEN, "next": "/ui/cluster"},
+                             allow_redirects=False)
+    assert resp.status == 303 and resp.headers["Location"] == "/ui/cluster"
+    cookie = resp.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/ui" in cookie
+    assert TOKEN not in cookie
+    html = await page(client, "/ui/queue")
+    assert TOKEN not in html and "admin" in html
+
+
+async def test_a_wrong_token_is_refused_and_next_cannot_leave_the_console(client):
+    resp = await client.post("/ui/signin", data={"token": "nope", "next": "//evil.example/"},
+                             allow_redirects=False)
+    assert resp.status == 401
+    html = await resp.text()
+    assert "Sign-in refused: invalid token" in html
+    assert 'value="/ui/queue"' in html  # the off-site target was replaced
+    assert "Set-Cookie" not in resp.headers
+    resp = await client.post("/ui/signin", data={"token": TOKEN},
+                             headers={"Origin": "https://evil.example"}, allow_redirects=False)
+    assert resp.status == 403 and "Set-Cookie" not in resp.headers
+
+
+async def test_sign_out_ends_the_session(client):
+    await sign_in(client)
+    html = await page(client, "/ui/queue")
+    resp = await client.post("/ui/signout", data={"csrf": "forged"}, allow_redirects=False)
+    assert resp.status == 403
+    resp = await client.post("/ui/signout", data={"csrf": csrf_of(html)},
+                             allow_redirects=False)
+    assert resp.status == 303 and resp.headers["Location"] == "/ui/signin"
+    assert (await client.get("/ui/queue", allow_redirects=False)).status == 303
+
+
+async def test_a_session_dies_with_its_token_and_its_user(client, env):
+    env.store.create_user("alice", Role.USER, T0)
+    alice = env.store.create_token("alice", "laptop", None, T0, max_live=5)
+    await sign_in(client, alice.secret)
+    await page(client, "/ui/queue")
+    env.store.revoke_token("alice", alice.row.token_id, T0 + 1)
+    assert (await client.get("/ui/queue", allow_redirects=False)).status == 303
+
+    again = env.store.create_token("alice", "laptop", None, T0, max_live=5)
+    await sign_in(client, again.secret)
+    await page(client, "/ui/queue")
+    env.store.set_user_enabled("alice", False, T0 + 2)
+    assert (await client.get("/ui/queue", allow_redirects=False)).status == 303
+
+
+# -- pages ---------------------------------------------------------------------------------
+
+
+async def test_queue_page_shows_states_positions_and_reasons(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    running = await submit(client, env, gpus=4)
+    waiting = await submit(client, env, gpus=2)
+    env.tick()
+    never = await submit(client, env, gpus=8)
+    env.tick()
+    await sign_in(client)
+    html = await page(client, "/ui/queue")
+    assert f'id="row-{running}" data-state="SUBMITTED"' in html
+    assert f'id="row-{waiting}" data-state="PENDING_RESOURCES"' in html
+    assert f'id="row-{never}" data-state="PENDING_RESOURCES"' in html
+    assert "needs 1x2 GPUs" in html and "can never fit this cluster" in html
+    assert html.index(f"row-{waiting}") < html.index(f"row-{never}")  # admission order
+    assert "holds 4 of 4 GPUs" in html or "not placed yet" in html
+    fragment = await page(client, "/ui/queue?fragment=1&state=pending")
+    assert "<html" not in fragment and f"row-{waiting}" in fragment
+    assert f"row-{running}" not in fragment
+
+
+async def test_queue_filters_live_in_the_url(client, env):
+    env.store.create_user("bob", Role.USER, T0)
+    bob = env.store.create_token("bob", "b", None, T0, max_live=5)
+    mine = await submit(client, env)
+    theirs = await submit(client, env, token=bob.secret)
+    await sign_in(client)
+    html = await page(client, "/ui/queue?user=me")
+    assert f"row-{mine}" in html and f"row-{theirs}" not in html
+    html = await page(client, "/ui/queue?user=bob&workload=ppo")
+    assert f"row-{theirs}" in html and f"row-{mine}" not in html
+    assert f"row-{mine}" not in await page(client, "/ui/queue?workload=sft")
+
+
+async def test_an_override_with_script_renders_as_text(client, env):
+    task_id = await submit(client, env, overrides=(f"+trainer.note={SCRIPT}",))
+    await sign_in(client)
+    html = await page(client, f"/ui/tasks/{task_id}")
+    assert SCRIPT not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    resp = await client.get(f"/ui/tasks/{task_id}")
+    assert "script-src 'self'" in resp.headers["Content-Security-Policy"]
+
+
+async def test_cancel_needs_the_form_token_and_ends_the_task(client, env):
+    task_id = await submit(client, env)
+    await sign_in(client)
+    task_html = await page(client, f"/ui/tasks/{task_id}")
+    assert f'href="/ui/tasks/{task_id}/cancel"' in task_html
+    confirm = await page(client, f"/ui/tasks/{task_id}/cancel")
+    resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": "x"},
+                             allow_redirects=False)
+    assert resp.status == 403
+    resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": csrf_of(confirm)},
+                             headers={"Origin": "http://evil.example"}, allow_redirects=False)
+    assert resp.status == 403
+    assert env.store.get_task(task_id).state is TaskState.QUEUED
+    resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": csrf_of(confirm)},
+                             allow_redirects=False)
+    assert resp.status == 303 and resp.headers["Location"] == f"/ui/tasks/{task_id}"
+    assert env.store.get_task(task_id).state is TaskState.CANCELED
+    assert 'id="task-state">CANCELED' in await page(client, f"/ui/tasks/{task_id}")
+
+
+async def test_only_the_owner_or_an_admin_may_cancel(client, env):
+    env.store.create_user("carol", Role.USER, T0)
+    carol = env.store.create_token("carol", "c", None, T0, max_live=5)
+    task_id = await submit(client, env)  # the admin's
+    await sign_in(client, carol.secret)
+    html = await page(client, f"/ui/tasks/{task_id}")
+    assert 'id="cancel"' not in html and "Logs are shown to the task's owner" in html
+    confirm = await page(client, f"/ui/tasks/{task_id}/cancel")
+    assert "Only its owner (admin) or an admin may cancel it." in confirm
+    resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": csrf_of(html)},
+                             allow_redirects=False)
+    assert resp.status == 403
+    assert env.store.get_task(task_id).state is TaskState.QUEUED
+    assert (await client.get(f"/ui/tasks/{task_id}/log")).status == 403
+
+
+async def test_task_page_shows_attempts_events_and_the_log(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    task_id = await submit(client, env)
+    env.tick()
+    sid = f"{task_id}--a01"
+    env.cluster.start(sid, {"n1": 2})
+    env.cluster.write_log(sid, "\x1b[1m\x1b[32mhttp://dash\x1b[39m\x1b[22m\nstep 1 loss=0.5\n")
+    env.tick()
+    await sign_in(client)
+    html = await page(client, f"/ui/tasks/{task_id}")
+    assert sid in html and "CREATED" in html and "workload: ppo" in html
+    log = await page(client, f"/ui/tasks/{task_id}/log")
+    assert "step 1 loss=0.5" in log and "http://dash\n" in log and "\x1b" not in log
+    assert "missing" in await page(client, "/ui/tasks/missing", status=404)
+
+
+async def test_cluster_page_and_charts_read_the_last_tick(client, env):
+    env.cluster.add_node("n1", gpus=4, cpus=16)
+    await sign_in(client)
+    assert "no scheduler tick yet" in await page(client, "/ui/cluster")
+    task_id = await submit(client, env)
+    env.tick()
+    html = await page(client, "/ui/cluster")
+    assert "reachable" in html and "n1" in html and "/ 4" in html
+    assert task_id in html
+    env.tick(120)
+    charts = await page(client, "/ui/charts")
+    assert charts.count("<svg") >= 4 and "<polyline" in charts
+
+
+async def test_hostile_input_never_5xx(client, env):
+    await sign_in(client)
+    paths = ["/ui/queue?page=-1&state=%00&user=%ff%fe&workload=" + "x" * 5000,
+             "/ui/queue?page=99999999999999999999&user=ROOT",
+             "/ui/tasks/" + "%3Cscript%3E", "/ui/tasks/a%00b", "/ui/tasks/x/log",
+             "/ui/signin?next=javascript:alert(1)", "/ui/static/..%2f..%2fetc%2fpasswd",
+             "/ui/static/nope.js"]
+    for path in paths:
+        resp = await client.get(path, allow_redirects=False)
+        assert resp.status < 500, path
+    for data in (b"\xff\xfe=\xff", b"csrf=" + b"a" * 20000, b"token=%ff"):
+        for path in ("/ui/signin", "/ui/signout", "/ui/tasks/x/cancel"):
+            resp = await client.post(path, data=data, allow_redirects=False, headers={
+                "Content-Type": "application/x-www-form-urlencoded"})
+            assert resp.status < 500, path
+
+
+async def test_cluster_page_shows_head_json_generation_and_age(aiohttp_client, env, tmp_path):
+    from dataclasses import replace
+
+    head = tmp_path / "head.json"
+    record = {"head_ip": "10.0.0.9", "gcs_port": 6379, "job_server_url": "http://10.0.0.9:8265",
+              "generation": "gen-<b>7</b>", "seq": 42, "written_at": T0 - 95, "ttl_s": 60}
+    head.write_text(json.dumps(record))
+    settings = replace(env.settings, head_json=str(head))
+    app = create_app(settings, env.store, env.cluster, Artifacts(str(env.shared)),
+                     token=TOKEN, scheduler_loop=Loop(), clock=env.clock, metrics=env.metrics)
+    client = await aiohttp_client(app)
+    await sign_in(client)
+    html = await page(client, "/ui/cluster")
+    assert "gen-&lt;b&gt;7&lt;/b&gt;" in html and "seq 42" in html
+    assert "written 1m 35s ago" in html and "stale" in html
+    head.write_text("{broken")
+    assert "unreadable" in await page(client, "/ui/cluster")
+
+
+async def test_live_stream_says_change_and_ends_when_the_session_does(client, env,
+                                                                       monkeypatch):
+    from service.ui import live
+
+    monkeypatch.setattr(live, "POLL_S", 0.01)
+    monkeypatch.setattr(live, "RECHECK_S", 0.01)
+    env.store.create_user("dave", Role.USER, T0)
+    dave = env.store.create_token("dave", "d", None, T0, max_live=5)
+    await sign_in(client, dave.secret)
+    resp = await client.get("/ui/live")
+    assert resp.status == 200 and resp.headers["Content-Type"] == "text/event-stream"
+    assert await resp.content.readline() == b"retry: 2000\n"
+    await submit(client, env)
+    seen = b""
+    async with asyncio.timeout(10):
+        while b"event: change" not in seen:
+            seen += await resp.content.readline()
+    env.store.revoke_token("dave", dave.row.token_id, T0)  # the stream ends with the token
+    async with asyncio.timeout(10):
+        rest = await resp.content.read()
+    assert b"event: signedout" in rest
+
+
+async def test_recently_finished_is_found_behind_a_long_queue(client, env):
+    from service.store import BulkTask
+
+    done = "mvp2-admin-ppo-20251223-000000-0001"
+    env.store.bulk_load([BulkTask(task_id=done, workload="ppo", state=TaskState.FAILED,
+                                  created_at=T0 - 10, user="admin")])
+    env.store.bulk_load(BulkTask(task_id=f"mvp2-admin-ppo-20251223-000001-{i:04x}",
+                                 workload="ppo", state=TaskState.QUEUED, created_at=T0,
+                                 user="admin") for i in range(300))
+    await sign_in(client)
+    html = await page(client, "/ui/queue?state=finished")
+    assert f'id="row-{done}" data-state="FAILED"' in html
+    assert f'id="row-{done}"' in await page(client, "/ui/queue?user=me")
+
