@@ -12,8 +12,10 @@ stream ends at once (``CLOSING``), so open pages never hold up a graceful stop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from aiohttp import web
+from aiohttp.client_exceptions import ClientConnectionResetError
 
 from service.api.deps import deps_of
 from service.ui.pages import BOOTSTRAP_FP, CLOSING, HEADERS, signed_in
@@ -27,15 +29,25 @@ MAX_STREAM_S = 300.0
 
 @signed_in
 async def live(request: web.Request) -> web.StreamResponse:
-    deps = deps_of(request)
     response = web.StreamResponse(headers={
         **HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
     await response.prepare(request)
     await response.write(b"retry: 2000\n\n")
+    closing = request.app[CLOSING]
+    # the browser going away (a new page, a closed tab) ends the stream: nothing to answer
+    with contextlib.suppress(ConnectionResetError, ClientConnectionResetError):
+        await _follow(request, response, closing)
+    return response
+
+
+async def _follow(request: web.Request, response: web.StreamResponse,
+                  closing: asyncio.Event) -> None:
+    """Write change events until the stream's time is up, the service closes or the
+    session ends."""
+    deps = deps_of(request)
     marker = await deps.store.change_marker()
     loop = asyncio.get_running_loop()
     started = last_beat = last_check = loop.time()
-    closing = request.app[CLOSING]
     while loop.time() - started < MAX_STREAM_S and not closing.is_set():
         try:
             await asyncio.wait_for(closing.wait(), POLL_S)
@@ -56,4 +68,3 @@ async def live(request: web.Request) -> web.StreamResponse:
         elif now - last_beat >= HEARTBEAT_S:
             await response.write(b": beat\n\n")
             last_beat = now
-    return response

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 
 from service.cluster_fake import FakeCluster
 from service.config import SchedulerSettings, Settings
@@ -42,11 +43,19 @@ CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 
 
 def wait_for(what: str, check: Callable[[], object], timeout_s: float = DEADLINE_S) -> object:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
+    """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline.
+
+    The live update swaps parts of the page: an element found a moment ago may be gone
+    (stale) or not there yet; both mean "not yet"."""
     deadline = time.monotonic() + timeout_s
     last: object = None
     while time.monotonic() < deadline:
-        last = check()
+        try:
+            last = check()
+        except (StaleElementReferenceException, NoSuchElementException) as exc:
+            last = type(exc).__name__
+            time.sleep(0.05)
+            continue
         if last:
             return last
         time.sleep(0.05)
