@@ -1,0 +1,316 @@
+"""Scheduling quality on a seeded synthetic trace, in simulated time (issue 9).
+
+The real ``Scheduler`` and ``Store`` (SQLite in /dev/shm) with a simulated 4 x 8-GPU cluster
+(``bench/tracesim.py``) run ~1,000 tasks of three users (``bench/tracegen.py``: small 1x1,
+medium 1x4, large 2x8 checkpointing, fail-fast 1x4) at offered loads 0.7 and 0.95, once
+per policy:
+
+* ``fifo``: FIFO without backfill (``starvation_guard_s: 0``), retries on the 60 s timer;
+* ``backfill``: today's FIFO + backfill + starvation guard (300 s), 60 s retry timer;
+* ``priority``: + the trace's priorities (10% of tasks at 10), retry as soon as it fits;
+* ``fairshare``: + fair share (DRF among equal priorities);
+* ``preempt``: + preemption of checkpointing tasks (grace 300 s).
+
+A policy whose settings this scheduler does not have yet prints "n/a (needs ...)". Per
+load, one table with the policies side by side (see ``--help`` of the metrics below), then
+the floors of issue 9 checked at load 0.95 for ``fairshare`` and ``preempt``, and one
+tick with 10k runnable tasks under the fair-share settings.
+
+Metrics: makespan (first arrival -> last end) over a lower bound (the largest of: total
+GPU-time / 32, the longest task, max arrival + duration, and t + work arriving after t /
+32); mean GPU utilization over the makespan; GPU-hours left free while some runnable task
+(not in a retry delay) would have fit them (free GPUs x time, checked after every tick);
+wait = arrival -> the first time the task held its gang (a fail-fast attempt never holds
+it, so its retry delay counts as waiting); Jain's index of the GPU-seconds each user held
+while all three users had work (runnable or running tasks); preemptions = attempts ended
+PREEMPTED; hung = attempts whose gang could not be placed when their driver started;
+scheduler CPU per tick (thread time around ``tick``).
+
+``--real`` adds a small check of the simulation on real Ray (``bench/tracereal.py``).
+
+    PYTHONPATH=$PWD .venv/bin/python bench/bench_trace.py [--quick] [--tasks N] [--seed S]
+        [--loads 0.7,0.95] [--policies fifo,...] [--step 10] [--real] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.tracegen import CLASS_ORDER, Trace, lower_bound, make_trace
+from bench.tracesim import (
+    POLICY_BY_NAME,
+    T0,
+    Policy,
+    RunResult,
+    scheduler_settings,
+    shm_dir,
+    simulate,
+)
+from service.artifacts import Artifacts
+from service.cluster_fake import FakeCluster
+from service.config import SchedulerSettings, Settings
+from service.jobspec import JobSpec
+from service.scheduler import Scheduler
+from service.states import TaskState
+from service.store import BulkTask, Store
+
+FLOOR_LOAD = 0.95
+FLOOR_POLICIES = ("fairshare", "preempt")
+TICK_FLOOR_MS = 20.0
+COL = 11
+
+Row = tuple[str, Callable[[RunResult], str]]
+
+
+# -- the table ------------------------------------------------------------------------------
+
+def _num(x: float, fmt: str = ".2f") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def _mins(r: RunResult, cls: str) -> str:
+    return f"{_num(r.wait(cls, 'mean') / 60, '.0f')}/{_num(r.wait(cls, 'p95') / 60, '.0f')}"
+
+
+def rows() -> list[Row]:
+    out: list[Row] = [
+        ("makespan / LB", lambda r: _num(r.ratio, ".3f")),
+        ("makespan (h)", lambda r: _num(r.makespan_s / 3600, ".1f")),
+        ("mean GPU utilization", lambda r: _num(r.utilization, ".3f")),
+        ("GPU-h idle while a task fit", lambda r: _num(r.idle_fit_gpu_h, ".1f")),
+    ]
+    out += [(f"wait {c} mean/p95 (min)", lambda r, c=c: _mins(r, c)) for c in CLASS_ORDER]
+    out += [
+        ("wait prio-10 mean/p95 (min)", lambda r: _mins(r, "high")),
+        ("largest large-gang wait (min)", lambda r: _num(r.wait("large", "max") / 60, ".0f")),
+        ("Jain, all users busy", lambda r: _num(r.jain, ".3f")),
+        ("  hours all users busy", lambda r: _num(r.all_busy_h, ".1f")),
+        ("preemptions", lambda r: str(r.preemptions)),
+        ("GPU-h lost to stops", lambda r: _num(r.lost_gpu_h, ".1f")),
+        ("hung attempts", lambda r: str(r.hung)),
+        ("tasks not SUCCEEDED", lambda r: str(r.unfinished)),
+        ("tick CPU mean/max (ms)",
+         lambda r: f"{_num(statistics.fmean(r.tick_ms), '.2f')}/{_num(max(r.tick_ms), '.1f')}"),
+        ("ticks", lambda r: str(len(r.tick_ms))),
+        ("sim wall (s)", lambda r: _num(r.wall_s, ".1f")),
+    ]
+    return out
+
+
+def print_table(load: float, trace_desc: str, results: dict[str, RunResult | str]) -> None:
+    print(f"\n== load {load}: {trace_desc}")
+    names = list(results)
+    print(f"{'':32}" + "".join(f"{n:>{COL}}" for n in names))
+    for label, cell in rows():
+        line = f"{label:32}"
+        for n in names:
+            r = results[n]
+            line += f"{(cell(r) if isinstance(r, RunResult) else 'n/a'):>{COL}}"
+        print(line)
+    for n, r in results.items():
+        if isinstance(r, str):
+            print(f"  {n}: {r}")
+
+
+def describe(trace: Trace, step_s: float) -> str:
+    counts = Counter(t.cls.name for t in trace.tasks)
+    users = Counter(t.user for t in trace.tasks)
+    lb = lower_bound(trace.tasks)
+    terms = ", ".join(f"{k} {v / 3600:.1f} h" for k, v in lb.terms.items())
+    scale = ", ".join(f"{u} x{f:.2f}" for u, f in sorted(trace.scale.items()))
+    return (f"{len(trace.tasks)} tasks "
+            f"({', '.join(f'{c} {counts[c]}' for c in CLASS_ORDER)}; "
+            f"{', '.join(f'{u} {n}' for u, n in sorted(users.items()))}) arriving over "
+            f"{trace.horizon / 3600:.1f} h, durations scaled per user to offer exactly "
+            f"{trace.load} x 32 GPUs ({scale})\n"
+            f"   LB {lb.value / 3600:.2f} h, binding: {lb.term} [{terms}]\n"
+            f"   tick at every arrival and job end, and every {step_s:g} s of simulated "
+            f"time while a task waits")
+
+
+# -- floors ---------------------------------------------------------------------------------
+
+def floor_checks(results: dict[str, RunResult | str]) -> list[tuple[str, str, float | None,
+                                                                     bool | None]]:
+    """(floor, policy, value, passed) at load 0.95; passed None: not measured."""
+    fifo = results.get("fifo")
+    fifo_p95 = fifo.wait("large", "p95") if isinstance(fifo, RunResult) else None
+    out = []
+    for name in FLOOR_POLICIES:
+        r = results.get(name)
+        if not isinstance(r, RunResult):
+            for floor in ("utilization >= 0.90", "makespan <= 1.10 x LB", "Jain >= 0.95",
+                          "p95 large wait <= 2 x FIFO's", "0 hung attempts"):
+                out.append((floor, name, None, None))
+            continue
+        p95 = r.wait("large", "p95")
+        out += [
+            ("utilization >= 0.90", name, r.utilization, r.utilization >= 0.90),
+            ("makespan <= 1.10 x LB", name, r.ratio, r.ratio <= 1.10),
+            ("Jain >= 0.95", name, r.jain, r.jain >= 0.95),
+            ("p95 large wait <= 2 x FIFO's", name,
+             p95 / fifo_p95 if fifo_p95 else None,
+             None if not fifo_p95 else p95 <= 2 * fifo_p95),
+            ("0 hung attempts", name, float(r.hung), r.hung == 0),
+        ]
+    return out
+
+
+def print_floors(checks: list[tuple[str, str, float | None, bool | None]]) -> bool:
+    print(f"\n== floors at load {FLOOR_LOAD}")
+    ok = True
+    for floor, name, value, passed in checks:
+        verdict = "NOT MEASURED" if passed is None else ("PASS" if passed else "FAIL")
+        ok = ok and bool(passed)
+        shown = "" if value is None else f"{value:.3f}"
+        print(f"  {floor:32} {name:10} {shown:>8}  {verdict}")
+    return ok
+
+
+# -- one tick with 10k runnable tasks -------------------------------------------------------
+
+def _bulk(n: int, users: Sequence[str]) -> list[BulkTask]:
+    shapes = ((1, 4), (2, 4), (1, 8), (2, 8))  # none fits the one free GPU
+    prio = "priority" in {f.name for f in fields(BulkTask)}
+    out = []
+    for i in range(n):
+        nnodes, g = shapes[i % len(shapes)]
+        extra = {"priority": 10 if i % 10 == 0 else 0} if prio else {}
+        out.append(BulkTask(task_id=f"mvp2-ppo-20251223-{i // 65536:06d}-{i % 65536:04x}",
+                            workload="ppo", state=TaskState.QUEUED, created_at=T0 + i * 0.01,
+                            nnodes=nnodes, n_gpus_per_node=g, user=users[i % len(users)],
+                            **extra))
+    return out
+
+
+def _running(store: Store, root: Path, users: Sequence[str]) -> list[str]:
+    """Six 1x4 tasks (two per user) created before the queue: they will run."""
+    ids = []
+    for i in range(6):
+        tid = f"mvp2-{users[i % 3]}-ppo-20251223-000000-{i:04x}"
+        spec = JobSpec(workload="ppo", code_path=f"{root}/verl", model_id="org/model",
+                       train_file=f"{root}/t.parquet", val_file=f"{root}/v.parquet",
+                       nnodes=1, n_gpus_per_node=4).to_dict()
+        store.create_task(task_id=tid, workload="ppo", jobspec_yaml="", spec=spec, nnodes=1,
+                          n_gpus_per_node=4, user=users[i % 3], now=T0 - 100)
+        ids.append(tid)
+    return ids
+
+
+def tick_10k(settings: SchedulerSettings, n: int = 10_000, ticks: int = 50
+             ) -> dict[str, float]:
+    """Ticks with ``n`` runnable tasks of three users, six running, nothing else fits."""
+    users = ("alice", "bob", "carol")
+    with tempfile.TemporaryDirectory(prefix="argus-trace-tick-", dir=shm_dir()) as tmp:
+        root = Path(tmp)
+        store = Store(str(root / "tick.sqlite3"))
+        cluster = FakeCluster(clock=T0)
+        cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
+        for w in range(4):
+            cluster.add_node(f"w{w}", gpus=8, cpus=64)
+        sched = Scheduler(store, cluster, Settings(shared_root=tmp, scheduler=settings),
+                          Artifacts(tmp))
+        running = _running(store, root, users)
+        sched.tick(T0 - 99)
+        for i, tid in enumerate(running):
+            cluster.start(f"{tid}--a01", {f"w{i // 2}": 4})
+        cluster.occupy("w3", GPU=7, CPU=21)  # another user's job: 1 GPU left free
+        store.bulk_load(_bulk(n, users))
+        now = T0 + n * 0.01 + 1
+        first = sched.tick(now)
+        times = [sched.tick(now + 1 + i).duration_s * 1000 for i in range(ticks)]
+        store.close()
+    times.sort()
+    return {"first_ms": first.duration_s * 1000, "median_ms": statistics.median(times),
+            "p99_ms": times[min(len(times) - 1, int(len(times) * 0.99))],
+            "max_ms": times[-1], "examined": first.pending}
+
+
+def print_tick(policy: Policy, n: int) -> bool:
+    settings = scheduler_settings(policy)
+    label = policy.name
+    if isinstance(settings, str):
+        fallback = POLICY_BY_NAME["backfill"]
+        print(f"\n== one tick, {n} runnable: {policy.name} {settings}; measured with "
+              f"{fallback.name} instead (floor not judged)")
+        settings = scheduler_settings(fallback)
+        label = fallback.name
+        assert not isinstance(settings, str)
+        judged = False
+    else:
+        judged = True
+    r = tick_10k(settings, n)
+    worst = max(r["first_ms"], r["max_ms"])
+    print(f"\n== one tick with {n} runnable tasks (3 users, 6 running, 4 x 8 GPUs, nothing "
+          f"else fits), {label} settings, 50 ticks after the first")
+    print(f"  examined {r['examined']:.0f}; first {r['first_ms']:.2f} ms, median "
+          f"{r['median_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, max {r['max_ms']:.2f} ms")
+    verdict = ("PASS" if worst <= TICK_FLOOR_MS else "FAIL") if judged else "NOT MEASURED"
+    print(f"  floor: every tick <= {TICK_FLOOR_MS:.0f} ms (slowest {worst:.2f} ms): {verdict}")
+    return judged and worst <= TICK_FLOOR_MS
+
+
+# -- main -----------------------------------------------------------------------------------
+
+def run_load(load: float, args: argparse.Namespace, policies: Sequence[Policy]
+             ) -> dict[str, RunResult | str]:
+    trace = make_trace(args.tasks, load, args.seed)
+    results: dict[str, RunResult | str] = {}
+    for p in policies:
+        results[p.name] = simulate(trace.tasks, p, step_s=args.step, load=load)
+    print_table(load, describe(trace, args.step), results)
+    return results
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tasks", type=int, default=1000, help="tasks per trace (about)")
+    p.add_argument("--quick", action="store_true", help="300 tasks, fewer runnable in the "
+                   "tick measurement")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--loads", default="0.7,0.95")
+    p.add_argument("--policies", default=",".join(POLICY_BY_NAME))
+    p.add_argument("--step", type=float, default=10.0,
+                   help="simulated seconds between ticks while a task waits")
+    p.add_argument("--tick-runnable", type=int, default=10_000)
+    p.add_argument("--real", action="store_true", help="also the small real-Ray check")
+    p.add_argument("--check", action="store_true", help="exit 1 when a floor fails or "
+                   "could not be measured")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.tasks = min(args.tasks, 300)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    policies = [POLICY_BY_NAME[n] for n in args.policies.split(",")]
+    loads = [float(x) for x in args.loads.split(",")]
+    ok = True
+    for load in loads:
+        results = run_load(load, args, policies)
+        if math.isclose(load, FLOOR_LOAD):
+            ok = print_floors(floor_checks(results)) and ok
+    ok = print_tick(POLICY_BY_NAME["fairshare"], args.tick_runnable) and ok
+    if args.real:
+        from bench.tracereal import real_check
+
+        ok = real_check(args.seed) and ok
+    print(f"\nbench wall time {time.perf_counter() - started:.0f} s")
+    return 1 if args.check and not ok else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
