@@ -24,6 +24,7 @@ import heapq
 import inspect
 import itertools
 import math
+import re
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import service
 from bench.tracegen import (
     CLASS_ORDER,
     FAILFAST_AFTER_S,
@@ -96,6 +98,19 @@ def _has_priority() -> bool:
     return "priority" in {f.name for f in fields(JobSpec)}
 
 
+_BEHAVIOUR_KEYS = ("fair_share", "preemption")  # a true value asks for new behaviour
+
+
+def _unread(key: str) -> bool:
+    """True when no module of ``service`` but config reads ``.<key>``: the setting exists
+    but nothing acts on it yet (while the scheduling core is being built, a policy that
+    turns it on would silently measure the policy without it)."""
+    pattern = re.compile(rf"\.{key}\b")
+    here = Path(service.__file__).parent
+    return not any(pattern.search(f.read_text()) for f in here.glob("*.py")
+                   if f.name != "config.py")
+
+
 def scheduler_settings(policy: Policy) -> SchedulerSettings | str:
     """The policy's settings, or why it cannot run on this scheduler ("n/a (needs ...)").
 
@@ -108,6 +123,8 @@ def scheduler_settings(policy: Policy) -> SchedulerSettings | str:
             kwargs[key] = value
         elif _TODAY.get(key, object()) != value:
             missing.append(key)
+    missing += [f"{key} in the scheduler" for key in _BEHAVIOUR_KEYS
+                if kwargs.get(key) and _unread(key)]
     if policy.priorities and not _has_priority():
         missing.append("JobSpec.priority")
     if missing:
@@ -132,6 +149,19 @@ class SimJob:
     gpu_s: float = 0.0  # GPU-seconds held
 
 
+@dataclass(frozen=True)
+class Shape:
+    """The simulated cluster: identical workers (plus a head that runs nothing)."""
+
+    nodes: int = NODES
+    gpus_per_node: int = GPUS_PER_NODE
+    cpus_per_node: int = CPUS_PER_NODE
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
 class NullArtifacts(Artifacts):
     """No files: the simulation measures scheduling, not shared-storage writes."""
 
@@ -147,15 +177,14 @@ class SimCluster(FakeCluster):
     """``FakeCluster`` that starts, runs and ends jobs by itself (see the module doc)."""
 
     def __init__(self, tasks: Mapping[str, TraceTask], *, startup_s: float = 0.0,
-                 nodes: int = NODES, gpus_per_node: int = GPUS_PER_NODE,
-                 cpus_per_node: int = CPUS_PER_NODE) -> None:
+                 shape: Shape = Shape()) -> None:
         super().__init__()
         self.tasks = tasks
         self.startup_s = startup_s
         self.add_node("head", gpus=0, cpus=0, worker_slots=0)  # Argus' head: no drivers
-        self.workers = [f"w{i}" for i in range(nodes)]
+        self.workers = [f"w{i}" for i in range(shape.nodes)]
         for name in self.workers:
-            self.add_node(name, gpus=gpus_per_node, cpus=cpus_per_node)
+            self.add_node(name, gpus=shape.gpus_per_node, cpus=shape.cpus_per_node)
         self.records: dict[str, SimJob] = {}
         self.saved: dict[str, float] = defaultdict(float)  # task -> checkpointed work (s)
         self.done: dict[str, float] = {}  # task -> when its work was complete
@@ -340,15 +369,18 @@ class Simulation:
 
     def __init__(self, trace: Sequence[TraceTask], policy: Policy, settings: SchedulerSettings,
                  root: Path, *, step_s: float = 10.0, startup_s: float = 0.0,
-                 align_s: float | None = None, load: float = math.nan) -> None:
+                 align_s: float | None = None, load: float = math.nan,
+                 shape: Shape = Shape()) -> None:
         self.trace = list(trace)
+        self.shape = shape
         self.policy = policy
         self.load = load
         self.step_s = step_s
         self.align_s = align_s  # ticks only on this grid (the real loop's tick_s)
         self.settings = Settings(shared_root=str(root), scheduler=settings)
         self.store = Store(str(root / f"{policy.name}.sqlite3"))
-        self.cluster = SimCluster({t.task_id: t for t in self.trace}, startup_s=startup_s)
+        self.cluster = SimCluster({t.task_id: t for t in self.trace}, startup_s=startup_s,
+                                  shape=shape)
         self.scheduler = Scheduler(self.store, self.cluster, self.settings,
                                    NullArtifacts(root), backfill_window=policy.backfill_window)
         self.driver = driver(self.settings.entrypoint_resources,
@@ -407,7 +439,8 @@ class Simulation:
         """Whether some runnable task (not in a retry delay) fits the free resources."""
         if self.cluster.free_gpus() < 1:
             return False
-        waiting = self.store.runnable(now, 1_000_000)
+        waiting = [w for w in self.store.runnable(now, 1_000_000)
+                   if (getattr(w, "retry_not_before", None) or 0.0) <= now]
         if not waiting:
             return False
         cpg = self.settings.scheduler.cpus_per_gpu
@@ -467,9 +500,9 @@ class Simulation:
             start = self.cluster.first_run.get(t.task_id)
             if start is None:
                 continue
-            waits[t.cls.name].append(start - T0 - t.arrival)
+            waits[t.cls.name].append(start - (T0 + t.arrival))
             if self.policy.priorities and t.priority > 0:
-                waits["high"].append(start - T0 - t.arrival)
+                waits["high"].append(start - (T0 + t.arrival))
         return waits
 
     def _preemptions(self) -> int:
@@ -477,15 +510,15 @@ class Simulation:
                    if a.failure_kind == PREEMPTED)
 
     def _result(self, now: float, wall_s: float) -> RunResult:
-        lb = lower_bound(self.trace)
-        makespan = now - T0 - self.trace[0].arrival
+        lb = lower_bound(self.trace, self.shape.gpus)
+        makespan = now - (T0 + self.trace[0].arrival)
         shares = [self.tally.user_gpu_s[u] for u in sorted({t.user for t in self.trace})]
         unfinished = sum(1 for t in self.trace
                          if self.store.get_task(t.task_id).state.value != "SUCCEEDED")
         return RunResult(
             policy=self.policy.name, load=self.load, tasks=len(self.trace),
             makespan_s=makespan, lb_s=lb.value, lb_term=lb.term,
-            utilization=self.tally.busy_gpu_s / (GPUS_PER_NODE * NODES * makespan),
+            utilization=self.tally.busy_gpu_s / (self.shape.gpus * makespan),
             idle_fit_gpu_h=self.tally.idle_fit_gpu_s / 3600, waits=self._waits(),
             jain=jain(shares), all_busy_h=self.tally.all_busy_s / 3600,
             preemptions=self._preemptions(),
@@ -497,7 +530,8 @@ class Simulation:
 
 def simulate(trace: Sequence[TraceTask], policy: Policy, *, step_s: float = 10.0,
              startup_s: float = 0.0, align_s: float | None = None, load: float = math.nan,
-             settings: SchedulerSettings | None = None) -> RunResult | str:
+             settings: SchedulerSettings | None = None, shape: Shape = Shape()
+             ) -> RunResult | str:
     """Run ``policy`` on ``trace`` in a temp directory; "n/a (...)" when it cannot run."""
     if settings is None:
         got = scheduler_settings(policy)
@@ -506,5 +540,5 @@ def simulate(trace: Sequence[TraceTask], policy: Policy, *, step_s: float = 10.0
         settings = got
     with tempfile.TemporaryDirectory(prefix="argus-trace-", dir=shm_dir()) as tmp:
         sim = Simulation(trace, policy, settings, Path(tmp), step_s=step_s,
-                         startup_s=startup_s, align_s=align_s, load=load)
+                         startup_s=startup_s, align_s=align_s, load=load, shape=shape)
         return sim.run()

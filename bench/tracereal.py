@@ -1,0 +1,196 @@
+"""A small real-Ray check of the simulation (``bench_trace.py --real``).
+
+A local Ray cluster with fake GPUs (``tests/integration/localray.py``: a 0-CPU head and 2
+workers x 4 GPUs, 16 CPUs each; a smaller cluster than the simulated one, so the large
+class is 2x4 here) runs ~20 stand-in tasks (``examples/standin-verl``, which does verl's
+resource check and holds STRICT_PACK placement groups for ``+argus_demo.duration_s``)
+through the real ``Scheduler`` in this process, with ``service.ray_cluster.RayCluster``, a
+real clock and a tick every ``TICK_S``. Tasks arrive at their trace times (Poisson, three
+users, priorities as in the big trace); there is no fail-fast class (the stand-in fails
+only when GPUs are really missing, which admission prevents).
+
+Then the same trace is simulated with the same policy, ticks on the same ``TICK_S`` grid,
+and every job's driver taking the measured startup overhead (median over the real run of
+Ray end - Argus submit - duration: driver start, ``ray.init``, placement, exit) before its
+gang is placed. The two makespans (first arrival -> last Ray end) are printed side by side.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bench.tracegen import HIGH_PRIORITY, TaskClass, TraceTask, task_id
+from bench.tracesim import (
+    POLICY_BY_NAME,
+    Policy,
+    RunResult,
+    Shape,
+    scheduler_settings,
+    simulate,
+)
+from service.artifacts import Artifacts
+from service.config import SchedulerSettings, Settings
+from service.jobspec import JobSpec
+from service.ray_cluster import RayCluster
+from service.scheduler import Scheduler
+from service.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+STANDIN = REPO / "examples" / "standin-verl"
+TICK_S = 0.5
+CAP_S = 180.0  # the whole check, Ray start included, stops here
+WORKERS, GPUS_PER_WORKER, CPUS_PER_WORKER = 2, 4, 16
+REAL_CLASSES = (  # (class, share of tasks)
+    (TaskClass("small", 1, 1, 4, 8), 0.5),
+    (TaskClass("medium", 1, 4, 6, 12), 0.35),
+    (TaskClass("large", 2, 4, 10, 16, checkpoints=True), 0.15),
+)
+USERS = ("alice", "bob", "carol")
+
+
+def real_trace(seed: int, n: int = 20, span_s: float = 40.0) -> list[TraceTask]:
+    """``n`` tasks of three users arriving as a Poisson process over about ``span_s``."""
+    rng = random.Random(f"{seed}:real")
+    classes = [c for c, _ in REAL_CLASSES]
+    weights = [w for _, w in REAL_CLASSES]
+    out, t = [], 0.0
+    for i in range(n):
+        cls = rng.choices(classes, weights)[0]
+        user = USERS[i % len(USERS)]
+        prio = HIGH_PRIORITY if rng.random() < 0.1 else 0
+        out.append(TraceTask(task_id(user, cls.name, i), user, cls, t,
+                             round(rng.uniform(cls.min_s, cls.max_s), 1), prio))
+        t += rng.expovariate(n / span_s)
+    return out
+
+
+@dataclass
+class RealRun:
+    makespan_s: float
+    overheads: list[float]  # per successful attempt: Ray end - submit - duration
+    states: dict[str, int]
+
+
+def _spec(t: TraceTask, shared: Path, priorities: bool) -> dict:
+    data = shared / "data"
+    return JobSpec(workload="ppo", code_path=str(shared / "code" / "standin-verl"),
+                   model_id="Qwen/Qwen2.5-0.5B-Instruct", train_file=str(data / "train.parquet"),
+                   val_file=str(data / "val.parquet"), nnodes=t.cls.nnodes,
+                   n_gpus_per_node=t.cls.gpus_per_node,
+                   save_freq=10 if t.cls.checkpoints else -1,
+                   overrides=(f"+argus_demo.duration_s={t.duration}",),
+                   priority=t.priority if priorities else None).to_dict()
+
+
+def _drive(sched: Scheduler, store: Store, trace: Sequence[TraceTask], shared: Path,
+           policy: Policy, deadline: float) -> float:
+    """Create tasks at their arrival times and tick every TICK_S; the trace's t=0."""
+    start = time.time()
+    pending = list(trace)
+    ids = [t.task_id for t in trace]
+    while time.monotonic() < deadline:
+        now = time.time()
+        while pending and start + pending[0].arrival <= now:
+            t = pending.pop(0)
+            store.create_task(task_id=t.task_id, workload="ppo", jobspec_yaml="",
+                              spec=_spec(t, shared, policy.priorities), nnodes=t.cls.nnodes,
+                              n_gpus_per_node=t.cls.gpus_per_node, user=t.user, now=now,
+                              priority=t.priority if policy.priorities else 0)
+        sched.tick(now)
+        if not pending and all(store.get_task(i).state.is_terminal() for i in ids):
+            break
+        time.sleep(max(0.0, TICK_S - (time.time() - now)))
+    return start
+
+
+def _measure(store: Store, trace: Sequence[TraceTask], start: float) -> RealRun:
+    ends, overheads, states = [], [], {}
+    for t in trace:
+        task = store.get_task(t.task_id)
+        states[task.state.value] = states.get(task.state.value, 0) + 1
+        for a in store.list_attempts(t.task_id):
+            if a.end_time is not None:
+                ends.append(a.end_time)
+            if a.ray_status == "SUCCEEDED" and a.submitted_at and a.end_time:
+                overheads.append(a.end_time - a.submitted_at - t.duration)
+    makespan = max(ends) - (start + trace[0].arrival) if ends else float("nan")
+    return RealRun(makespan, overheads, states)
+
+
+def run_real(trace: Sequence[TraceTask], policy: Policy, settings: SchedulerSettings
+             ) -> RealRun:
+    from tests.integration.localray import LocalRayCluster
+
+    deadline = time.monotonic() + CAP_S
+    cluster = LocalRayCluster()
+    try:
+        cluster.start_head()
+        for _ in range(WORKERS):
+            cluster.add_worker(gpus=GPUS_PER_WORKER, cpus=CPUS_PER_WORKER)
+        with tempfile.TemporaryDirectory(prefix="argus-trace-real-", dir=cluster.root) as tmp:
+            shared = Path(tmp) / "shared"
+            shutil.copytree(STANDIN, shared / "code" / "standin-verl")
+            cfg = Settings(ray_address=cluster.dashboard_url, gcs_address=cluster.gcs_address,
+                           shared_root=str(shared), scheduler=replace(settings, tick_s=TICK_S),
+                           runtime_env={"env_vars": {"PYTHONUNBUFFERED": "1"}})
+            store = Store(str(Path(tmp) / "db.sqlite3"))
+            ray = RayCluster(cfg)
+            try:
+                sched = Scheduler(store, ray, cfg, Artifacts(cfg.shared_root))
+                sched.startup(time.time())
+                start = _drive(sched, store, trace, shared, policy, deadline)
+                return _measure(store, trace, start)
+            finally:
+                ray.close()
+                store.close()
+    finally:
+        cluster.stop()
+        cluster.cleanup_files()
+
+
+def real_check(seed: int, policy_name: str = "fairshare") -> bool:
+    """Run the check and print it; False when a task did not succeed in the real run."""
+    policy = POLICY_BY_NAME[policy_name]
+    settings = scheduler_settings(policy)
+    if isinstance(settings, str):
+        print(f"\n== real-Ray check: {policy.name} {settings}; using priority")
+        policy = POLICY_BY_NAME["priority"]
+        settings = scheduler_settings(policy)
+        if isinstance(settings, str):
+            policy = POLICY_BY_NAME["backfill"]
+            settings = scheduler_settings(policy)
+    assert not isinstance(settings, str)
+    trace = real_trace(seed)
+    wall = time.perf_counter()
+    real = run_real(trace, policy, settings)
+    startup = statistics.median(real.overheads) if real.overheads else 0.0
+    sim = simulate(trace, policy, step_s=TICK_S, startup_s=startup, align_s=TICK_S,
+                   settings=replace(settings, tick_s=TICK_S),
+                   shape=Shape(WORKERS, GPUS_PER_WORKER, CPUS_PER_WORKER))
+    assert isinstance(sim, RunResult)
+    _print(trace, policy, real, sim, startup, time.perf_counter() - wall)
+    return real.states.get("SUCCEEDED", 0) == len(trace)
+
+
+def _print(trace: Sequence[TraceTask], policy: Policy, real: RealRun, sim: RunResult,
+           startup: float, wall: float) -> None:
+    work = sum(t.work for t in trace)
+    print(f"\n== real-Ray check ({wall:.0f} s): {len(trace)} stand-in tasks, {policy.name}, "
+          f"local Ray with {WORKERS} workers x {GPUS_PER_WORKER} fake GPUs, tick {TICK_S} s; "
+          f"{work:.0f} GPU-s of work, arrivals over {trace[-1].arrival:.0f} s")
+    print(f"  real tasks by state: {real.states}")
+    if real.overheads:
+        print(f"  startup overhead per job (Ray end - submit - duration): median "
+              f"{startup:.2f} s, min {min(real.overheads):.2f}, max {max(real.overheads):.2f}")
+    print(f"  {'':22}{'real':>10}{'simulated':>11}")
+    print(f"  {'makespan (s)':22}{real.makespan_s:>10.1f}{sim.makespan_s:>11.1f}")
+    diff = (sim.makespan_s - real.makespan_s) / real.makespan_s
+    print(f"  simulated / real - 1: {diff:+.1%}")
+
