@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,8 @@ from service.workloads import driver
 
 T0 = 1_766_500_000.0
 CPUS_PER_NODE = 64  # 8 GPUs x 3 CPUs for verl's bundles + 40 for drivers: CPUs never bind
+JAIN_WINDOW_S = 3600.0
+GUARD_REASON = "(starvation guard)"  # in the pending_reason of tasks held behind it
 CHECKPOINT_EVERY_S = 600.0  # a checkpointing task saves its progress this often
 PREEMPTED = "PREEMPTED"
 
@@ -190,6 +192,7 @@ class SimCluster(FakeCluster):
         self.done: dict[str, float] = {}  # task -> when its work was complete
         self.newly_done: list[str] = []  # tasks done since the caller last emptied it
         self.running = 0  # attempts holding their gang now
+        self.running_by_user: Counter[str] = Counter()
         self.first_run: dict[str, float] = {}  # task -> first time its gang was placed
         self.held: Counter[str] = Counter()  # user -> GPUs held now
         self.unplaced: list[str] = []  # hung attempts waiting for room, in start order
@@ -263,6 +266,7 @@ class SimCluster(FakeCluster):
         self.first_run.setdefault(rec.task.task_id, self.clock)
         self.held[rec.task.user] += rec.task.gpus
         self.running += 1
+        self.running_by_user[rec.task.user] += 1
         left = rec.task.duration - self.saved[rec.task.task_id]
         self._push(self.clock + left, "end", sid)
         return True
@@ -296,6 +300,7 @@ class SimCluster(FakeCluster):
         rec.gpu_s = ran * rec.task.gpus
         self.held[rec.task.user] -= rec.task.gpus
         self.running -= 1
+        self.running_by_user[rec.task.user] -= 1
         if status is not RayStatus.STOPPED:
             return
         self.stopped_running += 1
@@ -315,14 +320,59 @@ class SimCluster(FakeCluster):
 
 # -- the run --------------------------------------------------------------------------------
 
+class Fairness:
+    """GPU-seconds each user held while a condition held (e.g. "every user has work"),
+    over the whole run and per window of ``window_s``.
+
+    Over a whole run that completes every task, each user ends up with the GPU-seconds
+    they offered: with equal offered loads, Jain's index of the totals is ~1 for any
+    policy. The windowed index (time-weighted mean of each window's index) shows who held
+    the GPUs while it mattered.
+    """
+
+    def __init__(self, users: Sequence[str], window_s: float) -> None:
+        self.users = list(users)
+        self.window_s = window_s
+        self.seconds = 0.0
+        self.total: Counter[str] = Counter()
+        self.windows: defaultdict[int, Counter[str]] = defaultdict(Counter)
+        self.window_time: Counter[int] = Counter()
+
+    def add(self, t: float, dt: float, held: Mapping[str, float]) -> None:
+        """The interval [t, t+dt) (seconds from the first arrival) with GPUs ``held``."""
+        self.seconds += dt
+        for user in self.users:
+            self.total[user] += held.get(user, 0) * dt
+        end = t + dt
+        while t < end:
+            w = int(t // self.window_s)
+            part = min(end, (w + 1) * self.window_s) - t
+            self.window_time[w] += part
+            for user in self.users:
+                self.windows[w][user] += held.get(user, 0) * part
+            t += part
+
+    def whole(self) -> float:
+        return jain([self.total[u] for u in self.users])
+
+    def windowed(self) -> float:
+        """Mean of the windows' indexes, weighted by the condition's time in each."""
+        num = den = 0.0
+        for w, seconds in self.window_time.items():
+            index = jain([self.windows[w][u] for u in self.users])
+            if not math.isnan(index):
+                num += index * seconds
+                den += seconds
+        return num / den if den else math.nan
+
+
 @dataclass
 class Tally:
     """Integrals over simulated time, added interval by interval."""
 
     busy_gpu_s: float = 0.0
     idle_fit_gpu_s: float = 0.0  # free GPUs while a waiting task would have fit
-    all_busy_s: float = 0.0  # time when every user had work
-    user_gpu_s: Counter[str] = field(default_factory=Counter)  # ... and their GPU-s then
+    idle_guard_gpu_s: float = 0.0  # ... while a task held the starvation guard
 
 
 @dataclass
@@ -336,8 +386,12 @@ class RunResult:
     utilization: float
     idle_fit_gpu_h: float
     waits: dict[str, list[float]]  # class -> waits (s), and "high" for priority tasks
-    jain: float
+    jain: float  # of the whole run's GPU-seconds while every user had work
+    jain_window: float  # of JAIN_WINDOW_S windows, while every user had work
+    jain_waiting: float  # of JAIN_WINDOW_S windows, while every user had a task waiting
     all_busy_h: float
+    all_waiting_h: float
+    idle_guard_gpu_h: float
     preemptions: int
     hung: int
     lost_gpu_h: float
@@ -393,6 +447,9 @@ class Simulation:
         self._waiting_users: Counter[str] = Counter()  # user -> arrived, not done
         self._create_kw = "priority" in inspect.signature(Store.create_task).parameters
         self._stopped = False  # the last tick stopped a running job
+        self.users = sorted({t.user for t in self.trace})
+        self.has_work = Fairness(self.users, JAIN_WINDOW_S)  # every user: runnable/running
+        self.all_waiting = Fairness(self.users, JAIN_WINDOW_S)  # every user: a task waits
 
     # -- arrivals -----------------------------------------------------------------------
     def _spec(self, t: TraceTask) -> dict[str, Any]:
@@ -435,14 +492,16 @@ class Simulation:
         self._advance(now)  # drivers submitted this tick start (startup_s = 0)
         self._stopped = self.cluster.stopped_running > before
 
-    def _fits_waiting(self, now: float) -> bool:
-        """Whether some runnable task (not in a retry delay) fits the free resources."""
+    def _fits_waiting(self, now: float) -> tuple[bool, bool]:
+        """Whether some runnable task (not in a retry delay) fits the free resources, and
+        whether the starvation guard holds tasks back."""
         if self.cluster.free_gpus() < 1:
-            return False
+            return False, False
         waiting = [w for w in self.store.runnable(now, 1_000_000)
-                   if (getattr(w, "retry_not_before", None) or 0.0) <= now]
+                   if (w.retry_not_before or 0.0) <= now]
         if not waiting:
-            return False
+            return False, False
+        guard = any(GUARD_REASON in (w.pending_reason or "") for w in waiting)
         cpg = self.settings.scheduler.cpus_per_gpu
         active = self.store.active()
         snap = self.cluster.snapshot([r.ray_submission_id for r in active])
@@ -450,7 +509,8 @@ class Simulation:
             InFlight(r.ray_submission_id, Gang(r.nnodes, r.n_gpus_per_node, cpg))
             for r in active])
         shapes = {(w.nnodes, w.n_gpus_per_node) for w in waiting}
-        return any(pool.decide(Gang(n, g, cpg), self.driver).fits for n, g in shapes)
+        fits = any(pool.decide(Gang(n, g, cpg), self.driver).fits for n, g in shapes)
+        return fits, fits and guard
 
     def _next_time(self, now: float) -> float:
         nxt = min(T0 + self.trace[self._next_arrival].arrival
@@ -468,13 +528,18 @@ class Simulation:
     def _integrate(self, now: float, dt: float) -> None:
         busy = self.cluster.busy_gpus
         self.tally.busy_gpu_s += busy * dt
-        if self._fits_waiting(now):
+        fits, guard = self._fits_waiting(now)
+        if fits:
             self.tally.idle_fit_gpu_s += self.cluster.free_gpus() * dt
-        users = [u for u, n in self._waiting_users.items() if n > 0]
-        if len(users) == len({t.user for t in self.trace}):
-            self.tally.all_busy_s += dt
-            for user in users:
-                self.tally.user_gpu_s[user] += self.cluster.held[user] * dt
+        if guard:
+            self.tally.idle_guard_gpu_s += self.cluster.free_gpus() * dt
+        t = now - (T0 + self.trace[0].arrival)
+        held = self.cluster.held
+        if all(self._waiting_users[u] > 0 for u in self.users):
+            self.has_work.add(t, dt, held)
+            if all(self._waiting_users[u] > self.cluster.running_by_user[u]
+                   for u in self.users):
+                self.all_waiting.add(t, dt, held)
 
     def run(self, max_ticks: int = 2_000_000) -> RunResult:
         wall = time.perf_counter()
@@ -512,7 +577,6 @@ class Simulation:
     def _result(self, now: float, wall_s: float) -> RunResult:
         lb = lower_bound(self.trace, self.shape.gpus)
         makespan = now - (T0 + self.trace[0].arrival)
-        shares = [self.tally.user_gpu_s[u] for u in sorted({t.user for t in self.trace})]
         unfinished = sum(1 for t in self.trace
                          if self.store.get_task(t.task_id).state.value != "SUCCEEDED")
         return RunResult(
@@ -520,7 +584,10 @@ class Simulation:
             makespan_s=makespan, lb_s=lb.value, lb_term=lb.term,
             utilization=self.tally.busy_gpu_s / (self.shape.gpus * makespan),
             idle_fit_gpu_h=self.tally.idle_fit_gpu_s / 3600, waits=self._waits(),
-            jain=jain(shares), all_busy_h=self.tally.all_busy_s / 3600,
+            jain=self.has_work.whole(), jain_window=self.has_work.windowed(),
+            jain_waiting=self.all_waiting.windowed(), all_busy_h=self.has_work.seconds / 3600,
+            all_waiting_h=self.all_waiting.seconds / 3600,
+            idle_guard_gpu_h=self.tally.idle_guard_gpu_s / 3600,
             preemptions=self._preemptions(),
             hung=sum(1 for r in self.cluster.records.values() if r.hung),
             lost_gpu_h=self.cluster.lost_gpu_s / 3600, tick_ms=self.tick_ms,

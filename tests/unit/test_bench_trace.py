@@ -24,6 +24,7 @@ from bench.tracesim import (
     POLICIES,
     POLICY_BY_NAME,
     T0,
+    Fairness,
     RunResult,
     SimCluster,
     simulate,
@@ -81,6 +82,20 @@ def test_metrics_of_a_hand_made_schedule() -> None:
     assert r.all_busy_h * 3600 == pytest.approx(30)
     held = [1 * 30, 16 * 30, 4 * 30]  # GPU-seconds each user held while all had work
     assert r.jain == pytest.approx(jain(held))
+    assert r.jain_window == pytest.approx(r.jain)  # one window
+    assert math.isnan(r.jain_waiting) and r.all_waiting_h == 0  # nobody ever waited
+
+
+def test_fairness_windows_split_intervals_and_weigh_by_time() -> None:
+    f = Fairness(["a", "b"], window_s=3600)
+    f.add(3000, 1200, {"a": 2, "b": 2})  # 600 s in window 0, 600 s in window 1
+    f.add(4200, 2400, {"a": 4})  # the rest of window 1: only a holds GPUs
+    assert f.seconds == 3600
+    assert f.window_time == {0: 600, 1: 3000}
+    assert f.windows[1] == {"a": 2 * 600 + 4 * 2400, "b": 2 * 600}
+    w1 = jain([2 * 600 + 4 * 2400, 2 * 600])
+    assert f.windowed() == pytest.approx((1.0 * 600 + w1 * 3000) / 3600)
+    assert f.whole() == pytest.approx(jain([2 * 1200 + 4 * 2400, 2 * 1200]))
 
 
 def test_trace_is_seeded_and_offers_the_load() -> None:
