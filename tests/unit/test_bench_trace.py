@@ -82,7 +82,7 @@ def test_metrics_of_a_hand_made_schedule() -> None:
     assert r.all_busy_h * 3600 == pytest.approx(30)
     held = [1 * 30, 16 * 30, 4 * 30]  # GPU-seconds each user held while all had work
     assert r.jain == pytest.approx(jain(held))
-    assert r.jain_window == pytest.approx(r.jain)  # one window
+    assert r.jain_window == r.jain_short == pytest.approx(r.jain)  # one window
     assert math.isnan(r.jain_waiting) and r.all_waiting_h == 0  # nobody ever waited
 
 
@@ -135,6 +135,23 @@ def test_fail_fast_attempt_is_retried_on_the_timer() -> None:
     assert r.unfinished == 0
     assert r.wait("failfast", "max") == pytest.approx(FAILFAST_AFTER_S + 60)
     assert r.makespan_s == pytest.approx(FAILFAST_AFTER_S + 60 + 600)
+
+
+def test_preemption_stops_a_lower_priority_checkpointing_gang_for_a_waiting_one() -> None:
+    """Two prio-0 2x8 gangs fill the cluster; a prio-10 1x4 task arrives at 10 s. With
+    preemption (grace 300 s) the latest-started gang is stopped (no whole checkpoint
+    interval done: all 300 s of its work lost), the 1x4 runs, then the gang starts over."""
+    trace = [_task(0, "alice", "large", 0, 7200), _task(1, "bob", "large", 1, 7200),
+             TraceTask(task_id("carol", "medium", 2), "carol", CLASSES["medium"], 10, 600, 10)]
+    without = _run(trace, "fairshare")
+    assert without.preemptions == 0
+    assert without.wait("high", "max") == pytest.approx(7200 - 10)
+    r = _run(trace, "preempt")
+    assert (r.preemptions, r.unfinished, r.hung) == (1, 0, 0)
+    waited = r.wait("high", "max")
+    assert 300 <= waited <= 300 + 10 + 1  # grace, then the next tick, then a 1 s re-tick
+    assert r.lost_gpu_h * 3600 == pytest.approx(16 * (waited + 10 - 1), abs=16 * 11)
+    assert r.makespan_s == pytest.approx(10 + waited + 600 + 7200, abs=2)
 
 
 @pytest.mark.parametrize("policy", [p.name for p in POLICIES])
