@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from service.priorities import range_problem
 from service.quotas import Limits
 from service.users import name_problem
 from service.workloads import DEFAULT_OVERRIDES, WORKLOAD_NAMES
@@ -86,6 +87,27 @@ class SchedulerSettings:
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)
+    # Retry of a retryable failure: ``when_fits`` re-admits as soon as the gang fits and a
+    # short backoff (doubling with consecutive resource failures, capped) has passed, the
+    # task keeping its place meanwhile; ``timer`` waits ``retry_interval_s`` blindly (the
+    # seeds' behaviour, ``retry_backoff`` fixed or exponential).
+    retry_mode: str = "when_fits"
+    retry_min_backoff_s: float = 5.0
+    retry_max_backoff_s: float = 300.0
+    # Priorities (service.priorities): a task without one gets ``default_priority``; a
+    # non-admin may ask for at most ``max_user_priority``.
+    default_priority: int = 0
+    max_user_priority: int = 0
+    # Fair share among equal priorities: the user with the smallest weighted share of the
+    # GPUs goes first (DRF); with a half-life, the share is of decayed recent usage.
+    fair_share: bool = True
+    fair_share_half_life_s: float | None = None
+    # Preemption: a higher-priority gang waiting longer than the grace period stops the
+    # fewest lower-priority running tasks that make it fit (those that checkpoint only,
+    # unless ``preempt_without_checkpoint``).
+    preemption: bool = False
+    preemption_grace_s: float = 600.0
+    preempt_without_checkpoint: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,9 +116,14 @@ class UserSettings:
     default_user: str = "admin"  # owner of the tasks created before users existed
     limits: Limits = field(default_factory=Limits)  # every user's, unless overridden
     per_user: Mapping[str, Limits] = field(default_factory=lambda: MappingProxyType({}))
+    # fair-share weights (default 1): a user of weight 2 is due twice the GPUs of weight 1
+    weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     def limits_for(self, user: str) -> Limits:
         return self.per_user.get(user, self.limits)
+
+    def weight_for(self, user: str | None) -> float:
+        return 1.0 if user is None else float(self.weights.get(user, 1.0))
 
 
 @dataclass(frozen=True)
@@ -188,6 +215,11 @@ def _str(value: Any, where: str) -> str:
     return value
 
 
+_CHOICES = {"retry_backoff": ("fixed", "exponential"), "retry_mode": ("when_fits", "timer")}
+_FLAGS = ("fair_share", "preemption", "preempt_without_checkpoint")
+_PRIORITIES = ("default_priority", "max_user_priority")
+
+
 def _scheduler(raw: Mapping[str, Any]) -> SchedulerSettings:
     unknown = set(raw) - _SCHED_KEYS
     if unknown:
@@ -195,11 +227,22 @@ def _scheduler(raw: Mapping[str, Any]) -> SchedulerSettings:
     out: dict[str, Any] = {}
     for key, value in raw.items():
         where = f"v2.scheduler.{key}"
-        if key == "retry_backoff":
-            if value not in ("fixed", "exponential"):
-                raise ConfigError(f"{where}: must be 'fixed' or 'exponential', got {value!r}")
+        if key in _CHOICES:
+            if value not in _CHOICES[key]:
+                choices = " or ".join(repr(c) for c in _CHOICES[key])
+                raise ConfigError(f"{where}: must be {choices}, got {value!r}")
             out[key] = value
-        elif key in ("max_attempts", "stuck_timeout_s") and value is None:
+        elif key in _FLAGS:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: must be true or false, got {value!r}")
+            out[key] = value
+        elif key in _PRIORITIES:
+            problem = range_problem(value)
+            if problem:
+                raise ConfigError(f"{where}: {problem}")
+            out[key] = value
+        elif key in ("max_attempts", "stuck_timeout_s", "fair_share_half_life_s") \
+                and value is None:
             out[key] = None
         elif key in ("max_attempts", "max_running_tasks"):
             out[key] = _num(value, where, minimum=1 if key == "max_attempts" else 0,
@@ -207,9 +250,25 @@ def _scheduler(raw: Mapping[str, Any]) -> SchedulerSettings:
         else:
             out[key] = float(_num(value, where, minimum=0))
     sched = SchedulerSettings(**out)
+    _check_scheduler(sched)
+    return sched
+
+
+def _check_scheduler(sched: SchedulerSettings) -> None:
+    """Rules between keys, and values that make no sense (``ConfigError``)."""
     if sched.tick_s <= 0:
         raise ConfigError("v2.scheduler.tick_s: must be > 0")
-    return sched
+    if sched.retry_max_backoff_s < sched.retry_min_backoff_s:
+        raise ConfigError(
+            f"v2.scheduler.retry_max_backoff_s ({sched.retry_max_backoff_s:g}) must be >= "
+            f"retry_min_backoff_s ({sched.retry_min_backoff_s:g})")
+    if sched.max_user_priority < sched.default_priority:
+        raise ConfigError(
+            f"v2.scheduler.max_user_priority ({sched.max_user_priority}) must be >= "
+            f"default_priority ({sched.default_priority}): a user's task without a "
+            "priority would be above what users may ask for")
+    if sched.fair_share_half_life_s is not None and sched.fair_share_half_life_s <= 0:
+        raise ConfigError("v2.scheduler.fair_share_half_life_s: must be > 0 or null")
 
 
 _LIMIT_KEYS = ("max_running_tasks", "max_gpus")
@@ -232,8 +291,21 @@ def _user_name(value: Any, where: str) -> str:
     return value
 
 
+def _weights(raw: Any) -> Mapping[str, float]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("v2.users.weights: must be a mapping of user name to a weight")
+    out = {}
+    for name, value in raw.items():
+        where = f"v2.users.weights.{name}"
+        weight = float(_num(value, where, minimum=0))
+        if weight <= 0:
+            raise ConfigError(f"{where}: must be > 0, got {value!r}")
+        out[_user_name(name, where)] = weight
+    return MappingProxyType(out)
+
+
 def _users(raw: Mapping[str, Any]) -> UserSettings:
-    known = {"bootstrap_admin", "default_user", "limits", "per_user"}
+    known = {"bootstrap_admin", "default_user", "limits", "per_user", "weights"}
     unknown = set(raw) - known
     if unknown:
         raise ConfigError(f"v2.users: unknown keys {sorted(map(str, unknown))}")
@@ -250,7 +322,8 @@ def _users(raw: Mapping[str, Any]) -> UserSettings:
             _limits(entry or {}, f"v2.users.per_user.{name}", limits)
         for name, entry in per_user_raw.items()
     }
-    return UserSettings(**kw, limits=limits, per_user=MappingProxyType(per_user))
+    return UserSettings(**kw, limits=limits, per_user=MappingProxyType(per_user),
+                        weights=_weights(raw.get("weights") or {}))
 
 
 def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:

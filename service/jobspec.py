@@ -22,6 +22,8 @@ Rules beyond the field table, and why:
   (``<shared_root>/users/<user>/``) are private: a spec may name paths in its own user's
   tree only; a path in another user's tree is refused, naming the field.
 * ``model_id`` that is not a path is a Hugging Face repo id ``org/name``.
+* ``priority`` is an integer in ``service.priorities``' range; who may ask for how much is
+  the API's check (it knows the caller's role), not the document's.
 * ``overrides`` items follow ``service.overrides`` (shape, keys Argus sets, the override
   policy, path-valued overrides under the allowed roots). When the workload itself is
   invalid, the keys it would set are unknown and only that check is skipped.
@@ -40,6 +42,7 @@ from service import yamldoc
 from service.config import Settings
 from service.layout import user_root, users_root
 from service.overrides import check_override
+from service.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.sandbox import (
     HF_REPO_ID_RE,
     PathRules,
@@ -69,6 +72,7 @@ FIELDS: tuple[str, ...] = (
     "test_freq",
     "trainer_device",
     "overrides",
+    "priority",
 )
 MAX_NNODES = 1024
 MAX_GPUS_PER_NODE = 64
@@ -97,6 +101,7 @@ class JobSpec:
     test_freq: int | None = None
     trainer_device: str | None = None
     overrides: tuple[str, ...] = ()
+    priority: int | None = None  # None: the configured default (service.priorities)
 
     @property
     def total_gpus(self) -> int:
@@ -224,6 +229,7 @@ class _Validator:
             "test_freq": self.optional_int("test_freq", -1, MAX_STEPS),
             "trainer_device": self.trainer_device(workload),
             "overrides": self.overrides(workload),
+            "priority": self.optional_int("priority", MIN_PRIORITY, MAX_PRIORITY),
         }
         if self.details:
             raise JobSpecError(self.details)
@@ -429,6 +435,9 @@ def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",),
             "test_freq": nullable(count(-1, MAX_STEPS, "-1: off")),
             "trainer_device": {"enum": [*TRAINER_DEVICES, None],
                                "description": "sft only"},
+            "priority": nullable(count(
+                MIN_PRIORITY, MAX_PRIORITY,
+                "higher is admitted first; default and what users may ask for: config")),
             "overrides": nullable({
                 "type": "array", "maxItems": MAX_OVERRIDES,
                 "items": {"type": "string", "pattern": _OVERRIDE_GENERATED_PATTERN},

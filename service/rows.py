@@ -32,6 +32,7 @@ class AttemptRow:
     end_time: float | None
     exit_code: int | None
     stop_requested: bool
+    preempted_for: str | None = None  # stopped by Argus to make room for this task
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,8 @@ class TaskRow:
     pending_reason: str | None
     cancel_requested_at: float | None
     latest_attempt: AttemptRow | None
-    queue_position: int | None  # 1-based among runnable tasks (FIFO); None otherwise
+    queue_position: int | None  # 1-based among runnable tasks (admission order); or None
+    priority: int = 0  # higher is admitted first
 
     @property
     def total_gpus(self) -> int:
@@ -158,6 +160,9 @@ class RunnableRow:
     n_gpus_per_node: int
     runnable_since: float
     pending_reason: str | None
+    priority: int = 0
+    retry_not_before: float | None = None  # in a retry backoff until then (kept in place)
+    attempt_no: int = 0  # the latest attempt (0: none yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +182,11 @@ class ActiveRow:
     submitted_at: float | None
     cancel_requested: bool
     stop_requested: bool
+    priority: int = 0
+    preemptions: int = 0  # earlier attempts preempted (not counted against max_attempts)
+    resource_failures: int = 0  # consecutive INSUFFICIENT_RESOURCES failures before this
+    checkpointing: bool = False  # the JobSpec's save_freq >= 1: a restart resumes
+    preempted_for: str | None = None  # being stopped to make room for this task
 
     @property
     def total_gpus(self) -> int:
@@ -193,6 +203,17 @@ class Claim:
     jobspec_yaml: str
     spec: dict[str, Any]
     user: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """How a task that failed retryably waits for its next attempt (see ``retry.plan``)."""
+
+    next_run_at: float  # scanned by admission from then on
+    runnable_since: float  # its wait counts from then (starvation guard, wait metrics)
+    not_before: float | None = None  # submitted not before (in the scan, kept in place)
+    resource_failures: int = 0  # consecutive INSUFFICIENT_RESOURCES failures so far
+    preemptions: int = 0  # attempts preempted so far
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +242,7 @@ class BulkTask:
     spec: Mapping[str, Any] | None = None
     user: str | None = None
     attempt_span: tuple[float, float] | None = None  # (start, end): one ended attempt
+    priority: int = 0
 
 
 # -- the web console -------------------------------------------------------------------

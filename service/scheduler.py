@@ -267,11 +267,14 @@ class Scheduler:
         """Retry a retryable failure while attempts are left; otherwise FAILED."""
         n = row.attempt_no
         summary = failures.summarize(kind, end.message, log_text)
-        if kind.retryable and retry.may_retry(n, self.sched.max_attempts):
-            next_run_at = now + retry.delay(n, self.sched)
-            reason = (f"attempt {n} failed ({kind.value}); attempt {n + 1} "
-                      f"not before {iso(next_run_at)}")
-            self.store.schedule_retry(row.task_id, row.state, n, end, next_run_at, reason, now)
+        if kind.retryable and (kind is FailureKind.PREEMPTED or retry.may_retry(
+                retry.counted(n, row.preemptions), self.sched.max_attempts)):
+            plan = retry.plan(kind, now, self.sched, attempt_no=n,
+                              resource_failures=row.resource_failures,
+                              preemptions=row.preemptions)
+            at = max(plan.next_run_at, plan.not_before or 0.0)
+            reason = f"attempt {n} failed ({kind.value}); attempt {n + 1} not before {iso(at)}"
+            self.store.schedule_retry(row.task_id, row.state, n, end, plan, reason, now)
             report.retried += 1
             return
         if kind.retryable:

@@ -83,7 +83,11 @@ class FailureKind(StrEnum):
     USER_ERROR = "USER_ERROR"
     RUNTIME_ERROR = "RUNTIME_ERROR"
     UNKNOWN = "UNKNOWN"
+    # Argus stopped the attempt to make room for a higher-priority gang (never read from
+    # Ray's text): retried, and not counted against ``max_attempts``.
+    PREEMPTED = "PREEMPTED"
 
     @property
     def retryable(self) -> bool:
-        return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST)
+        return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST,
+                        FailureKind.PREEMPTED)

@@ -46,6 +46,7 @@ from service.rows import (
     CreatedToken,
     EventRow,
     PendingRow,
+    RetryPlan,
     RunnableRow,
     Sample,
     SessionRow,
@@ -63,7 +64,8 @@ from service.users import Role, label_problem, name_problem, new_token
 # The store's API: the class, its errors, and the rows it takes and returns.
 __all__ = [
     "ACTIVE", "MAX_SEQ", "ActiveRow", "AttemptEnd", "AttemptRow", "BulkTask", "CancelKind",
-    "CancelOutcome", "Claim", "CreatedToken", "EventRow", "RunnableRow", "StaleState",
+    "CancelOutcome", "Claim", "CreatedToken", "EventRow", "RetryPlan", "RunnableRow",
+    "StaleState",
     "StorageUnavailable", "Store", "StoreError", "TaskExists", "TaskNotFound", "TaskRow",
     "TokenNotFound", "TokenRow", "TooManyTokens", "UserDisabled", "UserExists",
     "UserNotFound", "UserRow", "UserStatusChange", "truncate_message",
@@ -279,7 +281,7 @@ class Store(StoreReads):
     # -- tasks: create and read ----------------------------------------------------------
     def create_task(self, *, task_id: str, workload: str, jobspec_yaml: str,
                     spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
-                    user: str | None, now: float) -> None:
+                    user: str | None, now: float, priority: int = 0) -> None:
         """Insert a QUEUED task (runnable at once) and its CREATED event.
 
         Returns nothing on purpose: the API answers a submit with the id and QUEUED, and
@@ -292,12 +294,41 @@ class Store(StoreReads):
                     "jobspec_yaml": jobspec_yaml,
                     "spec_json": json.dumps(dict(spec), sort_keys=True), "nnodes": nnodes,
                     "n_gpus_per_node": n_gpus_per_node, "user": user, "now": now,
+                    "priority": priority,
                 })
             except sqlite3.IntegrityError as exc:
                 if "UNIQUE" in str(exc):
                     raise TaskExists(task_id) from exc
                 raise
-            self._event(conn, task_id, now, "CREATED", {"state": _S.QUEUED.value, **_by(user)})
+            self._event(conn, task_id, now, "CREATED",
+                        {"state": _S.QUEUED.value, "priority": priority, **_by(user)})
+
+    def set_priority(self, task_id: str, priority: int, now: float, by: str | None = None
+                     ) -> TaskRow:
+        """Change a waiting (QUEUED / PENDING_RESOURCES) task's priority, with a
+        PRIORITY_CHANGED event (``by``: who asked). Raises TaskNotFound, or StaleState
+        when the task is not waiting (it started or ended: its priority no longer counts).
+        An unchanged value writes nothing."""
+        with self._tx() as conn:
+            row = conn.execute(Q["cancel_target"], {"task_id": task_id}).fetchone()
+            if row is None:
+                raise TaskNotFound(task_id)
+            state = TaskState(row["state"])
+            if state not in RUNNABLE:
+                raise StaleState(task_id, _S.PENDING_RESOURCES, state.value)
+            old = row["priority"]
+            if old != priority:
+                cur = conn.execute(Q["set_priority"], {
+                    "task_id": task_id, "expected": state.value, "priority": priority,
+                    "now": now})
+                if cur.rowcount != 1:  # unreachable under the writer's lock; kept as guard
+                    raise StaleState(task_id, state, None)
+                self._event(conn, task_id, now, "PRIORITY_CHANGED",
+                            {"from": old, "to": priority, **_by(by)})
+        task = self.get_task(task_id)
+        if task is None:  # pragma: no cover - tasks are never deleted
+            raise TaskNotFound(task_id)
+        return task
 
     # -- cancel --------------------------------------------------------------------------
     def cancel(self, task_id: str, now: float, by: str | None = None) -> CancelOutcome:
@@ -477,17 +508,43 @@ class Store(StoreReads):
                              query="move_ended", error_summary=error_summary)
 
     def schedule_retry(self, task_id: str, expected: TaskState, attempt_no: int,
-                       end: AttemptEnd, next_run_at: float, reason: str, now: float) -> None:
-        """The attempt failed retryably: back to PENDING_RESOURCES until ``next_run_at``;
-        the next claim makes attempt ``attempt_no + 1``."""
+                       end: AttemptEnd, plan: RetryPlan, reason: str, now: float) -> None:
+        """The attempt failed retryably: back to PENDING_RESOURCES as ``plan`` says
+        (scanned from ``next_run_at``, submitted not before ``not_before``); the next
+        claim makes attempt ``attempt_no + 1``."""
         with self._tx() as conn:
             self._end(conn, task_id, attempt_no, end)
             self._transition(conn, task_id, expected, _S.PENDING_RESOURCES, now,
                              {"attempt_no": attempt_no, "failure_kind": end.failure_kind},
-                             query="move_retry", next_run_at=next_run_at, reason=reason)
+                             query="move_retry", next_run_at=plan.next_run_at,
+                             runnable_since=plan.runnable_since,
+                             retry_not_before=plan.not_before,
+                             resource_failures=plan.resource_failures,
+                             preemptions=plan.preemptions, reason=reason)
             self._event(conn, task_id, now, "RETRY_SCHEDULED",
                         {"failed_attempt": attempt_no, "next_attempt": attempt_no + 1,
-                         "failure_kind": end.failure_kind, "next_run_at": next_run_at})
+                         "failure_kind": end.failure_kind,
+                         "next_run_at": max(plan.next_run_at, plan.not_before or 0.0)})
+
+    def request_preemption(self, victims: Iterable[tuple[str, int]], preemptor: str,
+                           now: float, detail: Mapping[str, Any] | None = None) -> list[str]:
+        """Mark the attempts ``(task_id, attempt_no)`` as stopped to make room for task
+        ``preemptor``, in one transaction: a PREEMPTION_REQUESTED event on each victim and
+        one PREEMPTING event on the preemptor (``detail`` joins both payloads). An attempt
+        that ended or was marked already is skipped. Returns the victims marked."""
+        marked: list[str] = []
+        extra = dict(detail or {})
+        with self._tx() as conn:
+            for task_id, attempt_no in victims:
+                cur = conn.execute(Q["request_preemption"], {
+                    "task_id": task_id, "attempt_no": attempt_no, "preempted_for": preemptor})
+                if cur.rowcount:
+                    marked.append(task_id)
+                    self._event(conn, task_id, now, "PREEMPTION_REQUESTED",
+                                {"attempt_no": attempt_no, "for": preemptor, **extra})
+            if marked:
+                self._event(conn, preemptor, now, "PREEMPTING", {"victims": marked, **extra})
+        return marked
 
     # -- users and tokens ----------------------------------------------------------------
     def ensure_users(self, *, bootstrap_admin: str, default_user: str, now: float) -> int:
@@ -599,7 +656,8 @@ class Store(StoreReads):
             {"task_id": t.task_id, "workload": t.workload, "state": TaskState(t.state).value,
              "jobspec_yaml": t.jobspec_yaml,
              "spec_json": json.dumps(dict(t.spec or {}), sort_keys=True), "nnodes": t.nnodes,
-             "n_gpus_per_node": t.n_gpus_per_node, "user": t.user, "now": t.created_at}
+             "n_gpus_per_node": t.n_gpus_per_node, "user": t.user, "now": t.created_at,
+             "priority": t.priority}
             for t in tasks
         ]
         attempts = [

@@ -54,7 +54,7 @@ def _attempt(r: sqlite3.Row) -> AttemptRow:
         failure_kind=r["failure_kind"], message=r["message"],
         created_at=r["attempt_created_at"], submitted_at=r["submitted_at"],
         start_time=r["start_time"], end_time=r["end_time"], exit_code=r["exit_code"],
-        stop_requested=bool(r["stop_requested"]),
+        stop_requested=bool(r["stop_requested"]), preempted_for=r["preempted_for"],
     )
 
 
@@ -67,7 +67,17 @@ def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
         error_summary=r["error_summary"], pending_reason=r["pending_reason"],
         cancel_requested_at=r["cancel_requested_at"],
         latest_attempt=None if r["attempt_no"] is None else _attempt(r),
-        queue_position=position,
+        queue_position=position, priority=r["priority"],
+    )
+
+
+def _runnable(r: sqlite3.Row) -> RunnableRow:
+    return RunnableRow(
+        seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]), user=r["user"],
+        nnodes=r["nnodes"], n_gpus_per_node=r["n_gpus_per_node"],
+        runnable_since=r["runnable_since"], pending_reason=r["pending_reason"],
+        priority=r["priority"], retry_not_before=r["retry_not_before"],
+        attempt_no=r["latest_attempt_no"],
     )
 
 
@@ -203,15 +213,21 @@ class StoreReads:
         ]
 
     # -- scheduler: reads ----------------------------------------------------------------
-    def runnable(self, now: float, limit: int) -> list[RunnableRow]:
-        """Up to ``limit`` tasks with ``next_run_at <= now``, FIFO (partial index scan)."""
-        rows = self._reader().execute(Q["runnable"], {"now": now, "limit": limit}).fetchall()
-        return [
-            RunnableRow(seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]),
-                        user=r["user"], nnodes=r["nnodes"], n_gpus_per_node=r["n_gpus_per_node"],
-                        runnable_since=r["runnable_since"], pending_reason=r["pending_reason"])
-            for r in rows
-        ]
+    def runnable(self, now: float, limit: int, *, per_user: bool = False
+                 ) -> list[RunnableRow]:
+        """Tasks with ``next_run_at <= now`` in admission order (priority, then FIFO):
+        the first ``limit`` of the whole queue, or with ``per_user`` the first ``limit``
+        of each owner's (fair share must see every user's head, however long another
+        user's queue is). Partial index scans only."""
+        if not per_user:
+            rows = self._reader().execute(Q["runnable"], {"now": now, "limit": limit})
+            return [_runnable(r) for r in rows]
+        with self._snapshot() as conn:
+            users = [r["user"] for r in conn.execute(Q["runnable_users"])]
+            out = [_runnable(r) for u in users for r in conn.execute(
+                Q["runnable_of_user"], {"user": u, "now": now, "limit": limit})]
+        out.sort(key=lambda r: (-r.priority, r.seq))
+        return out
 
     def active(self, states: Iterable[TaskState] = ACTIVE) -> list[ActiveRow]:
         """Active tasks (SUBMITTING/SUBMITTED/RUNNING by default) with their latest attempt."""
@@ -228,7 +244,10 @@ class StoreReads:
                     message=r["message"], start_time=r["start_time"],
                     submitted_at=r["submitted_at"],
                     cancel_requested=r["cancel_requested_at"] is not None,
-                    stop_requested=bool(r["stop_requested"]),
+                    stop_requested=bool(r["stop_requested"]), priority=r["priority"],
+                    preemptions=r["preemptions"], resource_failures=r["resource_failures"],
+                    checkpointing=_is_int(r["save_freq"]) and r["save_freq"] >= 1,
+                    preempted_for=r["preempted_for"],
                 ))
         return out
 

@@ -9,16 +9,18 @@
 --
 -- Task reads return the task's columns and its latest attempt's (NULL without one); the
 -- attempt's created_at is renamed attempt_created_at wherever both tables are read. A
--- runnable task's queue_position (1-based, FIFO) is an indexed count of the runnable rows
--- ahead of it, evaluated only for runnable rows; it is NULL for the others.
+-- runnable task's queue_position (1-based, in admission order: priority first, then FIFO)
+-- is an indexed count of the runnable rows ahead of it, evaluated only for runnable rows;
+-- it is NULL for the others. (Fair share reorders users of one priority tick by tick: the
+-- position is the priority-and-FIFO order the pending reason explains departures from.)
 
 -- tasks: create and read ------------------------------------------------------------------
 
 -- name: insert_task
 INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, n_gpus_per_node,
-                   user, created_at, updated_at, next_run_at, runnable_since)
+                   user, created_at, updated_at, next_run_at, runnable_since, priority)
 VALUES (:task_id, :workload, :state, :jobspec_yaml, :spec_json, :nnodes, :n_gpus_per_node,
-        :user, :now, :now, :now, :now);
+        :user, :now, :now, :now, :now, :priority);
 
 -- name: task_exists
 SELECT 1 AS found FROM tasks WHERE task_id = :task_id;
@@ -29,13 +31,14 @@ SELECT state FROM tasks WHERE task_id = :task_id;
 -- name: get_task
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at,
+       t.cancel_requested_at, t.priority,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested,
+       a.exit_code, a.stop_requested, a.preempted_for,
        CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
        ) END AS queue_position
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
@@ -45,13 +48,14 @@ WHERE t.task_id = :task_id;
 -- Newest first, one page: rows before :before_seq (the page's cursor).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at,
+       t.cancel_requested_at, t.priority,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested,
+       a.exit_code, a.stop_requested, a.preempted_for,
        CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
        ) END AS queue_position
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
@@ -62,13 +66,14 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- As list_tasks, in one state (walks tasks_state_seq).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at,
+       t.cancel_requested_at, t.priority,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested,
+       a.exit_code, a.stop_requested, a.preempted_for,
        CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
        ) END AS queue_position
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
@@ -79,13 +84,14 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- As list_tasks, of one owner (walks tasks_user_seq).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at,
+       t.cancel_requested_at, t.priority,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested,
+       a.exit_code, a.stop_requested, a.preempted_for,
        CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
        ) END AS queue_position
 FROM tasks t INDEXED BY tasks_user_seq
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
@@ -96,13 +102,14 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- As list_tasks, of one owner in one state (walks tasks_user_state_seq).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at,
+       t.cancel_requested_at, t.priority,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested,
+       a.exit_code, a.stop_requested, a.preempted_for,
        CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.seq < t.seq
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
        ) END AS queue_position
 FROM tasks t INDEXED BY tasks_user_state_seq
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
@@ -112,22 +119,22 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- name: queue_pending
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at,
+       t.cancel_requested_at, t.priority,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t INDEXED BY tasks_runnable
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
-ORDER BY t.seq;
+ORDER BY t.priority DESC, t.seq;
 
 -- name: queue_running
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at,
+       t.cancel_requested_at, t.priority,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t INDEXED BY tasks_active
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
@@ -145,20 +152,20 @@ SELECT user, state, count(*) AS n FROM tasks GROUP BY user, state;
 -- name: list_attempts
 SELECT a.task_id, a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM attempts a WHERE a.task_id = :task_id
 ORDER BY a.attempt_no;
 
 -- name: get_attempt
 SELECT a.task_id, a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM attempts a WHERE a.task_id = :task_id AND a.attempt_no = :attempt_no;
 
 -- name: get_latest_attempt
 SELECT a.task_id, a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t
 JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.task_id = :task_id;
@@ -186,7 +193,7 @@ ORDER BY id;
 -- cancel -------------------------------------------------------------------------------------
 
 -- name: cancel_target
-SELECT t.state, t.user, t.cancel_requested_at, a.ray_submission_id
+SELECT t.state, t.user, t.cancel_requested_at, t.priority, a.ray_submission_id
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.task_id = :task_id;
@@ -199,17 +206,46 @@ WHERE task_id = :task_id AND state = :expected;
 -- scheduler reads ----------------------------------------------------------------------------
 
 -- name: runnable
--- FIFO by seq, up to :limit runnable tasks due by :now (a scan of tasks_runnable only).
-SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason
+-- Admission order (priority, then FIFO), up to :limit runnable tasks due by :now (a scan
+-- of tasks_runnable only).
+SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
+       priority, retry_not_before, latest_attempt_no
 FROM tasks INDEXED BY tasks_runnable
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
-ORDER BY seq LIMIT :limit;
+ORDER BY priority DESC, seq LIMIT :limit;
+
+-- name: runnable_users
+-- The owners of runnable tasks, one index seek each (a skip scan of tasks_user_runnable,
+-- never a walk over the queue); NULL last when tasks from before users are runnable.
+WITH RECURSIVE owners(user) AS (
+    SELECT (SELECT min(user) FROM tasks INDEXED BY tasks_user_runnable
+            WHERE state IN ('QUEUED', 'PENDING_RESOURCES'))
+    UNION ALL
+    SELECT (SELECT min(r.user) FROM tasks r INDEXED BY tasks_user_runnable
+            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.user > o.user)
+    FROM owners o WHERE o.user IS NOT NULL
+)
+SELECT user FROM owners WHERE user IS NOT NULL
+UNION ALL
+SELECT NULL FROM (SELECT 1 FROM tasks INDEXED BY tasks_user_runnable
+                  WHERE state IN ('QUEUED', 'PENDING_RESOURCES') AND user IS NULL LIMIT 1);
+
+-- name: runnable_of_user
+-- As runnable, of one owner (tasks_user_runnable).
+SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
+       priority, retry_not_before, latest_attempt_no
+FROM tasks INDEXED BY tasks_user_runnable
+WHERE user IS :user AND state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
+ORDER BY priority DESC, seq LIMIT :limit;
 
 -- name: active
 -- SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt (tasks_active only).
+-- save_freq: whether the task writes checkpoints (preemption spares those that do not).
 SELECT t.task_id, t.state, t.user, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
+       t.priority, t.preemptions, t.resource_failures,
+       json_extract(t.spec_json, '$.save_freq') AS save_freq,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
-       a.submitted_at, a.stop_requested
+       a.submitted_at, a.stop_requested, a.preempted_for
 FROM tasks t INDEXED BY tasks_active
 JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
@@ -236,7 +272,7 @@ WHERE task_id = :task_id AND state = :expected;
 -- name: move_claimed
 -- Runnable -> SUBMITTING for attempt :attempt_no.
 UPDATE tasks SET state = :dst, updated_at = :now, latest_attempt_no = :attempt_no,
-                 pending_reason = NULL
+                 pending_reason = NULL, retry_not_before = NULL
 WHERE task_id = :task_id AND state = :expected;
 
 -- name: move_released
@@ -246,10 +282,18 @@ UPDATE tasks SET state = :dst, updated_at = :now, pending_reason = :reason,
 WHERE task_id = :task_id AND state = :expected;
 
 -- name: move_retry
--- Back to PENDING_RESOURCES after a retryable failure, due at :next_run_at (the
--- starvation guard counts from then too).
+-- Back to PENDING_RESOURCES after a retryable failure: scanned again from :next_run_at,
+-- submitted not before :retry_not_before (NULL: as soon as it fits), waiting (for the
+-- starvation guard and the wait metrics) since :runnable_since.
 UPDATE tasks SET state = :dst, updated_at = :now, pending_reason = :reason,
-                 next_run_at = :next_run_at, runnable_since = :next_run_at
+                 next_run_at = :next_run_at, runnable_since = :runnable_since,
+                 retry_not_before = :retry_not_before,
+                 resource_failures = :resource_failures, preemptions = :preemptions
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: set_priority
+-- A waiting task's priority (guarded like a transition: zero rows, it moved meanwhile).
+UPDATE tasks SET priority = :priority, updated_at = :now
 WHERE task_id = :task_id AND state = :expected;
 
 -- name: move_ended
@@ -298,6 +342,12 @@ WHERE task_id = :task_id AND attempt_no = :attempt_no;
 -- The first stop sent for an attempt (zero rows: it was sent before).
 UPDATE attempts SET stop_requested = 1
 WHERE task_id = :task_id AND attempt_no = :attempt_no AND stop_requested = 0;
+
+-- name: request_preemption
+-- The attempt is stopped to make room for :preempted_for (zero rows: it was already).
+UPDATE attempts SET preempted_for = :preempted_for
+WHERE task_id = :task_id AND attempt_no = :attempt_no AND preempted_for IS NULL
+  AND end_time IS NULL;
 
 -- users and tokens ---------------------------------------------------------------------------
 
@@ -435,13 +485,12 @@ DELETE FROM ui_sessions WHERE expires_at <= :now;
 -- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
 -- by owner and workload (NULL: any), one page. The console's reads of runnable rows name
 -- no index (the planner picks one), so a change of the runnable index cannot break them.
--- When tasks get a priority column, this query selects it (for NULL AS priority) and
--- numbers rows in admission order (ORDER BY t.priority DESC, t.seq).
+-- Rows are numbered in admission order (priority first, then FIFO).
 SELECT * FROM (
     SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
            t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
-           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no, NULL AS priority,
-           row_number() OVER (ORDER BY t.seq) AS queue_position
+           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no, t.priority,
+           row_number() OVER (ORDER BY t.priority DESC, t.seq) AS queue_position
     FROM tasks t
     WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
 ) q

@@ -21,11 +21,20 @@ CREATE TABLE tasks (
     error_summary       TEXT,
     pending_reason      TEXT,
     latest_attempt_no   INTEGER NOT NULL DEFAULT 0,
-    cancel_requested_at REAL
+    cancel_requested_at REAL,
+    priority            INTEGER NOT NULL DEFAULT 0          -- higher is admitted first
+                            CHECK (priority BETWEEN -1000 AND 1000),
+    retry_not_before    REAL,                               -- retry backoff, kept in place
+    resource_failures   INTEGER NOT NULL DEFAULT 0,         -- consecutive, for the backoff
+    preemptions         INTEGER NOT NULL DEFAULT 0          -- not counted as attempts
 );
 
--- Picking runnable work and queue positions touch runnable rows only, in FIFO order.
-CREATE INDEX tasks_runnable ON tasks (seq, state, next_run_at)
+-- Picking runnable work and queue positions touch runnable rows only, in admission order
+-- (priority first, then FIFO).
+CREATE INDEX tasks_runnable ON tasks (priority DESC, seq, state, next_run_at)
+    WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
+-- Each user's runnable tasks in admission order (fair share looks at every user's head).
+CREATE INDEX tasks_user_runnable ON tasks (user, priority DESC, seq, next_run_at)
     WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
 -- Reconcile and in-flight accounting touch active rows only.
 CREATE INDEX tasks_active ON tasks (seq)
@@ -41,7 +50,7 @@ CREATE TABLE attempts (
                            'PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'STOPPED')),
     failure_kind       TEXT CHECK (failure_kind IN (
                            'INSUFFICIENT_RESOURCES', 'CLUSTER_LOST', 'USER_ERROR',
-                           'RUNTIME_ERROR', 'UNKNOWN')),
+                           'RUNTIME_ERROR', 'UNKNOWN', 'PREEMPTED')),
     message            TEXT,                                -- truncated
     created_at         REAL    NOT NULL,                    -- claimed for submit
     submitted_at       REAL,                                -- NULL until Ray accepted it
@@ -49,6 +58,7 @@ CREATE TABLE attempts (
     end_time           REAL,
     exit_code          INTEGER,
     stop_requested     INTEGER NOT NULL DEFAULT 0,
+    preempted_for      TEXT,                                -- stopped for this task
     PRIMARY KEY (task_id, attempt_no)
 ) WITHOUT ROWID;
 

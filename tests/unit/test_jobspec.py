@@ -158,10 +158,12 @@ ROOT_MSG = "is outside the allowed roots (/private)"
         ({"gpus": 8, "Nnodes": 1}, [
             ("gpus", "unknown field (known fields: workload, submission_id, code_path, "
                      "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
-                     "total_training_steps, save_freq, test_freq, trainer_device, overrides)"),
+                     "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
+                     "priority)"),
             ("Nnodes", "unknown field (known fields: workload, submission_id, code_path, "
                        "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
-                       "total_training_steps, save_freq, test_freq, trainer_device, overrides)"),
+                       "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
+                     "priority)"),
         ]),
         # workload
         ({"workload": "dpo"},
@@ -244,7 +246,8 @@ def test_three_errors_are_all_reported() -> None:
     assert _errors(doc) == [
         ("colour", "unknown field (known fields: workload, submission_id, code_path, "
                    "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
-                   "total_training_steps, save_freq, test_freq, trainer_device, overrides)"),
+                   "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
+                     "priority)"),
         ("code_path", "must be an absolute path, got 'relative/verl' (a string)"),
         ("nnodes", "must be an integer from 1 to 1024, got true (a boolean)"),
     ]

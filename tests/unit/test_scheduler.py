@@ -170,7 +170,9 @@ def test_guard_not_yet_reached_allows_backfill(tmp_path: Path) -> None:
     assert env.state(big) is S.PENDING_RESOURCES and env.state(late) is S.SUBMITTED
 
 
-def test_insufficient_resources_retries_after_the_delay_and_not_before(env: Env) -> None:
+def test_insufficient_resources_retries_after_the_delay_and_not_before(tmp_path: Path) -> None:
+    """``timer`` mode (the seeds'): out of the scan for retry_interval_s."""
+    env = Env(tmp_path, retry_mode="timer")
     t = env.add()
     env.tick(T0)
     env.cluster.start(sid(t))
@@ -197,8 +199,8 @@ def _fail_insufficient(env: Env, t: str, n: int, now: float) -> None:
 
 
 def test_exponential_backoff_with_cap(tmp_path: Path) -> None:
-    env = Env(tmp_path, retry_backoff="exponential", retry_interval_s=10.0,
-              retry_max_interval_s=25.0)
+    env = Env(tmp_path, retry_mode="timer", retry_backoff="exponential",
+              retry_interval_s=10.0, retry_max_interval_s=25.0)
     t = env.add()
     env.tick(T0)
     now, delays = T0, []
@@ -238,7 +240,8 @@ def test_non_retryable_failure_stays_failed(env: Env) -> None:
     assert env.cluster.submit_calls == [sid(t)]
 
 
-def test_cluster_lost_requeues_and_resubmits(env: Env) -> None:
+def test_cluster_lost_requeues_and_resubmits(tmp_path: Path) -> None:
+    env = Env(tmp_path, retry_mode="timer")
     t = env.add()
     env.tick(T0)
     env.cluster.start(sid(t), {"w1": 4})
@@ -412,7 +415,7 @@ def test_submit_rejected_fails_and_already_exists_counts_as_submitted(env: Env) 
 
 
 def test_hung_attempt_is_stopped_and_retried(tmp_path: Path) -> None:
-    env = Env(tmp_path, stuck_timeout_s=300.0)
+    env = Env(tmp_path, stuck_timeout_s=300.0, retry_mode="timer")
     t = env.add()
     env.tick(T0)
     env.cluster.hang(sid(t), since=T0 + 1)

@@ -17,6 +17,7 @@ from service.store import (
     AttemptEnd,
     BulkTask,
     CancelKind,
+    RetryPlan,
     StaleState,
     Store,
     TaskExists,
@@ -117,7 +118,8 @@ def test_attempt_numbers_and_reuse_of_unaccepted_ids(store: Store) -> None:
     assert again.ray_submission_id == t + "--a01"
     store.mark_submitted(t, 1, 104.0)
     store.schedule_retry(t, S.SUBMITTED, 1, AttemptEnd("FAILED", "INSUFFICIENT_RESOURCES", "m"),
-                         next_run_at=200.0, reason="retry later", now=105.0)
+                         RetryPlan(next_run_at=200.0, runnable_since=105.0),
+                         reason="retry later", now=105.0)
     view = store.get_task(t)
     assert view.state is S.PENDING_RESOURCES and view.next_run_at == 200.0
     assert view.pending_reason == "retry later"
@@ -281,8 +283,9 @@ def test_partial_index_terms_are_repeated_literally_and_mirror_the_states(store)
     names one (INDEXED BY) spells its term out, and the terms list exactly the runnable
     and active states of service/states.py."""
     terms = _index_terms(store)
-    assert set(terms) == {"tasks_runnable", "tasks_active"}
-    states = {"tasks_runnable": RUNNABLE, "tasks_active": ACTIVE}
+    assert set(terms) == {"tasks_runnable", "tasks_user_runnable", "tasks_active"}
+    states = {"tasks_runnable": RUNNABLE, "tasks_user_runnable": RUNNABLE,
+              "tasks_active": ACTIVE}
     for index, term in terms.items():
         listed = set(re.findall(r"'([A-Z_]+)'", term))
         assert listed == {s.value for s in states[index]}, (index, term)

@@ -13,6 +13,7 @@ from service.rows import AttemptEnd
 from service.sql import QUERIES
 from service.states import TaskState
 from service.store import (
+    RetryPlan,
     Store,
     TokenNotFound,
     TooManyTokens,
@@ -52,7 +53,8 @@ def run_attempt(store: Store, task_id: str, start: float, end: float | None, *,
         return
     ended = AttemptEnd("FAILED" if kind else "SUCCEEDED", kind, None, start, end)
     if retry:
-        store.schedule_retry(task_id, S.RUNNING, claim.attempt_no, ended, end, "r", end)
+        store.schedule_retry(task_id, S.RUNNING, claim.attempt_no, ended,
+                             RetryPlan(next_run_at=end, runnable_since=end), "r", end)
     else:
         store.finish_attempt(task_id, S.RUNNING, claim.attempt_no, ended,
                              S.FAILED if kind else S.SUCCEEDED, None, end)

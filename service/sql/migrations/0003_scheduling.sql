@@ -1,4 +1,4 @@
--- Migration 0003: the scheduling-policy tables (priorities, fair share, preemption) are
--- developed on another branch under this same file name. This placeholder changes nothing
--- and keeps the numbering whole until that file lands: on merge, take the other branch's
--- version of this file.
+-- Migration 0003: reserved. The scheduling-policy schema was planned under this number on
+-- a branch that never landed while 0004 did; databases already carry user_version 4, so
+-- the scheduling tables arrived as 0005_scheduling.sql instead. This file changes nothing
+-- and keeps the numbering whole.
