@@ -181,6 +181,21 @@ class FreePool:
             f"free: {self.describe()}",
         )
 
+    def copy(self) -> FreePool:
+        """An independent pool with the same free resources (for what-if questions)."""
+        return FreePool([_Node(n.node_id, n.label, dict(n.free)) for n in self._nodes])
+
+    def release(self, node_id: str, resources: Mapping[str, float]) -> None:
+        """Give ``resources`` back on ``node_id`` (a job that stops); unknown nodes are
+        ignored (the node left: nothing to count on there)."""
+        node = self._by_id.get(node_id)
+        if node is not None:
+            for k, v in resources.items():
+                node.free[k] = node.free.get(k, 0.0) + v
+
+    def total_gpus(self) -> float:
+        return sum(max(n.free.get(GPU, 0.0), 0.0) for n in self._nodes)
+
     def reserve(self, gang: Gang, driver: Driver, decision: Decision) -> None:
         """Take an admitted task's resources out of the pool for the rest of the tick."""
         if not decision.fits or decision.driver_node is None:

@@ -64,11 +64,14 @@ class ClusterSnapshot:
     same free GPUs.
     ``pending_pg_since`` maps a submission id to the epoch seconds since which one of its
     placement groups has been waiting unplaced (for the hung-attempt watch).
+    ``held_on`` maps a submission id to the GPUs its placed groups hold per node id (what
+    stopping that job would give back where: preemption's arithmetic).
     """
 
     nodes: tuple[NodeResources, ...]
     held_gpus: Mapping[str, float] = field(default_factory=dict)
     pending_pg_since: Mapping[str, float] = field(default_factory=dict)
+    held_on: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

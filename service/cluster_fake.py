@@ -157,7 +157,10 @@ class FakeCluster:
         asked = [(sid, self.jobs[sid]) for sid in submission_ids if sid in self.jobs]
         held = {sid: j.gang_gpus for sid, j in asked if j.holds and j.gang_gpus}
         pending = {sid: j.pending_pg_since for sid, j in asked if j.pending_pg_since is not None}
-        return ClusterSnapshot(nodes=nodes, held_gpus=held, pending_pg_since=pending)
+        held_on = {sid: {node: res["GPU"] for node, res in j.holds.items() if res.get("GPU")}
+                   for sid, j in asked if j.gang_gpus}
+        return ClusterSnapshot(nodes=nodes, held_gpus=held, pending_pg_since=pending,
+                               held_on=held_on)
 
     def submit(self, req: SubmitRequest) -> None:
         self._check()

@@ -67,7 +67,8 @@ def gpu_totals(snapshot: ClusterSnapshot) -> tuple[float, float]:
 RESOURCES = (GPU, CPU)
 
 REASON_CLASSES = ("new", "resources", "never_fits", "user_limit", "starvation_guard",
-                  "max_running", "retry_backoff", "cluster_unreachable", "other")
+                  "max_running", "retry_backoff", "preemption", "cluster_unreachable",
+                  "other")
 
 
 def reason_class(reason: str | None) -> str:
@@ -80,11 +81,15 @@ def reason_class(reason: str | None) -> str:
         return "resources"
     if reason.startswith("user ") or " more than user " in reason:
         return "user_limit"
+    if reason.startswith("preempting ") or (
+            reason.startswith(("waiting behind ", "attempt ")) and " preempt" in reason):
+        return "preemption"
     if reason.startswith("waiting behind "):
         return "starvation_guard"
     if reason.startswith("max_running_tasks"):
         return "max_running"
-    if reason.startswith("attempt ") and " failed " in reason:
+    if reason.startswith(("retry backoff", "attempt ")) and (
+            " failed " in reason or reason.startswith("retry backoff")):
         return "retry_backoff"
     if reason.startswith("Ray cluster unreachable"):
         return "cluster_unreachable"

@@ -57,6 +57,7 @@ from service.ray_mapping import (
     bound_by_placement,
     classify_error,
     free_resources,
+    held_per_node,
     job_info_from_details,
     pg_reserved_per_node,
     placement_summary,
@@ -238,7 +239,8 @@ class RayCluster:
         pgs = self._placement_groups(target)
         held, pending = placement_summary(pgs, job_to_sid)
         nodes = bound_by_placement(self._gcs_nodes(target), pg_reserved_per_node(pgs))
-        return ClusterSnapshot(nodes=nodes, held_gpus=held, pending_pg_since=pending)
+        return ClusterSnapshot(nodes=nodes, held_gpus=held, pending_pg_since=pending,
+                               held_on=held_per_node(pgs, job_to_sid))
 
     # -- snapshot parts ---------------------------------------------------------------
     def _driver_jobs(self, target: RayAddress, submission_ids: Collection[str]

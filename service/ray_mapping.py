@@ -112,6 +112,23 @@ def placement_summary(pgs: Iterable[Mapping[str, Any]], job_to_sid: Mapping[str,
     return held, pending
 
 
+def held_per_node(pgs: Iterable[Mapping[str, Any]], job_to_sid: Mapping[str, str]
+                  ) -> dict[str, dict[str, float]]:
+    """GPUs the CREATED placement groups of each submission hold, per node (hex id)."""
+    out: dict[str, dict[str, float]] = {}
+    for pg in pgs:
+        sid = job_to_sid.get(str(pg.get("creator_job_id") or ""))
+        if sid is None or pg.get("state") != "CREATED":
+            continue
+        for bundle in pg.get("bundles") or ():
+            node_id = bundle.get("node_id")
+            gpus = float((bundle.get("unit_resources") or {}).get("GPU", 0.0))
+            if node_id and gpus:
+                per_node = out.setdefault(sid, {})
+                per_node[str(node_id)] = per_node.get(str(node_id), 0.0) + gpus
+    return out
+
+
 def pg_reserved_per_node(pgs: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Resources the bundles of CREATED placement groups reserve, per node (hex id)."""
     out: dict[str, dict[str, float]] = {}

@@ -21,12 +21,25 @@ same tick.
 
 Queue policy
 ------------
-* FIFO by submission order; retried tasks keep their place (their original ``seq``) and
-  become eligible at ``next_run_at``.
+* Admission order (``service.fairshare``): priority first (higher first); among equal
+  priorities the user with the smallest weighted share of the GPUs (DRF, optionally of
+  decayed usage) goes next, re-ranked as the tick admits; FIFO within a user. With
+  ``fair_share`` off: priority, then FIFO. Retried tasks keep their place (their
+  original ``seq``).
+* Retry (``service.retry``): in ``when_fits`` mode a task whose attempt failed retryably
+  stays in the scan and is submitted once its gang fits and its short backoff has passed;
+  while it waits out the backoff with room to start, that room is kept for it (nothing
+  behind it takes it). In ``timer`` mode it is out of the scan until ``next_run_at``.
 * Backfill: a later task that fits may start while an earlier one waits for room.
 * Starvation guard: when a task that does not fit has been runnable for longer than
-  ``starvation_guard_s``, nothing behind it starts until it does (its free resources are
-  kept for it as they appear). Tasks ahead of it in FIFO order are unaffected.
+  ``starvation_guard_s``, nothing behind it in admission order starts until it does (its
+  free resources are kept for it as they appear). Tasks ahead of it are unaffected.
+  ``starvation_guard_s: 0`` is strict FIFO (no backfill).
+* Preemption (off by default, ``service.preemption``): a gang that an idle cluster could
+  take, waiting past ``preemption_grace_s``, stops the fewest lower-priority running
+  tasks (that checkpoint) that make it fit; their attempts end PREEMPTED and they are
+  requeued in their place. While they stop, nothing behind the preemptor starts. One
+  preemption at a time.
 * A gang that even an idle cluster could not take (node capacity from the snapshot: e.g.
   1x8 GPUs on 4-GPU nodes) waits with a reason that says so and never holds the guard:
   it would otherwise stop the queue behind it for good. It starts once nodes that fit it
@@ -75,7 +88,9 @@ from service.cluster import (
 )
 from service.config import Settings, thaw
 from service.db import storage_fault
+from service.fairshare import FairOrder, Ledger, Share, Span, decayed_usage
 from service.jobspec import JobSpec
+from service.preemption import Running, choose_victims, eligible
 from service.quotas import Load, hold_reason, load_by_user
 from service.states import ON_CLUSTER, FailureKind, RayStatus, TaskState
 from service.store import (
@@ -103,6 +118,7 @@ class TickReport:
     retried: int = 0  # attempts that failed retryably and were re-queued
     finished: int = 0  # tasks that reached a terminal state
     pending: int = 0  # runnable tasks examined that keep waiting
+    preempted: int = 0  # running attempts asked to stop for a higher-priority gang
     unreachable: str | None = None  # Ray's error when it did not answer
     duration_s: float = 0.0
 
@@ -111,6 +127,38 @@ class _Submit(enum.Enum):
     SUBMITTED = "submitted"  # Ray has it (or already had it)
     ENDED = "ended"  # refused for good or moved away meanwhile: nothing reserved
     UNAVAILABLE = "unavailable"  # Ray did not answer: stop submitting this tick
+
+
+class _Seen:
+    """What admission examined so far this tick, to say what a waiting task is behind."""
+
+    def __init__(self, fair: bool) -> None:
+        self.fair = fair
+        self.top_priority: int | None = None
+        self.users_at: dict[int, set[str | None]] = {}
+
+    def add(self, cand: RunnableRow) -> None:
+        if self.top_priority is None or cand.priority > self.top_priority:
+            self.top_priority = cand.priority
+        self.users_at.setdefault(cand.priority, set()).add(cand.user)
+
+    def ahead_of(self, cand: RunnableRow) -> str:
+        """``"; after tasks of higher priority"`` or ``"; after users bob, carol (fair
+        share)"`` when such tasks came first in admission order; else ``""``."""
+        if self.top_priority is not None and self.top_priority > cand.priority:
+            return "; after tasks of higher priority"
+        if not self.fair:
+            return ""
+        others = sorted(u or "-" for u in self.users_at.get(cand.priority, ()) if u != cand.user)
+        if not others:
+            return ""
+        shown = ", ".join(others[:3]) + (" ..." if len(others) > 3 else "")
+        return f"; after users {shown} (smaller fair share)"
+
+
+def _backoff_reason(cand: RunnableRow) -> str:
+    return (f"retry backoff: attempt {cand.attempt_no + 1} not before "
+            f"{iso(cand.retry_not_before)}; the room it needs is kept for it")
 
 
 class Scheduler:
@@ -128,6 +176,9 @@ class Scheduler:
         # the last tick's cluster view (or why Ray did not answer), for /metrics and the
         # console's cluster page, which never call Ray themselves
         self.last_snapshot: ClusterSnapshot | ClusterUnavailable | None = None
+        # each user's fair share as the last admission saw it (the queue shows it)
+        self.last_shares: dict[str | None, Share] = {}
+        self._ledger: Ledger | None = None  # decayed usage (fair_share_half_life_s)
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -192,7 +243,7 @@ class Scheduler:
 
     def _reconcile_one(self, row: ActiveRow, now: float, report: TickReport) -> None:
         sid = row.ray_submission_id
-        if row.cancel_requested:
+        if row.cancel_requested or row.preempted_for is not None:
             with contextlib.suppress(JobNotFound):  # job_info below says so too
                 self.cluster.stop(sid)  # again every tick until Ray says it ended
             if not row.stop_requested:
@@ -237,6 +288,10 @@ class Scheduler:
             end = AttemptEnd(**base)
             summary = f"canceled by request (Ray status {status.value})"
             self._finish(row, end, TaskState.CANCELED, summary, now, report)
+        elif row.preempted_for is not None:
+            kind = FailureKind.PREEMPTED
+            end = AttemptEnd(**base, failure_kind=kind.value)
+            self._failed(row, end, kind, f"preempted for {row.preempted_for}", now, report)
         else:
             kind = failures.classify(status, info.message, log_text)
             end = AttemptEnd(**base, failure_kind=kind.value)
@@ -273,7 +328,12 @@ class Scheduler:
                               resource_failures=row.resource_failures,
                               preemptions=row.preemptions)
             at = max(plan.next_run_at, plan.not_before or 0.0)
-            reason = f"attempt {n} failed ({kind.value}); attempt {n + 1} not before {iso(at)}"
+            if kind is FailureKind.PREEMPTED:
+                reason = (f"attempt {n} preempted for {row.preempted_for}; attempt {n + 1} "
+                          "as soon as it fits again (resumes from its checkpoint)")
+            else:
+                reason = (f"attempt {n} failed ({kind.value}); attempt {n + 1} "
+                          f"not before {iso(at)}")
             self.store.schedule_retry(row.task_id, row.state, n, end, plan, reason, now)
             report.retried += 1
             return
@@ -289,7 +349,8 @@ class Scheduler:
             return
         for row in self.store.active([TaskState.RUNNING]):
             since = snapshot.pending_pg_since.get(row.ray_submission_id)
-            if since is None or row.cancel_requested or now - since < limit:
+            if (since is None or row.cancel_requested or row.preempted_for is not None
+                    or now - since < limit):
                 continue
             try:
                 self.cluster.stop(row.ray_submission_id)
@@ -310,14 +371,17 @@ class Scheduler:
     # -- step 3: admit and submit --------------------------------------------------------------
     def _admit(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable,
                report: TickReport) -> None:
-        candidates = self.store.runnable(now, self.backfill_window)
+        fair = self.sched.fair_share
+        candidates = self.store.runnable(now, self.backfill_window, per_user=fair)
+        active = self.store.active()
+        charges = self._charges(active, now)
         if not candidates:
+            self._note_shares(charges, snapshot)
             return
         if isinstance(snapshot, ClusterUnavailable):
             reason = unreachable_reason(snapshot)
             self._wait([(c, reason) for c in candidates], now, report)
             return
-        active = self.store.active()
         running = len(active)
         cpg = self.sched.cpus_per_gpu
         pool = FreePool.from_snapshot(
@@ -326,15 +390,23 @@ class Scheduler:
              for r in active],
         )
         capacity = FreePool.from_capacity(snapshot)  # None: node capacity unknown
+        total = capacity.total_gpus() if capacity is not None else pool.total_gpus()
+        order = FairOrder(candidates, charges, total, self.settings.users.weight_for,
+                          enabled=fair)
         limit = self.sched.max_running_tasks
         users = self.settings.users
         loads = load_by_user((r.user, r.total_gpus) for r in active)
         disabled = self.store.disabled_users()
+        # tasks whose lower-priority victims are being stopped for them
+        preempting = {r.preempted_for for r in active if r.preempted_for is not None}
         waits: list[tuple[RunnableRow, str]] = []
+        starving: list[tuple[RunnableRow, Gang]] = []  # may preempt (waited past grace)
+        seen = _Seen(fair)
         blocked: str | None = None  # reason for everyone behind a starving task
         # shapes that did not fit this tick: (reason, whether even an idle cluster could)
         no_fit: dict[tuple[int, int], tuple[str, bool]] = {}
-        for i, cand in enumerate(candidates):
+        ordered = iter(order)
+        for cand in ordered:
             gpus = cand.nnodes * cand.n_gpus_per_node
             owner = cand.user
             held = None if owner is None else hold_reason(
@@ -355,17 +427,25 @@ class Scheduler:
             if cached is None:
                 decision = pool.decide(gang, self.driver)
                 if decision.fits:
+                    seen.add(cand)
+                    if cand.retry_not_before is not None and cand.retry_not_before > now:
+                        # waits out its retry backoff; the room it fits is kept for it
+                        pool.reserve(gang, self.driver, decision)
+                        no_fit.clear()  # cached reasons list free resources: now stale
+                        waits.append((cand, _backoff_reason(cand)))
+                        continue
                     outcome = self._submit(cand, now, report)
                     if outcome is _Submit.SUBMITTED:
                         report.submitted += 1
                         pool.reserve(gang, self.driver, decision)
+                        no_fit.clear()
                         running += 1
+                        order.admitted(owner, gpus)
                         if owner is not None:
                             loads.setdefault(owner, Load()).add(gpus)
-                        no_fit.clear()  # cached reasons list free resources: now stale
                     elif outcome is _Submit.UNAVAILABLE:
                         rest = unreachable_reason(report.unreachable)
-                        waits.extend((c, rest) for c in candidates[i + 1:])
+                        waits.extend((c, rest) for c in ordered)
                         break
                     continue
                 if capacity is not None and not capacity.decide(gang, self.driver).fits:
@@ -373,13 +453,100 @@ class Scheduler:
                 else:
                     cached = no_fit[shape] = (decision.reason, True)
             reason, could_fit = cached
-            waits.append((cand, reason))
-            # Only a task that an idle cluster could take holds the guard: one that can
-            # never fit would otherwise stop the whole queue behind it for good.
-            if could_fit and now - cand.runnable_since >= self.sched.starvation_guard_s:
-                blocked = (f"waiting behind {cand.task_id}, runnable for over "
-                           f"{self.sched.starvation_guard_s:g}s (starvation guard)")
+            waits.append((cand, reason + seen.ahead_of(cand)))
+            seen.add(cand)
+            if not could_fit:
+                continue  # can never fit as it is: holds no guard, preempts nobody
+            waited = now - cand.runnable_since
+            if cand.task_id in preempting:
+                blocked = (f"waiting behind {cand.task_id} (priority {cand.priority}), for "
+                           "which lower-priority tasks are being preempted")
+            elif waited >= self.sched.starvation_guard_s:
+                blocked = (f"waiting behind {cand.task_id} (priority {cand.priority}), "
+                           f"runnable for over {self.sched.starvation_guard_s:g}s "
+                           "(starvation guard)")
+            if self.sched.preemption and waited >= self.sched.preemption_grace_s:
+                starving.append((cand, gang))
+        if starving and not preempting:
+            found = self._preempt(starving, pool, active, snapshot, now, report)
+            if found is not None:
+                waits = [(c, found[1] if c.task_id == found[0] else r) for c, r in waits]
+        self._note_shares(order, snapshot)
         self._wait(waits, now, report)
+
+    # -- fair share ------------------------------------------------------------------------
+    def _charges(self, active: list[ActiveRow], now: float) -> dict[str | None, float]:
+        """Each user's fair-share charge now: GPUs of their active tasks, or (with a
+        half-life) their decayed usage in GPU units (``fairshare.Ledger``)."""
+        held: dict[str | None, float] = {}
+        for row in active:
+            held[row.user] = held.get(row.user, 0.0) + row.total_gpus
+        half_life = self.sched.fair_share_half_life_s
+        if half_life is None:
+            return held
+        if self._ledger is None:
+            self._ledger = Ledger(half_life, self._usage_history(now, half_life), now)
+        self._ledger.advance(now, held)
+        return self._ledger.charges()
+
+    def _usage_history(self, now: float, half_life: float) -> dict[str | None, float]:
+        """Decayed usage from the attempts of the last 20 half-lives (the rest weighs
+        less than a millionth), read once when the scheduler starts."""
+        spans = [Span(s.user, s.gpus, s.start_time, s.end_time)
+                 for s in self.store.usage_spans(now - 20 * half_life, now)
+                 if s.start_time is not None]
+        return decayed_usage(spans, now, half_life)
+
+    def _note_shares(self, source: FairOrder | dict[str | None, float],
+                     snapshot: ClusterSnapshot | ClusterUnavailable) -> None:
+        if isinstance(source, FairOrder):
+            self.last_shares = source.shares()
+            return
+        total = 0.0
+        if isinstance(snapshot, ClusterSnapshot):
+            capacity = FreePool.from_capacity(snapshot)
+            total = capacity.total_gpus() if capacity is not None else 0.0
+        order = FairOrder((), source, total, self.settings.users.weight_for)
+        self.last_shares = order.shares()
+
+    # -- preemption ------------------------------------------------------------------------
+    def _preempt(self, starving: list[tuple[RunnableRow, Gang]], pool: FreePool,
+                 active: list[ActiveRow], snapshot: ClusterSnapshot, now: float,
+                 report: TickReport) -> tuple[str, str] | None:
+        """Stop the victims that make room for the first starving gang that some can;
+        ``(its task id, its new pending reason)``, or None when none can be helped."""
+        running = [
+            Running(r.task_id, r.attempt_no, r.priority, r.start_time or r.submitted_at or now,
+                    snapshot.held_on.get(r.ray_submission_id, {}), self.sched.cpus_per_gpu,
+                    r.checkpointing)
+            for r in active
+            if r.state is TaskState.RUNNING and not r.cancel_requested
+            and r.preempted_for is None
+        ]
+        sids = {r.task_id: r.ray_submission_id for r in active}
+        for cand, gang in starving:
+            victims = choose_victims(pool, gang, self.driver, eligible(
+                running, cand.priority,
+                without_checkpoint=self.sched.preempt_without_checkpoint))
+            if not victims:
+                continue
+            for victim in victims:
+                try:
+                    self.cluster.stop(sids[victim.task_id])
+                except JobNotFound:
+                    pass  # gone already: reconcile sees it
+                except ClusterUnavailable as exc:
+                    report.unreachable = str(exc)
+                    return None
+            names = ", ".join(f"{v.task_id} (priority {v.priority})" for v in victims)
+            marked = self.store.request_preemption(
+                [(v.task_id, v.attempt_no) for v in victims], cand.task_id, now,
+                {"priority": cand.priority})
+            report.preempted += len(marked)
+            log.info("preempting %s for %s (priority %d)", names, cand.task_id, cand.priority)
+            return cand.task_id, (f"preempting {names} to make room (waited past "
+                                  f"preemption_grace_s={self.sched.preemption_grace_s:g})")
+        return None
 
     def _wait(self, waits: Iterable[tuple[RunnableRow, str]], now: float,
               report: TickReport) -> None:

@@ -55,6 +55,9 @@ PURE_MODULES = (
     "service.users",
     "service.quotas",
     "service.usage",
+    "service.priorities",
+    "service.fairshare",
+    "service.preemption",
     "raypool.policy",
     "raypool.headrecord",
 )

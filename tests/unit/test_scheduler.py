@@ -136,7 +136,7 @@ def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
     env.tick(T0 + 100)  # big has waited 100 s: nothing behind it starts
     assert env.state(late) is S.PENDING_RESOURCES
     assert env.store.get_task(late).pending_reason == (
-        f"waiting behind {big}, runnable for over 100s (starvation guard)")
+        f"waiting behind {big} (priority 0), runnable for over 100s (starvation guard)")
     env.cluster.release("w1", GPU=2, CPU=6)
     env.cluster.start(sid(small), {"w1": 2})
     env.cluster.finish(sid(small))
