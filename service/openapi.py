@@ -387,7 +387,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             "post": _op(
                 "Submit a task (JobSpec YAML)",
                 {"201": _json(_ref("Submitted"), "Accepted and queued")},
-                "400:BadRequest", "408:RequestTimeout", "413:PayloadTooLarge",
+                "400:BadRequest", "403:Forbidden", "408:RequestTimeout", "413:PayloadTooLarge",
                 "415:UnsupportedMediaType",
                 requestBody={"required": True, "content": {
                     t: {"schema": yaml_body}

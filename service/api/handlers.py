@@ -35,6 +35,7 @@ from service.api.views import (
 from service.cluster import ClusterError, ClusterUnavailable
 from service.jobspec import JobSpec, JobSpecError, parse_jobspec
 from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from service.priorities import allowance_problem
 from service.rows import AttemptRow, CancelKind, TaskRow
 from service.states import RayStatus, TaskState
 from service.users import ALL, ME, Principal, name_problem
@@ -169,14 +170,27 @@ async def submit_task(request: web.Request) -> web.Response:
         raise ApiError(
             status, "invalid JobSpec" if status == 400 else str(exc), details=exc.details
         ) from exc
+    priority = _submitted_priority(deps, spec, principal_of(request))
     task_id = await deps.store.create_task(
         id_prefix=deps.settings.task_id_prefix, workload=spec.workload, jobspec_yaml=text,
         spec=spec.to_dict(), nnodes=spec.nnodes, n_gpus_per_node=spec.n_gpus_per_node,
-        user=owner, now=deps.clock(),
+        user=owner, now=deps.clock(), priority=priority,
     )
     deps.metrics.submits.inc()
     deps.waker.wake()
     return web.json_response({"task_id": task_id, "state": TaskState.QUEUED.value}, status=201)
+
+
+def _submitted_priority(deps: AppDeps, spec: JobSpec, who: Principal) -> int:
+    """The JobSpec's priority (its range was checked with the JobSpec), else the configured
+    default; 403 when a non-admin asks for more than ``max_user_priority``."""
+    sched = deps.settings.scheduler
+    priority = sched.default_priority if spec.priority is None else spec.priority
+    problem = allowance_problem(priority, is_admin=who.is_admin,
+                                max_user_priority=sched.max_user_priority)
+    if problem:
+        raise ApiError(403, problem, details=[{"field": "priority", "message": problem}])
+    return priority
 
 
 async def list_tasks(request: web.Request) -> web.Response:
