@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from service import store_reads
 from service.sql import QUERIES, parse_queries
 from service.states import RUNNABLE, TaskState
 from service.store import (
@@ -299,8 +300,8 @@ def test_partial_index_terms_are_repeated_literally_and_mirror_the_states(store)
 def test_mark_pending_finds_rows_by_task_id(store: Store) -> None:
     """The batch update looks each id up (task_id index), never walks the runnable rows."""
     plan = _plan(store, QUERIES["mark_pending"], {
-        "from_state": "QUEUED", "to_state": "PENDING_RESOURCES", "reason": "r", "now": 1.0,
-        "next_run_at": None, "task_ids": "[]"})
+        "from_state": "QUEUED", "to_state": "PENDING_RESOURCES", "now": 1.0,
+        "next_run_at": None, "items": "[]"})
     assert "sqlite_autoindex_tasks_1 (task_id=?)" in plan, plan
     assert "tasks_runnable" not in plan and "tasks_state_seq" not in plan, plan
 
@@ -430,7 +431,7 @@ def test_queue_positions_count_in_priority_then_fifo_order(store: Store) -> None
                                                               tasks[3]]
 
 
-def test_runnable_per_user_windows(store: Store) -> None:
+def test_runnable_per_user_windows(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(1, 6):
         store.create_task(task_id=tid(i), workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
                           n_gpus_per_node=1, user="alice", now=100.0)
@@ -438,8 +439,11 @@ def test_runnable_per_user_windows(store: Store) -> None:
                       n_gpus_per_node=1, user="bob", now=101.0)
     store.create_task(task_id=tid(10), workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
                       n_gpus_per_node=1, user=None, now=102.0)
-    got = [t.task_id for t in store.runnable(200.0, 2, per_user=True)]
+    monkeypatch.setattr(store_reads, "MIN_PER_USER", 2)
+    got = [t.task_id for t in store.runnable(200.0, 3, per_user=True)]
     assert got == [tid(1), tid(2), tid(9), tid(10)]  # 2 of each owner, queue order
+    got = [t.task_id for t in store.runnable(200.0, 9, per_user=True)]
+    assert got == [tid(1), tid(2), tid(3), tid(9), tid(10)]  # 9 // 3 owners each
     assert [t.task_id for t in store.runnable(200.0, 2)] == [tid(1), tid(2)]
 
 
