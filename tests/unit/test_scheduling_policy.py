@@ -324,3 +324,19 @@ def test_no_victims_when_stopping_all_would_not_make_room(make) -> None:
     env.tick(T0 + 10)
     assert env.cluster.stop_calls == []
     assert env.state(low) is S.RUNNING and env.state(high) is S.PENDING_RESOURCES
+
+
+def test_preemptions_are_counted_in_metrics(make) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from service.metrics import MeteredScheduler, ServiceMetrics
+
+    env = make(preemption=True, preemption_grace_s=0.0)
+    metrics = ServiceMetrics(env.store.counts_by_state)
+    env.sched = MeteredScheduler(env.sched, metrics)
+    low = env.add(priority=0, save_freq=1)
+    _running(env, low, T0)
+    env.add(priority=3, now=T0 + 5)
+    env.tick(T0 + 5)
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
+    assert families["argus_preemptions"].samples[0].value == 1
