@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -475,6 +476,26 @@ async def test_bad_priority_requests_change_nothing(client, env, kw, status, fie
     assert [d["field"] for d in err["details"]] == fields
     assert env.store.get_task(task_id).priority == 0
     assert env.store.events(task_id) == before
+
+
+async def test_priority_answer_and_request_match_the_document(client, env):
+    doc = await get_json(client, "/api/v2/openapi.json")
+    op = doc["paths"]["/api/v2/tasks/{task_id}"]["patch"]
+    assert set(op["responses"]) == {"200", "400", "401", "403", "404", "408", "409", "413",
+                                    "415", "500", "503"}
+
+    def check(instance: Any, name: str) -> None:
+        jsonschema.validate(instance, {"$ref": f"#/components/schemas/{name}",
+                                       "components": doc["components"]})
+
+    task_id = await submit(client, env)
+    status, body = await patch_priority(client, task_id, {"priority": -1000})
+    assert status == 200
+    check(body, "Task")
+    check({"priority": 1000}, "PriorityChange")
+    for bad in ({"priority": 1001}, {"priority": 1.5}, {}, {"priority": 1, "x": 2}):
+        with pytest.raises(jsonschema.ValidationError):
+            check(bad, "PriorityChange")
 
 
 async def test_priority_of_an_unknown_task_is_404(client, env):
