@@ -299,7 +299,7 @@ async def task_page(request: web.Request) -> web.Response:
         request, "_task.html" if request.query.get("fragment") else "task.html",
         nav="queue", task=task, attempts=attempts, events=events, jobspec=spec or "",
         may_act=who.may_act_on(task.user), terminal=task.state in TERMINAL,
-        held=_held(deps))
+        waiting=task.state in RUNNABLE, held=_held(deps))
 
 
 @signed_in
@@ -374,7 +374,7 @@ def _priority_page(request: web.Request, task: TaskRow, *, status: int = 200,
                   error=error)
 
 
-def form_priority(raw: str, who: Principal, sched: SchedulerSettings
+def _form_priority(raw: str, who: Principal, sched: SchedulerSettings
                   ) -> tuple[int | None, int, str | None]:
     """The priority a form asks for: (value, status, problem); the API's rules."""
     text = raw.strip()
@@ -413,7 +413,7 @@ async def set_priority(request: web.Request) -> web.StreamResponse:
     if not who.may_act_on(task.user):
         return render(request, "error.html", status=403, title="Refused", message=(
             f"Only its owner ({task.user}) or an admin may change the priority of {task_id}."))
-    priority, status, problem = form_priority(form.get("priority", ""), who,
+    priority, status, problem = _form_priority(form.get("priority", ""), who,
                                               deps.settings.scheduler)
     if priority is None:
         return _priority_page(request, task, status=status, error=problem)
