@@ -226,6 +226,11 @@ class ServiceMetrics:
             "argus_task_retries", "Attempts re-queued after a retryable failure.",
             registry=self.registry,
         )
+        self.preemptions = Counter(
+            "argus_preemptions", "Running attempts stopped to make room for a "
+            "higher-priority gang (each is re-queued and resumes from its checkpoint).",
+            registry=self.registry,
+        )
         self.tick_duration = Histogram(
             "argus_scheduler_tick_duration_seconds",
             "Scheduler tick duration.",
@@ -258,6 +263,7 @@ class ServiceMetrics:
         self.tick_duration.observe(report.duration_s)
         self.ray_submits.inc(report.submitted)
         self.retries.inc(report.retried)
+        self.preemptions.inc(report.preempted)
 
     def after_tick(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None
                    ) -> None:

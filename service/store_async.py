@@ -158,6 +158,10 @@ class AsyncStore:
 
         return await self._writes.run(create)
 
+    async def set_priority(self, task_id: str, priority: int, now: float,
+                           by: str | None = None) -> TaskRow:
+        return await self._writes.run(self._store.set_priority, task_id, priority, now, by)
+
     async def cancel(self, task_id: str, now: float, by: str | None = None) -> CancelOutcome:
         return await self._writes.run(self._store.cancel, task_id, now, by)
 

@@ -92,6 +92,7 @@ def task_json(task: TaskRow) -> dict[str, Any]:
         "error_summary": task.error_summary,
         "pending_reason": task.pending_reason,
         "queue_position": task.queue_position,
+        "priority": task.priority,
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
         "cancel_requested": task.cancel_requested,
     }
