@@ -104,6 +104,7 @@ def test_high_priority_gang_preempts_a_checkpointing_run_that_then_resumes(
 
     low = _submit(argus, alice, priority=-5, duration_s=LOW_STEPS,
                   total_training_steps=LOW_STEPS, save_freq=1)
+    assert argus.task(low)["priority"] == -5
     ckpt = Path(checkpoint_dir(str(argus.shared_root), "alice", low))
     argus.wait_for(low, lambda t: t["state"] == "RUNNING"
                    and t["latest_attempt"]["attempt_no"] == 1, 60, "attempt 1 to run")
@@ -114,6 +115,7 @@ def test_high_priority_gang_preempts_a_checkpointing_run_that_then_resumes(
     assert argus.task(low)["state"] == "RUNNING"
 
     high = _submit(argus, argus.http, priority=100, duration_s=3)  # the admin's token
+    assert argus.task(high)["priority"] == 100
     done = argus.wait_state(high, TERMINAL, timeout=60)
     assert done["state"] == "SUCCEEDED", _story(argus, low, high)
     (high_attempt,) = argus.attempts(high)  # never submitted into the victim's GPUs
