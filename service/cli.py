@@ -259,8 +259,18 @@ def cmd_queue(ctx: Ctx) -> int:
         ["TASK_ID", "USER", "STATE", "GPUS", "RAY_SUBMISSION_ID", "RAY_STATUS"],
         [[t.get("task_id"), t.get("user"), t.get("state"), _gpus(t),
           _latest(t, "ray_submission_id"), _latest(t, "ray_status")] for t in d["running"]],
-    ) + _whose(ctx.args.user))
+    ) + _fair_share(d.get("fair_share") or []) + _whose(ctx.args.user))
     return 0
+
+
+def _fair_share(rows: list[dict[str, Any]]) -> str:
+    """The users' fair shares (served next first), as the scheduler last saw them."""
+    if not rows:
+        return ""
+    return "\n\nFAIR SHARE (among equal priorities, the smallest weighted share goes first)\n" \
+        + table(["USER", "GPUS", "SHARE", "WEIGHT", "WEIGHTED"],
+                [[r.get("user"), r.get("gpus"), r.get("share"), r.get("weight"),
+                  r.get("weighted_share")] for r in rows])
 
 
 def cmd_list(ctx: Ctx) -> int:

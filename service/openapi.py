@@ -218,9 +218,24 @@ _SCHEMAS: dict[str, Any] = {
                        "cancel_requested": {"type": "boolean"}},
     },
     "Queue": {
-        "type": "object", "required": ["pending", "running"],
+        "type": "object", "required": ["pending", "running", "fair_share"],
         "properties": {"pending": {"type": "array", "items": _ref("Task")},
-                       "running": {"type": "array", "items": _ref("Task")}},
+                       "running": {"type": "array", "items": _ref("Task")},
+                       "fair_share": {
+                           "type": "array", "items": _ref("FairShare"),
+                           "description": "each user's share at the scheduler's last "
+                                          "tick, the one served next first"}},
+    },
+    "FairShare": {
+        "type": "object",
+        "required": ["user", "gpus", "share", "weight", "weighted_share"],
+        "properties": {
+            "user": {"type": ["string", "null"]},
+            "gpus": {"type": "number", "description": "GPUs held (with a half-life: "
+                                                      "decayed usage in GPU units)"},
+            "share": {"type": "number", "description": "gpus / the cluster's GPUs"},
+            "weight": {"type": "number"},
+            "weighted_share": {"type": "number", "description": "share / weight"}},
     },
     "User": {
         "type": "object", "required": ["name", "role", "enabled"],

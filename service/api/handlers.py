@@ -32,6 +32,7 @@ from service.api.views import (
     decode_cursor,
     encode_cursor,
     event_json,
+    fair_share_json,
     task_json,
 )
 from service.cluster import ClusterError, ClusterUnavailable
@@ -355,10 +356,13 @@ async def queue(request: web.Request) -> web.Response:
     user = await user_filter(request, errors)
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
-    pending, running = await deps_of(request).store.queue(user)
+    deps = deps_of(request)
+    pending, running = await deps.store.queue(user)
+    seen = deps.metrics.observed.last
     return web.json_response({
         "pending": [task_json(t) for t in pending],
         "running": [task_json(t) for t in running],
+        "fair_share": fair_share_json({} if seen is None else seen.shares),
     })
 
 

@@ -277,8 +277,7 @@ async def queue_page(request: web.Request) -> web.Response:
         counts=counts, states=[s.value for s in TaskState], pending=pending,
         pending_total=pending_total, running=running, recent=recent, held=_held(deps),
         filters=filters, workloads=await store.pending_workloads(), page=page, pages=pages,
-        link=link, has_priority=any(getattr(t, "priority", None) is not None
-                                    for t in pending))
+        link=link)
 
 
 # -- task ------------------------------------------------------------------------------------

@@ -242,6 +242,9 @@ async def test_queue_lists_pending_in_order_and_running(client, env):
     assert all(t["pending_reason"] and t["next_run_at"] for t in data["pending"])
     assert [t["task_id"] for t in data["running"]] == [first]
     assert data["running"][0]["latest_attempt"]["ray_submission_id"] == env.sid(first)
+    owner = data["running"][0]["user"]  # holds both GPUs of the cluster
+    assert data["fair_share"] == [{"user": owner, "gpus": 2.0, "share": 1.0, "weight": 1.0,
+                                   "weighted_share": 1.0}]
 
 
 async def test_list_filters_by_state(client, env):

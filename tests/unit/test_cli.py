@@ -212,6 +212,19 @@ async def test_queue(server, tmp_path):
     assert [t["task_id"] for t in data["pending"]] == [second]
 
 
+def test_queue_shows_the_fair_shares() -> None:
+    from service.cli import _fair_share
+
+    text = _fair_share([{"user": "bob", "gpus": 1.0, "share": 0.125, "weight": 1.0,
+                         "weighted_share": 0.125},
+                        {"user": "alice", "gpus": 4.0, "share": 0.5, "weight": 2.0,
+                         "weighted_share": 0.25}])
+    header, bob, alice = text.strip().splitlines()[1:]
+    assert header.split() == ["USER", "GPUS", "SHARE", "WEIGHT", "WEIGHTED"]
+    assert bob.split() == ["bob", "1.0", "0.125", "1.0", "0.125"]
+    assert alice.split()[0] == "alice" and _fair_share([]) == ""
+
+
 async def test_priority_reorders_the_queue(server, tmp_path):
     first = await submitted(server, tmp_path)
     second = await submitted(server, tmp_path)
