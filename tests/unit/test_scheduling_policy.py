@@ -340,3 +340,26 @@ def test_preemptions_are_counted_in_metrics(make) -> None:
     env.tick(T0 + 5)
     families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
     assert families["argus_preemptions"].samples[0].value == 1
+
+
+def test_a_preemption_is_recorded_before_ray_is_asked_and_survives_a_restart(make) -> None:
+    from service.cluster import ClusterUnavailable
+
+    env = make(preemption=True, preemption_grace_s=0.0)
+    low = env.add(priority=0, save_freq=1)
+    _running(env, low, T0)
+    high = env.add(priority=3, now=T0 + 5)
+    real_stop = env.cluster.stop
+
+    def unreachable(submission_id: str) -> None:
+        raise ClusterUnavailable("timeout")
+
+    env.cluster.stop = unreachable
+    env.tick(T0 + 5)  # the stop does not reach Ray: the mark is kept all the same
+    assert env.store.get_attempt(low, 1).preempted_for == high
+    assert env.state(low) is S.RUNNING
+    env.cluster.stop = real_stop
+    env.reopen()  # the service restarts: reconcile sends the stop and ends the attempt
+    env.tick(T0 + 6)
+    assert env.store.get_attempt(low, 1).failure_kind == "PREEMPTED"
+    assert env.states(low, high) == [S.PENDING_RESOURCES, S.SUBMITTED]
