@@ -2,10 +2,14 @@
 
 The cluster (FakeCluster: 4 workers of 8 GPUs, 7 of them held by another user's jobs) has
 room for every task when idle but for none now, so every tick examines the queue and
-admits nothing: the worst case for a tick. Two policies are measured:
+admits nothing: the worst case for a tick. The tasks belong to 3 users and one in ten
+has a higher priority. Three policies are measured:
 
-* backfill: no task has reached the starvation guard, so each tick looks at up to
-  ``backfill_window`` runnable tasks (later tasks could fit where earlier ones do not);
+* backfill: fair share off, no task has reached the starvation guard, so each tick looks
+  at up to ``backfill_window`` runnable tasks in priority order (later tasks could fit
+  where earlier ones do not);
+* fairshare: the default policy: the same with fair share on, which reads each user's
+  head of the queue (the window shared out among the users) and orders them by DRF;
 * guard: the head of the queue has waited past ``starvation_guard_s``, so the tick stops
   looking for room right after it (everything behind it waits by policy).
 
@@ -35,6 +39,7 @@ T0 = 1_766_500_000.0
 SHAPES = ((1, 4), (2, 4), (1, 8), (4, 8), (2, 8))  # none fits 1 free GPU per worker
 FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED)
 FLOOR_MS = 20.0
+USERS = ("alice", "bob", "carol")
 
 
 def build_db(path: str, runnable: int, finished: int, seed: int = 7) -> Store:
@@ -50,12 +55,14 @@ def build_db(path: str, runnable: int, finished: int, seed: int = 7) -> Store:
             workload="ppo",
             state=TaskState.QUEUED if is_runnable else rng.choice(FINISHED),
             created_at=T0 + i * 0.01, nnodes=nnodes, n_gpus_per_node=g,
+            user=rng.choice(USERS), priority=5 if rng.random() < 0.1 else 0,
         ))
     store.bulk_load(tasks)
     return store
 
 
-def run(label: str, root: Path, args: argparse.Namespace, guard_s: float) -> dict[str, float]:
+def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: bool
+        ) -> dict[str, float]:
     store = build_db(str(root / f"{label}.sqlite3"), args.runnable, args.finished)
     cluster = FakeCluster()
     cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
@@ -63,7 +70,8 @@ def run(label: str, root: Path, args: argparse.Namespace, guard_s: float) -> dic
         cluster.add_node(f"worker{i}", gpus=8, cpus=32)
         cluster.occupy(f"worker{i}", GPU=7, CPU=21)
     settings = Settings(shared_root=str(root),
-                        scheduler=SchedulerSettings(starvation_guard_s=guard_s))
+                        scheduler=SchedulerSettings(starvation_guard_s=guard_s,
+                                                    fair_share=fair))
     sched = Scheduler(store, cluster, settings, Artifacts(settings.shared_root))
     now = T0 + (args.runnable + args.finished) * 0.01 + 1.0
     sched.startup(now)
@@ -93,8 +101,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="argus-bench-tick-") as tmp:
         rows = {
-            "backfill": run("backfill", Path(tmp), args, guard_s=1e12),
-            "guard": run("guard", Path(tmp), args, guard_s=0.0),
+            "backfill": run("backfill", Path(tmp), args, guard_s=1e12, fair=False),
+            "fairshare": run("fairshare", Path(tmp), args, guard_s=1e12, fair=True),
+            "guard": run("guard", Path(tmp), args, guard_s=0.0, fair=True),
         }
     print(f"tick benchmark: {args.runnable} runnable + {args.finished} finished tasks, "
           f"{args.ticks} ticks, nothing fits")

@@ -46,12 +46,14 @@ WAKE_INTERVAL_S = 0.1
 P, U, ADMIN = Access.PUBLIC, Access.USER, Access.ADMIN
 
 # (method, path, handler, access): the whole API, in one table (the OpenAPI test compares
-# it). Cancel and logs are for the task's owner or an admin, a user's own records for
-# that user or an admin: their handlers check that on top of ``access``.
+# it). Cancel, logs and a priority change (PATCH) are for the task's owner or an admin, a
+# user's own records for that user or an admin: their handlers check that on top of
+# ``access``.
 ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("POST", f"{API}/tasks", h.submit_task, U),
     ("GET", f"{API}/tasks", h.list_tasks, U),
     ("GET", f"{API}/tasks/{TASK_ID}", h.get_task, U),
+    ("PATCH", f"{API}/tasks/{TASK_ID}", h.set_task_priority, U),
     ("GET", f"{API}/tasks/{TASK_ID}/attempts", h.list_attempts, U),
     ("GET", f"{API}/tasks/{TASK_ID}/events", h.list_events, U),
     ("POST", f"{API}/tasks/{TASK_ID}:cancel", h.cancel_task, U),

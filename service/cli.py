@@ -3,7 +3,7 @@
     argus [--url URL] [--token-env NAME] [--json] COMMAND ...
 
 Commands: submit FILE|-, status ID, attempts ID, events ID, logs ID [--attempt N] [--tail N]
-[--follow], cancel ID, queue [--user U], list [--state S] [--user U] [--limit N]
+[--follow], cancel ID, priority ID N, queue [--user U], list [--state S] [--user U] [--limit N]
 [--cursor C], wait ID [--timeout S]; and (``service.cli_accounts``) me, user ...,
 token ..., usage. ``--user`` of list and queue: ``mine`` (the default), ``all``, or a
 user's name.
@@ -125,6 +125,7 @@ def show_task(task: dict[str, Any]) -> str:
         ("task_id", task.get("task_id")),
         ("user", task.get("user")),
         ("state", task.get("state")),
+        ("priority", task.get("priority")),
         ("workload", task.get("workload")),
         ("resources", _gpus(task) + " GPUs"),
         ("queue_position", task.get("queue_position")),
@@ -224,6 +225,16 @@ def cmd_cancel(ctx: Ctx) -> int:
     return 0
 
 
+def cmd_priority(ctx: Ctx) -> int:
+    a = ctx.args
+    data = ctx.client.json("PATCH", _task_path(a.task_id),
+                           body=json.dumps({"priority": a.priority}).encode(),
+                           content_type="application/json")
+    ctx.emit(data, lambda d: f"{d['task_id']}  priority {d['priority']}" + (
+        f"  (queue position {d['queue_position']})" if d.get("queue_position") else ""))
+    return 0
+
+
 def user_query(value: str | None) -> str:
     """``--user`` of list and queue: ``mine`` (the default) asks for ``me``."""
     return "me" if value in (None, "", "mine") else value
@@ -240,15 +251,26 @@ def _whose(value: str | None) -> str:
 def cmd_queue(ctx: Ctx) -> int:
     data = ctx.client.json("GET", "/api/v2/queue", query={"user": user_query(ctx.args.user)})
     ctx.emit(data, lambda d: "PENDING\n" + table(
-        ["POS", "TASK_ID", "USER", "STATE", "GPUS", "NEXT_RUN_AT", "REASON"],
-        [[t.get("queue_position"), t.get("task_id"), t.get("user"), t.get("state"),
-          _gpus(t), t.get("next_run_at"), t.get("pending_reason")] for t in d["pending"]],
+        ["POS", "PRI", "TASK_ID", "USER", "STATE", "GPUS", "NEXT_RUN_AT", "REASON"],
+        [[t.get("queue_position"), t.get("priority"), t.get("task_id"), t.get("user"),
+          t.get("state"), _gpus(t), t.get("next_run_at"), t.get("pending_reason")]
+         for t in d["pending"]],
     ) + "\n\nRUNNING\n" + table(
         ["TASK_ID", "USER", "STATE", "GPUS", "RAY_SUBMISSION_ID", "RAY_STATUS"],
         [[t.get("task_id"), t.get("user"), t.get("state"), _gpus(t),
           _latest(t, "ray_submission_id"), _latest(t, "ray_status")] for t in d["running"]],
-    ) + _whose(ctx.args.user))
+    ) + _fair_share(d.get("fair_share") or []) + _whose(ctx.args.user))
     return 0
+
+
+def _fair_share(rows: list[dict[str, Any]]) -> str:
+    """The users' fair shares (served next first), as the scheduler last saw them."""
+    if not rows:
+        return ""
+    return "\n\nFAIR SHARE (among equal priorities, the smallest weighted share goes first)\n" \
+        + table(["USER", "GPUS", "SHARE", "WEIGHT", "WEIGHTED"],
+                [[r.get("user"), r.get("gpus"), r.get("share"), r.get("weight"),
+                  r.get("weighted_share")] for r in rows])
 
 
 def cmd_list(ctx: Ctx) -> int:
@@ -324,6 +346,15 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _priority(text: str) -> int:
+    """An integer as typed (``-5``, ``+10``, ``0``); the server checks the range."""
+    stripped = text.strip()
+    digits = stripped[1:] if stripped[:1] in ("+", "-") else stripped
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 18:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}")
+    return int(stripped)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --json is accepted before or after the command (SUPPRESS keeps one from hiding the other)
     json_flag = argparse.ArgumentParser(add_help=False)
@@ -365,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="keep printing new lines until the task ends")
     logs.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)
     add("cancel", cmd_cancel, "cancel a task")
+    add("priority", cmd_priority, "change the priority of a waiting task (higher is "
+        "admitted first; above the users' allowance: admins only)").add_argument(
+        "priority", type=_priority, metavar="N", help="the new priority, e.g. -10 or 100")
     queue = add("queue", cmd_queue, "show pending and running tasks", task=False)
     queue.add_argument("--user", default="mine", help=user_help)
     lst = add("list", cmd_list, "list tasks, newest first", task=False)

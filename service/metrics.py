@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 
 from service.cluster import ClusterSnapshot, ClusterUnavailable
 from service.db import storage_fault
+from service.fairshare import Share
 from service.observed import REASON_CLASSES, RESOURCES, Observed, reason_class, total_of
 from service.sampling import Sampler, SampleStore
 from service.states import TaskState
@@ -226,6 +227,11 @@ class ServiceMetrics:
             "argus_task_retries", "Attempts re-queued after a retryable failure.",
             registry=self.registry,
         )
+        self.preemptions = Counter(
+            "argus_preemptions", "Running attempts stopped to make room for a "
+            "higher-priority gang (each is re-queued and resumes from its checkpoint).",
+            registry=self.registry,
+        )
         self.tick_duration = Histogram(
             "argus_scheduler_tick_duration_seconds",
             "Scheduler tick duration.",
@@ -258,13 +264,14 @@ class ServiceMetrics:
         self.tick_duration.observe(report.duration_s)
         self.ray_submits.inc(report.submitted)
         self.retries.inc(report.retried)
+        self.preemptions.inc(report.preempted)
 
-    def after_tick(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None
-                   ) -> None:
+    def after_tick(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
+                   shares: Mapping[str | None, Share] | None = None) -> None:
         """Keep the tick's cluster view, count the attempts it admitted, and sample the
         queue for the console's charts. Never raises: a missed sample must not fail
         the tick (a storage fault is logged once per tick, without a traceback)."""
-        self.observed.record(now, snapshot)
+        self.observed.record(now, snapshot, shares)
         if self._sampler is None:
             return
         try:
@@ -303,5 +310,6 @@ class MeteredScheduler:
     def tick(self, now: float) -> TickReport:
         report = self._scheduler.tick(now)
         self._metrics.observe_tick(report)
-        self._metrics.after_tick(now, self._scheduler.last_snapshot)
+        self._metrics.after_tick(now, self._scheduler.last_snapshot,
+                                 self._scheduler.last_shares)
         return report

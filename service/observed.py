@@ -11,10 +11,13 @@ a few stable classes, a bounded label for ``/metrics``.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from service.admission import CPU, GPU, NEVER_FITS
 from service.cluster import ClusterSnapshot, ClusterUnavailable, NodeResources
+from service.fairshare import Share
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,8 @@ class Seen:
     at: float
     snapshot: ClusterSnapshot | None
     unreachable: str | None
+    shares: Mapping[str | None, Share] = field(  # fair share per user
+        default_factory=lambda: MappingProxyType({}))
 
 
 class Observed:
@@ -33,14 +38,15 @@ class Observed:
         self._lock = threading.Lock()
         self._seen: Seen | None = None
 
-    def record(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None
-               ) -> None:
+    def record(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
+               shares: Mapping[str | None, Share] | None = None) -> None:
         if snapshot is None:
             return
+        frozen = MappingProxyType(dict(shares or {}))
         if isinstance(snapshot, ClusterUnavailable):
-            seen = Seen(now, None, str(snapshot))
+            seen = Seen(now, None, str(snapshot), frozen)
         else:
-            seen = Seen(now, snapshot, None)
+            seen = Seen(now, snapshot, None, frozen)
         with self._lock:
             self._seen = seen
 

@@ -15,9 +15,10 @@ from typing import Any
 from service.config import Settings
 from service.jobspec import jobspec_json_schema
 from service.layout import users_root
+from service.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.states import FailureKind, RayStatus, TaskState
 
-VERSION = "2.1.0"
+VERSION = "2.2.0"
 
 # x-argus-access values, and what each means
 ACCESS = {
@@ -59,6 +60,10 @@ _TOKEN_ID_PARAM = {
     "name": "token_id", "in": "path", "required": True,
     "schema": {"type": "string", "pattern": "^[0-9a-f]{12}$"}, "example": "3f9a1c2b7d4e",
 }
+_PRIORITY = {"type": "integer", "minimum": MIN_PRIORITY, "maximum": MAX_PRIORITY,
+             "description": "higher is admitted first; a user may ask for up to the "
+                            "configured max_user_priority, an admin for up to "
+                            f"{MAX_PRIORITY}"}
 _USER_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$",
               "description": "no '--', no '-' at the end; all, me and mine are reserved"}
 _LIMITS = {
@@ -166,12 +171,18 @@ _SCHEMAS: dict[str, Any] = {
             "error_summary": {"type": ["string", "null"]},
             "pending_reason": {"type": ["string", "null"]},
             "queue_position": {"type": ["integer", "null"],
-                               "description": "1-based place among runnable tasks"},
+                               "description": "1-based place among runnable tasks, in "
+                                              "admission order (priority, then FIFO)"},
+            "priority": _PRIORITY,
             "next_run_at": _TS,
             "cancel_requested": {"type": "boolean"},
             "created_at": _TS,
             "updated_at": _TS,
         },
+    },
+    "PriorityChange": {
+        "type": "object", "required": ["priority"], "additionalProperties": False,
+        "properties": {"priority": _PRIORITY},
     },
     "TaskList": {
         "type": "object", "required": ["tasks", "next_cursor"],
@@ -192,7 +203,7 @@ _SCHEMAS: dict[str, Any] = {
             "id": {"type": "integer"},
             "ts": _TS,
             "type": {"type": "string", "description": "STATE_TRANSITION, SUBMIT, "
-                     "RAY_STATUS_SYNC, RETRY_SCHEDULED, CANCEL_REQUESTED, ..."},
+                     "RAY_STATUS_SYNC, RETRY_SCHEDULED, CANCEL_REQUESTED, PRIORITY_CHANGED, ..."},
             "payload": {"type": "object", "description": "for transitions: from, to, reason"},
         },
     },
@@ -207,9 +218,24 @@ _SCHEMAS: dict[str, Any] = {
                        "cancel_requested": {"type": "boolean"}},
     },
     "Queue": {
-        "type": "object", "required": ["pending", "running"],
+        "type": "object", "required": ["pending", "running", "fair_share"],
         "properties": {"pending": {"type": "array", "items": _ref("Task")},
-                       "running": {"type": "array", "items": _ref("Task")}},
+                       "running": {"type": "array", "items": _ref("Task")},
+                       "fair_share": {
+                           "type": "array", "items": _ref("FairShare"),
+                           "description": "each user's share at the scheduler's last "
+                                          "tick, the one served next first"}},
+    },
+    "FairShare": {
+        "type": "object",
+        "required": ["user", "gpus", "share", "weight", "weighted_share"],
+        "properties": {
+            "user": {"type": ["string", "null"]},
+            "gpus": {"type": "number", "description": "GPUs held (with a half-life: "
+                                                      "decayed usage in GPU units)"},
+            "share": {"type": "number", "description": "gpus / the cluster's GPUs"},
+            "weight": {"type": "number"},
+            "weighted_share": {"type": "number", "description": "share / weight"}},
     },
     "User": {
         "type": "object", "required": ["name", "role", "enabled"],
@@ -314,14 +340,16 @@ _RESPONSES = {
         "BadRequest": "Invalid input; details name each offending field",
         "Unauthorized": "Missing, malformed or wrong bearer token; or a revoked or expired "
                         "token, or a disabled user's (the message says which)",
-        "Forbidden": "A valid token without the right (see x-argus-access)",
+        "Forbidden": "A valid token without the right (see x-argus-access), or a "
+                     "priority above what the caller may ask for",
         "NotFound": "No such task, attempt, logs, user or token",
         "MethodNotAllowed": "Not possible on this resource (the message says why)",
-        "Conflict": "The task is already terminal; the user exists or is disabled; "
-                    "too many tokens",
+        "Conflict": "The task is already terminal (or, for a priority change, no longer "
+                    "waiting); the user exists or is disabled; too many tokens",
         "PayloadTooLarge": "Body over the configured size limit",
         "RequestTimeout": "Body not received within the body timeout",
-        "UnsupportedMediaType": "Body is not YAML",
+        "UnsupportedMediaType": "Body is not of the accepted content type (YAML for a "
+                                "JobSpec, JSON elsewhere), or is compressed",
         "InternalError": "Unexpected server error (no details leaked)",
         "Unavailable": "The database cannot be used now (disk full, read-only, locked: "
                        "storage_unavailable), or too many connections; retry after "
@@ -387,7 +415,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             "post": _op(
                 "Submit a task (JobSpec YAML)",
                 {"201": _json(_ref("Submitted"), "Accepted and queued")},
-                "400:BadRequest", "408:RequestTimeout", "413:PayloadTooLarge",
+                "400:BadRequest", "403:Forbidden", "408:RequestTimeout", "413:PayloadTooLarge",
                 "415:UnsupportedMediaType",
                 requestBody={"required": True, "content": {
                     t: {"schema": yaml_body}
@@ -407,11 +435,22 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
                 ],
             ),
         },
-        "/api/v2/tasks/{task_id}": {"get": _op(
-            "Aggregated view of one task",
-            {"200": _json(_ref("Task"), "The task")}, "404:NotFound",
-            params=[_TASK_ID_PARAM],
-        )},
+        "/api/v2/tasks/{task_id}": {
+            "get": _op(
+                "Aggregated view of one task",
+                {"200": _json(_ref("Task"), "The task")}, "404:NotFound",
+                params=[_TASK_ID_PARAM],
+            ),
+            "patch": _op(
+                "Change the priority of a waiting (QUEUED or PENDING_RESOURCES) task",
+                {"200": _json(_ref("Task"), "The task, with its new priority and place")},
+                "400:BadRequest", "404:NotFound", "408:RequestTimeout", "409:Conflict",
+                "413:PayloadTooLarge", "415:UnsupportedMediaType", access="owner",
+                params=[_TASK_ID_PARAM],
+                requestBody={"required": True, "content": {
+                    "application/json": {"schema": _ref("PriorityChange")}}},
+            ),
+        },
         "/api/v2/tasks/{task_id}/attempts": {"get": _op(
             "All attempts of a task",
             {"200": _json(_ref("AttemptList"), "Attempts, oldest first")}, "404:NotFound",
@@ -459,7 +498,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             "post": _op(
                 "Create a user (then a token for them)",
                 {"201": _json(_ref("User"), "Created")},
-                "400:BadRequest", "409:Conflict", "413:PayloadTooLarge",
+                "400:BadRequest", "408:RequestTimeout", "409:Conflict", "413:PayloadTooLarge",
                 "415:UnsupportedMediaType", access="admin",
                 requestBody={"required": True, "content": {
                     "application/json": {"schema": _ref("NewUser")}}},
@@ -496,8 +535,9 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             "post": _op(
                 "Create a token; its secret is in this answer only",
                 {"201": _json(_ref("NewToken"), "Created")},
-                "400:BadRequest", "404:NotFound", "409:Conflict", "413:PayloadTooLarge",
-                "415:UnsupportedMediaType", access="self", params=[_NAME_PARAM],
+                "400:BadRequest", "404:NotFound", "408:RequestTimeout", "409:Conflict",
+                "413:PayloadTooLarge", "415:UnsupportedMediaType", access="self",
+                params=[_NAME_PARAM],
                 requestBody={"required": False, "content": {
                     "application/json": {"schema": _ref("NewTokenRequest")}}},
             ),

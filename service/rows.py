@@ -279,7 +279,7 @@ class PendingRow:
     cancel_requested_at: float | None
     attempts: int
     queue_position: int  # 1-based in the whole queue, whatever the filter
-    priority: int | None = None  # None: this database has no task priorities
+    priority: int = 0  # higher is admitted first
 
 
 @dataclass(frozen=True, slots=True)

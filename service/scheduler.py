@@ -530,18 +530,20 @@ class Scheduler:
                 without_checkpoint=self.sched.preempt_without_checkpoint))
             if not victims:
                 continue
-            for victim in victims:
-                try:
-                    self.cluster.stop(sids[victim.task_id])
-                except JobNotFound:
-                    pass  # gone already: reconcile sees it
-                except ClusterUnavailable as exc:
-                    report.unreachable = str(exc)
-                    return None
-            names = ", ".join(f"{v.task_id} (priority {v.priority})" for v in victims)
+            # Recorded before Ray is asked: a crash in between leaves marked attempts,
+            # whose stop reconcile sends every tick; never a stopped job taken for failed.
             marked = self.store.request_preemption(
                 [(v.task_id, v.attempt_no) for v in victims], cand.task_id, now,
                 {"priority": cand.priority})
+            for task_id in marked:
+                try:
+                    self.cluster.stop(sids[task_id])
+                except JobNotFound:
+                    pass  # gone already: reconcile sees it
+                except ClusterUnavailable as exc:
+                    report.unreachable = str(exc)  # reconcile sends it again
+                    break
+            names = ", ".join(f"{v.task_id} (priority {v.priority})" for v in victims)
             report.preempted += len(marked)
             log.info("preempting %s for %s (priority %d)", names, cand.task_id, cand.priority)
             return cand.task_id, (f"preempting {names} to make room (waited past "

@@ -365,32 +365,31 @@ class Store(StoreReads):
         skipped, never overwritten. ``next_run_at`` defers the next look at them.
         Returns how many tasks were updated.
 
-        One guarded statement per (state, reason) group with the ids as a JSON array: a
-        tick that sends hundreds of tasks to wait stays one short transaction, and only
-        the rows the guard let through get their event.
+        One guarded statement per expected state with the (id, reason) pairs as a JSON
+        array: a tick that sends hundreds of tasks to wait, for as many reasons, stays one
+        short transaction, and only the rows the guard let through get their event.
         """
-        groups: dict[tuple[TaskState, str], list[str]] = {}
+        batches: dict[TaskState, list[tuple[str, str]]] = {}
         for task_id, state, reason in items:
             if state not in RUNNABLE:
                 raise ValueError(f"task {task_id}: {state} is not a runnable state")
-            groups.setdefault((TaskState(state), reason), []).append(task_id)
+            batches.setdefault(TaskState(state), []).append((task_id, reason))
         changed = 0
         with self._tx() as conn:
-            for (state, reason), task_ids in groups.items():
+            for state, pairs in batches.items():
                 if state == _S.QUEUED:
                     check_transition(state, _S.PENDING_RESOURCES)
                 moved = conn.execute(Q["mark_pending"], {
                     "from_state": state.value, "to_state": _S.PENDING_RESOURCES.value,
-                    "reason": reason, "now": now, "next_run_at": next_run_at,
-                    "task_ids": json.dumps(task_ids),
+                    "now": now, "next_run_at": next_run_at, "items": json.dumps(pairs),
                 }).fetchall()
                 changed += len(moved)
                 if state == _S.QUEUED and moved:
-                    payload = json.dumps({"from": state.value, "to": _S.PENDING_RESOURCES.value,
-                                          "reason": reason}, sort_keys=True)
                     conn.executemany(Q["insert_event"], [
                         {"task_id": r["task_id"], "ts": now, "event_type": "STATE_TRANSITION",
-                         "payload_json": payload}
+                         "payload_json": json.dumps(
+                             {"from": state.value, "to": _S.PENDING_RESOURCES.value,
+                              "reason": r["pending_reason"]}, sort_keys=True)}
                         for r in moved
                     ])
         return changed

@@ -144,7 +144,7 @@ class AsyncStore:
 
     async def create_task(self, *, id_prefix: str, workload: str, jobspec_yaml: str,
                           spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
-                          user: str | None, now: float) -> str:
+                          user: str | None, now: float, priority: int = 0) -> str:
         """Insert a QUEUED task under a fresh id (``ids.new_task_id``); returns the id."""
 
         def create() -> str:
@@ -152,10 +152,15 @@ class AsyncStore:
                                   user=user)
             self._store.create_task(task_id=task_id, workload=workload,
                                     jobspec_yaml=jobspec_yaml, spec=spec, nnodes=nnodes,
-                                    n_gpus_per_node=n_gpus_per_node, user=user, now=now)
+                                    n_gpus_per_node=n_gpus_per_node, user=user, now=now,
+                                    priority=priority)
             return task_id
 
         return await self._writes.run(create)
+
+    async def set_priority(self, task_id: str, priority: int, now: float,
+                           by: str | None = None) -> TaskRow:
+        return await self._writes.run(self._store.set_priority, task_id, priority, now, by)
 
     async def cancel(self, task_id: str, now: float, by: str | None = None) -> CancelOutcome:
         return await self._writes.run(self._store.cancel, task_id, now, by)

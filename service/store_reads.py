@@ -40,6 +40,10 @@ from service.users import Role
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
 
 
+# The least of each owner's runnable tasks a fair-share tick looks at.
+MIN_PER_USER = 16
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -216,16 +220,18 @@ class StoreReads:
     def runnable(self, now: float, limit: int, *, per_user: bool = False
                  ) -> list[RunnableRow]:
         """Tasks with ``next_run_at <= now`` in admission order (priority, then FIFO):
-        the first ``limit`` of the whole queue, or with ``per_user`` the first ``limit``
-        of each owner's (fair share must see every user's head, however long another
-        user's queue is). Partial index scans only."""
+        the first ``limit`` of the whole queue; or with ``per_user`` the first of each
+        owner's, ``limit`` shared out among the owners but at least ``MIN_PER_USER`` each
+        (fair share must see every user's head, however long another user's queue is).
+        Partial index scans only."""
         if not per_user:
             rows = self._reader().execute(Q["runnable"], {"now": now, "limit": limit})
             return [_runnable(r) for r in rows]
         with self._snapshot() as conn:
             users = [r["user"] for r in conn.execute(Q["runnable_users"])]
+            each = max(MIN_PER_USER, limit // max(len(users), 1))
             out = [_runnable(r) for u in users for r in conn.execute(
-                Q["runnable_of_user"], {"user": u, "now": now, "limit": limit})]
+                Q["runnable_of_user"], {"user": u, "now": now, "limit": each})]
         out.sort(key=lambda r: (-r.priority, r.seq))
         return out
 

@@ -22,12 +22,12 @@ tokens, so a revocation or a disable takes effect on the next request.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from aiohttp import web
 
+from service.api.body import read_json_object, unknown_fields
 from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.handlers import user_filter
 from service.api.middlewares import ApiError
@@ -39,7 +39,6 @@ from service.users import ME, Principal, Role, display_prefix, label_problem, na
 
 log = logging.getLogger(__name__)
 
-JSON_BODY_LIMIT = 16 * 1024
 MAX_LIVE_TOKENS = 50  # per user: unrevoked, unexpired
 MAX_TOKEN_LIFETIME_S = 5 * 366 * 86400.0
 DEFAULT_LABEL = "default"
@@ -47,38 +46,6 @@ USAGE_TASKS_DEFAULT, USAGE_TASKS_MAX = 100, 1000
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-async def _json_body(request: web.Request, *, required: bool) -> dict[str, Any]:
-    """The request's JSON object; ``{}`` for an empty body when not ``required``."""
-    if request.content_length is not None and request.content_length > JSON_BODY_LIMIT:
-        raise ApiError(413, f"request body is {request.content_length} bytes; "
-                            f"limit {JSON_BODY_LIMIT}")
-    raw = await request.content.read(JSON_BODY_LIMIT + 1)
-    if len(raw) > JSON_BODY_LIMIT:
-        raise ApiError(413, f"request body exceeds the limit of {JSON_BODY_LIMIT} bytes")
-    if not raw.strip():
-        if required:
-            raise ApiError(400, "a JSON object is required",
-                           details=[{"field": "body", "message": "empty"}])
-        return {}
-    if request.content_type != "application/json":
-        raise ApiError(415, f"content type {request.content_type!r} is not accepted; "
-                            "send application/json")
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ApiError(400, "request body is not valid JSON",
-                       details=[{"field": "body", "message": str(exc)[:200]}]) from exc
-    if not isinstance(doc, dict):
-        raise ApiError(400, "request body must be a JSON object",
-                       details=[{"field": "body", "message": f"got {type(doc).__name__}"}])
-    return doc
-
-
-def _unknown_fields(doc: dict[str, Any], known: tuple[str, ...]) -> list[dict[str, Any]]:
-    return [{"field": str(k)[:64], "message": f"unknown field (known: {', '.join(known)})"}
-            for k in doc if k not in known]
 
 
 def _target(request: web.Request) -> str:
@@ -143,8 +110,8 @@ async def list_users(request: web.Request) -> web.Response:
 
 async def create_user(request: web.Request) -> web.Response:
     deps = deps_of(request)
-    doc = await _json_body(request, required=True)
-    errors = _unknown_fields(doc, ("name", "role"))
+    doc = await read_json_object(request, required=True)
+    errors = unknown_fields(doc, ("name", "role"))
     name = doc.get("name")
     problem = name_problem(name)
     if problem:
@@ -258,9 +225,9 @@ async def create_token(request: web.Request) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
     who = _may_manage(request, name, "create tokens for this user")
-    doc = await _json_body(request, required=False)
+    doc = await read_json_object(request, required=False)
     now = deps.clock()
-    errors = _unknown_fields(doc, ("label", "expires_at", "expires_in_s"))
+    errors = unknown_fields(doc, ("label", "expires_at", "expires_in_s"))
     label = doc.get("label", DEFAULT_LABEL)
     problem = label_problem(label)
     if problem:

@@ -7,8 +7,10 @@ so a hung Ray call can neither block the loop nor starve other requests. Ray bei
 unreachable is never an API error: a cancel still records the request (the scheduler
 finishes it) and logs fall back to the archive.
 
-Everyone sees every task and the queue; a task's owner or an admin cancels it or reads
-its logs (403 for anyone else). A submitted task belongs to the caller.
+Everyone sees every task and the queue; a task's owner or an admin cancels it, reads
+its logs or changes its priority while it waits (403 for anyone else). A submitted task
+belongs to the caller. A priority (at submit or later) above ``max_user_priority`` is an
+admin's to give (``service.priorities``): a user asking for more gets a 403.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from service.api.body import read_body
+from service.api.body import read_body, read_json_object, unknown_fields
 from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.middlewares import ApiError
 from service.api.params import SQLITE_MAX_INT, parse_uint
@@ -30,13 +32,16 @@ from service.api.views import (
     decode_cursor,
     encode_cursor,
     event_json,
+    fair_share_json,
     task_json,
 )
 from service.cluster import ClusterError, ClusterUnavailable
 from service.jobspec import JobSpec, JobSpecError, parse_jobspec
 from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from service.priorities import allowance_problem, range_problem
 from service.rows import AttemptRow, CancelKind, TaskRow
 from service.states import RayStatus, TaskState
+from service.store import StaleState, TaskNotFound
 from service.users import ALL, ME, Principal, name_problem
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,7 @@ YAML_CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-
 UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
+PRIORITY_FIELDS = ("priority",)
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -89,6 +95,29 @@ async def _own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
         raise ApiError(403, f"only its owner ({task.user}) or an admin may {action} task "
                             f"{task_id}; you are {who.name}")
     return task
+
+
+def _check_allowance(request: web.Request, priority: int) -> None:
+    """403 when the caller may not ask for ``priority`` (``priorities.allowance_problem``)."""
+    problem = allowance_problem(
+        priority, is_admin=principal_of(request).is_admin,
+        max_user_priority=deps_of(request).settings.scheduler.max_user_priority)
+    if problem:
+        raise ApiError(403, problem, details=[{"field": "priority", "message": problem}])
+
+
+def _priority_request(doc: dict[str, Any]) -> int:
+    """The priority of a ``PATCH`` body ``{"priority": N}``; 400 naming what is wrong."""
+    errors = unknown_fields(doc, PRIORITY_FIELDS)
+    if "priority" not in doc:
+        errors.append({"field": "priority", "message": "required"})
+    else:
+        problem = range_problem(doc["priority"])
+        if problem:
+            errors.append({"field": "priority", "message": problem[:200]})
+    if errors:
+        raise ApiError(400, "invalid priority request", details=errors)
+    return doc["priority"]
 
 
 async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str | None:
@@ -169,10 +198,13 @@ async def submit_task(request: web.Request) -> web.Response:
         raise ApiError(
             status, "invalid JobSpec" if status == 400 else str(exc), details=exc.details
         ) from exc
+    priority = (deps.settings.scheduler.default_priority if spec.priority is None
+                else spec.priority)
+    _check_allowance(request, priority)
     task_id = await deps.store.create_task(
         id_prefix=deps.settings.task_id_prefix, workload=spec.workload, jobspec_yaml=text,
         spec=spec.to_dict(), nnodes=spec.nnodes, n_gpus_per_node=spec.n_gpus_per_node,
-        user=owner, now=deps.clock(),
+        user=owner, now=deps.clock(), priority=priority,
     )
     deps.metrics.submits.inc()
     deps.waker.wake()
@@ -258,6 +290,28 @@ async def cancel_task(request: web.Request) -> web.Response:
     )
 
 
+async def set_task_priority(request: web.Request) -> web.Response:
+    """``PATCH /tasks/{id}`` with ``{"priority": N}``: a waiting task's new priority."""
+    deps = deps_of(request)
+    task_id = request.match_info["task_id"]
+    priority = _priority_request(await read_json_object(request, required=True))
+    before = await _own_task(request, task_id, "change the priority of")
+    _check_allowance(request, priority)
+    who = principal_of(request).name
+    try:
+        task = await deps.store.set_priority(task_id, priority, deps.clock(), who)
+    except TaskNotFound as exc:
+        raise ApiError(404, f"task {task_id} not found") from exc
+    except StaleState as exc:
+        raise ApiError(409, f"task {task_id} is {exc.actual}: only a waiting (QUEUED or "
+                            "PENDING_RESOURCES) task's priority can change",
+                       details=[{"field": "state", "message": str(exc.actual)}]) from exc
+    if before.priority != priority:
+        log.info("priority of %s: %d -> %d by %s", task_id, before.priority, priority, who)
+    deps.waker.wake()
+    return web.json_response(task_json(task))
+
+
 async def task_logs(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
@@ -302,10 +356,13 @@ async def queue(request: web.Request) -> web.Response:
     user = await user_filter(request, errors)
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
-    pending, running = await deps_of(request).store.queue(user)
+    deps = deps_of(request)
+    pending, running = await deps.store.queue(user)
+    seen = deps.metrics.observed.last
     return web.json_response({
         "pending": [task_json(t) for t in pending],
         "running": [task_json(t) for t in running],
+        "fair_share": fair_share_json({} if seen is None else seen.shares),
     })
 
 

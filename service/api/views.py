@@ -10,9 +10,11 @@ import base64
 import binascii
 import heapq
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from service.api.params import parse_uint
+from service.fairshare import Share
 from service.quotas import Limits
 from service.rows import MAX_SEQ, AttemptRow, EventRow, TaskRow, TokenRow, UserRow
 from service.states import RUNNABLE
@@ -92,9 +94,20 @@ def task_json(task: TaskRow) -> dict[str, Any]:
         "error_summary": task.error_summary,
         "pending_reason": task.pending_reason,
         "queue_position": task.queue_position,
+        "priority": task.priority,
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
         "cancel_requested": task.cancel_requested,
     }
+
+
+def fair_share_json(shares: Mapping[str | None, Share]) -> list[dict[str, Any]]:
+    """Each user's standing at the scheduler's last tick, smallest weighted share first
+    (the user fair share serves next among equal priorities)."""
+    return [
+        {"user": user, "gpus": round(s.charge, 3), "share": round(s.share, 4),
+         "weight": s.weight, "weighted_share": round(s.weighted, 4)}
+        for user, s in sorted(shares.items(), key=lambda kv: (kv[1].weighted, kv[0] or ""))
+    ]
 
 
 def event_json(event: EventRow) -> dict[str, Any]:

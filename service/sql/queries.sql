@@ -309,14 +309,16 @@ UPDATE tasks SET state = :dst, updated_at = :now, error_summary = :error_summary
 WHERE task_id = :task_id AND state = :expected;
 
 -- name: mark_pending
--- Why runnable tasks in state :from_state wait, for a batch of ids (a JSON array): one
--- statement per (state, reason) group. The unary +state keeps SQLite on the task_id index:
--- left to itself it walks the state index, i.e. every runnable row. Only the rows the
--- guard let through come back.
-UPDATE tasks SET state = :to_state, pending_reason = :reason, updated_at = :now,
-                 next_run_at = coalesce(:next_run_at, next_run_at)
-WHERE +state = :from_state AND task_id IN (SELECT value FROM json_each(:task_ids))
-RETURNING task_id;
+-- Why runnable tasks in state :from_state wait, for a batch of [task_id, reason] pairs (a
+-- JSON array): one statement per state, however many reasons. The unary +state keeps
+-- SQLite on the task_id index: left to itself it walks the state index, i.e. every
+-- runnable row. Only the rows the guard let through come back.
+UPDATE tasks SET state = :to_state, pending_reason = w.reason, updated_at = :now,
+                 next_run_at = coalesce(:next_run_at, tasks.next_run_at)
+FROM (SELECT json_extract(value, '$[0]') AS task_id, json_extract(value, '$[1]') AS reason
+      FROM json_each(:items)) AS w
+WHERE tasks.task_id = w.task_id AND +tasks.state = :from_state
+RETURNING task_id, pending_reason;
 
 -- attempt updates ----------------------------------------------------------------------------
 

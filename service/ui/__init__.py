@@ -53,6 +53,8 @@ ROUTES: tuple[tuple[str, str, pages.PageHandler], ...] = (
     ("GET", f"/ui/tasks/{TASK}/log", pages.task_log),
     ("GET", f"/ui/tasks/{TASK}/cancel", pages.cancel_confirm),
     ("POST", f"/ui/tasks/{TASK}/cancel", pages.cancel),
+    ("GET", f"/ui/tasks/{TASK}/priority", pages.priority_form),
+    ("POST", f"/ui/tasks/{TASK}/priority", pages.set_priority),
     ("GET", "/ui/cluster", pages.cluster_page),
     ("GET", "/ui/charts", pages.charts_page),
     ("GET", "/ui/live", live.live),

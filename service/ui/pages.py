@@ -1,4 +1,4 @@
-"""The console's pages: sign-in, queue, task, cluster, charts; and cancel.
+"""The console's pages: sign-in, queue, task, cluster, charts; cancel and priority.
 
 Each page is a Jinja2 template rendered with autoescape on, so whatever a user typed (a
 JobSpec, an override, a path, a reason that quotes them) reaches the browser as text.
@@ -29,10 +29,13 @@ from service.api.deps import AppDeps, deps_of
 from service.api.handlers import _attempt_log, _on_cluster, _tail
 from service.api.params import parse_uint
 from service.cluster import ClusterError
+from service.config import SchedulerSettings
 from service.observed import reason_class, total_of
+from service.priorities import MAX_PRIORITY, MIN_PRIORITY, allowance_problem, range_problem
 from service.ray_address import parse_record, read_file
 from service.rows import CancelKind, TaskRow
-from service.states import TERMINAL, TaskState
+from service.states import RUNNABLE, TERMINAL, TaskState
+from service.store import StaleState, TaskNotFound
 from service.timefmt import iso
 from service.ui import charts
 from service.ui.sessions import (
@@ -43,7 +46,7 @@ from service.ui.sessions import (
     set_cookie,
     sign_in,
 )
-from service.users import ME, name_problem, presentable
+from service.users import ME, Principal, name_problem, presentable
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,7 @@ USAGE_WINDOW_S = 7 * 24 * 3600.0
 STATE_FILTERS = ("", "pending", "running", "finished")
 _WORKLOAD = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # terminal colours in Ray's driver logs
+_PRIORITY = re.compile(r"[+-]?[0-9]{1,9}")  # a form's number, before its range is checked
 
 ENV = web.AppKey("argus_ui_env", jinja2.Environment)
 BOOTSTRAP_FP = web.AppKey("argus_ui_bootstrap_fp", str)
@@ -273,8 +277,7 @@ async def queue_page(request: web.Request) -> web.Response:
         counts=counts, states=[s.value for s in TaskState], pending=pending,
         pending_total=pending_total, running=running, recent=recent, held=_held(deps),
         filters=filters, workloads=await store.pending_workloads(), page=page, pages=pages,
-        link=link, has_priority=any(getattr(t, "priority", None) is not None
-                                    for t in pending))
+        link=link)
 
 
 # -- task ------------------------------------------------------------------------------------
@@ -295,7 +298,7 @@ async def task_page(request: web.Request) -> web.Response:
         request, "_task.html" if request.query.get("fragment") else "task.html",
         nav="queue", task=task, attempts=attempts, events=events, jobspec=spec or "",
         may_act=who.may_act_on(task.user), terminal=task.state in TERMINAL,
-        held=_held(deps))
+        waiting=task.state in RUNNABLE, held=_held(deps))
 
 
 @signed_in
@@ -352,6 +355,74 @@ async def cancel(request: web.Request) -> web.StreamResponse:
         except ClusterError as exc:
             log.warning("stop %s: %s (the scheduler will retry)", outcome.ray_submission_id,
                         exc)
+    deps.waker.wake()
+    raise web.HTTPSeeOther(f"{UI}/tasks/{task_id}", headers=HEADERS)
+
+
+def _highest(who: Principal, sched: SchedulerSettings) -> int:
+    """The highest priority ``who`` may ask for."""
+    return MAX_PRIORITY if who.is_admin else sched.max_user_priority
+
+
+def _priority_page(request: web.Request, task: TaskRow, *, status: int = 200,
+                   error: str | None = None) -> web.Response:
+    who = request[SIGNED].principal
+    return render(request, "priority.html", status=status, nav="queue", task=task,
+                  may_act=who.may_act_on(task.user), waiting=task.state in RUNNABLE,
+                  lowest=MIN_PRIORITY, highest=_highest(who, deps_of(request).settings.scheduler),
+                  error=error)
+
+
+def _form_priority(raw: str, who: Principal, sched: SchedulerSettings
+                  ) -> tuple[int | None, int, str | None]:
+    """The priority a form asks for: (value, status, problem); the API's rules."""
+    text = raw.strip()
+    value = int(text) if _PRIORITY.fullmatch(text) else None
+    problem = range_problem(value)
+    if value is None or problem:
+        return None, 400, f"The priority {problem}."
+    problem = allowance_problem(value, is_admin=who.is_admin,
+                                max_user_priority=sched.max_user_priority)
+    return (None, 403, f"Refused: {problem}.") if problem else (value, 200, None)
+
+
+@signed_in
+async def priority_form(request: web.Request) -> web.Response:
+    task_id = request.match_info["task_id"]
+    task = await deps_of(request).store.get_task(task_id)
+    if task is None:
+        return _not_found(request, f"There is no task {task_id}.")
+    return _priority_page(request, task)
+
+
+@signed_in
+async def set_priority(request: web.Request) -> web.StreamResponse:
+    """The priority form's answer: the API's checks (owner or admin, the caller's
+    allowance, a waiting task), then back to the task page."""
+    deps = deps_of(request)
+    signed = request[SIGNED]
+    task_id = request.match_info["task_id"]
+    form = await _form(request)
+    if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
+        return _refused(request)
+    task = await deps.store.get_task(task_id)
+    if task is None:
+        return _not_found(request, f"There is no task {task_id}.")
+    who = signed.principal
+    if not who.may_act_on(task.user):
+        return render(request, "error.html", status=403, title="Refused", message=(
+            f"Only its owner ({task.user}) or an admin may change the priority of {task_id}."))
+    priority, status, problem = _form_priority(form.get("priority", ""), who,
+                                              deps.settings.scheduler)
+    if priority is None:
+        return _priority_page(request, task, status=status, error=problem)
+    try:
+        await deps.store.set_priority(task_id, priority, deps.clock(), who.name)
+    except TaskNotFound:
+        return _not_found(request, f"There is no task {task_id}.")
+    except StaleState:
+        task = await deps.store.get_task(task_id) or task
+        return _priority_page(request, task, status=409)  # the page says it no longer waits
     deps.waker.wake()
     raise web.HTTPSeeOther(f"{UI}/tasks/{task_id}", headers=HEADERS)
 

@@ -1,8 +1,9 @@
 """The web console in a real headless Chromium, against a real argus-api on a scripted
 FakeCluster: sign-in, the queue with three tasks in three states and their reasons, a
 state change arriving live, cancel through the button, an override with ``<script>``
-shown as text, sign-out and the redirect of a signed-out visit. Each page is saved as a
-screenshot. The tests run in order and share one browser session (the tier stays short).
+shown as text, a priority changed through its form, sign-out and the redirect of a
+signed-out visit. Each page is saved as a screenshot. The tests run in order and share one
+browser session (the tier stays short).
 """
 
 from __future__ import annotations
@@ -142,14 +143,32 @@ def test_an_override_with_script_renders_as_text(browser, service, screenshots):
     shot(browser, screenshots, "07-task-script-override")
 
 
+def test_priority_through_the_form(browser, service, screenshots):
+    task_id = submit(service, 8)  # never fits: it keeps waiting
+    browser.get(f"{service.url}/ui/tasks/{task_id}")
+    assert browser.find_element(By.ID, "task-priority").text.startswith("0")
+    browser.find_element(By.ID, "change-priority").click()
+    wait_for("the priority form", lambda: browser.current_url.endswith("/priority"))
+    field = browser.find_element(By.ID, "priority")
+    field.clear()
+    field.send_keys("50")
+    shot(browser, screenshots, "08-priority-form")
+    browser.find_element(By.ID, "confirm-priority").click()
+    wait_for("the new priority on the task page",
+             lambda: browser.current_url.endswith(task_id)
+             and browser.find_element(By.ID, "task-priority").text.startswith("50"))
+    assert "PRIORITY_CHANGED" in browser.find_element(By.ID, "events").text
+    shot(browser, screenshots, "09-task-priority")
+
+
 def test_cluster_and_charts_pages(browser, service, screenshots):
     browser.get(f"{service.url}/ui/cluster")
     assert "reachable" in browser.find_element(By.ID, "ray-status").text
     assert "node-a" in browser.find_element(By.ID, "nodes").text
-    shot(browser, screenshots, "08-cluster")
+    shot(browser, screenshots, "10-cluster")
     browser.get(f"{service.url}/ui/charts")
     assert len(browser.find_elements(By.CSS_SELECTOR, "svg.chart")) == 4
-    shot(browser, screenshots, "09-charts")
+    shot(browser, screenshots, "11-charts")
 
 
 def test_sign_out_then_a_visit_redirects(browser, service, screenshots):
@@ -158,4 +177,4 @@ def test_sign_out_then_a_visit_redirects(browser, service, screenshots):
     wait_for("the sign-in page", lambda: "/ui/signin" in browser.current_url)
     browser.get(f"{service.url}/ui/tasks/{TASKS['failed']}")
     assert browser.current_url.startswith(f"{service.url}/ui/signin?next=")
-    shot(browser, screenshots, "10-signed-out")
+    shot(browser, screenshots, "12-signed-out")

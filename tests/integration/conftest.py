@@ -31,7 +31,7 @@ STANDIN = REPO / "examples" / "standin-verl"
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELED"}
 GPUS_PER_WORKER = 4
 # Fast ticks and retries keep the tier short; ``scheduler={}`` gives the defaults.
-TEST_SCHEDULER = {"tick_s": 0.5, "retry_interval_s": 5}
+TEST_SCHEDULER = {"tick_s": 0.5, "retry_interval_s": 5, "retry_min_backoff_s": 5}
 
 
 # -- the cluster --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -241,6 +242,9 @@ async def test_queue_lists_pending_in_order_and_running(client, env):
     assert all(t["pending_reason"] and t["next_run_at"] for t in data["pending"])
     assert [t["task_id"] for t in data["running"]] == [first]
     assert data["running"][0]["latest_attempt"]["ray_submission_id"] == env.sid(first)
+    owner = data["running"][0]["user"]  # holds both GPUs of the cluster
+    assert data["fair_share"] == [{"user": owner, "gpus": 2.0, "share": 1.0, "weight": 1.0,
+                                   "weighted_share": 1.0}]
 
 
 async def test_list_filters_by_state(client, env):
@@ -390,6 +394,117 @@ async def test_cancel_terminal_is_409(client, env, final):
     status, body = await cancel(client, task_id)
     assert status == 409
     assert terminal in assert_error(body, "conflict")["message"]
+
+
+# -- priority ------------------------------------------------------------------------
+
+
+async def patch_priority(client, task_id: str, body: Any = None, **kw: Any):
+    if body is not None:
+        kw["json"] = body
+    headers = {**AUTH, **kw.pop("headers", {})}
+    resp = await client.patch(f"/api/v2/tasks/{task_id}", headers=headers, **kw)
+    return resp.status, await resp.json()
+
+
+async def test_priority_change_reorders_the_queue_and_wakes_the_scheduler(client, env):
+    first, second, third = [await submit(client, env) for _ in range(3)]
+    wakes = env.loop.wakes
+    status, body = await patch_priority(client, third, {"priority": 10})
+    assert status == 200
+    assert (body["task_id"], body["priority"], body["queue_position"]) == (third, 10, 1)
+    assert env.loop.wakes == wakes + 1
+    data = await get_json(client, "/api/v2/queue")
+    assert [(t["task_id"], t["priority"], t["queue_position"]) for t in data["pending"]] == [
+        (third, 10, 1), (first, 0, 2), (second, 0, 3)]
+    status, body = await patch_priority(client, first, {"priority": -1})
+    assert (status, body["queue_position"]) == (200, 3)
+    view = await get_json(client, f"/api/v2/tasks/{second}")
+    assert (view["priority"], view["queue_position"]) == (0, 2)
+
+
+async def test_submit_applies_the_configured_default_priority(aiohttp_client, env):
+    env.settings = replace(env.settings, scheduler=replace(
+        env.settings.scheduler, default_priority=7, max_user_priority=7))
+    client = await aiohttp_client(make_app(env))
+    omitted = await submit(client, env)
+    explicit_null = await submit(client, env, priority=None)
+    asked = await submit(client, env, priority=-2)
+    for task_id, priority in ((omitted, 7), (explicit_null, 7), (asked, -2)):
+        assert env.store.get_task(task_id).priority == priority
+        assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["priority"] == priority
+
+
+async def test_submit_with_a_priority_out_of_range_is_400(client, env):
+    resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, priority=1001),
+                             headers=YAML)
+    err = assert_error(await resp.json(), "bad_request")
+    assert resp.status == 400 and [d["field"] for d in err["details"]] == ["priority"]
+    assert env.store.list_tasks(state=None, limit=10, before_seq=None)[0] == []
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(("kw", "status", "fields"), [
+    ({"data": "", "headers": JSON}, 400, ["body"]),
+    ({"data": "{not json", "headers": JSON}, 400, ["body"]),
+    ({"data": "[" * 5000, "headers": JSON}, 400, ["body"]),  # too deep for the parser
+    ({"data": b"\xff\xfe", "headers": JSON}, 400, ["body"]),
+    ({"json": [1]}, 400, ["body"]),
+    ({"json": 5}, 400, ["body"]),
+    ({"json": {}}, 400, ["priority"]),
+    ({"json": {"priority": 1, "state": "RUNNING"}}, 400, ["state"]),
+    ({"json": {"prio": 1}}, 400, ["prio", "priority"]),
+    ({"json": {"priority": "5"}}, 400, ["priority"]),
+    ({"json": {"priority": 1.5}}, 400, ["priority"]),
+    ({"json": {"priority": 2.0}}, 400, ["priority"]),
+    ({"json": {"priority": True}}, 400, ["priority"]),
+    ({"json": {"priority": None}}, 400, ["priority"]),
+    ({"json": {"priority": 1001}}, 400, ["priority"]),
+    ({"json": {"priority": -1001}}, 400, ["priority"]),
+    ({"json": {"priority": 10 ** 30}}, 400, ["priority"]),
+    ({"data": '{"priority": 1}', "headers": {"Content-Type": "text/plain"}}, 415, []),
+    ({"data": '{"priority": 1}', "headers": {"Content-Type": "application/yaml"}}, 415, []),
+    ({"data": '{"priority": 1}', "headers": {**JSON, "Content-Encoding": "gzip"}}, 415, []),
+    ({"data": '{"priority": 1' + " " * 20_000 + "}", "headers": JSON}, 413, []),
+])
+async def test_bad_priority_requests_change_nothing(client, env, kw, status, fields):
+    task_id = await submit(client, env)
+    before = env.store.events(task_id)
+    got, body = await patch_priority(client, task_id, **kw)
+    assert got == status, body
+    err = assert_error(body, {400: "bad_request", 413: "payload_too_large",
+                              415: "unsupported_media_type"}[status])
+    assert [d["field"] for d in err["details"]] == fields
+    assert env.store.get_task(task_id).priority == 0
+    assert env.store.events(task_id) == before
+
+
+async def test_priority_answer_and_request_match_the_document(client, env):
+    doc = await get_json(client, "/api/v2/openapi.json")
+    op = doc["paths"]["/api/v2/tasks/{task_id}"]["patch"]
+    assert set(op["responses"]) == {"200", "400", "401", "403", "404", "408", "409", "413",
+                                    "415", "500", "503"}
+
+    def check(instance: Any, name: str) -> None:
+        jsonschema.validate(instance, {"$ref": f"#/components/schemas/{name}",
+                                       "components": doc["components"]})
+
+    task_id = await submit(client, env)
+    status, body = await patch_priority(client, task_id, {"priority": -1000})
+    assert status == 200
+    check(body, "Task")
+    check({"priority": 1000}, "PriorityChange")
+    for bad in ({"priority": 1001}, {"priority": 1.5}, {}, {"priority": 1, "x": 2}):
+        with pytest.raises(jsonschema.ValidationError):
+            check(bad, "PriorityChange")
+
+
+async def test_priority_of_an_unknown_task_is_404(client, env):
+    status, body = await patch_priority(client, "mvp2-ppo-20250101-000000-dead", {"priority": 1})
+    assert status == 404
+    assert "mvp2-ppo-20250101-000000-dead" in assert_error(body, "not_found")["message"]
 
 
 # -- logs -----------------------------------------------------------------------------
@@ -668,7 +783,7 @@ async def test_store_calls_and_parsing_run_off_the_event_loop(client, env, monke
 
     monkeypatch.setattr(handlers, "parse_jobspec", spy("parse", handlers.parse_jobspec))
     for method in ("create_task", "get_task", "list_tasks", "list_attempts", "events",
-                   "get_attempt", "queue", "cancel"):
+                   "get_attempt", "queue", "cancel", "set_priority"):
         monkeypatch.setattr(env.store, method, spy(method, getattr(env.store, method)))
     # /metrics counts tasks by state in the store while it renders
     monkeypatch.setattr(env.metrics, "render", spy("metrics", env.metrics.render))
@@ -680,12 +795,13 @@ async def test_store_calls_and_parsing_run_off_the_event_loop(client, env, monke
     await get_json(client, "/api/v2/queue")
     assert (await logs(client, task_id)).status == 404  # no attempt yet
     assert (await client.get("/metrics", headers=AUTH)).status == 200
+    assert (await patch_priority(client, task_id, {"priority": 3}))[0] == 200
     assert (await cancel(client, task_id))[0] == 200
     loop_thread = threading.current_thread().name
     assert set(seen) == {"parse", "create_task", "get_task", "list_tasks", "list_attempts",
-                         "events", "get_attempt", "queue", "cancel", "metrics"}
+                         "events", "get_attempt", "queue", "cancel", "set_priority", "metrics"}
     assert loop_thread not in seen.values()
-    writes = {"create_task", "cancel"}
+    writes = {"create_task", "cancel", "set_priority"}
     assert all(seen[m].startswith("argus-store-write") for m in writes), seen
     assert all(seen[m].startswith("argus-store-read") for m in
                {"get_task", "list_tasks", "list_attempts", "events", "get_attempt", "queue"})

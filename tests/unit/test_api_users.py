@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,9 @@ from service.cluster_fake import FakeCluster
 from service.config import Settings, UserSettings
 from service.metrics import ServiceMetrics
 from service.quotas import Limits
+from service.rows import EventRow
 from service.scheduler import Scheduler
+from service.states import RayStatus
 from service.store import Store
 from service.users import Role
 
@@ -116,6 +118,9 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", "/api/v2/tasks"): {k: 201 for k in OK_ALL},
     ("GET", "/api/v2/tasks"): OK_ALL,
     ("GET", "/api/v2/tasks/{task_id}"): OK_ALL,
+    # the task is on the cluster by then: past the owner check, its state refuses it
+    ("PATCH", "/api/v2/tasks/{task_id}"): {**OWNER, "alice": 409, "ada": 409,
+                                           "bootstrap": 409},
     ("GET", "/api/v2/tasks/{task_id}/attempts"): OK_ALL,
     ("GET", "/api/v2/tasks/{task_id}/events"): OK_ALL,
     ("POST", "/api/v2/tasks/{task_id}:cancel"): {**OWNER, "alice": 202, "ada": 202,
@@ -167,6 +172,8 @@ async def test_route_authorization(client, world: World, method: str, path: str,
               "data": jobspec(world.shared)}
     elif (method, path) == ("POST", "/api/v2/users"):
         kw["json"] = {"name": "dave"}
+    elif method == "PATCH":
+        kw["json"] = {"priority": -1}
     resp = await client.request(method, concrete, **kw)
     default = 401  # anonymous and carol (disabled) everywhere but /healthz
     assert resp.status == EXPECTED[(method, path)].get(who, default), await resp.text()
@@ -327,6 +334,13 @@ async def test_token_body_must_be_json(client, world) -> None:
     resp = await client.post("/api/v2/users/me/tokens", data="x" * 20_000,
                              headers={**world.auth("alice"), "Content-Type": "application/json"})
     assert resp.status == 413
+    resp = await client.post("/api/v2/users/me/tokens", data="[" * 5000,  # too deep: not a 500
+                             headers={**world.auth("alice"), "Content-Type": "application/json"})
+    assert resp.status == 400
+    resp = await client.post("/api/v2/users/me/tokens", data='{"label": "x"}', headers={
+        **world.auth("alice"), "Content-Type": "application/json", "Content-Encoding": "gzip"})
+    assert resp.status == 415
+    assert [t.label for t in world.store.list_tokens("alice")] == ["test"]
 
 
 async def test_revoking_someone_elses_or_an_unknown_token(client, world) -> None:
@@ -469,6 +483,169 @@ async def test_files_land_in_the_owners_tree(client, world) -> None:
     assert resp.status == 400
     detail = (await resp.json())["error"]["details"][0]
     assert detail["field"] == "train_file" and "user bob's tree" in detail["message"]
+
+
+# -- priorities: who may ask for how much, and when ---------------------------------------------
+
+NAME_OF = {"alice": "alice", "ada": "ada", "bootstrap": "root", "bob": "bob"}
+
+
+def bring_to(world: World, task: str, state: str) -> None:
+    """Move alice's 1-GPU task from QUEUED to ``state`` (or 16 GPUs: PENDING_RESOURCES)."""
+    if state == "QUEUED":
+        return
+    if state == "CANCELED":
+        world.store.cancel(task, world.clock.now, "alice")
+        return
+    world.tick()  # PENDING_RESOURCES (16 GPUs never fit) or SUBMITTED
+    if state in ("RUNNING", "SUCCEEDED"):
+        world.cluster.start(f"{task}--a01", {"n1": 1})
+        world.tick()
+    if state == "SUCCEEDED":
+        world.cluster.finish(f"{task}--a01", RayStatus.SUCCEEDED)
+        world.tick()
+    assert world.store.get_task(task).state.value == state
+
+
+def priority_events(world: World, task: str) -> list[EventRow]:
+    return [e for e in world.store.events(task) if e.event_type == "PRIORITY_CHANGED"]
+
+
+# (caller, state of alice's task, priority asked, status); users may ask for up to 0
+# (max_user_priority), admins up to 1000. The owner check comes first, then the caller's
+# allowance, then the task's state.
+PRIORITY_CASES = [
+    ("alice", "QUEUED", -10, 200),  # the owner steps back
+    ("alice", "PENDING_RESOURCES", -1000, 200),
+    ("alice", "QUEUED", 5, 403),  # above what users may ask for
+    ("alice", "PENDING_RESOURCES", 1, 403),
+    ("ada", "QUEUED", 500, 200),  # an admin raises it
+    ("ada", "PENDING_RESOURCES", 1000, 200),
+    ("bootstrap", "QUEUED", 1000, 200),
+    ("ada", "QUEUED", -3, 200),
+    ("bob", "QUEUED", -10, 403),  # another user's task
+    ("bob", "PENDING_RESOURCES", -10, 403),
+    ("alice", "SUBMITTED", -10, 409),  # no longer waiting
+    ("alice", "RUNNING", -10, 409),
+    ("ada", "RUNNING", 100, 409),
+    ("alice", "SUCCEEDED", -10, 409),
+    ("alice", "CANCELED", -10, 409),
+    ("bob", "RUNNING", -10, 403),
+    ("alice", "RUNNING", 5, 403),
+    ("carol", "QUEUED", -10, 401),  # disabled
+    ("anonymous", "QUEUED", -10, 401),
+]
+
+
+@pytest.mark.parametrize(("who", "state", "priority", "status"), PRIORITY_CASES)
+async def test_priority_change_by_caller_and_state(client, world: World, who: str, state: str,
+                                                   priority: int, status: int) -> None:
+    task = await submit_as(client, world, "alice", gpus=16 if state == "PENDING_RESOURCES"
+                           else 1)
+    bring_to(world, task, state)
+    before = world.store.get_task(task)
+    resp = await client.patch(f"/api/v2/tasks/{task}", headers=world.auth(who),
+                              json={"priority": priority})
+    assert resp.status == status, await resp.text()
+    body = await resp.json()
+    after = world.store.get_task(task)
+    if status != 200:
+        assert body["error"]["code"] == {401: "unauthorized", 403: "forbidden",
+                                         409: "conflict"}[status]
+        assert after.priority == before.priority == 0 and after.state == before.state
+        assert priority_events(world, task) == []
+        return
+    assert body["task_id"] == task and body["priority"] == priority == after.priority
+    assert body["state"] == state and body["queue_position"] == 1
+    (event,) = priority_events(world, task)
+    assert event.payload == {"from": 0, "to": priority, "by": NAME_OF[who]}
+
+
+async def test_priority_refusals_say_why(client, world: World) -> None:
+    task = await submit_as(client, world, "alice")
+    resp = await client.patch(f"/api/v2/tasks/{task}", headers=world.auth("alice"),
+                              json={"priority": 7})
+    err = (await resp.json())["error"]
+    assert resp.status == 403
+    assert err["message"] == ("priority 7 is above what users may ask for (0); only an "
+                              "admin sets a priority up to 1000")
+    assert err["details"] == [{"field": "priority", "message": err["message"]}]
+    resp = await client.patch(f"/api/v2/tasks/{task}", headers=world.auth("bob"),
+                              json={"priority": -1})
+    assert "only its owner (alice) or an admin may change the priority of" in (
+        await resp.json())["error"]["message"]
+    world.tick()  # submitted
+    resp = await client.patch(f"/api/v2/tasks/{task}", headers=world.auth("alice"),
+                              json={"priority": -1})
+    err = (await resp.json())["error"]
+    assert resp.status == 409 and err["details"] == [{"field": "state",
+                                                      "message": "SUBMITTED"}]
+    assert err["message"] == (f"task {task} is SUBMITTED: only a waiting (QUEUED or "
+                              "PENDING_RESOURCES) task's priority can change")
+
+
+async def test_a_user_may_keep_or_lower_what_an_admin_gave(client, world: World) -> None:
+    task = await submit_as(client, world, "alice")
+    for who, priority, status in (("ada", 300, 200), ("alice", 300, 403), ("alice", 0, 200),
+                                  ("alice", 0, 200)):
+        resp = await client.patch(f"/api/v2/tasks/{task}", headers=world.auth(who),
+                                  json={"priority": priority})
+        assert resp.status == status, (who, priority, await resp.text())
+    assert world.store.get_task(task).priority == 0
+    # an unchanged value writes no event
+    assert [(e.payload["to"], e.payload["by"]) for e in priority_events(world, task)] == [
+        (300, "ada"), (0, "alice")]
+
+
+async def test_the_allowance_and_default_come_from_config(aiohttp_client, world: World
+                                                          ) -> None:
+    sched = replace(world.settings.scheduler, default_priority=-5,  # type: ignore[attr-defined]
+                    max_user_priority=10)
+    world.settings = replace(world.settings, scheduler=sched)  # type: ignore[attr-defined]
+    client = await aiohttp_client(app_of(world))
+    task = await submit_as(client, world, "alice")
+    assert world.store.get_task(task).priority == -5  # the default, none asked for
+    for priority, status in ((10, 200), (11, 403)):
+        resp = await client.patch(f"/api/v2/tasks/{task}", headers=world.auth("alice"),
+                                  json={"priority": priority})
+        assert resp.status == status, await resp.text()
+    assert world.store.get_task(task).priority == 10
+    resp = await client.post("/api/v2/tasks", data=jobspec(world.shared) + "priority: 11\n",
+                             headers={**world.auth("bob"), "Content-Type": "application/yaml"})
+    assert resp.status == 403 and "(10)" in (await resp.json())["error"]["message"]
+
+
+# (caller, priority in the JobSpec, status): users up to 0, admins up to 1000
+SUBMIT_CASES = [
+    ("alice", None, 201),  # the default (0)
+    ("alice", -20, 201),
+    ("alice", 0, 201),
+    ("alice", 1, 403),
+    ("bob", 1000, 403),
+    ("ada", 1000, 201),
+    ("bootstrap", 250, 201),
+    ("ada", -1000, 201),
+]
+
+
+@pytest.mark.parametrize(("who", "priority", "status"), SUBMIT_CASES)
+async def test_submit_with_a_priority(client, world: World, who: str, priority: int | None,
+                                      status: int) -> None:
+    spec = jobspec(world.shared) + ("" if priority is None else f"priority: {priority}\n")
+    resp = await client.post("/api/v2/tasks", data=spec, headers={
+        **world.auth(who), "Content-Type": "application/yaml"})
+    assert resp.status == status, await resp.text()
+    body = await resp.json()
+    if status == 403:
+        assert body["error"]["code"] == "forbidden"
+        assert f"priority {priority} is above what users may ask for (0)" in (
+            body["error"]["message"])
+        assert world.store.list_tasks(state=None, limit=10, before_seq=None)[0] == []
+        return
+    task = world.store.get_task(body["task_id"])
+    assert task.priority == (priority or 0) and task.user == NAME_OF[who]
+    created = world.store.events(task.task_id)[0]
+    assert created.event_type == "CREATED" and created.payload["priority"] == (priority or 0)
 
 
 # -- usage and metrics -----------------------------------------------------------------------

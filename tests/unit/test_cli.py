@@ -116,7 +116,7 @@ async def test_status_table_and_json(server, tmp_path):
     code, out = await run(server, "status", task_id)
     assert code == 0
     rows = dict(line.split(None, 1) for line in out.splitlines())
-    assert rows["task_id"] == task_id and rows["state"] == "QUEUED"
+    assert rows["task_id"] == task_id and rows["state"] == "QUEUED" and rows["priority"] == "0"
     assert rows["resources"] == "1x2 GPUs" and rows["queue_position"] == "1"
     code, out = await run(server, "status", task_id, "--json")
     assert code == 0 and json.loads(out)["desired_resources"]["total_gpus"] == 2
@@ -212,6 +212,62 @@ async def test_queue(server, tmp_path):
     assert [t["task_id"] for t in data["pending"]] == [second]
 
 
+def test_queue_shows_the_fair_shares() -> None:
+    from service.cli import _fair_share
+
+    text = _fair_share([{"user": "bob", "gpus": 1.0, "share": 0.125, "weight": 1.0,
+                         "weighted_share": 0.125},
+                        {"user": "alice", "gpus": 4.0, "share": 0.5, "weight": 2.0,
+                         "weighted_share": 0.25}])
+    header, bob, alice = text.strip().splitlines()[1:]
+    assert header.split() == ["USER", "GPUS", "SHARE", "WEIGHT", "WEIGHTED"]
+    assert bob.split() == ["bob", "1.0", "0.125", "1.0", "0.125"]
+    assert alice.split()[0] == "alice" and _fair_share([]) == ""
+
+
+async def test_priority_reorders_the_queue(server, tmp_path):
+    first = await submitted(server, tmp_path)
+    second = await submitted(server, tmp_path)
+    code, out = await run(server, "priority", second, "50")
+    assert (code, out) == (0, f"{second}  priority 50  (queue position 1)\n")
+    code, out = await run(server, "priority", first, "-7")
+    assert (code, out.split()[:3]) == (0, [first, "priority", "-7"])
+    code, out = await run(server, "queue")
+    header, *rows = out.split("\n\n")[0].splitlines()[1:]
+    assert header.split()[:3] == ["POS", "PRI", "TASK_ID"]
+    assert [r.split()[:3] for r in rows] == [["1", "50", second], ["2", "-7", first]]
+    code, out = await run(server, "status", second)
+    assert dict(line.split(None, 1) for line in out.splitlines())["priority"] == "50"
+    code, out = await run(server, "--json", "priority", first, "+3")
+    assert code == 0 and json.loads(out)["priority"] == 3
+
+
+async def test_priority_refusals_print_the_servers_message(server, tmp_path, monkeypatch,
+                                                           capsys):
+    alice = await new_user(server, "alice", monkeypatch)
+    code, out = await run(server, "--token-env", alice, "--json", "submit",
+                          str(server.spec_file(tmp_path)))
+    task_id = json.loads(out)["task_id"]
+    admins = await submitted(server, tmp_path)
+    capsys.readouterr()
+    cases = [
+        (alice, task_id, "5", "HTTP 403: priority 5 is above what users may ask for (0)"),
+        (alice, admins, "-1", "HTTP 403: only its owner (admin) or an admin"),
+        ("ARGUS_API_TOKEN", task_id, "5000", "HTTP 400: invalid priority request\n"
+                                             "  priority: must be from -1000 to 1000"),
+    ]
+    for var, target, priority, needle in cases:
+        code, out = await run(server, "--token-env", var, "priority", target, priority)
+        assert (code, out) == (1, "")
+        assert needle in capsys.readouterr().err
+    code, out = await run(server, "--token-env", alice, "priority", task_id, "-1")
+    assert code == 0 and "priority -1" in out
+    server.tick()  # submitted: no longer waiting
+    code, _ = await run(server, "--token-env", alice, "priority", task_id, "-2")
+    assert code == 1 and f"HTTP 409: task {task_id} is SUBMITTED" in capsys.readouterr().err
+    assert server.store.get_task(task_id).priority == -1
+
+
 async def test_list_with_state_limit_and_cursor(server, tmp_path):
     ids = []
     for _ in range(3):
@@ -291,6 +347,9 @@ def test_missing_token_is_usage_error(monkeypatch, capsys):
     ["logs", "x", "--tail", "0"],
     ["logs", "x", "--attempt", "one"],
     ["wait", "x", "--timeout", "-3"],
+    ["priority", "x", "high"],
+    ["priority", "x", "1.5"],
+    ["priority", "x"],
     ["frobnicate"],
     [],
 ])

@@ -79,6 +79,28 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
         ({"v2": {"verl": {"default_overrides": {"dpo": []}}}}, "v2.verl.default_overrides"),
         ({"v2": {"task_id_prefix": "MVP-2"}}, "v2.task_id_prefix: must be 1-32 lowercase"),
         ({"v2": {"auth": {"token_env": ""}}}, "v2.auth.token_env: must be a non-empty string"),
+        # the scheduling policy
+        ({"v2": {"scheduler": {"retry_mode": "later"}}},
+         "v2.scheduler.retry_mode: must be 'when_fits' or 'timer'"),
+        ({"v2": {"scheduler": {"retry_min_backoff_s": 30, "retry_max_backoff_s": 10}}},
+         "retry_max_backoff_s (10) must be >= retry_min_backoff_s (30)"),
+        ({"v2": {"scheduler": {"preemption_grace_s": -1}}},
+         "v2.scheduler.preemption_grace_s: must be >= 0"),
+        ({"v2": {"scheduler": {"preemption": "yes"}}},
+         "v2.scheduler.preemption: must be true or false"),
+        ({"v2": {"scheduler": {"fair_share": 1}}}, "v2.scheduler.fair_share: must be true"),
+        ({"v2": {"scheduler": {"fair_share_half_life_s": 0}}},
+         "v2.scheduler.fair_share_half_life_s: must be > 0 or null"),
+        ({"v2": {"scheduler": {"default_priority": 2000}}},
+         "v2.scheduler.default_priority: must be from -1000 to 1000, got 2000"),
+        ({"v2": {"scheduler": {"max_user_priority": 1.5}}},
+         "v2.scheduler.max_user_priority: must be an integer"),
+        ({"v2": {"scheduler": {"default_priority": 10}}},
+         "max_user_priority (0) must be >= default_priority (10)"),
+        ({"v2": {"users": {"weights": {"alice": 0}}}}, "v2.users.weights.alice: must be > 0"),
+        ({"v2": {"users": {"weights": {"alice": "two"}}}}, "v2.users.weights.alice: must be a"),
+        ({"v2": {"users": {"weights": {"Bad Name": 2}}}}, "v2.users.weights.Bad Name"),
+        ({"v2": {"users": {"weights": [1]}}}, "v2.users.weights: must be a mapping"),
     ],
 )
 def test_bad_config_names_the_key(doc: object, needle: str) -> None:
@@ -169,3 +191,29 @@ def test_bad_users_config_names_the_key(users: dict, needle: str) -> None:
     with pytest.raises(ConfigError) as err:
         settings_from_mapping({"v2": {"users": users}})
     assert needle in str(err.value)
+
+
+def test_scheduling_policy_keys() -> None:
+    s = settings_from_mapping({"v2": {
+        "scheduler": {"retry_mode": "timer", "retry_min_backoff_s": 2,
+                      "retry_max_backoff_s": 20, "default_priority": -5,
+                      "max_user_priority": 10, "fair_share": False,
+                      "fair_share_half_life_s": 3600, "preemption": True,
+                      "preemption_grace_s": 120, "preempt_without_checkpoint": True},
+        "users": {"weights": {"alice": 2, "bob": 0.5}}}})
+    sched = s.scheduler
+    assert (sched.retry_mode, sched.retry_min_backoff_s, sched.retry_max_backoff_s) == (
+        "timer", 2.0, 20.0)
+    assert (sched.default_priority, sched.max_user_priority) == (-5, 10)
+    assert (sched.fair_share, sched.fair_share_half_life_s) == (False, 3600.0)
+    assert (sched.preemption, sched.preemption_grace_s,
+            sched.preempt_without_checkpoint) == (True, 120.0, True)
+    assert [s.users.weight_for(u) for u in ("alice", "bob", "carol", None)] == [
+        2.0, 0.5, 1.0, 1.0]
+
+
+def test_scheduling_policy_defaults() -> None:
+    sched = Settings().scheduler
+    assert (sched.retry_mode, sched.fair_share, sched.preemption) == (
+        "when_fits", True, False)
+    assert (sched.default_priority, sched.max_user_priority) == (0, 0)

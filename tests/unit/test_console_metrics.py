@@ -147,6 +147,18 @@ def test_the_dashboard_names_only_metrics_that_exist(world):
     ("max_running_tasks (4) reached", "max_running"),
     ("attempt 1 failed (CLUSTER_LOST); attempt 2 not before 2026-01-01T00:00:00Z",
      "retry_backoff"),
+    ("retry backoff: attempt 2 not before 2026-01-01T00:00:05Z; the room it needs is kept "
+     "for it", "retry_backoff"),
+    ("needs 1x4 GPUs (+12 CPUs per node); free: x; after tasks of higher priority",
+     "resources"),
+    ("waiting behind t-1 (priority 9), runnable for over 300s (starvation guard)",
+     "starvation_guard"),
+    ("preempting t-2 (priority 0) to make room (waited past preemption_grace_s=600)",
+     "preemption"),
+    ("waiting behind t-1 (priority 9), for which lower-priority tasks are being preempted",
+     "preemption"),
+    ("attempt 1 preempted for t-1; attempt 2 as soon as it fits again (resumes from its "
+     "checkpoint)", "preemption"),
     ("Ray cluster unreachable: timeout", "cluster_unreachable"),
     ("something new", "other"),
 ])

@@ -108,6 +108,13 @@ def test_null_optional_fields_mean_defaults() -> None:
     assert _parse(doc) == _parse(PPO)
 
 
+@pytest.mark.parametrize("priority", [-1000, -1, 0, 7, 1000])
+def test_priority_is_kept_and_omitted_means_the_default(priority: int) -> None:
+    assert _parse(_with(priority=priority)).priority == priority
+    assert _parse(PPO).priority is None  # the service fills in the configured default
+    assert _parse(_with(priority=None)).priority is None
+
+
 def test_sft_may_omit_val_file_and_pick_a_device() -> None:
     spec = _parse(_with(workload="sft", val_file=_DROP, trainer_device="cpu"))
     assert (spec.val_file, spec.trainer_device) == (None, "cpu")
@@ -180,6 +187,11 @@ ROOT_MSG = "is outside the allowed roots (/private)"
         ({"n_gpus_per_node": False},
          [("n_gpus_per_node", "must be an integer from 1 to 64, got false (a boolean)")]),
         ({"total_epochs": 0}, [("total_epochs", "must be from 1 to 100000, got 0")]),
+        ({"priority": 1001}, [("priority", "must be from -1000 to 1000, got 1001")]),
+        ({"priority": "high"},
+         [("priority", "must be an integer from -1000 to 1000, got 'high' (a string)")]),
+        ({"priority": True},
+         [("priority", "must be an integer from -1000 to 1000, got true (a boolean)")]),
         ({"total_training_steps": 0},
          [("total_training_steps", "must be from 1 to 1000000000, got 0")]),
         ({"save_freq": -2}, [("save_freq", "must be from -1 to 1000000000, got -2")]),

@@ -137,3 +137,48 @@ def test_every_sql_file_ships_with_the_package() -> None:
     assert len(sql_files) >= 3
     for path in sql_files:
         assert _shipped(path, root, package_data), f"{path.relative_to(root)} is not shipped"
+
+
+def test_preempted_is_a_failure_kind_the_attempts_table_takes(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "db.sqlite3"))
+    conn = store._conn
+    conn.execute("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, "
+                 "nnodes, n_gpus_per_node, created_at, updated_at, next_run_at, "
+                 "runnable_since) VALUES ('t', 'ppo', 'QUEUED', '', '{}', 1, 1, 0, 0, 0, 0)")
+    conn.execute("INSERT INTO attempts (task_id, attempt_no, ray_submission_id, failure_kind, "
+                 "created_at, preempted_for) VALUES ('t', 1, 's1', 'PREEMPTED', 0, 'other')")
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+        conn.execute("UPDATE tasks SET priority = 1001 WHERE task_id = 't'")
+    store.close()
+
+
+def test_the_scheduling_migration_keeps_every_task_and_attempt(tmp_path: Path) -> None:
+    """A database of the version before the scheduling policy (4) with tasks and attempts:
+    migrated, nothing is lost, old tasks get priority 0, indexes and CHECKs are the new."""
+    path = str(tmp_path / "db.sqlite3")
+    conn = connect(path)
+    for number, migration in migration_files()[:4]:
+        conn.executescript(f"BEGIN;\n{migration.read_text()}\nPRAGMA user_version = {number};"
+                           "\nCOMMIT;")
+    conn.execute("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, "
+                 "n_gpus_per_node, user, created_at, updated_at, next_run_at, runnable_since, "
+                 "latest_attempt_no) VALUES ('old', 'ppo', 'PENDING_RESOURCES', 'y', '{}', 1, "
+                 "4, 'alice', 1, 2, 3, 4, 2)")
+    for n, kind in ((1, "INSUFFICIENT_RESOURCES"), (2, None)):
+        conn.execute("INSERT INTO attempts (task_id, attempt_no, ray_submission_id, "
+                     "ray_status, failure_kind, message, created_at, start_time, end_time) "
+                     "VALUES ('old', ?, ?, 'FAILED', ?, 'm', 10, 11, 12)",
+                     (n, f"old--a0{n}", kind))
+    conn.close()
+    store = Store(path)
+    assert schema_version(store._conn) == len(migration_files())
+    task = store.get_task("old")
+    assert (task.priority, task.user, task.queue_position) == (0, "alice", 1)
+    attempts = store.list_attempts("old")
+    assert [(a.attempt_no, a.failure_kind, a.message, a.start_time, a.preempted_for)
+            for a in attempts] == [(1, "INSUFFICIENT_RESOURCES", "m", 11, None),
+                                   (2, None, "m", 11, None)]
+    fresh = connect(str(tmp_path / "fresh.db"))
+    initialize(fresh)
+    assert _objects(store._conn) == _objects(fresh)
+    store.close()

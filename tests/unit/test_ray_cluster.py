@@ -27,6 +27,7 @@ from service.ray_mapping import (
     bound_by_placement,
     classify_error,
     free_resources,
+    held_per_node,
     job_info_from_details,
     ms_to_s,
     pg_reserved_per_node,
@@ -93,6 +94,22 @@ def test_placement_summary_held_and_pending_by_submission():
     held, pending = placement_summary(pgs, {"02000000": "a--a01", "03000000": "b--a01"})
     assert held == {"a--a01": 6.0}
     assert pending == {"b--a01": pytest.approx(1_700_000_000.0)}
+
+
+def test_held_per_node_by_submission():
+    def bundle(node: str, gpus: float = 1.0) -> dict:
+        return {"node_id": node, "unit_resources": {"CPU": 3.0, "GPU": gpus}}
+
+    pgs = [
+        {"creator_job_id": "02000000", "state": "CREATED", "bundles": [bundle("n1")] * 4},
+        {"creator_job_id": "02000000", "state": "CREATED", "bundles": [bundle("n2")] * 2},
+        {"creator_job_id": "03000000", "state": "PENDING", "bundles": [bundle("n1")]},
+        {"creator_job_id": "04000000", "state": "CREATED",
+         "bundles": [bundle("n3", 0.0), {"node_id": None, "unit_resources": {"GPU": 1}}]},
+        {"creator_job_id": "ffffffff", "state": "CREATED", "bundles": [bundle("n1")]},
+    ]
+    sids = {"02000000": "a--a01", "03000000": "b--a01", "04000000": "c--a01"}
+    assert held_per_node(pgs, sids) == {"a--a01": {"n1": 4.0, "n2": 2.0}}
 
 
 def test_closed_gcs_port_is_unavailable_at_once():

@@ -451,7 +451,9 @@ def test_unchanged_waits_are_not_rewritten(env: Env) -> None:
 
 
 def test_backfill_window_bounds_the_work(tmp_path: Path) -> None:
-    env = Env(tmp_path)
+    """Without fair share the window bounds the whole scan (with it, each user's share
+    of the window, at least ``store_reads.MIN_PER_USER``: test_store)."""
+    env = Env(tmp_path, fair_share=False)
     env.sched = Scheduler(env.store, env.cluster, env.settings, env.artifacts,
                           backfill_window=2)
     ids = [env.add(nnodes=2) for _ in range(3)]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from service import store_reads
 from service.sql import QUERIES, parse_queries
 from service.states import RUNNABLE, TaskState
 from service.store import (
@@ -21,6 +22,7 @@ from service.store import (
     StaleState,
     Store,
     TaskExists,
+    TaskNotFound,
     TaskRow,
     truncate_message,
 )
@@ -298,8 +300,8 @@ def test_partial_index_terms_are_repeated_literally_and_mirror_the_states(store)
 def test_mark_pending_finds_rows_by_task_id(store: Store) -> None:
     """The batch update looks each id up (task_id index), never walks the runnable rows."""
     plan = _plan(store, QUERIES["mark_pending"], {
-        "from_state": "QUEUED", "to_state": "PENDING_RESOURCES", "reason": "r", "now": 1.0,
-        "next_run_at": None, "task_ids": "[]"})
+        "from_state": "QUEUED", "to_state": "PENDING_RESOURCES", "now": 1.0,
+        "next_run_at": None, "items": "[]"})
     assert "sqlite_autoindex_tasks_1 (task_id=?)" in plan, plan
     assert "tasks_runnable" not in plan and "tasks_state_seq" not in plan, plan
 
@@ -401,3 +403,60 @@ def test_readers_are_per_thread_and_closed_with_the_store(tmp_path: Path) -> Non
 def test_an_in_memory_database_is_refused() -> None:
     with pytest.raises(ValueError, match="database file"):
         Store(":memory:")
+
+
+# -- scheduling policy: priorities and preemption marks ------------------------------------
+
+def test_set_priority_only_while_the_task_waits(store: Store) -> None:
+    t = add(store, 1)
+    row = store.set_priority(t, 7, 101.0, by="alice")
+    assert (row.priority, row.queue_position) == (7, 1)
+    store.set_priority(t, 7, 102.0, by="alice")  # unchanged: no second event
+    events = [e.payload for e in store.events(t) if e.event_type == "PRIORITY_CHANGED"]
+    assert events == [{"from": 0, "to": 7, "by": "alice"}]
+    store.claim_for_submit(t, S.QUEUED, 103.0)
+    with pytest.raises(StaleState):
+        store.set_priority(t, 9, 104.0)
+    assert store.get_task(t).priority == 7
+    with pytest.raises(TaskNotFound):
+        store.set_priority(tid(99), 1, 105.0)
+
+
+def test_queue_positions_count_in_priority_then_fifo_order(store: Store) -> None:
+    tasks = [add(store, i) for i in range(1, 5)]
+    store.set_priority(tasks[2], 5, 101.0)
+    store.set_priority(tasks[3], -1, 101.0)
+    assert [store.get_task(t).queue_position for t in tasks] == [2, 3, 1, 4]
+    assert [t.task_id for t in store.runnable(200.0, 10)] == [tasks[2], tasks[0], tasks[1],
+                                                              tasks[3]]
+
+
+def test_runnable_per_user_windows(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(1, 6):
+        store.create_task(task_id=tid(i), workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
+                          n_gpus_per_node=1, user="alice", now=100.0)
+    store.create_task(task_id=tid(9), workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
+                      n_gpus_per_node=1, user="bob", now=101.0)
+    store.create_task(task_id=tid(10), workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
+                      n_gpus_per_node=1, user=None, now=102.0)
+    monkeypatch.setattr(store_reads, "MIN_PER_USER", 2)
+    got = [t.task_id for t in store.runnable(200.0, 3, per_user=True)]
+    assert got == [tid(1), tid(2), tid(9), tid(10)]  # 2 of each owner, queue order
+    got = [t.task_id for t in store.runnable(200.0, 9, per_user=True)]
+    assert got == [tid(1), tid(2), tid(3), tid(9), tid(10)]  # 9 // 3 owners each
+    assert [t.task_id for t in store.runnable(200.0, 2)] == [tid(1), tid(2)]
+
+
+def test_request_preemption_marks_each_attempt_once(store: Store) -> None:
+    low, high = add(store, 1), add(store, 2)
+    store.claim_for_submit(low, S.QUEUED, 101.0)
+    store.mark_submitted(low, 1, 102.0)
+    assert store.request_preemption([(low, 1)], high, 103.0, {"priority": 9}) == [low]
+    assert store.request_preemption([(low, 1)], high, 104.0) == []  # already marked
+    assert store.get_attempt(low, 1).preempted_for == high
+    assert store.active()[0].preempted_for == high
+    kinds = [(e.task_id, e.event_type, e.payload) for t in (low, high)
+             for e in store.events(t) if "PREEMPT" in e.event_type]
+    assert kinds == [(low, "PREEMPTION_REQUESTED", {"attempt_no": 1, "for": high,
+                                                    "priority": 9}),
+                     (high, "PREEMPTING", {"victims": [low], "priority": 9})]

@@ -263,6 +263,107 @@ async def test_only_the_owner_or_an_admin_may_cancel(client, env):
     assert (await client.get(f"/ui/tasks/{task_id}/log")).status == 403
 
 
+# -- priorities -------------------------------------------------------------------------------
+
+
+def pending_rows(html: str) -> list[tuple[str, str]]:
+    """(task id, priority cell) of each row of the pending table, in page order."""
+    table = html.split('<table id="pending">', 1)[1].split("</table>", 1)[0]
+    return re.findall(r'<tr id="row-([^"]+)".*?<td>\d+&times;\d+ GPU</td>\s*<td>(-?\d+)</td>',
+                      table, flags=re.S)
+
+
+async def test_queue_and_task_pages_show_the_priority(client, env):
+    first = await submit(client, env)
+    second = await submit(client, env)
+    resp = await client.patch(f"/api/v2/tasks/{second}", json={"priority": 40}, headers=AUTH)
+    assert resp.status == 200
+    await sign_in(client)
+    html = await page(client, "/ui/queue")
+    assert "<th>Priority</th>" in html
+    assert pending_rows(html) == [(second, "40"), (first, "0")]  # admission order
+    assert pending_rows(await page(client, "/ui/queue?fragment=1")) == [(second, "40"),
+                                                                         (first, "0")]
+    task_html = await page(client, f"/ui/tasks/{second}")
+    assert re.search(r'id="task-priority">40 <a id="change-priority" '
+                     rf'href="/ui/tasks/{second}/priority">', task_html)
+
+
+async def test_priority_form_needs_the_form_token_and_changes_the_task(client, env):
+    task_id = await submit(client, env)
+    await sign_in(client)
+    form = await page(client, f"/ui/tasks/{task_id}/priority")
+    assert 'min="-1000" max="1000"' in form  # an admin's range
+    path = f"/ui/tasks/{task_id}/priority"
+    for data, headers in (({"csrf": "x", "priority": "9"}, {}),
+                          ({"csrf": csrf_of(form), "priority": "9"},
+                           {"Origin": "http://evil.example"})):
+        resp = await client.post(path, data=data, headers=headers, allow_redirects=False)
+        assert resp.status == 403
+    assert env.store.get_task(task_id).priority == 0
+    resp = await client.post(path, data={"csrf": csrf_of(form), "priority": " 900 "},
+                             allow_redirects=False)
+    assert resp.status == 303 and resp.headers["Location"] == f"/ui/tasks/{task_id}"
+    assert env.store.get_task(task_id).priority == 900
+    event = env.store.events(task_id)[-1]
+    assert (event.event_type, event.payload) == ("PRIORITY_CHANGED",
+                                                  {"from": 0, "to": 900, "by": "admin"})
+    assert 'id="task-priority">900' in await page(client, f"/ui/tasks/{task_id}")
+
+
+@pytest.mark.parametrize(("raw", "status", "needle"), [
+    ("5", 403, "Refused: priority 5 is above what users may ask for (0)"),
+    ("1001", 400, "The priority must be from -1000 to 1000, got 1001."),
+    ("high", 400, "The priority must be an integer from -1000 to 1000."),
+    ("1.5", 400, "must be an integer"),
+    ("", 400, "must be an integer"),
+    ("9" * 40, 400, "must be an integer"),
+])
+async def test_priority_form_refuses_what_the_api_refuses(client, env, raw, status, needle):
+    env.store.create_user("alice", Role.USER, T0)
+    alice = env.store.create_token("alice", "a", None, T0, max_live=5)
+    task_id = await submit(client, env, token=alice.secret)
+    await sign_in(client, alice.secret)
+    form = await page(client, f"/ui/tasks/{task_id}/priority")
+    assert 'min="-1000" max="0"' in form  # what a user may ask for
+    resp = await client.post(f"/ui/tasks/{task_id}/priority",
+                             data={"csrf": csrf_of(form), "priority": raw},
+                             allow_redirects=False)
+    html = await resp.text()
+    assert resp.status == status and needle in html and 'id="priority-error"' in html
+    assert env.store.get_task(task_id).priority == 0
+    resp = await client.post(f"/ui/tasks/{task_id}/priority",
+                             data={"csrf": csrf_of(form), "priority": "-4"},
+                             allow_redirects=False)
+    assert resp.status == 303 and env.store.get_task(task_id).priority == -4
+
+
+async def test_priority_only_for_the_owner_or_an_admin_and_while_waiting(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    env.store.create_user("carol", Role.USER, T0)
+    carol = env.store.create_token("carol", "c", None, T0, max_live=5)
+    task_id = await submit(client, env)  # the admin's
+    await sign_in(client, carol.secret)
+    assert 'id="change-priority"' not in await page(client, f"/ui/tasks/{task_id}")
+    form = await page(client, f"/ui/tasks/{task_id}/priority")
+    assert "Only its owner (admin) or an admin may change its priority." in form
+    queue = await page(client, "/ui/queue")
+    resp = await client.post(f"/ui/tasks/{task_id}/priority",
+                             data={"csrf": csrf_of(queue), "priority": "-1"},
+                             allow_redirects=False)
+    assert resp.status == 403 and env.store.get_task(task_id).priority == 0
+    await sign_in(client)  # the admin, once the task is on the cluster
+    form = await page(client, f"/ui/tasks/{task_id}/priority")
+    env.tick()
+    assert 'id="change-priority"' not in await page(client, f"/ui/tasks/{task_id}")
+    resp = await client.post(f"/ui/tasks/{task_id}/priority",
+                             data={"csrf": csrf_of(form), "priority": "3"},
+                             allow_redirects=False)
+    assert resp.status == 409 and "only a waiting task" in await resp.text()
+    assert env.store.get_task(task_id).priority == 0
+    assert "There is no task nope" in await page(client, "/ui/tasks/nope/priority", 404)
+
+
 async def test_task_page_shows_attempts_events_and_the_log(client, env):
     env.cluster.add_node("n1", gpus=4)
     task_id = await submit(client, env)
@@ -304,7 +405,7 @@ async def test_hostile_input_never_5xx(client, env):
         resp = await client.get(path, allow_redirects=False)
         assert resp.status < 500, path
     for data in (b"\xff\xfe=\xff", b"csrf=" + b"a" * 20000, b"token=%ff"):
-        for path in ("/ui/signin", "/ui/signout", "/ui/tasks/x/cancel"):
+        for path in ("/ui/signin", "/ui/signout", "/ui/tasks/x/cancel", "/ui/tasks/x/priority"):
             resp = await client.post(path, data=data, allow_redirects=False, headers={
                 "Content-Type": "application/x-www-form-urlencoded"})
             assert resp.status < 500, path
