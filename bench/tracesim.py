@@ -1,15 +1,16 @@
 """The real ``Scheduler`` on a simulated cluster, in simulated time (no sleeps).
 
 ``SimCluster`` is ``FakeCluster`` that plays Ray's part by itself: a submitted job's
-driver starts ``startup_s`` later and grabs its gang at once (one STRICT_PACK group of
-``n_gpus_per_node`` GPUs + 3 CPUs per GPU on each of ``nnodes`` distinct nodes, best fit
-like Ray's packing), runs for what is left of its work and ends SUCCEEDED. An attempt
-whose gang cannot be placed when its driver starts is HUNG (verl would wait forever): it
-stays RUNNING with its placement group pending, as Ray would, and is placed as soon as
-room appears, unless the scheduler's hung watch stops it first. A fail-fast task's first
-attempt dies ``FAILFAST_AFTER_S`` after its driver starts with verl's resource message and
-never holds its gang. ``stop`` ends a job STOPPED at once; a checkpointing task keeps the
-progress of its last whole checkpoint interval, any other task starts over.
+driver starts ``startup_s`` later (one figure, or one per task) and grabs its gang at
+once (one STRICT_PACK group of ``n_gpus_per_node`` GPUs + 3 CPUs per GPU on each of
+``nnodes`` distinct nodes, best fit like Ray's packing), runs for what is left of its
+work and ends SUCCEEDED. An attempt whose gang cannot be placed when its driver starts
+is HUNG (verl would wait forever): it stays RUNNING with its placement group pending, as
+Ray would, and is placed as soon as room appears, unless the scheduler's hung watch
+stops it first. A fail-fast task's first attempt dies ``FAILFAST_AFTER_S`` after its
+driver starts with verl's resource message and never holds its gang. ``stop`` ends a
+job STOPPED at once; a checkpointing task keeps the progress of its last whole
+checkpoint interval, any other task starts over.
 
 ``Simulation`` drives ``Scheduler.tick(now)`` on a real ``Store`` (SQLite in /dev/shm when
 there is one) at every arrival and job end, and every ``step_s`` while some task waits, so
@@ -182,8 +183,9 @@ class NullArtifacts(Artifacts):
 class SimCluster(FakeCluster):
     """``FakeCluster`` that starts, runs and ends jobs by itself (see the module doc)."""
 
-    def __init__(self, tasks: Mapping[str, TraceTask], *, startup_s: float = 0.0,
-                 shape: Shape = Shape()) -> None:
+    def __init__(self, tasks: Mapping[str, TraceTask], *,
+                 startup_s: float | Mapping[str, float] = 0.0, shape: Shape = Shape()
+                 ) -> None:
         super().__init__()
         self.tasks = tasks
         self.startup_s = startup_s
@@ -234,7 +236,9 @@ class SimCluster(FakeCluster):
         fail_fast = task.cls.fail_fast and attempt == 1
         self.records[req.submission_id] = SimJob(req.submission_id, task, attempt,
                                                  self.clock, fail_fast)
-        self._push(self.clock + self.startup_s, "start", req.submission_id)
+        startup = self.startup_s if isinstance(self.startup_s, float | int) \
+            else self.startup_s.get(task.task_id, 0.0)
+        self._push(self.clock + startup, "start", req.submission_id)
 
     def _start(self, sid: str) -> None:
         rec = self.records[sid]
@@ -427,7 +431,8 @@ class Simulation:
     """One policy on one trace (see the module doc). ``run`` once."""
 
     def __init__(self, trace: Sequence[TraceTask], policy: Policy, settings: SchedulerSettings,
-                 root: Path, *, step_s: float = 10.0, startup_s: float = 0.0,
+                 root: Path, *, step_s: float = 10.0,
+                 startup_s: float | Mapping[str, float] = 0.0,
                  align_s: float | None = None, load: float = math.nan,
                  shape: Shape = Shape()) -> None:
         self.trace = list(trace)
@@ -604,7 +609,8 @@ class Simulation:
 
 
 def simulate(trace: Sequence[TraceTask], policy: Policy, *, step_s: float = 10.0,
-             startup_s: float = 0.0, align_s: float | None = None, load: float = math.nan,
+             startup_s: float | Mapping[str, float] = 0.0, align_s: float | None = None,
+             load: float = math.nan,
              settings: SchedulerSettings | None = None, shape: Shape = Shape()
              ) -> RunResult | str:
     """Run ``policy`` on ``trace`` in a temp directory; "n/a (...)" when it cannot run."""
