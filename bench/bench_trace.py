@@ -317,6 +317,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="exit 1 when a floor fails or "
                    "could not be measured")
     args = p.parse_args(argv)
+    unknown = set(args.policies.split(",")) - set(POLICY_BY_NAME)
+    if unknown:
+        p.error(f"unknown policies {sorted(unknown)}; known: {', '.join(POLICY_BY_NAME)}")
     if args.quick:
         args.tasks = min(args.tasks, 300)
     return args
