@@ -25,7 +25,6 @@ import heapq
 import inspect
 import itertools
 import math
-import re
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -34,7 +33,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import service
 from bench.tracegen import (
     CLASS_ORDER,
     FAILFAST_AFTER_S,
@@ -105,19 +103,6 @@ def _has_priority() -> bool:
     return "priority" in {f.name for f in fields(JobSpec)}
 
 
-_BEHAVIOUR_KEYS = ("fair_share", "preemption")  # a true value asks for new behaviour
-
-
-def _unread(key: str) -> bool:
-    """True when no module of ``service`` but config reads ``.<key>``: the setting exists
-    but nothing acts on it yet (while the scheduling core is being built, a policy that
-    turns it on would silently measure the policy without it)."""
-    pattern = re.compile(rf"\.{key}\b")
-    here = Path(service.__file__).parent
-    return not any(pattern.search(f.read_text()) for f in here.glob("*.py")
-                   if f.name != "config.py")
-
-
 def scheduler_settings(policy: Policy) -> SchedulerSettings | str:
     """The policy's settings, or why it cannot run on this scheduler ("n/a (needs ...)").
 
@@ -130,8 +115,6 @@ def scheduler_settings(policy: Policy) -> SchedulerSettings | str:
             kwargs[key] = value
         elif _TODAY.get(key, object()) != value:
             missing.append(key)
-    missing += [f"{key} in the scheduler" for key in _BEHAVIOUR_KEYS
-                if kwargs.get(key) and _unread(key)]
     if policy.priorities and not _has_priority():
         missing.append("JobSpec.priority")
     if missing:
