@@ -83,7 +83,7 @@ class Policy:
 _TODAY = {"retry_mode": "timer", "fair_share": False, "preemption": False}
 POLICIES: tuple[Policy, ...] = (
     Policy("fifo", "FIFO, no backfill",
-           {"starvation_guard_s": 0.0, **_TODAY}),
+           {"backfill": False, **_TODAY}),
     Policy("backfill", "FIFO+backfill+guard",
            {"retry_interval_s": 60.0, **_TODAY}),
     Policy("priority", "+priorities",

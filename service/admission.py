@@ -17,7 +17,7 @@ so two tasks never count on the same GPUs. ``FreePool`` is built once per tick a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from service.cluster import ClusterSnapshot
@@ -97,6 +97,7 @@ class FreePool:
     def __init__(self, nodes: list[_Node]) -> None:
         self._nodes = nodes
         self._by_id = {n.node_id: n for n in nodes}
+        self._kept: dict[str, dict[str, float]] = {}  # node id -> its free, withheld
 
     @classmethod
     def from_snapshot(cls, snapshot: ClusterSnapshot, in_flight: Iterable[InFlight] = ()
@@ -183,15 +184,49 @@ class FreePool:
 
     def copy(self) -> FreePool:
         """An independent pool with the same free resources (for what-if questions)."""
-        return FreePool([_Node(n.node_id, n.label, dict(n.free)) for n in self._nodes])
+        pool = FreePool([_Node(n.node_id, n.label, dict(n.free)) for n in self._nodes])
+        pool._kept = {k: dict(v) for k, v in self._kept.items()}
+        return pool
+
+    def keep_for(self, gang: Gang, capacity: FreePool | None,
+                 prefer: Collection[str] = ()) -> list[str]:
+        """Withhold ``gang.nnodes`` nodes for a gang that waits (the starvation guard's
+        reservation): nodes its gang fits when idle (``capacity``), those in ``prefer``
+        first (say, what preemption victims hold), then the closest to fitting now (most
+        free GPUs). Their free resources leave the pool for the rest of the tick, so no
+        later task lands there and the gang starts as soon as they drain; the other
+        nodes stay open for backfill. Returns the labels of the nodes kept."""
+        need = {GPU: float(gang.gpus_per_node), CPU: gang.cpus_per_node}
+        fits_idle = {n.node_id for n in capacity._nodes if n.has(need)} \
+            if capacity is not None else {n.node_id for n in self._nodes}
+        open_nodes = [n for n in self._nodes
+                      if n.node_id not in self._kept and n.node_id in fits_idle]
+        open_nodes.sort(key=lambda n: (n.node_id not in prefer, -n.free.get(GPU, 0.0),
+                                       n.node_id))
+        kept = open_nodes[: gang.nnodes]
+        for node in kept:
+            self._kept[node.node_id] = node.free
+            node.free = {}
+        return [n.label for n in kept]
+
+    def unkept(self) -> FreePool:
+        """The pool with the kept nodes' free resources given back (what a task would
+        find if no gang were waiting for them)."""
+        pool = self.copy()
+        for node_id, free in pool._kept.items():
+            pool._by_id[node_id].free = free
+        pool._kept = {}
+        return pool
 
     def release(self, node_id: str, resources: Mapping[str, float]) -> None:
         """Give ``resources`` back on ``node_id`` (a job that stops); unknown nodes are
         ignored (the node left: nothing to count on there)."""
         node = self._by_id.get(node_id)
         if node is not None:
+            # a kept node stays kept: what it gets back is for the gang it is kept for
+            free = self._kept.get(node_id, node.free)
             for k, v in resources.items():
-                node.free[k] = node.free.get(k, 0.0) + v
+                free[k] = free.get(k, 0.0) + v
 
     def total_gpus(self) -> float:
         return sum(max(n.free.get(GPU, 0.0), 0.0) for n in self._nodes)

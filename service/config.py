@@ -83,7 +83,9 @@ class SchedulerSettings:
     retry_max_interval_s: float = 600.0
     max_attempts: int | None = None  # None = unlimited retries of retryable failures
     max_running_tasks: int = 0  # 0 = no limit besides resources
-    starvation_guard_s: float = 300.0  # head of queue waiting longer blocks backfill
+    # a task that does not fit, waiting longer, gets nodes kept for it (no backfill there)
+    starvation_guard_s: float = 300.0
+    backfill: bool = True  # False: first come, first served (nothing passes a waiting task)
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)
@@ -216,7 +218,7 @@ def _str(value: Any, where: str) -> str:
 
 
 _CHOICES = {"retry_backoff": ("fixed", "exponential"), "retry_mode": ("when_fits", "timer")}
-_FLAGS = ("fair_share", "preemption", "preempt_without_checkpoint")
+_FLAGS = ("backfill", "fair_share", "preemption", "preempt_without_checkpoint")
 _PRIORITIES = ("default_priority", "max_user_priority")
 
 

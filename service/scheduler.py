@@ -402,9 +402,11 @@ class Scheduler:
         waits: list[tuple[RunnableRow, str]] = []
         starving: list[tuple[RunnableRow, Gang]] = []  # may preempt (waited past grace)
         seen = _Seen(fair)
-        blocked: str | None = None  # reason for everyone behind a starving task
-        # shapes that did not fit this tick: (reason, whether even an idle cluster could)
-        no_fit: dict[tuple[int, int], tuple[str, bool]] = {}
+        blocked: str | None = None  # reason for everyone behind (backfill off)
+        keeper: str | None = None  # why nodes are kept for a starving gang (the guard)
+        # shapes that did not fit this tick: (reason, whether an idle cluster could take
+        # it, whether it waits for room: what went first is then worth saying)
+        no_fit: dict[tuple[int, int], tuple[str, bool, bool]] = {}
         ordered = iter(order)
         for cand in ordered:
             gpus = cand.nnodes * cand.n_gpus_per_node
@@ -449,22 +451,34 @@ class Scheduler:
                         break
                     continue
                 if capacity is not None and not capacity.decide(gang, self.driver).fits:
-                    cached = no_fit[shape] = (never_fits_reason(gang, capacity), False)
+                    cached = no_fit[shape] = (never_fits_reason(gang, capacity), False, False)
+                elif keeper is not None and pool.unkept().decide(gang, self.driver).fits:
+                    cached = no_fit[shape] = (keeper, True, False)  # fits but for the guard
                 else:
-                    cached = no_fit[shape] = (decision.reason, True)
-            reason, could_fit = cached
-            waits.append((cand, reason + seen.ahead_of(cand)))
+                    cached = no_fit[shape] = (decision.reason, True, True)
+            reason, could_fit, for_room = cached
+            waits.append((cand, reason + seen.ahead_of(cand) if for_room else reason))
             seen.add(cand)
             if not could_fit:
                 continue  # can never fit as it is: holds no guard, preempts nobody
             waited = now - cand.runnable_since
-            if cand.task_id in preempting:
-                blocked = (f"waiting behind {cand.task_id} (priority {cand.priority}), for "
-                           "which lower-priority tasks are being preempted")
-            elif waited >= self.sched.starvation_guard_s:
-                blocked = (f"waiting behind {cand.task_id} (priority {cand.priority}), "
-                           f"runnable for over {self.sched.starvation_guard_s:g}s "
-                           "(starvation guard)")
+            who = f"{cand.task_id} (priority {cand.priority})"
+            if not self.sched.backfill:
+                blocked = f"waiting behind {who}: first come, first served (backfill off)"
+            elif keeper is None and (cand.task_id in preempting
+                                     or waited >= self.sched.starvation_guard_s):
+                # the guard (one gang at a time, the first in admission order): keep the
+                # nodes it will use, backfill the others
+                victims_on = {node for r in active if r.preempted_for == cand.task_id
+                              for node in snapshot.held_on.get(r.ray_submission_id, {})}
+                kept = pool.keep_for(gang, capacity, prefer=victims_on)
+                no_fit.clear()
+                if kept:
+                    why = ("lower-priority tasks are being preempted for it"
+                           if cand.task_id in preempting else
+                           f"runnable for over {self.sched.starvation_guard_s:g}s")
+                    keeper = (f"waiting behind {who}, {why}: nodes {', '.join(kept)} are "
+                              "kept for it (starvation guard)")
             if self.sched.preemption and waited >= self.sched.preemption_grace_s:
                 starving.append((cand, gang))
         if starving and not preempting:

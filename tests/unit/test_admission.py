@@ -144,3 +144,30 @@ def test_capacity_unknown_when_a_node_does_not_report_it() -> None:
     assert FreePool.from_capacity(snap()) is None
     empty_head = NodeResources("c" * 16, "10.0.0.1", {}, {})  # known, and nothing in it
     assert FreePool.from_capacity(snap(empty_head, known)) is not None
+
+
+def _sized(ip: str, free_gpus: float, total_gpus: float) -> NodeResources:
+    return NodeResources(f"id-{ip}", ip, {"GPU": free_gpus, "CPU": 3 * free_gpus + 4,
+                                          "worker_node": 100.0} if free_gpus else
+                         {"CPU": 4.0, "worker_node": 100.0},
+                         {"GPU": total_gpus, "CPU": 3 * total_gpus + 4, "worker_node": 100.0})
+
+
+@pytest.mark.parametrize(("free", "gang", "prefer", "kept"), [
+    # the closest to fitting first (most free GPUs); a node too small is never kept
+    ({"a": 2, "b": 3, "c": 1}, Gang(1, 4), (), ["b"]),
+    ({"a": 2, "b": 3, "c": 1}, Gang(2, 4), (), ["b", "a"]),
+    ({"a": 2, "b": 3, "small": 1}, Gang(2, 4), (), ["b", "a"]),
+    # preferred nodes (what preemption victims hold) before any other
+    ({"a": 2, "b": 3, "c": 1}, Gang(1, 4), ("id-c",), ["c"]),
+])
+def test_keep_for_withholds_the_nodes_a_gang_will_use(free, gang, prefer, kept) -> None:
+    nodes = [_sized(ip, g, 2 if ip == "small" else 4) for ip, g in free.items()]
+    pool = FreePool.from_snapshot(snap(*nodes))
+    capacity = FreePool.from_capacity(snap(*nodes))
+    assert pool.keep_for(gang, capacity, prefer=prefer) == kept
+    placed = pool.decide(Gang(1, 1), Driver({})).gang_nodes  # backfill: not on kept nodes
+    assert not set(placed) & {f"id-{k}" for k in kept}
+    # what a task finds without the reservation: everything again
+    assert pool.unkept().total_gpus() == sum(free.values())
+    assert pool.total_gpus() == sum(g for ip, g in free.items() if ip not in kept)

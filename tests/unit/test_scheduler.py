@@ -129,20 +129,47 @@ def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
     env = Env(tmp_path, starvation_guard_s=100.0)
     env.cluster.occupy("w1", GPU=2, CPU=6)  # another user's job: 2 of the 4 GPUs
     big = env.add(nnodes=1, g=4)  # fits an idle w1, not now
-    small = env.add(nnodes=1, g=2)
+    small = env.add(nnodes=1, g=1)
     env.tick(T0)
     assert env.state(big) is S.PENDING_RESOURCES and env.state(small) is S.SUBMITTED
     late = env.add(nnodes=1, g=1, now=T0 + 100)
-    env.tick(T0 + 100)  # big has waited 100 s: nothing behind it starts
+    env.tick(T0 + 100)  # big has waited 100 s: w1 is kept for it, late would fit there
     assert env.state(late) is S.PENDING_RESOURCES
     assert env.store.get_task(late).pending_reason == (
-        f"waiting behind {big} (priority 0), runnable for over 100s (starvation guard)")
+        f"waiting behind {big} (priority 0), runnable for over 100s: nodes 10.0.0.2 are "
+        "kept for it (starvation guard)")
     env.cluster.release("w1", GPU=2, CPU=6)
-    env.cluster.start(sid(small), {"w1": 2})
+    env.cluster.start(sid(small), {"w1": 1})
     env.cluster.finish(sid(small))
     env.tick(T0 + 101)  # room for big at last: it starts; late waits for room, not the guard
     assert env.state(big) is S.SUBMITTED and env.state(late) is S.PENDING_RESOURCES
     assert env.store.get_task(late).pending_reason.startswith("needs 1x1 GPUs")
+
+
+def test_the_guard_keeps_only_the_nodes_the_gang_needs(tmp_path: Path) -> None:
+    """Backfill goes on where the starving gang cannot or will not run."""
+    env = Env(tmp_path, starvation_guard_s=100.0)
+    env.cluster.add_node("w2", gpus=4, cpus=16)
+    env.cluster.add_node("small", gpus=2, cpus=8)  # too small for a 1x4 gang
+    env.cluster.occupy("w1", GPU=1, CPU=3)
+    env.cluster.occupy("w2", GPU=2, CPU=6)
+    big = env.add(nnodes=1, g=4)
+    env.tick(T0)
+    late = [env.add(nnodes=1, g=1, now=T0 + 100) for _ in range(4)]
+    env.tick(T0 + 100)  # w1 (3 free, the closest to fit) is kept; w2 and small are not
+    assert env.state(big) is S.PENDING_RESOURCES
+    assert [env.state(t) for t in late] == [S.SUBMITTED] * 4  # 2 on w2, 2 on small
+
+
+def test_backfill_off_is_first_come_first_served(tmp_path: Path) -> None:
+    env = Env(tmp_path, backfill=False)
+    env.cluster.occupy("w1", GPU=2, CPU=6)
+    big = env.add(nnodes=1, g=4)
+    small = env.add(nnodes=1, g=1)
+    env.tick(T0)
+    assert env.state(big) is S.PENDING_RESOURCES and env.state(small) is S.PENDING_RESOURCES
+    assert env.store.get_task(small).pending_reason == (
+        f"waiting behind {big} (priority 0): first come, first served (backfill off)")
 
 
 def test_a_gang_that_can_never_fit_says_so_and_does_not_hold_the_guard(tmp_path: Path

@@ -103,11 +103,11 @@ def test_backfill_and_the_guard_work_inside_the_priority_order(make) -> None:
     env = make(fair_share=False, starvation_guard_s=100.0)
     env.cluster.occupy("w1", GPU=2, CPU=6)
     big_high = env.add(g=4, priority=5)  # fits an idle w1, not now
-    small_low = env.add(g=2, priority=0)
+    small_low = env.add(g=1, priority=0)
     env.tick(T0)  # backfill: the low small task starts while the high gang waits
     assert env.states(big_high, small_low) == [S.PENDING_RESOURCES, S.SUBMITTED]
     late_high = env.add(g=1, priority=4, now=T0 + 100)
-    env.tick(T0 + 100)  # big_high is past the guard: nothing behind it starts
+    env.tick(T0 + 100)  # big_high is past the guard: its node is kept, late_high waits
     assert env.state(late_high) is S.PENDING_RESOURCES
     assert env.reason(late_high).startswith(f"waiting behind {big_high} (priority 5)")
 
@@ -300,17 +300,23 @@ def test_the_fewest_and_lowest_victims_are_stopped_and_the_queue_behind_waits(ma
         env.tick(now)
         env.cluster.start(sid(t), {node: g})
     env.tick(T0 + 6)
+    real_stop = env.cluster.stop
     stops: list[str] = []
     env.cluster.stop = stops.append  # a slow stop: the job keeps running for now
     high = env.add(g=4, priority=9, now=T0 + 7)
     env.tick(T0 + 7)
     assert stops == [sid(c)] and env.states(a, b, c) == [S.RUNNING] * 3
-    env.cluster.add_node("w3", gpus=1, cpus=8)  # room for a small task...
-    behind = env.add(g=1, priority=9, now=T0 + 8)
-    env.tick(T0 + 8)  # ...but not while the victims stop for high: it would take it
-    assert env.state(behind) is S.PENDING_RESOURCES
-    assert env.reason(behind).startswith(f"waiting behind {high} (priority 9), for which")
-    assert stops == [sid(c), sid(c)]  # the stop is sent again until Ray ends the job
+    env.cluster.add_node("w3", gpus=1, cpus=8)  # too small for high's gang
+    beside = env.add(g=1, priority=9, now=T0 + 8)
+    behind = env.add(g=4, priority=9, now=T0 + 8)
+    env.tick(T0 + 8)  # backfill where high cannot run; the stop is sent again
+    assert env.states(beside, behind) == [S.SUBMITTED, S.PENDING_RESOURCES]
+    assert stops == [sid(c), sid(c)]
+    env.cluster.stop = real_stop
+    real_stop(sid(c))
+    env.tick(T0 + 9)  # c ended: its node goes to high, not to the task behind it
+    assert env.states(c, high, behind) == [S.PENDING_RESOURCES, S.SUBMITTED,
+                                           S.PENDING_RESOURCES]
     assert env.events(high, "PREEMPTING") == [{"victims": [c], "priority": 9}]  # once
 
 
