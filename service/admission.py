@@ -189,13 +189,17 @@ class FreePool:
         return pool
 
     def keep_for(self, gang: Gang, capacity: FreePool | None,
-                 prefer: Collection[str] = ()) -> list[str]:
+                 prefer: Collection[str] = ()) -> dict[str, str]:
         """Withhold ``gang.nnodes`` nodes for a gang that waits (the starvation guard's
         reservation): nodes its gang fits when idle (``capacity``), those in ``prefer``
         first (say, what preemption victims hold), then the closest to fitting now (most
         free GPUs). Their free resources leave the pool for the rest of the tick, so no
         later task lands there and the gang starts as soon as they drain; the other
-        nodes stay open for backfill. Returns the labels of the nodes kept."""
+        nodes stay open for backfill. Returns ``{node id: label}`` of the nodes kept.
+
+        Callers keep the same nodes tick after tick (``prefer``): a reservation that
+        followed the freest nodes would move whenever a job ended elsewhere, and the
+        nodes it left would fill up again before they drained."""
         need = {GPU: float(gang.gpus_per_node), CPU: gang.cpus_per_node}
         fits_idle = {n.node_id for n in capacity._nodes if n.has(need)} \
             if capacity is not None else {n.node_id for n in self._nodes}
@@ -207,7 +211,7 @@ class FreePool:
         for node in kept:
             self._kept[node.node_id] = node.free
             node.free = {}
-        return [n.label for n in kept]
+        return {n.node_id: n.label for n in kept}
 
     def unkept(self) -> FreePool:
         """The pool with the kept nodes' free resources given back (what a task would

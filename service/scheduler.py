@@ -179,6 +179,8 @@ class Scheduler:
         # each user's fair share as the last admission saw it (the queue shows it)
         self.last_shares: dict[str | None, Share] = {}
         self._ledger: Ledger | None = None  # decayed usage (fair_share_half_life_s)
+        # the guard's reservation of the last tick: (task id, the node ids kept for it)
+        self._reservation: tuple[str | None, frozenset[str]] = (None, frozenset())
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -404,6 +406,7 @@ class Scheduler:
         seen = _Seen(fair)
         blocked: str | None = None  # reason for everyone behind (backfill off)
         keeper: str | None = None  # why nodes are kept for a starving gang (the guard)
+        reservation: tuple[str | None, frozenset[str]] = (None, frozenset())
         # shapes that did not fit this tick: (reason, whether an idle cluster could take
         # it, whether it waits for room: what went first is then worth saying)
         no_fit: dict[tuple[int, int], tuple[str, bool, bool]] = {}
@@ -469,22 +472,26 @@ class Scheduler:
                                      or waited >= self.sched.starvation_guard_s):
                 # the guard (one gang at a time, the first in admission order): keep the
                 # nodes it will use, backfill the others
-                victims_on = {node for r in active if r.preempted_for == cand.task_id
-                              for node in snapshot.held_on.get(r.ray_submission_id, {})}
-                kept = pool.keep_for(gang, capacity, prefer=victims_on)
+                prefer = {node for r in active if r.preempted_for == cand.task_id
+                          for node in snapshot.held_on.get(r.ray_submission_id, {})}
+                if self._reservation[0] == cand.task_id:
+                    prefer |= self._reservation[1]  # the same nodes as last tick
+                kept = pool.keep_for(gang, capacity, prefer=prefer)
+                reservation = (cand.task_id, frozenset(kept))
                 no_fit.clear()
                 if kept:
                     why = ("lower-priority tasks are being preempted for it"
                            if cand.task_id in preempting else
                            f"runnable for over {self.sched.starvation_guard_s:g}s")
-                    keeper = (f"waiting behind {who}, {why}: nodes {', '.join(kept)} are "
-                              "kept for it (starvation guard)")
+                    keeper = (f"waiting behind {who}, {why}: nodes "
+                              f"{', '.join(kept.values())} are kept for it (starvation guard)")
             if self.sched.preemption and waited >= self.sched.preemption_grace_s:
                 starving.append((cand, gang))
         if starving and not preempting:
             found = self._preempt(starving, pool, active, snapshot, now, report)
             if found is not None:
                 waits = [(c, found[1] if c.task_id == found[0] else r) for c, r in waits]
+        self._reservation = reservation
         self._note_shares(order, snapshot)
         self._wait(waits, now, report)
 

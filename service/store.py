@@ -385,13 +385,11 @@ class Store(StoreReads):
                 }).fetchall()
                 changed += len(moved)
                 if state == _S.QUEUED and moved:
-                    conn.executemany(Q["insert_event"], [
-                        {"task_id": r["task_id"], "ts": now, "event_type": "STATE_TRANSITION",
-                         "payload_json": json.dumps(
-                             {"from": state.value, "to": _S.PENDING_RESOURCES.value,
-                              "reason": r["pending_reason"]}, sort_keys=True)}
-                        for r in moved
-                    ])
+                    conn.execute(Q["insert_pending_events"], {
+                        "now": now, "from_state": state.value,
+                        "to_state": _S.PENDING_RESOURCES.value,
+                        "moved": json.dumps([[r["task_id"], r["pending_reason"]]
+                                             for r in moved])})
         return changed
 
     def claim_for_submit(self, task_id: str, expected: TaskState, now: float) -> Claim:

@@ -320,6 +320,14 @@ FROM (SELECT json_extract(value, '$[0]') AS task_id, json_extract(value, '$[1]')
 WHERE tasks.task_id = w.task_id AND +tasks.state = :from_state
 RETURNING task_id, pending_reason;
 
+-- name: insert_pending_events
+-- The STATE_TRANSITION events of the tasks mark_pending moved ([task_id, reason] pairs).
+INSERT INTO events (task_id, ts, event_type, payload_json)
+SELECT json_extract(value, '$[0]'), :now, 'STATE_TRANSITION',
+       json_object('from', :from_state, 'reason', json_extract(value, '$[1]'),
+                   'to', :to_state)
+FROM json_each(:moved);
+
 -- attempt updates ----------------------------------------------------------------------------
 
 -- name: attempt_submitted

@@ -165,7 +165,7 @@ def test_keep_for_withholds_the_nodes_a_gang_will_use(free, gang, prefer, kept) 
     nodes = [_sized(ip, g, 2 if ip == "small" else 4) for ip, g in free.items()]
     pool = FreePool.from_snapshot(snap(*nodes))
     capacity = FreePool.from_capacity(snap(*nodes))
-    assert pool.keep_for(gang, capacity, prefer=prefer) == kept
+    assert list(pool.keep_for(gang, capacity, prefer=prefer).values()) == kept
     placed = pool.decide(Gang(1, 1), Driver({})).gang_nodes  # backfill: not on kept nodes
     assert not set(placed) & {f"id-{k}" for k in kept}
     # what a task finds without the reservation: everything again
