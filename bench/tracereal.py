@@ -164,14 +164,6 @@ def real_check(seed: int, policy_name: str = "fairshare") -> bool:
     """Run the check and print it; False when a task did not succeed in the real run."""
     policy = POLICY_BY_NAME[policy_name]
     settings = scheduler_settings(policy)
-    if isinstance(settings, str):
-        print(f"\n== real-Ray check: {policy.name} {settings}; using priority")
-        policy = POLICY_BY_NAME["priority"]
-        settings = scheduler_settings(policy)
-        if isinstance(settings, str):
-            policy = POLICY_BY_NAME["backfill"]
-            settings = scheduler_settings(policy)
-    assert not isinstance(settings, str)
     trace = real_trace(seed)
     wall = time.perf_counter()
     real = run_real(trace, policy, settings)

@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,27 +99,9 @@ POLICIES: tuple[Policy, ...] = (
 POLICY_BY_NAME = {p.name: p for p in POLICIES}
 
 
-def _has_priority() -> bool:
-    return "priority" in {f.name for f in fields(JobSpec)}
-
-
-def scheduler_settings(policy: Policy) -> SchedulerSettings | str:
-    """The policy's settings, or why it cannot run on this scheduler ("n/a (needs ...)").
-
-    A key this ``SchedulerSettings`` lacks is dropped when its value is what today's
-    scheduler does anyway (``retry_mode: timer``, no fair share, no preemption)."""
-    known = {f.name for f in fields(SchedulerSettings)}
-    kwargs, missing = {}, []
-    for key, value in policy.overrides.items():
-        if key in known:
-            kwargs[key] = value
-        elif _TODAY.get(key, object()) != value:
-            missing.append(key)
-    if policy.priorities and not _has_priority():
-        missing.append("JobSpec.priority")
-    if missing:
-        return f"n/a (needs {', '.join(missing)})"
-    return SchedulerSettings(**kwargs)
+def scheduler_settings(policy: Policy) -> SchedulerSettings:
+    """The policy's scheduler settings."""
+    return SchedulerSettings(**policy.overrides)
 
 
 # -- the simulated cluster ------------------------------------------------------------------
@@ -595,13 +577,10 @@ def simulate(trace: Sequence[TraceTask], policy: Policy, *, step_s: float = 10.0
              startup_s: float | Mapping[str, float] = 0.0, align_s: float | None = None,
              load: float = math.nan,
              settings: SchedulerSettings | None = None, shape: Shape = Shape()
-             ) -> RunResult | str:
-    """Run ``policy`` on ``trace`` in a temp directory; "n/a (...)" when it cannot run."""
+             ) -> RunResult:
+    """Run ``policy`` on ``trace`` in a temp directory."""
     if settings is None:
-        got = scheduler_settings(policy)
-        if isinstance(got, str):
-            return got
-        settings = got
+        settings = scheduler_settings(policy)
     with tempfile.TemporaryDirectory(prefix="argus-trace-", dir=shm_dir()) as tmp:
         sim = Simulation(trace, policy, settings, Path(tmp), step_s=step_s,
                          startup_s=startup_s, align_s=align_s, load=load, shape=shape)

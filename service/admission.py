@@ -213,6 +213,13 @@ class FreePool:
             node.free = {}
         return {n.node_id: n.label for n in kept}
 
+    def restore_kept(self) -> None:
+        """Give the kept nodes their free resources back (the gang they were kept for
+        is being placed)."""
+        for node_id, free in self._kept.items():
+            self._by_id[node_id].free = free
+        self._kept = {}
+
     def unkept(self) -> FreePool:
         """The pool with the kept nodes' free resources given back (what a task would
         find if no gang were waiting for them)."""

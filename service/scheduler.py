@@ -179,8 +179,9 @@ class Scheduler:
         # each user's fair share as the last admission saw it (the queue shows it)
         self.last_shares: dict[str | None, Share] = {}
         self._ledger: Ledger | None = None  # decayed usage (fair_share_half_life_s)
-        # the guard's reservation of the last tick: (task id, the node ids kept for it)
-        self._reservation: tuple[str | None, frozenset[str]] = (None, frozenset())
+        # the node ids the guard kept last tick: they have been draining, so the guard
+        # keeps them again (for the same gang, or the one that holds the guard next)
+        self._reservation: frozenset[str] = frozenset()
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -406,10 +407,25 @@ class Scheduler:
         seen = _Seen(fair)
         blocked: str | None = None  # reason for everyone behind (backfill off)
         keeper: str | None = None  # why nodes are kept for a starving gang (the guard)
-        reservation: tuple[str | None, frozenset[str]] = (None, frozenset())
         # shapes that did not fit this tick: (reason, whether an idle cluster could take
         # it, whether it waits for room: what went first is then worth saying)
         no_fit: dict[tuple[int, int], tuple[str, bool, bool]] = {}
+        holder = self._guard_holder(candidates, now, capacity, preempting, loads, disabled)
+        kept: dict[str, str] = {}
+        if holder is not None:
+            # the guard: keep the nodes the holder will use, from the start of the pass,
+            # so nothing ahead of it in admission order fills them while they drain
+            gang = Gang(holder.nnodes, holder.n_gpus_per_node, cpg)
+            prefer = {node for r in active if r.preempted_for == holder.task_id
+                      for node in snapshot.held_on.get(r.ray_submission_id, {})}
+            kept = pool.keep_for(gang, capacity, prefer=prefer | self._reservation)
+            if kept:
+                why = ("lower-priority tasks are being preempted for it"
+                       if holder.task_id in preempting else
+                       f"runnable for over {self.sched.starvation_guard_s:g}s")
+                keeper = (f"waiting behind {holder.task_id} (priority {holder.priority}), "
+                          f"{why}: nodes {', '.join(kept.values())} are kept for it "
+                          "(starvation guard)")
         ordered = iter(order)
         for cand in ordered:
             gpus = cand.nnodes * cand.n_gpus_per_node
@@ -428,6 +444,11 @@ class Scheduler:
                 continue
             gang = Gang(cand.nnodes, cand.n_gpus_per_node, cpg)
             shape = (cand.nnodes, cand.n_gpus_per_node)
+            is_holder = holder is not None and cand.task_id == holder.task_id and bool(kept)
+            if is_holder:  # the holder's turn: its nodes are its own
+                pool.restore_kept()
+                no_fit.clear()
+                held_nodes, guard_note, kept, keeper = kept, keeper, {}, None
             cached = no_fit.get(shape)
             if cached is None:
                 decision = pool.decide(gang, self.driver)
@@ -462,38 +483,51 @@ class Scheduler:
             reason, could_fit, for_room = cached
             waits.append((cand, reason + seen.ahead_of(cand) if for_room else reason))
             seen.add(cand)
+            if is_holder:  # it does not fit yet: its nodes are kept again
+                kept = pool.keep_for(gang, capacity, prefer=held_nodes)
+                keeper = guard_note
+                no_fit.clear()
             if not could_fit:
                 continue  # can never fit as it is: holds no guard, preempts nobody
-            waited = now - cand.runnable_since
-            who = f"{cand.task_id} (priority {cand.priority})"
             if not self.sched.backfill:
-                blocked = f"waiting behind {who}: first come, first served (backfill off)"
-            elif keeper is None and (cand.task_id in preempting
-                                     or waited >= self.sched.starvation_guard_s):
-                # the guard (one gang at a time, the first in admission order): keep the
-                # nodes it will use, backfill the others
-                prefer = {node for r in active if r.preempted_for == cand.task_id
-                          for node in snapshot.held_on.get(r.ray_submission_id, {})}
-                if self._reservation[0] == cand.task_id:
-                    prefer |= self._reservation[1]  # the same nodes as last tick
-                kept = pool.keep_for(gang, capacity, prefer=prefer)
-                reservation = (cand.task_id, frozenset(kept))
-                no_fit.clear()
-                if kept:
-                    why = ("lower-priority tasks are being preempted for it"
-                           if cand.task_id in preempting else
-                           f"runnable for over {self.sched.starvation_guard_s:g}s")
-                    keeper = (f"waiting behind {who}, {why}: nodes "
-                              f"{', '.join(kept.values())} are kept for it (starvation guard)")
-            if self.sched.preemption and waited >= self.sched.preemption_grace_s:
+                blocked = (f"waiting behind {cand.task_id} (priority {cand.priority}): "
+                           "first come, first served (backfill off)")
+            if self.sched.preemption and now - cand.runnable_since >= \
+                    self.sched.preemption_grace_s:
                 starving.append((cand, gang))
         if starving and not preempting:
             found = self._preempt(starving, pool, active, snapshot, now, report)
             if found is not None:
                 waits = [(c, found[1] if c.task_id == found[0] else r) for c, r in waits]
-        self._reservation = reservation
+        self._reservation = frozenset(kept)
         self._note_shares(order, snapshot)
         self._wait(waits, now, report)
+
+    def _guard_holder(self, candidates: list[RunnableRow], now: float,
+                      capacity: FreePool | None, preempting: set[str],
+                      loads: dict[str, Load], disabled: frozenset[str]) -> RunnableRow | None:
+        """The task the starvation guard keeps nodes for: a preemptor whose victims are
+        stopping, else the task of the highest priority that has waited the longest past
+        ``starvation_guard_s`` (whatever fair share says: the guard is what bounds every
+        task's wait). Not one its owner's limits hold, nor one that can never fit; none
+        when backfill is off (nothing passes a waiting task anyway)."""
+        if not self.sched.backfill:
+            return None
+        guard_s = self.sched.starvation_guard_s
+        due = [c for c in candidates
+               if c.task_id in preempting or now - c.runnable_since >= guard_s]
+        due.sort(key=lambda c: (c.task_id not in preempting, -c.priority, c.runnable_since,
+                                c.seq))
+        users = self.settings.users
+        for cand in due:
+            gang = Gang(cand.nnodes, cand.n_gpus_per_node, self.sched.cpus_per_gpu)
+            if cand.user is not None and hold_reason(
+                    cand.user, loads.get(cand.user), users.limits_for(cand.user),
+                    gang.total_gpus, enabled=cand.user not in disabled) is not None:
+                continue
+            if capacity is None or capacity.decide(gang, self.driver).fits:
+                return cand
+        return None
 
     # -- fair share ------------------------------------------------------------------------
     def _charges(self, active: list[ActiveRow], now: float) -> dict[str | None, float]:

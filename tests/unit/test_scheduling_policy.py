@@ -369,3 +369,23 @@ def test_a_preemption_is_recorded_before_ray_is_asked_and_survives_a_restart(mak
     env.tick(T0 + 6)
     assert env.store.get_attempt(low, 1).failure_kind == "PREEMPTED"
     assert env.states(low, high) == [S.PENDING_RESOURCES, S.SUBMITTED]
+
+
+def test_the_guard_goes_to_the_longest_wait_whatever_fair_share_says(make) -> None:
+    env = make(fair_share=True, starvation_guard_s=300.0)
+    env.cluster.add_node("w2", gpus=4, cpus=16)
+    carol_running = env.add(g=2, user="carol")
+    env.tick(T0)
+    env.cluster.start(sid(carol_running), {"w1": 2})
+    env.cluster.occupy("w2", GPU=1, CPU=3)
+    carol_big = env.add(g=4, user="carol", now=T0 + 1)
+    alice_big = env.add(g=4, user="alice", now=T0 + 50)
+    env.tick(T0 + 60)  # alice (share 0) comes before carol (share 0.25) in the order
+    bob = env.add(g=3, user="bob", now=T0 + 400)
+    env.tick(T0 + 400)  # both past the guard: carol's waited longest, she holds it
+    assert env.states(carol_big, alice_big, bob) == [S.PENDING_RESOURCES] * 3
+    assert env.reason(bob).startswith(f"waiting behind {carol_big} (priority 0), runnable "
+                                      "for over 300s: nodes 10.0.0.3 are kept for it")
+    env.cluster.release("w2", GPU=1, CPU=3)
+    env.tick(T0 + 401)  # w2 drained: carol's gang starts there, before alice's
+    assert env.states(carol_big, alice_big) == [S.SUBMITTED, S.PENDING_RESOURCES]
