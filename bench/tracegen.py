@@ -4,7 +4,8 @@ Shaped like Kueue's scheduler performance test (small / medium / large workload 
 from several tenants), on an Argus cluster of 4 workers x 8 GPUs:
 
 * ``small``: 1x1 GPU, 3-15 min; ``medium``: 1x4, 15-45 min; ``large``: 2x8 (two whole
-  nodes), 30-90 min, checkpoints (``save_freq`` set, so it may be preempted);
+  nodes), 30-90 min; medium and large checkpoint (``save_freq`` set, so they may be
+  preempted);
 * ``failfast``: 1x4 whose first attempt dies like verl's fail-fast resource check (FAILED
   30 s after its driver starts, never holding its gang; Argus retries it) and whose
   second attempt runs 10-30 min.
@@ -53,7 +54,7 @@ class TaskClass:
 CLASSES: Mapping[str, TaskClass] = {
     c.name: c for c in (
         TaskClass("small", 1, 1, 180, 900),
-        TaskClass("medium", 1, 4, 900, 2700),
+        TaskClass("medium", 1, 4, 900, 2700, checkpoints=True),
         TaskClass("large", 2, 8, 1800, 5400, checkpoints=True),
         TaskClass("failfast", 1, 4, 600, 1800, fail_fast=True),
     )

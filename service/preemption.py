@@ -8,10 +8,11 @@ slot is not counted (where it runs is not known), so the answer errs on the safe
 
 Victims are running tasks of a *lower* priority that write checkpoints (a restart resumes
 them; ``preempt_without_checkpoint`` lifts that rule). They are taken lowest priority
-first, most recently started first among equals (the least work lost), until the gang
-fits; then every victim that is not needed is given back, the most valuable first (higher
-priority, then started earlier). The result is a set where each victim is necessary, of
-the lowest priorities that make room.
+first and, among equals, the least work at stake first (GPUs held x time since the start:
+for gangs of one size, the most recently started), until the gang fits; then every victim
+that is not needed is given back, the most valuable first (higher priority, then the
+most work at stake). The result is a set where each victim is necessary, of the lowest
+priorities that make room, losing as little work as that allows.
 """
 
 from __future__ import annotations
@@ -51,10 +52,13 @@ def _fits(pool: FreePool, gang: Gang, driver: Driver, victims: Iterable[Running]
 
 
 def choose_victims(pool: FreePool, gang: Gang, driver: Driver,
-                   candidates: Sequence[Running]) -> list[Running] | None:
+                   candidates: Sequence[Running], now: float) -> list[Running] | None:
     """The victims to stop so that ``gang`` fits ``pool``, or None when stopping every
     candidate would not make it fit (then nothing is stopped)."""
-    order = sorted(candidates, key=lambda r: (r.priority, -r.started_at, r.task_id))
+    def at_stake(r: Running) -> float:
+        return sum(r.held_on.values()) * max(now - r.started_at, 0.0)
+
+    order = sorted(candidates, key=lambda r: (r.priority, at_stake(r), r.task_id))
     chosen: list[Running] = []
     for victim in order:
         chosen.append(victim)
@@ -62,7 +66,7 @@ def choose_victims(pool: FreePool, gang: Gang, driver: Driver,
             break
     else:
         return None
-    for victim in sorted(chosen, key=lambda r: (-r.priority, r.started_at, r.task_id)):
+    for victim in sorted(chosen, key=lambda r: (-r.priority, -at_stake(r), r.task_id)):
         rest = [c for c in chosen if c is not victim]
         if rest and _fits(pool, gang, driver, rest):
             chosen = rest

@@ -582,7 +582,7 @@ class Scheduler:
         for cand, gang in starving:
             victims = choose_victims(pool, gang, self.driver, eligible(
                 running, cand.priority,
-                without_checkpoint=self.sched.preempt_without_checkpoint))
+                without_checkpoint=self.sched.preempt_without_checkpoint), now)
             if not victims:
                 continue
             # Recorded before Ray is asked: a crash in between leaves marked attempts,

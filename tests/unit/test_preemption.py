@@ -35,6 +35,9 @@ def _ids(victims):
     ({"n1": 0, "n2": 0}, Gang(1, 4), [R("a", 1, 10, n1=4), R("b", 0, 20, n2=4)], ["b"]),
     # equal priorities: the most recently started (least work lost)
     ({"n1": 0, "n2": 0}, Gang(1, 4), [R("a", 0, 10, n1=4), R("b", 0, 20, n2=4)], ["b"]),
+    # ... counted in GPU-time: a young 2-node gang has more at stake than an older 1x4
+    ({"n1": 0, "n2": 0, "n3": 0}, Gang(1, 4),
+     [R("old", 0, 40, n1=4), R("big", 0, 60, n2=8, n3=8)], ["old"]),
     # per node: two 2-GPU tasks on one node, not one on each of two nodes
     ({"n1": 0, "n2": 0}, Gang(1, 4),
      [R("a", 0, 30, n1=2), R("b", 0, 20, n2=2), R("c", 0, 10, n1=2), R("d", 1, 5, n2=2)],
@@ -51,12 +54,12 @@ def _ids(victims):
     ({"n1": 0}, Gang(1, 4), [], None),
 ])
 def test_choose_victims(free, gang, running, expected) -> None:
-    assert _ids(choose_victims(_pool(**free), gang, DRIVER, running)) == expected
+    assert _ids(choose_victims(_pool(**free), gang, DRIVER, running, 100.0)) == expected
 
 
 def test_the_pool_itself_is_not_changed() -> None:
     pool = _pool(n1=0)
-    choose_victims(pool, Gang(1, 4), DRIVER, [R("a", 0, 10, n1=4)])
+    choose_victims(pool, Gang(1, 4), DRIVER, [R("a", 0, 10, n1=4)], 100.0)
     assert not pool.decide(Gang(1, 4), DRIVER).fits
 
 
