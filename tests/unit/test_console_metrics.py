@@ -151,12 +151,12 @@ def test_the_dashboard_names_only_metrics_that_exist(world):
      "for it", "retry_backoff"),
     ("needs 1x4 GPUs (+12 CPUs per node); free: x; after tasks of higher priority",
      "resources"),
-    ("waiting behind t-1 (priority 9), runnable for over 300s (starvation guard)",
-     "starvation_guard"),
+    ("waiting behind t-1 (priority 9), runnable for over 300s: nodes 10.0.0.2 are kept "
+     "for it (starvation guard)", "starvation_guard"),
     ("preempting t-2 (priority 0) to make room (waited past preemption_grace_s=600)",
      "preemption"),
-    ("waiting behind t-1 (priority 9), for which lower-priority tasks are being preempted",
-     "preemption"),
+    ("waiting behind t-1 (priority 9), lower-priority tasks are being preempted for it: "
+     "nodes 10.0.0.2 are kept for it (starvation guard)", "preemption"),
     ("attempt 1 preempted for t-1; attempt 2 as soon as it fits again (resumes from its "
      "checkpoint)", "preemption"),
     ("Ray cluster unreachable: timeout", "cluster_unreachable"),
