@@ -334,20 +334,33 @@ async def cancel_confirm(request: web.Request) -> web.Response:
                   terminal=task.state in TERMINAL)
 
 
+async def _owned_task_form(request: web.Request, action: str
+                           ) -> tuple[web.StreamResponse | None, dict[str, str], TaskRow | None]:
+    """A task form's POST: the origin and form-token checks, the task, and whether the
+    caller may ``action`` it. ``(refusal, form, task)``: a refusal page, or None and the
+    form and the task."""
+    signed = request[SIGNED]
+    task_id = request.match_info["task_id"]
+    form = await _form(request)
+    if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
+        return _refused(request), form, None
+    task = await deps_of(request).store.get_task(task_id)
+    if task is None:
+        return _not_found(request, f"There is no task {task_id}."), form, None
+    if not signed.principal.may_act_on(task.user):
+        return render(request, "error.html", status=403, title="Refused", message=(
+            f"Only its owner ({task.user}) or an admin may {action} {task_id}.")), form, None
+    return None, form, task
+
+
 @signed_in
 async def cancel(request: web.Request) -> web.StreamResponse:
     deps = deps_of(request)
     signed = request[SIGNED]
     task_id = request.match_info["task_id"]
-    form = await _form(request)
-    if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
-        return _refused(request)
-    task = await deps.store.get_task(task_id)
-    if task is None:
-        return _not_found(request, f"There is no task {task_id}.")
-    if not signed.principal.may_act_on(task.user):
-        return render(request, "error.html", status=403, title="Refused",
-                      message=f"Only its owner ({task.user}) or an admin may cancel {task_id}.")
+    refusal, _, _ = await _owned_task_form(request, "cancel")
+    if refusal is not None:
+        return refusal
     outcome = await deps.store.cancel(task_id, deps.clock(), signed.principal.name)
     if outcome.kind is CancelKind.STOPPING and outcome.ray_submission_id:
         try:  # best effort, as the API does: the scheduler stops it anyway
@@ -400,18 +413,11 @@ async def set_priority(request: web.Request) -> web.StreamResponse:
     """The priority form's answer: the API's checks (owner or admin, the caller's
     allowance, a waiting task), then back to the task page."""
     deps = deps_of(request)
-    signed = request[SIGNED]
     task_id = request.match_info["task_id"]
-    form = await _form(request)
-    if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
-        return _refused(request)
-    task = await deps.store.get_task(task_id)
-    if task is None:
-        return _not_found(request, f"There is no task {task_id}.")
-    who = signed.principal
-    if not who.may_act_on(task.user):
-        return render(request, "error.html", status=403, title="Refused", message=(
-            f"Only its owner ({task.user}) or an admin may change the priority of {task_id}."))
+    refusal, form, task = await _owned_task_form(request, "change the priority of")
+    if refusal is not None or task is None:
+        return refusal or _not_found(request, f"There is no task {task_id}.")
+    who = request[SIGNED].principal
     priority, status, problem = _form_priority(form.get("priority", ""), who,
                                               deps.settings.scheduler)
     if priority is None:
