@@ -413,19 +413,8 @@ class Scheduler:
         holder = self._guard_holder(candidates, now, capacity, preempting, loads, disabled)
         kept: dict[str, str] = {}
         if holder is not None:
-            # the guard: keep the nodes the holder will use, from the start of the pass,
-            # so nothing ahead of it in admission order fills them while they drain
-            gang = Gang(holder.nnodes, holder.n_gpus_per_node, cpg)
-            prefer = {node for r in active if r.preempted_for == holder.task_id
-                      for node in snapshot.held_on.get(r.ray_submission_id, {})}
-            kept = pool.keep_for(gang, capacity, prefer=prefer | self._reservation)
-            if kept:
-                why = ("lower-priority tasks are being preempted for it"
-                       if holder.task_id in preempting else
-                       f"runnable for over {self.sched.starvation_guard_s:g}s")
-                keeper = (f"waiting behind {holder.task_id} (priority {holder.priority}), "
-                          f"{why}: nodes {', '.join(kept.values())} are kept for it "
-                          "(starvation guard)")
+            kept, keeper = self._keep_for_holder(holder, pool, capacity, active, snapshot,
+                                                 holder.task_id in preempting)
         ordered = iter(order)
         for cand in ordered:
             gpus = cand.nnodes * cand.n_gpus_per_node
@@ -502,6 +491,24 @@ class Scheduler:
         self._reservation = frozenset(kept)
         self._note_shares(order, snapshot)
         self._wait(waits, now, report)
+
+    def _keep_for_holder(self, holder: RunnableRow, pool: FreePool, capacity: FreePool | None,
+                         active: list[ActiveRow], snapshot: ClusterSnapshot, preempting: bool
+                         ) -> tuple[dict[str, str], str | None]:
+        """The guard: keep the nodes ``holder`` will use from the start of the pass, so
+        nothing ahead of it in admission order fills them while they drain: its
+        preemption victims' nodes first, then those kept last tick. ``(kept nodes, the
+        reason of the tasks that would fit there)``."""
+        gang = Gang(holder.nnodes, holder.n_gpus_per_node, self.sched.cpus_per_gpu)
+        prefer = {node for r in active if r.preempted_for == holder.task_id
+                  for node in snapshot.held_on.get(r.ray_submission_id, {})}
+        kept = pool.keep_for(gang, capacity, prefer=prefer | self._reservation)
+        if not kept:
+            return kept, None
+        why = ("lower-priority tasks are being preempted for it" if preempting else
+               f"runnable for over {self.sched.starvation_guard_s:g}s")
+        return kept, (f"waiting behind {holder.task_id} (priority {holder.priority}), {why}: "
+                      f"nodes {', '.join(kept.values())} are kept for it (starvation guard)")
 
     def _guard_holder(self, candidates: list[RunnableRow], now: float,
                       capacity: FreePool | None, preempting: set[str],
