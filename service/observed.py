@@ -94,8 +94,8 @@ def reason_class(reason: str | None) -> str:
         return "starvation_guard"
     if reason.startswith("max_running_tasks"):
         return "max_running"
-    if reason.startswith(("retry backoff", "attempt ")) and (
-            " failed " in reason or reason.startswith("retry backoff")):
+    if reason.startswith("retry backoff") or (
+            reason.startswith("attempt ") and " failed " in reason):
         return "retry_backoff"
     if reason.startswith("Ray cluster unreachable"):
         return "cluster_unreachable"

@@ -378,12 +378,16 @@ class Scheduler:
         candidates = self.store.runnable(now, self.backfill_window, per_user=fair)
         active = self.store.active()
         charges = self._charges(active, now)
-        if not candidates:
-            self._note_shares(charges, snapshot)
-            return
         if isinstance(snapshot, ClusterUnavailable):
             reason = unreachable_reason(snapshot)
             self._wait([(c, reason) for c in candidates], now, report)
+            return
+        capacity = FreePool.from_capacity(snapshot)  # None: node capacity unknown
+        total = (capacity or FreePool.from_snapshot(snapshot)).total_gpus()
+        order = FairOrder(candidates, charges, total, self.settings.users.weight_for,
+                          enabled=fair)
+        if not candidates:
+            self.last_shares = order.shares()
             return
         running = len(active)
         cpg = self.sched.cpus_per_gpu
@@ -392,10 +396,6 @@ class Scheduler:
             [InFlight(r.ray_submission_id, Gang(r.nnodes, r.n_gpus_per_node, cpg))
              for r in active],
         )
-        capacity = FreePool.from_capacity(snapshot)  # None: node capacity unknown
-        total = capacity.total_gpus() if capacity is not None else pool.total_gpus()
-        order = FairOrder(candidates, charges, total, self.settings.users.weight_for,
-                          enabled=fair)
         limit = self.sched.max_running_tasks
         users = self.settings.users
         loads = load_by_user((r.user, r.total_gpus) for r in active)
@@ -489,7 +489,7 @@ class Scheduler:
             if found is not None:
                 waits = [(c, found[1] if c.task_id == found[0] else r) for c, r in waits]
         self._reservation = frozenset(kept)
-        self._note_shares(order, snapshot)
+        self.last_shares = order.shares()
         self._wait(waits, now, report)
 
     def _keep_for_holder(self, holder: RunnableRow, pool: FreePool, capacity: FreePool | None,
@@ -558,18 +558,6 @@ class Scheduler:
                  for s in self.store.usage_spans(now - 20 * half_life, now)
                  if s.start_time is not None]
         return decayed_usage(spans, now, half_life)
-
-    def _note_shares(self, source: FairOrder | dict[str | None, float],
-                     snapshot: ClusterSnapshot | ClusterUnavailable) -> None:
-        if isinstance(source, FairOrder):
-            self.last_shares = source.shares()
-            return
-        total = 0.0
-        if isinstance(snapshot, ClusterSnapshot):
-            capacity = FreePool.from_capacity(snapshot)
-            total = capacity.total_gpus() if capacity is not None else 0.0
-        order = FairOrder((), source, total, self.settings.users.weight_for)
-        self.last_shares = order.shares()
 
     # -- preemption ------------------------------------------------------------------------
     def _preempt(self, starving: list[tuple[RunnableRow, Gang]], pool: FreePool,
