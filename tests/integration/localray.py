@@ -54,22 +54,26 @@ def wait_until(pred: Callable[[], object], timeout: float, what: str,
 
 
 class _PortPool:
-    """Free TCP ports, each handed out once per pool."""
+    """Free TCP ports, each handed out once per pool, all below the kernel's ephemeral
+    range (32768+ here). A port picked by binding port 0 is an ephemeral one: between the
+    pick and Ray's bind, any outgoing connection of the host (Ray's own gRPC clients
+    first) may take it as its local port, and a dashboard that cannot bind never
+    comes up. Below that range only a listener can hold a port, and ``_port_free``
+    checks for one."""
 
     def __init__(self) -> None:
         self._used: set[int] = set()
 
     def one(self) -> int:
-        while True:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port not in self._used:
+        for _ in range(1000):
+            port = random.randrange(10000, 20000)
+            if port not in self._used and _port_free(port):
                 self._used.add(port)
                 return port
+        raise RuntimeError("no free port found in 10000-19999")
 
     def block(self, size: int) -> tuple[int, int]:
-        """A contiguous range of free ports below the ephemeral range."""
+        """A contiguous range of free ports (20000-32000, apart from ``one``'s)."""
         for _ in range(200):
             start = random.randrange(20000, 32000 - size)
             ports = range(start, start + size)
@@ -185,7 +189,12 @@ class LocalRayCluster:
             "--num-cpus=0", "--num-gpus=0", *args,
         ]
         self.head = self._spawn("head", args, nm_port)
-        wait_until(self._dashboard_up, self.ready_timeout_s, "the Ray dashboard/job server")
+        head = self.head
+        try:
+            wait_until(lambda: self._dashboard_up(head), self.ready_timeout_s,
+                       "the Ray dashboard/job server")
+        except (TimeoutError, RuntimeError) as exc:
+            raise type(exc)(f"{exc}\n{self._head_logs()}") from None
         wait_until(lambda: len(self.alive_nodes()) >= 1, self.ready_timeout_s, "the head node")
 
     def add_worker(self, *, gpus: int = 4, cpus: int = 16, worker_slots: int = 100) -> str:
@@ -257,11 +266,30 @@ class LocalRayCluster:
         return found
 
     # -- views ----------------------------------------------------------------------
-    def _dashboard_up(self) -> bool:
+    def _dashboard_up(self, head: RayNode) -> bool:
         import urllib.request
 
+        if head.proc.poll() is not None:
+            raise RuntimeError(f"the head's `ray start` exited with {head.proc.returncode}")
         with urllib.request.urlopen(f"{self.dashboard_url}/api/version", timeout=2) as r:
             return r.status == 200
+
+    def _head_logs(self, tail: int = 4000) -> str:
+        """The end of the head's `ray start` output and of its newest session's dashboard
+        log: what says why a head did not come up."""
+        parts = []
+        sessions = sorted(self.temp_dir.glob("session_2*"), key=lambda p: p.stat().st_mtime)
+        logs = [self.root / "head.log"]
+        if sessions:
+            logs += [sessions[-1] / "logs" / "dashboard.log",
+                     sessions[-1] / "logs" / "gcs_server.out"]
+        for path in logs:
+            try:
+                text = path.read_text(errors="replace")[-tail:]
+            except OSError as exc:
+                text = f"(unreadable: {exc})"
+            parts.append(f"--- {path} (end) ---\n{text}")
+        return "\n".join(parts)
 
     def alive_nodes(self) -> list[dict]:
         from ray._private.internal_api import get_state_from_address
