@@ -10,6 +10,11 @@ from several tenants), on an Argus cluster of 4 workers x 8 GPUs:
   30 s after its driver starts, never holding its gang; Argus retries it) and whose
   second attempt runs 10-30 min.
 
+Every task declares a time limit (``max_runtime_s``) as a user who knows the class would:
+its longest run plus a third, in round minutes (small 20 min, medium 1 h, large 2 h,
+fail-fast 40 min), times the user's duration scale when that is above 1 (rounded up to a
+minute); runs never reach it.
+
 Three users with different mixes (alice mostly small, bob mostly medium, carol many
 large) but the same offered GPU load each, so equal shares are achievable. Each user's
 tasks arrive as a Poisson process whose rate makes the three together offer ``load`` x
@@ -39,6 +44,7 @@ class TaskClass:
     gpus_per_node: int
     min_s: float  # duration, uniform in [min_s, max_s]
     max_s: float
+    limit_s: float  # the max_runtime_s its tasks declare
     checkpoints: bool = False  # save_freq >= 1: preemptible, resumes from its checkpoint
     fail_fast: bool = False  # first attempt fails like verl's resource check
 
@@ -53,10 +59,10 @@ class TaskClass:
 
 CLASSES: Mapping[str, TaskClass] = {
     c.name: c for c in (
-        TaskClass("small", 1, 1, 180, 900),
-        TaskClass("medium", 1, 4, 900, 2700, checkpoints=True),
-        TaskClass("large", 2, 8, 1800, 5400, checkpoints=True),
-        TaskClass("failfast", 1, 4, 600, 1800, fail_fast=True),
+        TaskClass("small", 1, 1, 180, 900, 1200),
+        TaskClass("medium", 1, 4, 900, 2700, 3600, checkpoints=True),
+        TaskClass("large", 2, 8, 1800, 5400, 7200, checkpoints=True),
+        TaskClass("failfast", 1, 4, 600, 1800, 2400, fail_fast=True),
     )
 }
 CLASS_ORDER = tuple(CLASSES)
@@ -77,6 +83,7 @@ class TraceTask:
     arrival: float  # seconds from the trace's start
     duration: float  # seconds of work with the gang held (the successful run)
     priority: int = 0
+    limit_s: float | None = None  # the max_runtime_s it declares (None: none)
 
     @property
     def gpus(self) -> int:
@@ -148,7 +155,8 @@ def make_trace(n_tasks: int, load: float, seed: int, *, gpus: int = GPUS,
         scale[user] = per_user * horizon / work if work else 1.0
         raw.extend((t, user, c, d * scale[user], p) for t, c, d, p in drawn)
     raw.sort()
-    tasks = [TraceTask(task_id(u, c, i), u, CLASSES[c], t, d, p)
+    tasks = [TraceTask(task_id(u, c, i), u, CLASSES[c], t, d, p,
+                       math.ceil(CLASSES[c].limit_s * max(scale[u], 1.0) / 60) * 60)
              for i, (t, u, c, d, p) in enumerate(raw)]
     return Trace(tasks, load, horizon, scale)
 

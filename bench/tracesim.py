@@ -399,7 +399,7 @@ class Simulation:
                  root: Path, *, step_s: float = 10.0,
                  startup_s: float | Mapping[str, float] = 0.0,
                  align_s: float | None = None, load: float = math.nan,
-                 shape: Shape = Shape()) -> None:
+                 shape: Shape = Shape(), limits: bool = True) -> None:
         self.trace = list(trace)
         self.shape = shape
         self.policy = policy
@@ -420,7 +420,10 @@ class Simulation:
         self.finished = 0
         self._next_arrival = 0
         self._waiting_users: Counter[str] = Counter()  # user -> arrived, not done
-        self._create_kw = "priority" in inspect.signature(Store.create_task).parameters
+        params = inspect.signature(Store.create_task).parameters
+        self._create_kw = "priority" in params
+        # the tasks declare their time limits (max_runtime_s) to Argus
+        self.limits = limits and "max_runtime_s" in params
         self._stopped = False  # the last tick stopped a running job
         self.users = sorted({t.user for t in self.trace})
         self.has_work = Fairness(self.users, JAIN_WINDOW_S)  # every user: runnable/running
@@ -436,6 +439,8 @@ class Simulation:
                        save_freq=10 if t.cls.checkpoints else -1).to_dict()
         if self.policy.priorities:
             spec["priority"] = t.priority
+        if self.limits and t.limit_s is not None:
+            spec["max_runtime_s"] = t.limit_s
         return spec
 
     def _arrive(self, now: float) -> None:
@@ -443,8 +448,10 @@ class Simulation:
                 T0 + self.trace[self._next_arrival].arrival <= now:
             t = self.trace[self._next_arrival]
             self._next_arrival += 1
-            extra = {"priority": t.priority} if self._create_kw and self.policy.priorities \
-                else {}
+            extra: dict[str, Any] = {"priority": t.priority} \
+                if self._create_kw and self.policy.priorities else {}
+            if self.limits and t.limit_s is not None:
+                extra["max_runtime_s"] = t.limit_s
             self.store.create_task(task_id=t.task_id, workload="ppo",
                                    jobspec_yaml="workload: ppo\n", spec=self._spec(t),
                                    nnodes=t.cls.nnodes, n_gpus_per_node=t.cls.gpus_per_node,
@@ -576,12 +583,13 @@ class Simulation:
 def simulate(trace: Sequence[TraceTask], policy: Policy, *, step_s: float = 10.0,
              startup_s: float | Mapping[str, float] = 0.0, align_s: float | None = None,
              load: float = math.nan,
-             settings: SchedulerSettings | None = None, shape: Shape = Shape()
-             ) -> RunResult:
+             settings: SchedulerSettings | None = None, shape: Shape = Shape(),
+             limits: bool = True) -> RunResult:
     """Run ``policy`` on ``trace`` in a temp directory."""
     if settings is None:
         settings = scheduler_settings(policy)
     with tempfile.TemporaryDirectory(prefix="argus-trace-", dir=shm_dir()) as tmp:
         sim = Simulation(trace, policy, settings, Path(tmp), step_s=step_s,
-                         startup_s=startup_s, align_s=align_s, load=load, shape=shape)
+                         startup_s=startup_s, align_s=align_s, load=load, shape=shape,
+                         limits=limits)
         return sim.run()

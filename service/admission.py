@@ -213,6 +213,11 @@ class FreePool:
             node.free = {}
         return {n.node_id: n.label for n in kept}
 
+    def decide_with_kept(self, gang: Gang, driver: Driver) -> Decision:
+        """``decide`` on the pool with the kept nodes' free resources in (a task that
+        surely ends before those nodes drain may use them: see ``Scheduler``)."""
+        return self.unkept().decide(gang, driver)
+
     def restore_kept(self) -> None:
         """Give the kept nodes their free resources back (the gang they were kept for
         is being placed)."""
@@ -248,8 +253,18 @@ class FreePool:
             raise ValueError("only an admitted decision can be reserved")
         need = {GPU: float(gang.gpus_per_node), CPU: gang.cpus_per_node}
         for node_id in decision.gang_nodes:
+            self._take(node_id, need)
+        self._take(decision.driver_node, driver.needs())
+
+    def _take(self, node_id: str, need: Mapping[str, float]) -> None:
+        """Take ``need`` on ``node_id``, from what it keeps when it is kept (a decision
+        of ``decide_with_kept``); the kept resources go back with ``restore_kept``."""
+        kept = self._kept.get(node_id)
+        if kept is None:
             self._by_id[node_id].take(need)
-        self._by_id[decision.driver_node].take(driver.needs())
+            return
+        for k, v in need.items():
+            kept[k] = kept.get(k, 0.0) - v
 
     @staticmethod
     def _gang_text(gang: Gang) -> str:

@@ -110,6 +110,8 @@ class SchedulerSettings:
     preemption: bool = False
     preemption_grace_s: float = 600.0
     preempt_without_checkpoint: bool = False
+    # The time limit of a task whose JobSpec sets no ``max_runtime_s`` (None: no limit).
+    default_max_runtime_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -243,8 +245,8 @@ def _scheduler(raw: Mapping[str, Any]) -> SchedulerSettings:
             if problem:
                 raise ConfigError(f"{where}: {problem}")
             out[key] = value
-        elif key in ("max_attempts", "stuck_timeout_s", "fair_share_half_life_s") \
-                and value is None:
+        elif key in ("max_attempts", "stuck_timeout_s", "fair_share_half_life_s",
+                     "default_max_runtime_s") and value is None:
             out[key] = None
         elif key in ("max_attempts", "max_running_tasks"):
             out[key] = _num(value, where, minimum=1 if key == "max_attempts" else 0,
@@ -271,6 +273,8 @@ def _check_scheduler(sched: SchedulerSettings) -> None:
             "priority would be above what users may ask for")
     if sched.fair_share_half_life_s is not None and sched.fair_share_half_life_s <= 0:
         raise ConfigError("v2.scheduler.fair_share_half_life_s: must be > 0 or null")
+    if sched.default_max_runtime_s is not None and sched.default_max_runtime_s < 1:
+        raise ConfigError("v2.scheduler.default_max_runtime_s: must be >= 1 (seconds) or null")
 
 
 _LIMIT_KEYS = ("max_running_tasks", "max_gpus")

@@ -24,6 +24,11 @@ Rules beyond the field table, and why:
 * ``model_id`` that is not a path is a Hugging Face repo id ``org/name``.
 * ``priority`` is an integer in ``service.priorities``' range; who may ask for how much is
   the API's check (it knows the caller's role), not the document's.
+* ``max_runtime_s`` is the attempt's time limit in whole seconds (1 s .. 30 days), counted
+  from its driver's start: past it Argus stops the attempt and the task fails with
+  TIME_LIMIT (not retried). The scheduler also reads it as a promise: a task that will
+  surely end before the nodes kept for a waiting gang drain may run there meanwhile.
+  Omitted: ``scheduler.default_max_runtime_s`` (none by default).
 * ``overrides`` items follow ``service.overrides`` (shape, keys Argus sets, the override
   policy, path-valued overrides under the allowed roots). When the workload itself is
   invalid, the keys it would set are unknown and only that check is skipped.
@@ -73,11 +78,13 @@ FIELDS: tuple[str, ...] = (
     "trainer_device",
     "overrides",
     "priority",
+    "max_runtime_s",
 )
 MAX_NNODES = 1024
 MAX_GPUS_PER_NODE = 64
 MAX_EPOCHS = 100_000
 MAX_STEPS = 1_000_000_000
+MAX_RUNTIME_S = 30 * 86400  # a limit beyond a month is no limit anyone means
 MAX_STRING_LEN = 4096
 MAX_OVERRIDES = 256
 TRAINER_DEVICES = ("cpu", "cuda")
@@ -102,6 +109,7 @@ class JobSpec:
     trainer_device: str | None = None
     overrides: tuple[str, ...] = ()
     priority: int | None = None  # None: the configured default (service.priorities)
+    max_runtime_s: int | None = None  # None: the configured default (none unless set)
 
     @property
     def total_gpus(self) -> int:
@@ -230,6 +238,7 @@ class _Validator:
             "trainer_device": self.trainer_device(workload),
             "overrides": self.overrides(workload),
             "priority": self.optional_int("priority", MIN_PRIORITY, MAX_PRIORITY),
+            "max_runtime_s": self.optional_int("max_runtime_s", 1, MAX_RUNTIME_S),
         }
         if self.details:
             raise JobSpecError(self.details)
@@ -438,6 +447,10 @@ def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",),
             "priority": nullable(count(
                 MIN_PRIORITY, MAX_PRIORITY,
                 "higher is admitted first; default and what users may ask for: config")),
+            "max_runtime_s": nullable(count(
+                1, MAX_RUNTIME_S,
+                "time limit of each attempt from its driver's start (stopped past it, "
+                "TIME_LIMIT); default: config (none)")),
             "overrides": nullable({
                 "type": "array", "maxItems": MAX_OVERRIDES,
                 "items": {"type": "string", "pattern": _OVERRIDE_GENERATED_PATTERN},

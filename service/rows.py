@@ -55,6 +55,7 @@ class TaskRow:
     latest_attempt: AttemptRow | None
     queue_position: int | None  # 1-based among runnable tasks (admission order); or None
     priority: int = 0  # higher is admitted first
+    max_runtime_s: float | None = None  # each attempt's time limit (None: none)
 
     @property
     def total_gpus(self) -> int:
@@ -163,6 +164,7 @@ class RunnableRow:
     priority: int = 0
     retry_not_before: float | None = None  # in a retry backoff until then (kept in place)
     attempt_no: int = 0  # the latest attempt (0: none yet)
+    max_runtime_s: float | None = None  # time limit of an attempt (None: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,10 +189,18 @@ class ActiveRow:
     resource_failures: int = 0  # consecutive INSUFFICIENT_RESOURCES failures before this
     checkpointing: bool = False  # the JobSpec's save_freq >= 1: a restart resumes
     preempted_for: str | None = None  # being stopped to make room for this task
+    max_runtime_s: float | None = None  # time limit of the attempt (None: none)
 
     @property
     def total_gpus(self) -> int:
         return self.nnodes * self.n_gpus_per_node
+
+    @property
+    def deadline(self) -> float | None:
+        """When the attempt's time limit runs out (None: no limit, or not started)."""
+        if self.max_runtime_s is None or self.start_time is None:
+            return None
+        return self.start_time + self.max_runtime_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +253,7 @@ class BulkTask:
     user: str | None = None
     attempt_span: tuple[float, float] | None = None  # (start, end): one ended attempt
     priority: int = 0
+    max_runtime_s: float | None = None
 
 
 # -- the web console -------------------------------------------------------------------

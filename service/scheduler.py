@@ -32,9 +32,13 @@ Queue policy
   behind it takes it). In ``timer`` mode it is out of the scan until ``next_run_at``.
 * Backfill: a later task that fits may start while an earlier one waits for room.
 * Starvation guard: when a task that does not fit has been runnable for longer than
-  ``starvation_guard_s``, nothing behind it in admission order starts until it does (its
-  free resources are kept for it as they appear). Tasks ahead of it are unaffected.
-  ``starvation_guard_s: 0`` is strict FIFO (no backfill).
+  ``starvation_guard_s``, the nodes it will use are kept for it as they drain (one
+  reservation, EASY backfilling); backfill goes on elsewhere.
+* Time limits (``max_runtime_s``): an attempt running past its task's limit is stopped
+  and ends TIME_LIMIT (final). Limits are also promises: when every attempt on the kept
+  nodes has one, the nodes are surely drained by the latest of them (the *shadow* time),
+  and a task whose own limit ends by then may run on them meanwhile: it cannot delay the
+  gang they are kept for.
 * Preemption (off by default, ``service.preemption``): a gang that an idle cluster could
   take, waiting past ``preemption_grace_s``, stops the fewest lower-priority running
   tasks (that checkpoint) that make it fit; their attempts end PREEMPTED and they are
@@ -68,6 +72,7 @@ from typing import Protocol
 
 from service import failures, retry
 from service.admission import (
+    GPU,
     FreePool,
     Gang,
     InFlight,
@@ -109,6 +114,9 @@ from service.workloads import driver
 log = logging.getLogger(__name__)
 
 BACKFILL_WINDOW = 500
+# A task may use kept nodes when its limit ends this long before they surely drain: the
+# stop of an attempt past its limit takes a tick to send and Ray a few seconds to do.
+LIMIT_SLACK_S = 30.0
 
 
 @dataclass
@@ -154,6 +162,64 @@ class _Seen:
             return ""
         shown = ", ".join(others[:3]) + (" ..." if len(others) > 3 else "")
         return f"; after users {shown} (smaller fair share)"
+
+
+def _ran_past_limit(row: ActiveRow, info: JobInfo, now: float) -> bool:
+    """Whether an attempt that ended did so at or past its time limit (Argus stops it
+    there; an attempt that failed on its own earlier is seen late only)."""
+    start = info.start_time if info.start_time is not None else row.start_time
+    if row.max_runtime_s is None or start is None:
+        return False
+    return (info.end_time or now) >= start + row.max_runtime_s
+
+
+def _drained_by(kept: Iterable[str], active: list[ActiveRow], snapshot: ClusterSnapshot
+                ) -> float | None:
+    """The shadow time: when the ``kept`` nodes are surely free of every attempt now on
+    them, the latest of those attempts' deadlines. Attempts whose gang is not placed
+    yet may land there, so they count too. None when one of them has no deadline (no
+    time limit, or not started), or when GPUs there are used by something that is not an
+    Argus attempt (another submitter's job): then nobody can tell, and nothing may use
+    the nodes."""
+    nodes = set(kept)
+    ours: dict[str, float] = dict.fromkeys(nodes, 0.0)  # GPUs Argus attempts hold there
+    latest = 0.0
+    for row in active:
+        held = snapshot.held_on.get(row.ray_submission_id, {})
+        for node, gpus in held.items():
+            if node in ours:
+                ours[node] += gpus
+        if sum(held.values()) >= row.total_gpus and nodes.isdisjoint(held):
+            continue
+        if row.deadline is None:
+            return None
+        latest = max(latest, row.deadline)
+    for node in snapshot.nodes:
+        if node.node_id in nodes:
+            if node.total is None:
+                return None
+            used = node.total.get(GPU, 0.0) - node.free.get(GPU, 0.0)
+            if used > ours[node.node_id] + 1e-9:
+                return None
+    return latest
+
+
+def _ends_by(cand: RunnableRow, shadow: float | None, now: float) -> bool:
+    """Whether ``cand``, started now, surely ends by ``shadow`` (its time limit, with
+    ``LIMIT_SLACK_S`` for the stop); not a task in a retry backoff (it starts later)."""
+    if shadow is None or cand.max_runtime_s is None:
+        return False
+    if cand.retry_not_before is not None and cand.retry_not_before > now:
+        return False
+    return now + cand.max_runtime_s + LIMIT_SLACK_S <= shadow
+
+
+def _with_shadow(keeper: str | None, shadow: float | None) -> str | None:
+    """The guard's reason, saying until when at the latest its nodes are kept."""
+    if keeper is None or shadow is None:
+        return keeper
+    return (f"{keeper}; they are free by {iso(shadow)} at the latest: a task whose "
+            "max_runtime_s ends by then may run there meanwhile")
 
 
 def _backoff_reason(cand: RunnableRow) -> str:
@@ -246,11 +312,9 @@ class Scheduler:
 
     def _reconcile_one(self, row: ActiveRow, now: float, report: TickReport) -> None:
         sid = row.ray_submission_id
-        if row.cancel_requested or row.preempted_for is not None:
-            with contextlib.suppress(JobNotFound):  # job_info below says so too
-                self.cluster.stop(sid)  # again every tick until Ray says it ended
-            if not row.stop_requested:
-                self.store.mark_stop_requested(row.task_id, row.attempt_no, now)
+        asked = row.cancel_requested or row.preempted_for is not None
+        if asked:
+            self._stop(row, now)  # again every tick until Ray says it ended
         try:
             info = self.cluster.job_info(sid)
         except JobNotFound:
@@ -260,6 +324,8 @@ class Scheduler:
         if status.is_terminal():
             self._ended(row, info, now, report)
             return
+        if not asked and row.deadline is not None and now >= row.deadline:
+            self._stop(row, now, "time_limit")  # ends TIME_LIMIT once Ray says it ended
         to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
         if (to_running or status.value != row.ray_status or info.start_time != row.start_time
                 or truncate_message(info.message) != row.message):
@@ -268,6 +334,12 @@ class Scheduler:
                 start_time=info.start_time, now=now,
                 to_running_from=row.state if to_running else None,
             )
+
+    def _stop(self, row: ActiveRow, now: float, reason: str | None = None) -> None:
+        with contextlib.suppress(JobNotFound):  # job_info says so too
+            self.cluster.stop(row.ray_submission_id)
+        if not row.stop_requested:
+            self.store.mark_stop_requested(row.task_id, row.attempt_no, now, reason)
 
     def _lost(self, row: ActiveRow, now: float, report: TickReport) -> None:
         message = f"Ray no longer knows job {row.ray_submission_id} (head restarted?)"
@@ -295,6 +367,11 @@ class Scheduler:
             kind = FailureKind.PREEMPTED
             end = AttemptEnd(**base, failure_kind=kind.value)
             self._failed(row, end, kind, f"preempted for {row.preempted_for}", now, report)
+        elif _ran_past_limit(row, info, now):
+            kind = FailureKind.TIME_LIMIT
+            text = f"ran past its max_runtime_s ({row.max_runtime_s:g} s): stopped"
+            end = AttemptEnd(**{**base, "message": text}, failure_kind=kind.value)
+            self._failed(row, end, kind, text, now, report)
         else:
             kind = failures.classify(status, info.message, log_text)
             end = AttemptEnd(**base, failure_kind=kind.value)
@@ -412,9 +489,13 @@ class Scheduler:
         no_fit: dict[tuple[int, int], tuple[str, bool, bool]] = {}
         holder = self._guard_holder(candidates, now, capacity, preempting, loads, disabled)
         kept: dict[str, str] = {}
+        shadow: float | None = None  # the kept nodes are surely free by then
         if holder is not None:
             kept, keeper = self._keep_for_holder(holder, pool, capacity, active, snapshot,
                                                  holder.task_id in preempting)
+            if kept and holder.task_id not in preempting:
+                shadow = _drained_by(kept, active, snapshot)
+                keeper = _with_shadow(keeper, shadow)
         ordered = iter(order)
         for cand in ordered:
             gpus = cand.nnodes * cand.n_gpus_per_node
@@ -437,10 +518,13 @@ class Scheduler:
             if is_holder:  # the holder's turn: its nodes are its own
                 pool.restore_kept()
                 no_fit.clear()
-                held_nodes, guard_note, kept, keeper = kept, keeper, {}, None
-            cached = no_fit.get(shape)
+                held_nodes, guard_note, kept, keeper, shadow = kept, keeper, {}, None, None
+            use_kept = _ends_by(cand, shadow, now)  # it may run on the kept nodes
+            cached = None if use_kept else no_fit.get(shape)
             if cached is None:
-                decision = pool.decide(gang, self.driver)
+                open_decision = decision = pool.decide(gang, self.driver)
+                if not decision.fits and use_kept:
+                    decision = pool.decide_with_kept(gang, self.driver)
                 if decision.fits:
                     seen.add(cand)
                     if cand.retry_not_before is not None and cand.retry_not_before > now:
@@ -468,13 +552,14 @@ class Scheduler:
                 elif keeper is not None and pool.unkept().decide(gang, self.driver).fits:
                     cached = no_fit[shape] = (keeper, True, False)  # fits but for the guard
                 else:
-                    cached = no_fit[shape] = (decision.reason, True, True)
+                    cached = no_fit[shape] = (open_decision.reason, True, True)
             reason, could_fit, for_room = cached
             waits.append((cand, reason + seen.ahead_of(cand) if for_room else reason))
             seen.add(cand)
             if is_holder:  # it does not fit yet: its nodes are kept again
                 kept = pool.keep_for(gang, capacity, prefer=held_nodes)
                 keeper = guard_note
+                shadow = _drained_by(kept, active, snapshot) if kept else None
                 no_fit.clear()
             if not could_fit:
                 continue  # can never fit as it is: holds no guard, preempts nobody

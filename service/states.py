@@ -86,6 +86,8 @@ class FailureKind(StrEnum):
     # Argus stopped the attempt to make room for a higher-priority gang (never read from
     # Ray's text): retried, and not counted against ``max_attempts``.
     PREEMPTED = "PREEMPTED"
+    # Argus stopped the attempt when it ran past the task's ``max_runtime_s``: final.
+    TIME_LIMIT = "TIME_LIMIT"
 
     @property
     def retryable(self) -> bool:

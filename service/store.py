@@ -281,7 +281,8 @@ class Store(StoreReads):
     # -- tasks: create and read ----------------------------------------------------------
     def create_task(self, *, task_id: str, workload: str, jobspec_yaml: str,
                     spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
-                    user: str | None, now: float, priority: int = 0) -> None:
+                    user: str | None, now: float, priority: int = 0,
+                    max_runtime_s: float | None = None) -> None:
         """Insert a QUEUED task (runnable at once) and its CREATED event.
 
         Returns nothing on purpose: the API answers a submit with the id and QUEUED, and
@@ -294,7 +295,7 @@ class Store(StoreReads):
                     "jobspec_yaml": jobspec_yaml,
                     "spec_json": json.dumps(dict(spec), sort_keys=True), "nnodes": nnodes,
                     "n_gpus_per_node": n_gpus_per_node, "user": user, "now": now,
-                    "priority": priority,
+                    "priority": priority, "max_runtime_s": max_runtime_s,
                 })
             except sqlite3.IntegrityError as exc:
                 if "UNIQUE" in str(exc):
@@ -474,12 +475,17 @@ class Store(StoreReads):
                 self._transition(conn, task_id, to_running_from, _S.RUNNING, now,
                                  {"attempt_no": attempt_no})
 
-    def mark_stop_requested(self, task_id: str, attempt_no: int, now: float) -> None:
-        """Record that ``stop`` was sent to Ray for this attempt (first time: an event)."""
+    def mark_stop_requested(self, task_id: str, attempt_no: int, now: float,
+                            reason: str | None = None) -> None:
+        """Record that ``stop`` was sent to Ray for this attempt (first time: an event,
+        with ``reason`` when Argus stops it on its own, e.g. ``time_limit``)."""
         with self._tx() as conn:
             cur = conn.execute(Q["request_stop"], {"task_id": task_id, "attempt_no": attempt_no})
             if cur.rowcount:
-                self._event(conn, task_id, now, "STOP_REQUESTED", {"attempt_no": attempt_no})
+                payload: dict[str, Any] = {"attempt_no": attempt_no}
+                if reason is not None:
+                    payload["reason"] = reason
+                self._event(conn, task_id, now, "STOP_REQUESTED", payload)
 
     def _end(self, conn: sqlite3.Connection, task_id: str, attempt_no: int,
              end: AttemptEnd) -> None:
@@ -654,7 +660,7 @@ class Store(StoreReads):
              "jobspec_yaml": t.jobspec_yaml,
              "spec_json": json.dumps(dict(t.spec or {}), sort_keys=True), "nnodes": t.nnodes,
              "n_gpus_per_node": t.n_gpus_per_node, "user": t.user, "now": t.created_at,
-             "priority": t.priority}
+             "priority": t.priority, "max_runtime_s": t.max_runtime_s}
             for t in tasks
         ]
         attempts = [

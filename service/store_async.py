@@ -144,7 +144,8 @@ class AsyncStore:
 
     async def create_task(self, *, id_prefix: str, workload: str, jobspec_yaml: str,
                           spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
-                          user: str | None, now: float, priority: int = 0) -> str:
+                          user: str | None, now: float, priority: int = 0,
+                          max_runtime_s: float | None = None) -> str:
         """Insert a QUEUED task under a fresh id (``ids.new_task_id``); returns the id."""
 
         def create() -> str:
@@ -153,7 +154,7 @@ class AsyncStore:
             self._store.create_task(task_id=task_id, workload=workload,
                                     jobspec_yaml=jobspec_yaml, spec=spec, nnodes=nnodes,
                                     n_gpus_per_node=n_gpus_per_node, user=user, now=now,
-                                    priority=priority)
+                                    priority=priority, max_runtime_s=max_runtime_s)
             return task_id
 
         return await self._writes.run(create)

@@ -71,7 +71,7 @@ def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
         error_summary=r["error_summary"], pending_reason=r["pending_reason"],
         cancel_requested_at=r["cancel_requested_at"],
         latest_attempt=None if r["attempt_no"] is None else _attempt(r),
-        queue_position=position, priority=r["priority"],
+        queue_position=position, priority=r["priority"], max_runtime_s=r["max_runtime_s"],
     )
 
 
@@ -81,7 +81,7 @@ def _runnable(r: sqlite3.Row) -> RunnableRow:
         nnodes=r["nnodes"], n_gpus_per_node=r["n_gpus_per_node"],
         runnable_since=r["runnable_since"], pending_reason=r["pending_reason"],
         priority=r["priority"], retry_not_before=r["retry_not_before"],
-        attempt_no=r["latest_attempt_no"],
+        attempt_no=r["latest_attempt_no"], max_runtime_s=r["max_runtime_s"],
     )
 
 
@@ -253,7 +253,7 @@ class StoreReads:
                     stop_requested=bool(r["stop_requested"]), priority=r["priority"],
                     preemptions=r["preemptions"], resource_failures=r["resource_failures"],
                     checkpointing=_is_int(r["save_freq"]) and r["save_freq"] >= 1,
-                    preempted_for=r["preempted_for"],
+                    preempted_for=r["preempted_for"], max_runtime_s=r["max_runtime_s"],
                 ))
         return out
 

@@ -201,10 +201,12 @@ async def submit_task(request: web.Request) -> web.Response:
     priority = (deps.settings.scheduler.default_priority if spec.priority is None
                 else spec.priority)
     _check_allowance(request, priority)
+    max_runtime_s = (deps.settings.scheduler.default_max_runtime_s
+                     if spec.max_runtime_s is None else spec.max_runtime_s)
     task_id = await deps.store.create_task(
         id_prefix=deps.settings.task_id_prefix, workload=spec.workload, jobspec_yaml=text,
         spec=spec.to_dict(), nnodes=spec.nnodes, n_gpus_per_node=spec.n_gpus_per_node,
-        user=owner, now=deps.clock(), priority=priority,
+        user=owner, now=deps.clock(), priority=priority, max_runtime_s=max_runtime_s,
     )
     deps.metrics.submits.inc()
     deps.waker.wake()

@@ -95,6 +95,7 @@ def task_json(task: TaskRow) -> dict[str, Any]:
         "pending_reason": task.pending_reason,
         "queue_position": task.queue_position,
         "priority": task.priority,
+        "max_runtime_s": task.max_runtime_s,
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
         "cancel_requested": task.cancel_requested,
     }

@@ -18,9 +18,10 @@
 
 -- name: insert_task
 INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, n_gpus_per_node,
-                   user, created_at, updated_at, next_run_at, runnable_since, priority)
+                   user, created_at, updated_at, next_run_at, runnable_since, priority,
+                   max_runtime_s)
 VALUES (:task_id, :workload, :state, :jobspec_yaml, :spec_json, :nnodes, :n_gpus_per_node,
-        :user, :now, :now, :now, :now, :priority);
+        :user, :now, :now, :now, :now, :priority, :max_runtime_s);
 
 -- name: task_exists
 SELECT 1 AS found FROM tasks WHERE task_id = :task_id;
@@ -31,7 +32,7 @@ SELECT state FROM tasks WHERE task_id = :task_id;
 -- name: get_task
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at, t.priority,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
        a.exit_code, a.stop_requested, a.preempted_for,
@@ -48,7 +49,7 @@ WHERE t.task_id = :task_id;
 -- Newest first, one page: rows before :before_seq (the page's cursor).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at, t.priority,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
        a.exit_code, a.stop_requested, a.preempted_for,
@@ -66,7 +67,7 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- As list_tasks, in one state (walks tasks_state_seq).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at, t.priority,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
        a.exit_code, a.stop_requested, a.preempted_for,
@@ -84,7 +85,7 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- As list_tasks, of one owner (walks tasks_user_seq).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at, t.priority,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
        a.exit_code, a.stop_requested, a.preempted_for,
@@ -102,7 +103,7 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- As list_tasks, of one owner in one state (walks tasks_user_state_seq).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at, t.priority,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
        a.exit_code, a.stop_requested, a.preempted_for,
@@ -119,7 +120,7 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- name: queue_pending
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at, t.priority,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
        a.exit_code, a.stop_requested, a.preempted_for
@@ -131,7 +132,7 @@ ORDER BY t.priority DESC, t.seq;
 -- name: queue_running
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
-       t.cancel_requested_at, t.priority,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
        a.exit_code, a.stop_requested, a.preempted_for
@@ -209,7 +210,7 @@ WHERE task_id = :task_id AND state = :expected;
 -- Admission order (priority, then FIFO), up to :limit runnable tasks due by :now (a scan
 -- of tasks_runnable only).
 SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
-       priority, retry_not_before, latest_attempt_no
+       priority, retry_not_before, latest_attempt_no, max_runtime_s
 FROM tasks INDEXED BY tasks_runnable
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
 ORDER BY priority DESC, seq LIMIT :limit;
@@ -233,7 +234,7 @@ SELECT NULL FROM (SELECT 1 FROM tasks INDEXED BY tasks_user_runnable
 -- name: runnable_of_user
 -- As runnable, of one owner (tasks_user_runnable).
 SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
-       priority, retry_not_before, latest_attempt_no
+       priority, retry_not_before, latest_attempt_no, max_runtime_s
 FROM tasks INDEXED BY tasks_user_runnable
 WHERE user IS :user AND state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
 ORDER BY priority DESC, seq LIMIT :limit;
@@ -242,7 +243,7 @@ ORDER BY priority DESC, seq LIMIT :limit;
 -- SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt (tasks_active only).
 -- save_freq: whether the task writes checkpoints (preemption spares those that do not).
 SELECT t.task_id, t.state, t.user, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
-       t.priority, t.preemptions, t.resource_failures,
+       t.priority, t.preemptions, t.resource_failures, t.max_runtime_s,
        json_extract(t.spec_json, '$.save_freq') AS save_freq,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
        a.submitted_at, a.stop_requested, a.preempted_for

@@ -26,7 +26,8 @@ CREATE TABLE tasks (
                             CHECK (priority BETWEEN -1000 AND 1000),
     retry_not_before    REAL,                               -- retry backoff, kept in place
     resource_failures   INTEGER NOT NULL DEFAULT 0,         -- consecutive, for the backoff
-    preemptions         INTEGER NOT NULL DEFAULT 0          -- not counted as attempts
+    preemptions         INTEGER NOT NULL DEFAULT 0,         -- not counted as attempts
+    max_runtime_s       REAL CHECK (max_runtime_s > 0)      -- time limit; NULL: none
 );
 
 -- Picking runnable work and queue positions touch runnable rows only, in admission order
@@ -50,7 +51,7 @@ CREATE TABLE attempts (
                            'PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'STOPPED')),
     failure_kind       TEXT CHECK (failure_kind IN (
                            'INSUFFICIENT_RESOURCES', 'CLUSTER_LOST', 'USER_ERROR',
-                           'RUNTIME_ERROR', 'UNKNOWN', 'PREEMPTED')),
+                           'RUNTIME_ERROR', 'UNKNOWN', 'PREEMPTED', 'TIME_LIMIT')),
     message            TEXT,                                -- truncated
     created_at         REAL    NOT NULL,                    -- claimed for submit
     submitted_at       REAL,                                -- NULL until Ray accepted it

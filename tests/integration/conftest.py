@@ -199,9 +199,11 @@ class ArgusService:
 
     # -- API ------------------------------------------------------------------------------
     def jobspec(self, *, nnodes: int = 1, gpus: int = 4, duration_s: float = 3,
-                check_delay_s: float = 0, workload: str = "ppo") -> str:
+                check_delay_s: float = 0, workload: str = "ppo", **fields: Any) -> str:
+        """The stand-in's JobSpec; ``fields``: more JobSpec fields (e.g. max_runtime_s)."""
         data = self.shared_root / "data"
         return yaml.safe_dump({
+            **fields,
             "workload": workload,
             "code_path": str(self.code_path),
             "model_id": "Qwen/Qwen2.5-0.5B-Instruct",

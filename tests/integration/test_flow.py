@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,22 @@ def test_cancel_running_stops_the_ray_job_and_frees_gpus(ray_cluster, argus):
     wait_until(lambda: sum(free_gpus(ray_cluster).values()) == total, 60,
                "the canceled job's GPUs to come back")
     assert argus.cancel(tid).status_code == 409
+
+
+def test_a_run_past_its_time_limit_is_stopped_and_fails_time_limit(ray_cluster, argus):
+    ensure_workers(ray_cluster, 2)
+    total = sum(free_gpus(ray_cluster).values())
+    tid = argus.submit(nnodes=1, gpus=4, duration_s=300, max_runtime_s=8)
+    task = argus.wait_state(tid, "FAILED", timeout=90)
+    assert task["error_summary"] == "TIME_LIMIT: ran past its max_runtime_s (8 s): stopped"
+    assert task["max_runtime_s"] == 8
+    [attempt] = argus.attempts(tid)  # a time limit is final: never retried
+    assert (attempt["failure_kind"], attempt["ray_status"]) == ("TIME_LIMIT", "STOPPED")
+    ran = (datetime.fromisoformat(attempt["end_time"])
+           - datetime.fromisoformat(attempt["start_time"])).total_seconds()
+    assert 8 <= ran < 8 + 20, ran  # stopped within a few ticks of its limit
+    wait_until(lambda: sum(free_gpus(ray_cluster).values()) == total, 60,
+               "the stopped job's GPUs to come back")
 
 
 def test_logs_live_while_running_and_archived_after(ray_cluster, argus):

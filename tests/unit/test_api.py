@@ -435,6 +435,17 @@ async def test_submit_applies_the_configured_default_priority(aiohttp_client, en
         assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["priority"] == priority
 
 
+async def test_submit_applies_the_configured_default_time_limit(aiohttp_client, env):
+    env.settings = replace(env.settings, scheduler=replace(
+        env.settings.scheduler, default_max_runtime_s=86400.0))
+    client = await aiohttp_client(make_app(env))
+    omitted = await submit(client, env)
+    asked = await submit(client, env, max_runtime_s=600)
+    for task_id, limit in ((omitted, 86400.0), (asked, 600.0)):
+        assert env.store.get_task(task_id).max_runtime_s == limit
+        assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["max_runtime_s"] == limit
+
+
 async def test_submit_with_a_priority_out_of_range_is_400(client, env):
     resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, priority=1001),
                              headers=YAML)

@@ -26,7 +26,7 @@ def task(**fields: object) -> TaskRow:
         seq=1, task_id=TID, state=TaskState.QUEUED, workload="ppo", user=None, nnodes=2,
         n_gpus_per_node=4, created_at=T, updated_at=T, next_run_at=T, error_summary=None,
         pending_reason=None, cancel_requested_at=None, latest_attempt=None, queue_position=1,
-        priority=-5,
+        priority=-5, max_runtime_s=7200.0,
     )
     return TaskRow(**{**base, **fields})
 
@@ -46,8 +46,8 @@ def test_task_json_of_a_queued_task() -> None:
         "created_at": "2025-12-23T14:32:01.500Z", "updated_at": "2025-12-23T14:32:01.500Z",
         "desired_resources": {"nnodes": 2, "n_gpus_per_node": 4, "total_gpus": 8},
         "latest_attempt": None, "error_summary": None, "pending_reason": None,
-        "queue_position": 1, "priority": -5, "next_run_at": "2025-12-23T14:32:01.500Z",
-        "cancel_requested": False,
+        "queue_position": 1, "priority": -5, "max_runtime_s": 7200.0,
+        "next_run_at": "2025-12-23T14:32:01.500Z", "cancel_requested": False,
     }
 
 

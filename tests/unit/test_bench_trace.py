@@ -206,3 +206,13 @@ def test_sim_cluster_stop_keeps_whole_checkpoint_intervals_only() -> None:
     cluster.advance(T0 + 1500)
     cluster.advance(T0 + 1500 + 1800)  # what was left after the checkpoint
     assert cluster.done == {big.task_id: T0 + 3300}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_task_declares_a_time_limit_its_run_stays_under(seed: int) -> None:
+    """The trace's limits are what users who know their runs would write: above every
+    run (with the fail-fast attempt's 30 s), never so tight that the bench's tasks fail."""
+    tasks = make_trace(1000, 0.95, seed).tasks
+    assert all(t.limit_s is not None and t.limit_s % 60 == 0 for t in tasks)
+    assert all(t.duration + FAILFAST_AFTER_S < t.limit_s for t in tasks)
+    assert min(t.limit_s / t.duration for t in tasks) > 1.0

@@ -91,6 +91,10 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
         ({"v2": {"scheduler": {"fair_share": 1}}}, "v2.scheduler.fair_share: must be true"),
         ({"v2": {"scheduler": {"fair_share_half_life_s": 0}}},
          "v2.scheduler.fair_share_half_life_s: must be > 0 or null"),
+        ({"v2": {"scheduler": {"default_max_runtime_s": 0}}},
+         "v2.scheduler.default_max_runtime_s: must be >= 1 (seconds) or null"),
+        ({"v2": {"scheduler": {"default_max_runtime_s": "1h"}}},
+         "v2.scheduler.default_max_runtime_s: must be a number"),
         ({"v2": {"scheduler": {"default_priority": 2000}}},
          "v2.scheduler.default_priority: must be from -1000 to 1000, got 2000"),
         ({"v2": {"scheduler": {"max_user_priority": 1.5}}},
@@ -199,7 +203,8 @@ def test_scheduling_policy_keys() -> None:
                       "retry_max_backoff_s": 20, "default_priority": -5,
                       "max_user_priority": 10, "fair_share": False,
                       "fair_share_half_life_s": 3600, "preemption": True,
-                      "preemption_grace_s": 120, "preempt_without_checkpoint": True},
+                      "preemption_grace_s": 120, "preempt_without_checkpoint": True,
+                      "default_max_runtime_s": 86400},
         "users": {"weights": {"alice": 2, "bob": 0.5}}}})
     sched = s.scheduler
     assert (sched.retry_mode, sched.retry_min_backoff_s, sched.retry_max_backoff_s) == (
@@ -208,6 +213,7 @@ def test_scheduling_policy_keys() -> None:
     assert (sched.fair_share, sched.fair_share_half_life_s) == (False, 3600.0)
     assert (sched.preemption, sched.preemption_grace_s,
             sched.preempt_without_checkpoint) == (True, 120.0, True)
+    assert sched.default_max_runtime_s == 86400.0
     assert [s.users.weight_for(u) for u in ("alice", "bob", "carol", None)] == [
         2.0, 0.5, 1.0, 1.0]
 

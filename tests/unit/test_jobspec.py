@@ -115,6 +115,12 @@ def test_priority_is_kept_and_omitted_means_the_default(priority: int) -> None:
     assert _parse(_with(priority=None)).priority is None
 
 
+def test_max_runtime_s_is_kept_and_omitted_means_the_default() -> None:
+    assert _parse(_with(max_runtime_s=3600)).max_runtime_s == 3600
+    assert _parse(_with(max_runtime_s=None)).max_runtime_s is None
+    assert _parse(PPO).max_runtime_s is None  # the service fills in the configured default
+
+
 def test_sft_may_omit_val_file_and_pick_a_device() -> None:
     spec = _parse(_with(workload="sft", val_file=_DROP, trainer_device="cpu"))
     assert (spec.val_file, spec.trainer_device) == (None, "cpu")
@@ -166,11 +172,11 @@ ROOT_MSG = "is outside the allowed roots (/private)"
             ("gpus", "unknown field (known fields: workload, submission_id, code_path, "
                      "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
                      "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
-                     "priority)"),
+                     "priority, max_runtime_s)"),
             ("Nnodes", "unknown field (known fields: workload, submission_id, code_path, "
                        "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
                        "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
-                     "priority)"),
+                     "priority, max_runtime_s)"),
         ]),
         # workload
         ({"workload": "dpo"},
@@ -192,6 +198,14 @@ ROOT_MSG = "is outside the allowed roots (/private)"
          [("priority", "must be an integer from -1000 to 1000, got 'high' (a string)")]),
         ({"priority": True},
          [("priority", "must be an integer from -1000 to 1000, got true (a boolean)")]),
+        # max_runtime_s: whole seconds, 1 s .. 30 days
+        ({"max_runtime_s": 0}, [("max_runtime_s", "must be from 1 to 2592000, got 0")]),
+        ({"max_runtime_s": 2592001},
+         [("max_runtime_s", "must be from 1 to 2592000, got 2592001")]),
+        ({"max_runtime_s": "1h"},
+         [("max_runtime_s", "must be an integer from 1 to 2592000, got '1h' (a string)")]),
+        ({"max_runtime_s": 90.5},
+         [("max_runtime_s", "must be an integer from 1 to 2592000, got 90.5 (a number)")]),
         ({"total_training_steps": 0},
          [("total_training_steps", "must be from 1 to 1000000000, got 0")]),
         ({"save_freq": -2}, [("save_freq", "must be from -1 to 1000000000, got -2")]),
@@ -259,7 +273,7 @@ def test_three_errors_are_all_reported() -> None:
         ("colour", "unknown field (known fields: workload, submission_id, code_path, "
                    "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
                    "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
-                     "priority)"),
+                     "priority, max_runtime_s)"),
         ("code_path", "must be an absolute path, got 'relative/verl' (a string)"),
         ("nnodes", "must be an integer from 1 to 1024, got true (a boolean)"),
     ]

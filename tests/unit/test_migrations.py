@@ -182,3 +182,33 @@ def test_the_scheduling_migration_keeps_every_task_and_attempt(tmp_path: Path) -
     initialize(fresh)
     assert _objects(store._conn) == _objects(fresh)
     store.close()
+
+
+def test_the_time_limit_migration_keeps_attempts_and_takes_time_limit(tmp_path: Path) -> None:
+    """A version-5 database with a preempted attempt: 0006 rebuilds attempts (TIME_LIMIT
+    in its CHECK) keeping every column, preempted_for included; old tasks have no limit."""
+    path = str(tmp_path / "db.sqlite3")
+    conn = connect(path)
+    for number, migration in migration_files()[:5]:
+        conn.executescript(f"BEGIN;\n{migration.read_text()}\nPRAGMA user_version = {number};"
+                           "\nCOMMIT;")
+    conn.execute("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, "
+                 "n_gpus_per_node, user, created_at, updated_at, next_run_at, runnable_since, "
+                 "latest_attempt_no, priority) VALUES ('old', 'ppo', 'PENDING_RESOURCES', 'y', "
+                 "'{}', 1, 4, 'alice', 1, 2, 3, 4, 1, -5)")
+    conn.execute("INSERT INTO attempts (task_id, attempt_no, ray_submission_id, ray_status, "
+                 "failure_kind, message, created_at, submitted_at, start_time, end_time, "
+                 "exit_code, stop_requested, preempted_for) VALUES ('old', 1, 's1', 'STOPPED', "
+                 "'PREEMPTED', 'm', 10, 11, 12, 13, 0, 1, 'boss')")
+    before = _tuples(conn, "SELECT * FROM attempts")
+    conn.close()
+    store = Store(path)
+    conn = store._conn
+    assert schema_version(conn) == len(migration_files())
+    assert _tuples(conn, "SELECT * FROM attempts") == before
+    task = store.get_task("old")
+    assert (task.priority, task.max_runtime_s) == (-5, None)
+    conn.execute("UPDATE attempts SET failure_kind = 'TIME_LIMIT' WHERE task_id = 'old'")
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+        conn.execute("UPDATE tasks SET max_runtime_s = 0 WHERE task_id = 'old'")
+    store.close()

@@ -1,5 +1,6 @@
 """The scheduling policy through real ticks: priority order, fair share, retry when the
-room is back (keeping the task's place), the guard inside that order, and preemption.
+room is back (keeping the task's place), the guard inside that order, preemption, and
+time limits (stopped past them; backfill onto kept nodes by them).
 
 FakeCluster at the Ray boundary, injected clock, no sleeps. Each ordering rule has a
 table or a scenario of its own; the pure parts (fairshare, preemption, retry) are tested
@@ -22,7 +23,8 @@ S = TaskState
 
 class PolicyEnv(Env):
     def add(self, nnodes: int = 1, g: int = 4, now: float = T0, user: str = "alice",
-            priority: int = 0, save_freq: int | None = None) -> str:
+            priority: int = 0, save_freq: int | None = None,
+            max_runtime_s: int | None = None) -> str:
         self.n += 1
         task_id = f"{user}-ppo-20251223-143201-{self.n:04x}"
         spec = JobSpec(workload="ppo", code_path=f"{self.root}/verl", model_id="org/model",
@@ -31,7 +33,8 @@ class PolicyEnv(Env):
                        n_gpus_per_node=g, save_freq=save_freq, priority=priority)
         self.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="workload: ppo\n",
                                spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
-                               user=user, now=now, priority=priority)
+                               user=user, now=now, priority=priority,
+                               max_runtime_s=max_runtime_s)
         return task_id
 
     def states(self, *task_ids: str) -> list[TaskState]:
@@ -389,3 +392,90 @@ def test_the_guard_goes_to_the_longest_wait_whatever_fair_share_says(make) -> No
     env.cluster.release("w2", GPU=1, CPU=3)
     env.tick(T0 + 401)  # w2 drained: carol's gang starts there, before alice's
     assert env.states(carol_big, alice_big) == [S.SUBMITTED, S.PENDING_RESOURCES]
+
+
+# -- time limits ----------------------------------------------------------------------------
+
+def test_an_attempt_past_its_limit_is_stopped_and_fails_time_limit(make) -> None:
+    env = make()  # retryable failures are retried without end: TIME_LIMIT is not one
+    t = env.add(max_runtime_s=100)
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    env.tick(T0 + 99)
+    assert env.cluster.stop_calls == [] and env.state(t) is S.RUNNING
+    env.tick(T0 + 100)  # the limit is reached: stopped
+    assert env.cluster.stop_calls == [sid(t)]
+    assert env.events(t, "STOP_REQUESTED") == [{"attempt_no": 1, "reason": "time_limit"}]
+    env.tick(T0 + 101)  # Ray says it ended
+    task = env.store.get_task(t)
+    assert task.state is S.FAILED and task.latest_attempt.failure_kind == "TIME_LIMIT"
+    assert task.error_summary == "TIME_LIMIT: ran past its max_runtime_s (100 s): stopped"
+    env.tick(T0 + 200)
+    assert env.cluster.submit_calls == [sid(t)]  # never retried
+
+
+def test_a_limit_never_touches_a_run_that_ends_in_time_or_fails_on_its_own(make) -> None:
+    env = make(max_attempts=1)
+    done, failed, unlimited = env.add(g=1, max_runtime_s=100), \
+        env.add(g=1, max_runtime_s=100), env.add(g=1)
+    env.tick(T0)
+    for t in (done, failed, unlimited):
+        env.cluster.start(sid(t), {"w1": 1})
+    env.tick(T0 + 1)
+    env.cluster.clock = T0 + 50
+    env.cluster.finish(sid(done))
+    env.cluster.finish(sid(failed), RayStatus.FAILED, message="boom", log="RuntimeError: boom\n")
+    env.tick(T0 + 150)  # both ended before their limit; seen after it
+    assert env.states(done, failed, unlimited) == [S.SUCCEEDED, S.FAILED, S.RUNNING]
+    assert env.store.get_attempt(failed, 1).failure_kind == "RUNTIME_ERROR"
+    env.tick(T0 + 10**6)
+    assert env.cluster.stop_calls == [] and env.state(unlimited) is S.RUNNING
+
+
+# Two 4-GPU nodes, each half used by an attempt with a limit; a 2x4 gang past the guard
+# keeps both (shadow: the later of the two deadlines, T0 + 1000). A 1x2 task may run
+# there only if its limit surely ends by then.
+@pytest.mark.parametrize(("second_limit", "outside", "cand_limit", "starts"), [
+    (1000, False, 800, True),  # T0+101 + 800 + 30 slack <= T0+1000
+    (1000, False, 869, True),  # exactly at the shadow
+    (1000, False, 870, False),  # one second past it
+    (1000, False, None, False),  # no limit: nobody can tell when it ends
+    (None, False, 10, False),  # an attempt there has no limit: no shadow at all
+    (1000, True, 10, False),  # GPUs used there by another submitter: no shadow
+    (500, False, 369, True),  # the shadow is the later deadline (w1's, T0+1000)...
+    (500, False, 870, False),  # ...and not further
+])
+def test_a_task_whose_limit_ends_before_the_kept_nodes_drain_may_run_there(
+        make, second_limit, outside, cand_limit, starts) -> None:
+    env = make(starvation_guard_s=100.0, fair_share=False)
+    env.cluster.add_node("w2", gpus=4, cpus=16)
+    first = env.add(g=2, max_runtime_s=1000)
+    second = env.add(g=2, max_runtime_s=second_limit)
+    env.tick(T0)
+    env.cluster.start(sid(first), {"w1": 2})
+    env.cluster.start(sid(second), {"w2": 1} if outside else {"w2": 2})
+    if outside:
+        env.cluster.occupy("w2", GPU=1, CPU=3)
+    gang = env.add(nnodes=2, g=4, now=T0)
+    env.tick(T0 + 1)
+    small = env.add(g=2, now=T0 + 101, max_runtime_s=cand_limit)
+    env.tick(T0 + 101)  # the gang is past the guard: w1 and w2 are kept for it
+    assert env.state(gang) is S.PENDING_RESOURCES
+    assert (env.state(small) is S.SUBMITTED) is starts
+    if not starts:
+        assert env.reason(small).startswith(f"waiting behind {gang}")
+
+
+def test_the_guard_says_until_when_its_nodes_are_kept(make) -> None:
+    env = make(starvation_guard_s=100.0, fair_share=False)
+    running = env.add(g=2, max_runtime_s=1000)
+    env.tick(T0)
+    env.cluster.start(sid(running), {"w1": 2})
+    gang = env.add(g=4, now=T0)
+    late = env.add(g=2, now=T0 + 101)
+    env.tick(T0 + 101)
+    assert env.reason(late) == (
+        f"waiting behind {gang} (priority 0), runnable for over 100s: nodes 10.0.0.2 are "
+        "kept for it (starvation guard); they are free by 2025-12-23T14:43:20.000Z at the "
+        "latest: a task whose max_runtime_s ends by then may run there meanwhile")
