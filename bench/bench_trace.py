@@ -30,16 +30,22 @@ preemptions = attempts ended PREEMPTED, and the GPU-hours of work they threw awa
 checkpointing task keeps whole 10-min intervals); hung = attempts whose gang could not be
 placed when their driver started; scheduler CPU per tick (thread time around ``tick``).
 
+Every task declares a time limit (``max_runtime_s``, see ``bench/tracegen.py``), which
+lets a task that surely ends before the guard's kept nodes drain run there;
+``--no-limits`` submits the same trace without them.
+
 ``--real`` adds a small check of the simulation on real Ray (``bench/tracereal.py``).
 ``--check`` exits 1 when a floor fails or could not be measured.
 
     PYTHONPATH=$PWD .venv/bin/python bench/bench_trace.py [--quick] [--tasks N] [--seed S]
-        [--loads 0.7,0.95] [--policies fifo,...] [--step 10] [--real] [--check]
+        [--loads 0.7,0.95] [--policies fifo,...] [--step 10] [--no-limits] [--real]
+        [--check]
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import statistics
 import sys
@@ -187,12 +193,15 @@ def print_floors(checks: list[tuple[str, str, float | None, bool | None]]) -> bo
 # -- one tick with 10k runnable tasks -------------------------------------------------------
 
 def _bulk(n: int, users: Sequence[str]) -> list[BulkTask]:
-    shapes = ((1, 4), (2, 4), (1, 8), (2, 8))  # none fits the one free GPU
-    prio = "priority" in {f.name for f in fields(BulkTask)}
+    shapes = ((1, 4), (2, 4), (1, 8), (2, 8))
+    known = {f.name for f in fields(BulkTask)}
     out = []
     for i in range(n):
         nnodes, g = shapes[i % len(shapes)]
-        extra = {"priority": 10 if i % 10 == 0 else 0} if prio else {}
+        extra: dict[str, float] = {"priority": 10 if i % 10 == 0 else 0} \
+            if "priority" in known else {}
+        if "max_runtime_s" in known:  # every one ends before the kept nodes drain
+            extra["max_runtime_s"] = 3600.0
         out.append(BulkTask(task_id=f"mvp2-ppo-20251223-{i // 65536:06d}-{i % 65536:04x}",
                             workload="ppo", state=TaskState.QUEUED, created_at=T0 + i * 0.01,
                             nnodes=nnodes, n_gpus_per_node=g, user=users[i % len(users)],
@@ -201,15 +210,18 @@ def _bulk(n: int, users: Sequence[str]) -> list[BulkTask]:
 
 
 def _running(store: Store, root: Path, users: Sequence[str]) -> list[str]:
-    """Six 1x4 tasks (two per user) created before the queue: they will run."""
+    """Six 1x4 tasks (two per user, 1-day time limits) created before the queue: they
+    will run."""
     ids = []
     for i in range(6):
         tid = f"mvp2-{users[i % 3]}-ppo-20251223-000000-{i:04x}"
         spec = JobSpec(workload="ppo", code_path=f"{root}/verl", model_id="org/model",
                        train_file=f"{root}/t.parquet", val_file=f"{root}/v.parquet",
                        nnodes=1, n_gpus_per_node=4).to_dict()
+        extra = {"max_runtime_s": 86400.0} \
+            if "max_runtime_s" in inspect.signature(Store.create_task).parameters else {}
         store.create_task(task_id=tid, workload="ppo", jobspec_yaml="", spec=spec, nnodes=1,
-                          n_gpus_per_node=4, user=users[i % 3], now=T0 - 100)
+                          n_gpus_per_node=4, user=users[i % 3], now=T0 - 100, **extra)
         ids.append(tid)
     return ids
 
@@ -239,7 +251,10 @@ def _timed(sched: Scheduler, now: float) -> tuple[float, float, int]:
 
 def tick_10k(settings: SchedulerSettings, n: int = 10_000, ticks: int = 50) -> TickTimes:
     """Ticks with ``n`` runnable tasks of three users, six running, nothing else fits
-    (the first tick moves every examined task QUEUED -> PENDING_RESOURCES)."""
+    (the first tick moves every examined task QUEUED -> PENDING_RESOURCES). The worst
+    case admission knows: every task is past the starvation guard (its holder keeps two
+    nodes that only Argus tasks with time limits use) and has a time limit that ends
+    before they drain, so each shape is also tried on the kept nodes."""
     users = ("alice", "bob", "carol")
     with tempfile.TemporaryDirectory(prefix="argus-trace-tick-", dir=shm_dir()) as tmp:
         root = Path(tmp)
@@ -254,9 +269,9 @@ def tick_10k(settings: SchedulerSettings, n: int = 10_000, ticks: int = 50) -> T
         sched.tick(T0 - 99)
         for i, tid in enumerate(running):
             cluster.start(f"{tid}--a01", {f"w{i // 2}": 4})
-        cluster.occupy("w3", GPU=7, CPU=21)  # another user's job: 1 GPU left free
+        cluster.occupy("w3", GPU=8, CPU=24)  # another user's job: no GPU left free
         store.bulk_load(_bulk(n, users))
-        now = T0 + n * 0.01 + 1
+        now = T0 + n * 0.01 + settings.starvation_guard_s + 1
         measured = [_timed(sched, now + i) for i in range(ticks + 1)]
         store.close()
     return TickTimes(measured[0][2], [m[0] for m in measured], [m[1] for m in measured])
@@ -264,8 +279,9 @@ def tick_10k(settings: SchedulerSettings, n: int = 10_000, ticks: int = 50) -> T
 
 def print_tick(n: int) -> bool:
     """The fair-share tick (judged) next to today's backfill tick (reference)."""
-    print(f"\n== one tick with {n} runnable tasks (3 users, 6 running 1x4, 4 x 8 GPUs, 1 GPU "
-          "free: nothing fits), first tick + 50 more, ms")
+    print(f"\n== one tick with {n} runnable tasks (3 users, 6 running 1x4 and another "
+          "submitter's 1x8 on 4 x 8 GPUs: nothing fits; every task past the guard, with a "
+          "time limit), first tick + 50 more, ms")
     ok = True
     for name, judged in (("fairshare", True), ("backfill", False)):
         r = tick_10k(scheduler_settings(POLICY_BY_NAME[name]), n)
@@ -286,7 +302,8 @@ def run_load(load: float, args: argparse.Namespace, policies: Sequence[Policy]
     trace = make_trace(args.tasks, load, args.seed)
     results: dict[str, RunResult] = {}
     for p in policies:
-        results[p.name] = simulate(trace.tasks, p, step_s=args.step, load=load)
+        results[p.name] = simulate(trace.tasks, p, step_s=args.step, load=load,
+                                   limits=not args.no_limits)
     print_table(load, describe(trace, args.step), results)
     return results
 
@@ -302,6 +319,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--step", type=float, default=10.0,
                    help="simulated seconds between ticks while a task waits")
     p.add_argument("--tick-runnable", type=int, default=10_000)
+    p.add_argument("--no-limits", action="store_true",
+                   help="the tasks declare no max_runtime_s (nothing may use kept nodes)")
     p.add_argument("--real", action="store_true", help="also the small real-Ray check")
     p.add_argument("--check", action="store_true", help="exit 1 when a floor fails or "
                    "could not be measured")

@@ -126,6 +126,7 @@ def show_task(task: dict[str, Any]) -> str:
         ("user", task.get("user")),
         ("state", task.get("state")),
         ("priority", task.get("priority")),
+        ("max_runtime_s", task.get("max_runtime_s")),
         ("workload", task.get("workload")),
         ("resources", _gpus(task) + " GPUs"),
         ("queue_position", task.get("queue_position")),

@@ -18,7 +18,7 @@ from service.layout import users_root
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.states import FailureKind, RayStatus, TaskState
 
-VERSION = "2.2.0"
+VERSION = "2.3.0"
 
 # x-argus-access values, and what each means
 ACCESS = {
@@ -174,6 +174,9 @@ _SCHEMAS: dict[str, Any] = {
                                "description": "1-based place among runnable tasks, in "
                                               "admission order (priority, then FIFO)"},
             "priority": _PRIORITY,
+            "max_runtime_s": {"type": ["number", "null"],
+                              "description": "each attempt's time limit in seconds from its "
+                                             "start (stopped past it: TIME_LIMIT); null: none"},
             "next_run_at": _TS,
             "cancel_requested": {"type": "boolean"},
             "created_at": _TS,

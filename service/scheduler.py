@@ -73,6 +73,7 @@ from typing import Protocol
 from service import failures, retry
 from service.admission import (
     GPU,
+    Decision,
     FreePool,
     Gang,
     InFlight,
@@ -487,6 +488,12 @@ class Scheduler:
         # shapes that did not fit this tick: (reason, whether an idle cluster could take
         # it, whether it waits for room: what went first is then worth saying)
         no_fit: dict[tuple[int, int], tuple[str, bool, bool]] = {}
+        kept_full: set[tuple[int, int]] = set()  # shapes that do not fit the kept nodes either
+
+        def forget() -> None:  # the pool changed: what did not fit may now
+            no_fit.clear()
+            kept_full.clear()
+
         holder = self._guard_holder(candidates, now, capacity, preempting, loads, disabled)
         kept: dict[str, str] = {}
         shadow: float | None = None  # the kept nodes are surely free by then
@@ -517,36 +524,42 @@ class Scheduler:
             is_holder = holder is not None and cand.task_id == holder.task_id and bool(kept)
             if is_holder:  # the holder's turn: its nodes are its own
                 pool.restore_kept()
-                no_fit.clear()
+                forget()
                 held_nodes, guard_note, kept, keeper, shadow = kept, keeper, {}, None, None
-            use_kept = _ends_by(cand, shadow, now)  # it may run on the kept nodes
-            cached = None if use_kept else no_fit.get(shape)
+            cached = no_fit.get(shape)
+            decision: Decision | None = None
             if cached is None:
-                open_decision = decision = pool.decide(gang, self.driver)
-                if not decision.fits and use_kept:
-                    decision = pool.decide_with_kept(gang, self.driver)
-                if decision.fits:
-                    seen.add(cand)
-                    if cand.retry_not_before is not None and cand.retry_not_before > now:
-                        # waits out its retry backoff; the room it fits is kept for it
-                        pool.reserve(gang, self.driver, decision)
-                        no_fit.clear()  # cached reasons list free resources: now stale
-                        waits.append((cand, _backoff_reason(cand)))
-                        continue
-                    outcome = self._submit(cand, now, report)
-                    if outcome is _Submit.SUBMITTED:
-                        report.submitted += 1
-                        pool.reserve(gang, self.driver, decision)
-                        no_fit.clear()
-                        running += 1
-                        order.admitted(owner, gpus)
-                        if owner is not None:
-                            loads.setdefault(owner, Load()).add(gpus)
-                    elif outcome is _Submit.UNAVAILABLE:
-                        rest = unreachable_reason(report.unreachable)
-                        waits.extend((c, rest) for c in ordered)
-                        break
+                open_decision = pool.decide(gang, self.driver)
+                decision = open_decision if open_decision.fits else None
+            if decision is None and _ends_by(cand, shadow, now) and shape not in kept_full:
+                # no room elsewhere, and it surely ends before the kept nodes drain
+                via_kept = pool.decide_with_kept(gang, self.driver)
+                decision = via_kept if via_kept.fits else None
+                if decision is None:
+                    kept_full.add(shape)
+            if decision is not None:
+                seen.add(cand)
+                if cand.retry_not_before is not None and cand.retry_not_before > now:
+                    # waits out its retry backoff; the room it fits is kept for it
+                    pool.reserve(gang, self.driver, decision)
+                    forget()  # cached reasons list free resources: now stale
+                    waits.append((cand, _backoff_reason(cand)))
                     continue
+                outcome = self._submit(cand, now, report)
+                if outcome is _Submit.SUBMITTED:
+                    report.submitted += 1
+                    pool.reserve(gang, self.driver, decision)
+                    forget()
+                    running += 1
+                    order.admitted(owner, gpus)
+                    if owner is not None:
+                        loads.setdefault(owner, Load()).add(gpus)
+                elif outcome is _Submit.UNAVAILABLE:
+                    rest = unreachable_reason(report.unreachable)
+                    waits.extend((c, rest) for c in ordered)
+                    break
+                continue
+            if cached is None:
                 if capacity is not None and not capacity.decide(gang, self.driver).fits:
                     cached = no_fit[shape] = (never_fits_reason(gang, capacity), False, False)
                 elif keeper is not None and pool.unkept().decide(gang, self.driver).fits:
@@ -560,7 +573,7 @@ class Scheduler:
                 kept = pool.keep_for(gang, capacity, prefer=held_nodes)
                 keeper = guard_note
                 shadow = _drained_by(kept, active, snapshot) if kept else None
-                no_fit.clear()
+                forget()
             if not could_fit:
                 continue  # can never fit as it is: holds no guard, preempts nobody
             if not self.sched.backfill:
