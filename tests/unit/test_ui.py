@@ -83,10 +83,13 @@ async def client(aiohttp_client, env: Env):
     return await aiohttp_client(app)
 
 
-def jobspec(shared: Path, gpus: int = 2, overrides: tuple[str, ...] = ()) -> str:
+def jobspec(shared: Path, gpus: int = 2, overrides: tuple[str, ...] = (),
+            max_runtime_s: int | None = None) -> str:
     text = (f"workload: ppo\ncode_path: {shared}/code/verl\n"
             f"model_id: Qwen/Qwen2.5-0.5B-Instruct\ntrain_file: {shared}/data/train.parquet\n"
             f"val_file: {shared}/data/test.parquet\nnnodes: 1\nn_gpus_per_node: {gpus}\n")
+    if max_runtime_s is not None:
+        text += f"max_runtime_s: {max_runtime_s}\n"
     if overrides:
         text += "overrides:\n" + "".join(f"  - {o!r}\n" for o in overrides)
     return text
@@ -375,6 +378,9 @@ async def test_task_page_shows_attempts_events_and_the_log(client, env):
     await sign_in(client)
     html = await page(client, f"/ui/tasks/{task_id}")
     assert sid in html and "CREATED" in html and "workload: ppo" in html
+    assert 'id="task-limit"' not in html  # no limit, no line
+    limited = await submit(client, env, max_runtime_s=5400)
+    assert 'id="task-limit">1h 30m per attempt' in await page(client, f"/ui/tasks/{limited}")
     log = await page(client, f"/ui/tasks/{task_id}/log")
     assert "step 1 loss=0.5" in log and "http://dash\n" in log and "\x1b" not in log
     assert "missing" in await page(client, "/ui/tasks/missing", status=404)
