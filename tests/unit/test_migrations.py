@@ -152,14 +152,20 @@ def test_preempted_is_a_failure_kind_the_attempts_table_takes(tmp_path: Path) ->
     store.close()
 
 
+def _database_at(path: str, version: int) -> sqlite3.Connection:
+    """A database built by the first ``version`` migrations, as an older Argus left it."""
+    conn = connect(path)
+    for number, migration in migration_files()[:version]:
+        conn.executescript(f"BEGIN;\n{migration.read_text()}\nPRAGMA user_version = {number};"
+                           "\nCOMMIT;")
+    return conn
+
+
 def test_the_scheduling_migration_keeps_every_task_and_attempt(tmp_path: Path) -> None:
     """A database of the version before the scheduling policy (4) with tasks and attempts:
     migrated, nothing is lost, old tasks get priority 0, indexes and CHECKs are the new."""
     path = str(tmp_path / "db.sqlite3")
-    conn = connect(path)
-    for number, migration in migration_files()[:4]:
-        conn.executescript(f"BEGIN;\n{migration.read_text()}\nPRAGMA user_version = {number};"
-                           "\nCOMMIT;")
+    conn = _database_at(path, 4)
     conn.execute("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, "
                  "n_gpus_per_node, user, created_at, updated_at, next_run_at, runnable_since, "
                  "latest_attempt_no) VALUES ('old', 'ppo', 'PENDING_RESOURCES', 'y', '{}', 1, "
@@ -188,10 +194,7 @@ def test_the_time_limit_migration_keeps_attempts_and_takes_time_limit(tmp_path: 
     """A version-5 database with a preempted attempt: 0006 rebuilds attempts (TIME_LIMIT
     in its CHECK) keeping every column, preempted_for included; old tasks have no limit."""
     path = str(tmp_path / "db.sqlite3")
-    conn = connect(path)
-    for number, migration in migration_files()[:5]:
-        conn.executescript(f"BEGIN;\n{migration.read_text()}\nPRAGMA user_version = {number};"
-                           "\nCOMMIT;")
+    conn = _database_at(path, 5)
     conn.execute("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, "
                  "n_gpus_per_node, user, created_at, updated_at, next_run_at, runnable_since, "
                  "latest_attempt_no, priority) VALUES ('old', 'ppo', 'PENDING_RESOURCES', 'y', "
