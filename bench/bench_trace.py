@@ -12,8 +12,9 @@ per policy:
 * ``preempt``: + preemption of checkpointing tasks (grace 300 s).
 
 Per load, one table with
-the policies side by side; then the floors of issue 9 at load 0.95 for ``fairshare`` and
-``preempt``; then ticks with 10k runnable tasks.
+the policies side by side; then the floors of issue 9 at load 0.95, judged for ``fairshare``
+(the shipped configuration) with ``preempt`` for reference; then ticks with 10k runnable
+tasks.
 
 Metrics: makespan (first arrival -> last end) over a lower bound, the largest of: total
 GPU-time / 32, the longest task, max(arrival + duration), and max over t of (t + work
