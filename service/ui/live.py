@@ -2,7 +2,9 @@
 
 The stream sends ``event: change`` when the tasks table changed (a task created, moved, or
 its pending reason rewritten: ``Store.change_marker``, one indexed read per interval per
-open page, never a Ray call), and a comment line as a heartbeat. The page's script then
+open page, never a Ray call), and a comment line as a heartbeat. It compares with the
+marker the page was rendered at (``?since=``), so a change between the render and the
+stream's start is sent as soon as the stream opens. The page's script then
 fetches its live part again. A stream lives ``MAX_STREAM_S`` at most (the browser's
 EventSource reconnects by itself), and ends at once when the session stops being valid,
 so a revoked token stops updates within ``RECHECK_S``. When the service shuts down, every
@@ -18,7 +20,7 @@ from aiohttp import web
 from aiohttp.client_exceptions import ClientConnectionResetError
 
 from service.api.deps import deps_of
-from service.ui.pages import BOOTSTRAP_FP, CLOSING, HEADERS, signed_in
+from service.ui.pages import BOOTSTRAP_FP, CLOSING, HEADERS, parse_marker, signed_in
 from service.ui.sessions import current
 
 POLL_S = 1.0
@@ -45,7 +47,9 @@ async def _follow(request: web.Request, response: web.StreamResponse,
     """Write change events until the stream's time is up, the service closes or the
     session ends."""
     deps = deps_of(request)
-    marker = await deps.store.change_marker()
+    # from the marker the page was rendered at (``?since=``): a change made before the
+    # stream started is then sent at once; without one, from now
+    marker = parse_marker(request.query.get("since")) or await deps.store.change_marker()
     loop = asyncio.get_running_loop()
     started = last_beat = last_check = loop.time()
     while loop.time() - started < MAX_STREAM_S and not closing.is_set():

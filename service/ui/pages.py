@@ -65,6 +65,9 @@ _PRIORITY = re.compile(r"[+-]?[0-9]{1,9}")  # a form's number, before its range 
 ENV = web.AppKey("argus_ui_env", jinja2.Environment)
 BOOTSTRAP_FP = web.AppKey("argus_ui_bootstrap_fp", str)
 SIGNED = web.RequestKey("argus_ui_signed", Signed)
+# the tasks table's change marker read before a page's data: the page's live stream starts
+# from it, so a change between the render and the stream's start is not lost
+SINCE = web.RequestKey("argus_ui_since", str)
 CLOSING = web.AppKey("argus_ui_closing", asyncio.Event)  # set when the service shuts down
 
 HEADERS = {
@@ -118,9 +121,24 @@ def render(request: web.Request, name: str, status: int = 200, **ctx: Any) -> we
     ctx.setdefault("csrf", None if signed is None else signed.csrf)
     ctx.setdefault("now", deps.clock())
     ctx.setdefault("nav", "")
+    ctx.setdefault("since", request.get(SINCE, ""))
     text = request.app[ENV].get_template(name).render(**ctx)
     return web.Response(text=text, status=status, content_type="text/html", charset="utf-8",
                         headers=HEADERS)
+
+
+def marker_text(marker: tuple[int, float]) -> str:
+    """A change marker as a page carries it (``parse_marker`` reads it back exactly)."""
+    return f"{marker[0]}:{marker[1]!r}"
+
+
+def parse_marker(text: str | None) -> tuple[int, float] | None:
+    """The marker ``marker_text`` wrote; None for anything else."""
+    count, _, at = (text or "").partition(":")
+    try:
+        return int(count), float(at)
+    except ValueError:
+        return None
 
 
 def _safe_next(raw: str | None) -> str:
@@ -145,6 +163,8 @@ def signed_in(handler: PageHandler) -> PageHandler:
             clear_cookie(response)
             raise response
         request[SIGNED] = signed
+        if request.method == "GET" and not request.query.get("fragment"):
+            request[SINCE] = marker_text(await deps_of(request).store.change_marker())
         return await handler(request)
 
     wrapper.__name__ = handler.__name__

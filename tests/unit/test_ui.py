@@ -459,6 +459,30 @@ async def test_live_stream_says_change_and_ends_when_the_session_does(client, en
     assert b"event: signedout" in rest
 
 
+async def test_a_change_before_the_stream_started_is_sent_at_once(client, env, monkeypatch):
+    """The page carries the marker it was rendered at; a task that moved between the
+    render and the stream's start is announced as soon as the stream opens."""
+    import re
+
+    from service.ui import live
+    from service.ui.pages import marker_text, parse_marker
+
+    monkeypatch.setattr(live, "POLL_S", 0.01)
+    await sign_in(client)
+    html = await page(client, "/ui/queue")
+    since = re.search(r'data-since="([^"]+)"', html).group(1)
+    assert parse_marker(since) == env.store.change_marker()
+    assert parse_marker(marker_text((7, 1766500000.123456789))) == (7, 1766500000.123456789)
+    assert parse_marker("junk") is None and parse_marker("") is None
+    await submit(client, env)  # after the render, before the stream
+    resp = await client.get("/ui/live", params={"since": since})
+    seen = b""
+    async with asyncio.timeout(10):
+        while b"event: change" not in seen:
+            seen += await resp.content.readline()
+    resp.close()
+
+
 async def test_recently_finished_is_found_behind_a_long_queue(client, env):
     from service.store import BulkTask
 

@@ -77,7 +77,10 @@
   }
 
   function connect() {
-    const source = new EventSource("/ui/live");
+    // from the marker the page was rendered at: a change made before the stream
+    // started is announced at once
+    const since = document.body.dataset.since || "";
+    const source = new EventSource("/ui/live?since=" + encodeURIComponent(since));
     source.addEventListener("open", () => say("live"));
     source.addEventListener("change", refresh);
     source.addEventListener("signedout", () => { source.close(); window.location.reload(); });
