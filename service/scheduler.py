@@ -562,7 +562,7 @@ class Scheduler:
             if cached is None:
                 if capacity is not None and not capacity.decide(gang, self.driver).fits:
                     cached = no_fit[shape] = (never_fits_reason(gang, capacity), False, False)
-                elif keeper is not None and pool.unkept().decide(gang, self.driver).fits:
+                elif keeper is not None and pool.decide_with_kept(gang, self.driver).fits:
                     cached = no_fit[shape] = (keeper, True, False)  # fits but for the guard
                 else:
                     cached = no_fit[shape] = (open_decision.reason, True, True)

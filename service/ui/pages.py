@@ -155,15 +155,17 @@ def signed_in(handler: PageHandler) -> PageHandler:
 
     async def wrapper(request: web.Request) -> web.StreamResponse:
         signed = await current(request, request.app[BOOTSTRAP_FP])
+        whole_page = not (request.query.get("fragment")
+                          or request.path.endswith(("/live", "/log")))
         if signed is None:
-            if request.query.get("fragment") or request.path.endswith(("/live", "/log")):
+            if not whole_page:  # the script's fetches: it reloads on a 401
                 return web.Response(status=401, text="signed out", headers=HEADERS)
             target = UI + "/signin?" + urlencode({"next": request.path_qs})
             response = web.HTTPSeeOther(target, headers=HEADERS)
             clear_cookie(response)
             raise response
         request[SIGNED] = signed
-        if request.method == "GET" and not request.query.get("fragment"):
+        if request.method == "GET" and whole_page:  # not the log tail polled every 3 s
             request[SINCE] = marker_text(await deps_of(request).store.change_marker())
         return await handler(request)
 
