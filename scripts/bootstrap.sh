@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything Argus needs on a fresh machine: Debian tools the node runtime and its
 # tests use (ip, unshare), chromium + chromium-driver for the browser tier, and a virtualenv
-# at .venv with the project and its dev extras.
+# at .venv with the project and its dev extras at the versions uv.lock pins.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,13 +31,21 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     fi
 fi
 
-stamp=.venv/.argus-installed
-if [ ! -x .venv/bin/python ]; then
-    "$PYTHON" -m venv .venv
+# Python packages: exactly the versions in uv.lock (hashes checked), never a fresh
+# resolution. uv itself comes pinned by hash from scripts/uv-requirements.txt into .tools/.
+# `uv sync --locked` refuses a lock that no longer matches pyproject.toml (run
+# scripts/lock.sh to move it) and removes anything in .venv the lock does not name.
+uv_pin=$(sed -n 's/^uv==\([0-9.]*\).*/\1/p' scripts/uv-requirements.txt)
+if [ "$(.tools/bin/uv --version 2>/dev/null | cut -d' ' -f2)" != "$uv_pin" ]; then
+    echo "bootstrap: installing uv (scripts/uv-requirements.txt) into .tools"
+    "$PYTHON" -m venv --clear .tools
+    .tools/bin/pip install -q --require-hashes --no-deps -r scripts/uv-requirements.txt
 fi
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-    echo "bootstrap: installing Argus and its dev dependencies into .venv"
-    .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[dev]'
-    touch "$stamp"
+if ! .tools/bin/uv lock --check --offline --quiet 2>/dev/null; then
+    echo "bootstrap: uv.lock does not match pyproject.toml (a dependency or its range changed" >&2
+    echo "bootstrap: without re-locking): run scripts/lock.sh, then scripts/test.sh, and commit" >&2
+    echo "bootstrap: uv.lock with pyproject.toml" >&2
+    exit 1
 fi
+echo "bootstrap: syncing .venv with uv.lock"
+.tools/bin/uv sync --locked --extra dev --python "$PYTHON" --quiet

