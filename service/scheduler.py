@@ -72,12 +72,6 @@ from typing import Protocol
 
 from service import failures, retry
 from service.admission import (
-    GPU,
-    Decision,
-    FreePool,
-    Gang,
-    InFlight,
-    never_fits_reason,
     unreachable_reason,
 )
 from service.artifacts import Artifacts
@@ -94,10 +88,9 @@ from service.cluster import (
 )
 from service.config import Settings, thaw
 from service.db import storage_fault
-from service.fairshare import FairOrder, Ledger, Share, Span, decayed_usage
+from service.fairshare import Ledger, Share, Span, decayed_usage
 from service.jobspec import JobSpec
-from service.preemption import Running, choose_victims, eligible
-from service.quotas import Load, hold_reason, load_by_user
+from service.planner import PlanInput, Planner, Preemption, Wait
 from service.states import ON_CLUSTER, FailureKind, RayStatus, TaskState
 from service.store import (
     ActiveRow,
@@ -115,9 +108,6 @@ from service.workloads import driver
 log = logging.getLogger(__name__)
 
 BACKFILL_WINDOW = 500
-# A task may use kept nodes when its limit ends this long before they surely drain: the
-# stop of an attempt past its limit takes a tick to send and Ray a few seconds to do.
-LIMIT_SLACK_S = 30.0
 
 
 @dataclass
@@ -138,33 +128,6 @@ class _Submit(enum.Enum):
     UNAVAILABLE = "unavailable"  # Ray did not answer: stop submitting this tick
 
 
-class _Seen:
-    """What admission examined so far this tick, to say what a waiting task is behind."""
-
-    def __init__(self, fair: bool) -> None:
-        self.fair = fair
-        self.top_priority: int | None = None
-        self.users_at: dict[int, set[str | None]] = {}
-
-    def add(self, cand: RunnableRow) -> None:
-        if self.top_priority is None or cand.priority > self.top_priority:
-            self.top_priority = cand.priority
-        self.users_at.setdefault(cand.priority, set()).add(cand.user)
-
-    def ahead_of(self, cand: RunnableRow) -> str:
-        """``"; after tasks of higher priority"`` or ``"; after users bob, carol (fair
-        share)"`` when such tasks came first in admission order; else ``""``."""
-        if self.top_priority is not None and self.top_priority > cand.priority:
-            return "; after tasks of higher priority"
-        if not self.fair:
-            return ""
-        others = sorted(u or "-" for u in self.users_at.get(cand.priority, ()) if u != cand.user)
-        if not others:
-            return ""
-        shown = ", ".join(others[:3]) + (" ..." if len(others) > 3 else "")
-        return f"; after users {shown} (smaller fair share)"
-
-
 def _ran_past_limit(row: ActiveRow, info: JobInfo, now: float) -> bool:
     """Whether an attempt that ended did so at or past its time limit (Argus stops it
     there; an attempt that failed on its own earlier is seen late only)."""
@@ -172,60 +135,6 @@ def _ran_past_limit(row: ActiveRow, info: JobInfo, now: float) -> bool:
     if row.max_runtime_s is None or start is None:
         return False
     return (info.end_time or now) >= start + row.max_runtime_s
-
-
-def _drained_by(kept: Iterable[str], active: list[ActiveRow], snapshot: ClusterSnapshot
-                ) -> float | None:
-    """The shadow time: when the ``kept`` nodes are surely free of every attempt now on
-    them, the latest of those attempts' deadlines. Attempts whose gang is not placed
-    yet may land there, so they count too. None when one of them has no deadline (no
-    time limit, or not started), or when GPUs there are used by something that is not an
-    Argus attempt (another submitter's job): then nobody can tell, and nothing may use
-    the nodes."""
-    nodes = set(kept)
-    ours: dict[str, float] = dict.fromkeys(nodes, 0.0)  # GPUs Argus attempts hold there
-    latest = 0.0
-    for row in active:
-        held = snapshot.held_on.get(row.ray_submission_id, {})
-        for node, gpus in held.items():
-            if node in ours:
-                ours[node] += gpus
-        if sum(held.values()) >= row.total_gpus and nodes.isdisjoint(held):
-            continue
-        if row.deadline is None:
-            return None
-        latest = max(latest, row.deadline)
-    for node in snapshot.nodes:
-        if node.node_id in nodes:
-            if node.total is None:
-                return None
-            used = node.total.get(GPU, 0.0) - node.free.get(GPU, 0.0)
-            if used > ours[node.node_id] + 1e-9:
-                return None
-    return latest
-
-
-def _ends_by(cand: RunnableRow, shadow: float | None, now: float) -> bool:
-    """Whether ``cand``, started now, surely ends by ``shadow`` (its time limit, with
-    ``LIMIT_SLACK_S`` for the stop); not a task in a retry backoff (it starts later)."""
-    if shadow is None or cand.max_runtime_s is None:
-        return False
-    if cand.retry_not_before is not None and cand.retry_not_before > now:
-        return False
-    return now + cand.max_runtime_s + LIMIT_SLACK_S <= shadow
-
-
-def _with_shadow(keeper: str | None, shadow: float | None) -> str | None:
-    """The guard's reason, saying until when at the latest its nodes are kept."""
-    if keeper is None or shadow is None:
-        return keeper
-    return (f"{keeper}; they are free by {iso(shadow)} at the latest: a task whose "
-            "max_runtime_s ends by then may run there meanwhile")
-
-
-def _backoff_reason(cand: RunnableRow) -> str:
-    return (f"retry backoff: attempt {cand.attempt_no + 1} not before "
-            f"{iso(cand.retry_not_before)}; the room it needs is kept for it")
 
 
 class Scheduler:
@@ -240,6 +149,7 @@ class Scheduler:
         self.artifacts = artifacts
         self.backfill_window = backfill_window
         self.driver = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
+        self.planner = Planner(self.sched, settings.users, self.driver)
         # the last tick's cluster view (or why Ray did not answer), for /metrics and the
         # console's cluster page, which never call Ray themselves
         self.last_snapshot: ClusterSnapshot | ClusterUnavailable | None = None
@@ -452,187 +362,37 @@ class Scheduler:
     # -- step 3: admit and submit --------------------------------------------------------------
     def _admit(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable,
                report: TickReport) -> None:
-        fair = self.sched.fair_share
-        candidates = self.store.runnable(now, self.backfill_window, per_user=fair)
+        """Apply the planner's decisions: submit what starts, record why the rest waits,
+        stop the victims of a preemption. A submit Ray refuses leaves its room unused
+        until the next tick; Ray not answering makes every later task wait."""
+        candidates = self.store.runnable(now, self.backfill_window,
+                                         per_user=self.sched.fair_share)
         active = self.store.active()
         charges = self._charges(active, now)
         if isinstance(snapshot, ClusterUnavailable):
             reason = unreachable_reason(snapshot)
             self._wait([(c, reason) for c in candidates], now, report)
             return
-        capacity = FreePool.from_capacity(snapshot)  # None: node capacity unknown
-        total = (capacity or FreePool.from_snapshot(snapshot)).total_gpus()
-        order = FairOrder(candidates, charges, total, self.settings.users.weight_for,
-                          enabled=fair)
-        if not candidates:
-            self.last_shares = order.shares()
-            return
-        running = len(active)
-        cpg = self.sched.cpus_per_gpu
-        pool = FreePool.from_snapshot(
-            snapshot,
-            [InFlight(r.ray_submission_id, Gang(r.nnodes, r.n_gpus_per_node, cpg))
-             for r in active],
-        )
-        limit = self.sched.max_running_tasks
-        users = self.settings.users
-        loads = load_by_user((r.user, r.total_gpus) for r in active)
-        disabled = self.store.disabled_users()
-        # tasks whose lower-priority victims are being stopped for them
-        preempting = {r.preempted_for for r in active if r.preempted_for is not None}
+        plan = self.planner.plan(PlanInput(now, candidates, active, snapshot, charges,
+                                           self.store.disabled_users(), self._reservation))
         waits: list[tuple[RunnableRow, str]] = []
-        starving: list[tuple[RunnableRow, Gang]] = []  # may preempt (waited past grace)
-        seen = _Seen(fair)
-        blocked: str | None = None  # reason for everyone behind (backfill off)
-        keeper: str | None = None  # why nodes are kept for a starving gang (the guard)
-        # shapes that did not fit this tick: (reason, whether an idle cluster could take
-        # it, whether it waits for room: what went first is then worth saying)
-        no_fit: dict[tuple[int, int], tuple[str, bool, bool]] = {}
-        kept_full: set[tuple[int, int]] = set()  # shapes that do not fit the kept nodes either
-
-        def forget() -> None:  # the pool changed: what did not fit may now
-            no_fit.clear()
-            kept_full.clear()
-
-        holder = self._guard_holder(candidates, now, capacity, preempting, loads, disabled)
-        kept: dict[str, str] = {}
-        shadow: float | None = None  # the kept nodes are surely free by then
-        if holder is not None:
-            kept, keeper = self._keep_for_holder(holder, pool, capacity, active, snapshot,
-                                                 holder.task_id in preempting)
-            if kept and holder.task_id not in preempting:
-                shadow = _drained_by(kept, active, snapshot)
-                keeper = _with_shadow(keeper, shadow)
-        ordered = iter(order)
-        for cand in ordered:
-            gpus = cand.nnodes * cand.n_gpus_per_node
-            owner = cand.user
-            held = None if owner is None else hold_reason(
-                owner, loads.get(owner), users.limits_for(owner), gpus,
-                enabled=owner not in disabled)
-            if held is not None:
-                waits.append((cand, held))  # the owner's limit: no guard, nobody blocked
-                continue
-            if blocked is not None:
-                waits.append((cand, blocked))
-                continue
-            if limit and running >= limit:
-                waits.append((cand, f"max_running_tasks ({limit}) reached"))
-                continue
-            gang = Gang(cand.nnodes, cand.n_gpus_per_node, cpg)
-            shape = (cand.nnodes, cand.n_gpus_per_node)
-            is_holder = holder is not None and cand.task_id == holder.task_id and bool(kept)
-            if is_holder:  # the holder's turn: its nodes are its own
-                pool.restore_kept()
-                forget()
-                held_nodes, guard_note, kept, keeper, shadow = kept, keeper, {}, None, None
-            cached = no_fit.get(shape)
-            decision: Decision | None = None
-            if cached is None:
-                open_decision = pool.decide(gang, self.driver)
-                decision = open_decision if open_decision.fits else None
-            if decision is None and _ends_by(cand, shadow, now) and shape not in kept_full:
-                # no room elsewhere, and it surely ends before the kept nodes drain
-                via_kept = pool.decide_with_kept(gang, self.driver)
-                decision = via_kept if via_kept.fits else None
-                if decision is None:
-                    kept_full.add(shape)
-            if decision is not None:
-                seen.add(cand)
-                if cand.retry_not_before is not None and cand.retry_not_before > now:
-                    # waits out its retry backoff; the room it fits is kept for it
-                    pool.reserve(gang, self.driver, decision)
-                    forget()  # cached reasons list free resources: now stale
-                    waits.append((cand, _backoff_reason(cand)))
-                    continue
-                outcome = self._submit(cand, now, report)
+        unreachable: str | None = None
+        for step in plan.steps:
+            if unreachable is not None:
+                waits.append((step.cand, unreachable))
+            elif isinstance(step, Wait):
+                waits.append((step.cand, step.reason))
+            else:
+                outcome = self._submit(step.cand, now, report)
                 if outcome is _Submit.SUBMITTED:
                     report.submitted += 1
-                    pool.reserve(gang, self.driver, decision)
-                    forget()
-                    running += 1
-                    order.admitted(owner, gpus)
-                    if owner is not None:
-                        loads.setdefault(owner, Load()).add(gpus)
                 elif outcome is _Submit.UNAVAILABLE:
-                    rest = unreachable_reason(report.unreachable)
-                    waits.extend((c, rest) for c in ordered)
-                    break
-                continue
-            if cached is None:
-                if capacity is not None and not capacity.decide(gang, self.driver).fits:
-                    cached = no_fit[shape] = (never_fits_reason(gang, capacity), False, False)
-                elif keeper is not None and pool.decide_with_kept(gang, self.driver).fits:
-                    cached = no_fit[shape] = (keeper, True, False)  # fits but for the guard
-                else:
-                    cached = no_fit[shape] = (open_decision.reason, True, True)
-            reason, could_fit, for_room = cached
-            waits.append((cand, reason + seen.ahead_of(cand) if for_room else reason))
-            seen.add(cand)
-            if is_holder:  # it does not fit yet: its nodes are kept again
-                kept = pool.keep_for(gang, capacity, prefer=held_nodes)
-                keeper = guard_note
-                shadow = _drained_by(kept, active, snapshot) if kept else None
-                forget()
-            if not could_fit:
-                continue  # can never fit as it is: holds no guard, preempts nobody
-            if not self.sched.backfill:
-                blocked = (f"waiting behind {cand.task_id} (priority {cand.priority}): "
-                           "first come, first served (backfill off)")
-            if self.sched.preemption and now - cand.runnable_since >= \
-                    self.sched.preemption_grace_s:
-                starving.append((cand, gang))
-        if starving and not preempting:
-            found = self._preempt(starving, pool, active, snapshot, now, report)
-            if found is not None:
-                waits = [(c, found[1] if c.task_id == found[0] else r) for c, r in waits]
-        self._reservation = frozenset(kept)
-        self.last_shares = order.shares()
+                    unreachable = unreachable_reason(report.unreachable)
+        if plan.preemption is not None and unreachable is None:
+            self._preempt(plan.preemption, active, now, report)
+        self._reservation = plan.kept
+        self.last_shares = plan.shares
         self._wait(waits, now, report)
-
-    def _keep_for_holder(self, holder: RunnableRow, pool: FreePool, capacity: FreePool | None,
-                         active: list[ActiveRow], snapshot: ClusterSnapshot, preempting: bool
-                         ) -> tuple[dict[str, str], str | None]:
-        """The guard: keep the nodes ``holder`` will use from the start of the pass, so
-        nothing ahead of it in admission order fills them while they drain: its
-        preemption victims' nodes first, then those kept last tick. ``(kept nodes, the
-        reason of the tasks that would fit there)``."""
-        gang = Gang(holder.nnodes, holder.n_gpus_per_node, self.sched.cpus_per_gpu)
-        prefer = {node for r in active if r.preempted_for == holder.task_id
-                  for node in snapshot.held_on.get(r.ray_submission_id, {})}
-        kept = pool.keep_for(gang, capacity, prefer=prefer | self._reservation)
-        if not kept:
-            return kept, None
-        why = ("lower-priority tasks are being preempted for it" if preempting else
-               f"runnable for over {self.sched.starvation_guard_s:g}s")
-        return kept, (f"waiting behind {holder.task_id} (priority {holder.priority}), {why}: "
-                      f"nodes {', '.join(kept.values())} are kept for it (starvation guard)")
-
-    def _guard_holder(self, candidates: list[RunnableRow], now: float,
-                      capacity: FreePool | None, preempting: set[str],
-                      loads: dict[str, Load], disabled: frozenset[str]) -> RunnableRow | None:
-        """The task the starvation guard keeps nodes for: a preemptor whose victims are
-        stopping, else the task of the highest priority that has waited the longest past
-        ``starvation_guard_s`` (whatever fair share says: the guard is what bounds every
-        task's wait). Not one its owner's limits hold, nor one that can never fit; none
-        when backfill is off (nothing passes a waiting task anyway)."""
-        if not self.sched.backfill:
-            return None
-        guard_s = self.sched.starvation_guard_s
-        due = [c for c in candidates
-               if c.task_id in preempting or now - c.runnable_since >= guard_s]
-        due.sort(key=lambda c: (c.task_id not in preempting, -c.priority, c.runnable_since,
-                                c.seq))
-        users = self.settings.users
-        for cand in due:
-            gang = Gang(cand.nnodes, cand.n_gpus_per_node, self.sched.cpus_per_gpu)
-            if cand.user is not None and hold_reason(
-                    cand.user, loads.get(cand.user), users.limits_for(cand.user),
-                    gang.total_gpus, enabled=cand.user not in disabled) is not None:
-                continue
-            if capacity is None or capacity.decide(gang, self.driver).fits:
-                return cand
-        return None
 
     # -- fair share ------------------------------------------------------------------------
     def _charges(self, active: list[ActiveRow], now: float) -> dict[str | None, float]:
@@ -658,45 +418,27 @@ class Scheduler:
         return decayed_usage(spans, now, half_life)
 
     # -- preemption ------------------------------------------------------------------------
-    def _preempt(self, starving: list[tuple[RunnableRow, Gang]], pool: FreePool,
-                 active: list[ActiveRow], snapshot: ClusterSnapshot, now: float,
-                 report: TickReport) -> tuple[str, str] | None:
-        """Stop the victims that make room for the first starving gang that some can;
-        ``(its task id, its new pending reason)``, or None when none can be helped."""
-        running = [
-            Running(r.task_id, r.attempt_no, r.priority, r.start_time or r.submitted_at or now,
-                    snapshot.held_on.get(r.ray_submission_id, {}), self.sched.cpus_per_gpu,
-                    r.checkpointing)
-            for r in active
-            if r.state is TaskState.RUNNING and not r.cancel_requested
-            and r.preempted_for is None
-        ]
+    def _preempt(self, preemption: Preemption, active: list[ActiveRow], now: float,
+                 report: TickReport) -> None:
+        """Stop the victims the planner chose for ``preemption.cand``."""
+        cand, victims = preemption.cand, preemption.victims
         sids = {r.task_id: r.ray_submission_id for r in active}
-        for cand, gang in starving:
-            victims = choose_victims(pool, gang, self.driver, eligible(
-                running, cand.priority,
-                without_checkpoint=self.sched.preempt_without_checkpoint), now)
-            if not victims:
-                continue
-            # Recorded before Ray is asked: a crash in between leaves marked attempts,
-            # whose stop reconcile sends every tick; never a stopped job taken for failed.
-            marked = self.store.request_preemption(
-                [(v.task_id, v.attempt_no) for v in victims], cand.task_id, now,
-                {"priority": cand.priority})
-            for task_id in marked:
-                try:
-                    self.cluster.stop(sids[task_id])
-                except JobNotFound:
-                    pass  # gone already: reconcile sees it
-                except ClusterUnavailable as exc:
-                    report.unreachable = str(exc)  # reconcile sends it again
-                    break
-            names = ", ".join(f"{v.task_id} (priority {v.priority})" for v in victims)
-            report.preempted += len(marked)
-            log.info("preempting %s for %s (priority %d)", names, cand.task_id, cand.priority)
-            return cand.task_id, (f"preempting {names} to make room (waited past "
-                                  f"preemption_grace_s={self.sched.preemption_grace_s:g})")
-        return None
+        # Recorded before Ray is asked: a crash in between leaves marked attempts,
+        # whose stop reconcile sends every tick; never a stopped job taken for failed.
+        marked = self.store.request_preemption(
+            [(v.task_id, v.attempt_no) for v in victims], cand.task_id, now,
+            {"priority": cand.priority})
+        for task_id in marked:
+            try:
+                self.cluster.stop(sids[task_id])
+            except JobNotFound:
+                pass  # gone already: reconcile sees it
+            except ClusterUnavailable as exc:
+                report.unreachable = str(exc)  # reconcile sends it again
+                break
+        names = ", ".join(f"{v.task_id} (priority {v.priority})" for v in victims)
+        report.preempted += len(marked)
+        log.info("preempting %s for %s (priority %d)", names, cand.task_id, cand.priority)
 
     def _wait(self, waits: Iterable[tuple[RunnableRow, str]], now: float,
               report: TickReport) -> None:

@@ -58,6 +58,7 @@ PURE_MODULES = (
     "service.priorities",
     "service.fairshare",
     "service.preemption",
+    "service.planner",
     "raypool.policy",
     "raypool.headrecord",
 )
