@@ -96,21 +96,26 @@ class Seen:
     def __init__(self, fair: bool) -> None:
         self.fair = fair
         self.top_priority: int | None = None
-        self.users_at: dict[int, set[str | None]] = {}
+        # per priority: each user's smallest weighted share when one of their tasks came up
+        self.users_at: dict[int, dict[str | None, float]] = {}
 
-    def add(self, cand: RunnableRow) -> None:
+    def add(self, cand: RunnableRow, weighted_share: float = 0.0) -> None:
         if self.top_priority is None or cand.priority > self.top_priority:
             self.top_priority = cand.priority
-        self.users_at.setdefault(cand.priority, set()).add(cand.user)
+        users = self.users_at.setdefault(cand.priority, {})
+        users[cand.user] = min(users.get(cand.user, weighted_share), weighted_share)
 
-    def ahead_of(self, cand: RunnableRow) -> str:
-        """``"; after tasks of higher priority"`` or ``"; after users bob, carol (fair
-        share)"`` when such tasks came first in admission order; else ``""``."""
+    def ahead_of(self, cand: RunnableRow, weighted_share: float = 0.0) -> str:
+        """``"; after tasks of higher priority"`` or ``"; after users bob, carol (smaller
+        fair share)"`` when such tasks came first in admission order: users whose weighted
+        share was smaller than ``weighted_share`` (``cand``'s user's), not those that only
+        came first on a tie (FIFO); else ``""``."""
         if self.top_priority is not None and self.top_priority > cand.priority:
             return "; after tasks of higher priority"
         if not self.fair:
             return ""
-        others = sorted(u or "-" for u in self.users_at.get(cand.priority, ()) if u != cand.user)
+        others = sorted(u or "-" for u, share in self.users_at.get(cand.priority, {}).items()
+                        if u != cand.user and share < weighted_share - 1e-12)
         if not others:
             return ""
         shown = ", ".join(others[:3]) + (" ..." if len(others) > 3 else "")
@@ -124,10 +129,11 @@ def drained_by(kept: Iterable[str], active: list[ActiveRow], snapshot: ClusterSn
     yet may land there, so they count too. None when one of them has no deadline (no
     time limit, or not started), or when GPUs there are used by something that is not an
     Argus attempt (another submitter's job): then nobody can tell, and nothing may use
-    the nodes."""
+    the nodes; None too when no attempt of ours is there (the kept nodes wait for
+    something else, CPUs used by another submitter say: no end is known)."""
     nodes = set(kept)
     ours: dict[str, float] = dict.fromkeys(nodes, 0.0)  # GPUs Argus attempts hold there
-    latest = 0.0
+    latest: float | None = None  # none of ours there: what blocks them is unknown
     for row in active:
         held = snapshot.held_on.get(row.ray_submission_id, {})
         for node, gpus in held.items():
@@ -137,7 +143,7 @@ def drained_by(kept: Iterable[str], active: list[ActiveRow], snapshot: ClusterSn
             continue
         if row.deadline is None:
             return None
-        latest = max(latest, row.deadline)
+        latest = row.deadline if latest is None else max(latest, row.deadline)
     for node in snapshot.nodes:
         if node.node_id in nodes:
             if node.total is None:
@@ -363,7 +369,7 @@ class _Pass:
         if shape not in self.no_fit:
             open_decision = self.pool.decide(gang, self.p.driver)
             decision = open_decision if open_decision.fits else None
-        if (decision is None and ends_by(cand, self.shadow, self.now)
+        if (decision is None and (ends_by(cand, self.shadow, self.now) or self.outranks(cand))
                 and shape not in self.kept_full):
             via_kept = self.pool.decide_with_kept(gang, self.p.driver)
             decision = via_kept if via_kept.fits else None
@@ -371,8 +377,18 @@ class _Pass:
                 self.kept_full.add(shape)
         return decision, open_decision
 
+    def outranks(self, cand: RunnableRow) -> bool:
+        """Whether ``cand`` has a higher priority than the gang the nodes are kept for:
+        the guard bounds the wait of a gang against backfill of its own priority or lower,
+        never against the priority order itself."""
+        return (bool(self.kept) and self.holder is not None
+                and cand.priority > self.holder.priority)
+
+    def weighted(self, cand: RunnableRow) -> float:
+        return self.order.share(cand.user).weighted
+
     def admit(self, cand: RunnableRow, gang: Gang, decision: Decision) -> None:
-        self.seen.add(cand)
+        self.seen.add(cand, self.weighted(cand))
         self.pool.reserve(gang, self.p.driver, decision)
         self.forget()  # cached reasons list free resources: now stale
         if in_backoff(cand, self.now):  # waits out its retry backoff; its room is kept
@@ -399,8 +415,9 @@ class _Pass:
                 cached = (open_decision.reason, True, True)
             self.no_fit[shape] = cached
         reason, could_fit, for_room = cached
-        self.wait(cand, reason + self.seen.ahead_of(cand) if for_room else reason)
-        self.seen.add(cand)
+        share = self.weighted(cand)
+        self.wait(cand, reason + self.seen.ahead_of(cand, share) if for_room else reason)
+        self.seen.add(cand, share)
         if is_holder:  # it does not fit yet: its nodes are kept again
             self.kept = self.pool.keep_for(gang, self.capacity, prefer=self.held_nodes)
             self.keeper = self.guard_note

@@ -192,7 +192,7 @@ def _snapshot(nodes: list[NodeResources], held_on: dict[str, dict[str, float]]
      {"r1--a01": {"w2": 2}, "r2--a01": {"w2": 2}}, NOW - 60 + 500),  # the latest
     ([], [node("w2", 2)], {}, None),  # 2 GPUs used by something that is not ours
     ([running("r1", limit=100)], [node("w2", 4), node("w3", 0)], {"r1--a01": {"w3": 4}},
-     0.0),  # elsewhere: does not count
+     None),  # elsewhere: nothing of ours on w2, so no known end (never 1970-01-01)
 ], ids=["one limit", "no limit", "latest of two", "foreign use", "attempt elsewhere"])
 def test_drained_by(active, nodes, held_on, want) -> None:
     assert drained_by({"w2"}, active, _snapshot(nodes, held_on)) == want
@@ -220,3 +220,52 @@ def test_plan_is_pure_same_input_same_plan() -> None:
     first, second = plan(*args), plan(*args)
     assert first.steps == second.steps and first.kept == second.kept
     assert [replace(s.cand) for s in first.steps] == [s.cand for s in second.steps]
+
+
+# -- defects found on real workloads (each failed before its fix) ---------------------------
+
+def test_kept_nodes_blocked_by_something_else_name_no_date() -> None:
+    """CPUs of w1 are used by another submitter: the gang kept there waits with no known
+    end. The reason said 'they are free by 1970-01-01T00:00:00.000Z'."""
+    cpu_starved = NodeResources("w1", "10.0.0.1",
+                                {"GPU": 4.0, "CPU": 6.0, "worker_node": 100.0},
+                                {"GPU": 4.0, "CPU": 16.0, "worker_node": 100.0})
+    p = plan([cpu_starved], [task("t1", waited=400), task("t2", gpus=1)])
+    assert started(p) == []
+    assert p.kept == frozenset({"w1"})
+    assert "starvation guard" in reasons(p)["t2"]  # it would fit w1 but for the guard
+    for reason in reasons(p).values():
+        assert "1970" not in reason and "free by" not in reason, reason
+
+
+def test_a_higher_priority_task_is_not_held_back_by_a_lower_priority_guard() -> None:
+    """A fresh priority-10 task waited 'behind t1 (priority 0) ... nodes kept' until it had
+    itself waited past the guard."""
+    p = plan([node("w1", 4), node("w2", 0)],
+             [task("t2", priority=10), task("t1", nnodes=2, waited=400)], [running("r1")],
+             held_on={"r1--a01": {"w2": 4}})
+    assert started(p) == ["t2"]
+    assert "needs 2x4 GPUs" in reasons(p)["t1"]
+
+
+def test_an_equal_priority_task_still_waits_for_the_guard() -> None:
+    p = plan([node("w1", 4), node("w2", 0)],
+             [task("t1", nnodes=2, waited=400), task("t2")], [running("r1")],
+             held_on={"r1--a01": {"w2": 4}})
+    assert started(p) == []
+    assert "starvation guard" in reasons(p)["t2"]
+
+
+@pytest.mark.parametrize(("charges", "says"), [
+    ({"alice": 0.0, "bob": 0.0}, None),  # a tie: alice came first by FIFO only
+    ({"alice": 0.0, "bob": 4.0}, "; after users alice (smaller fair share)"),
+])
+def test_smaller_fair_share_is_said_only_when_it_was_smaller(charges, says) -> None:
+    """On a tie the reason said 'after users alice (smaller fair share)'."""
+    p = plan([node("w1", 4)], [task("t1", user="alice"), task("t2", user="bob")],
+             charges=charges)
+    assert started(p) == ["t1"]
+    if says is None:
+        assert "fair share" not in reasons(p)["t2"], reasons(p)["t2"]
+    else:
+        assert reasons(p)["t2"].endswith(says)
