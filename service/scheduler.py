@@ -90,7 +90,8 @@ from service.config import Settings, thaw
 from service.db import storage_fault
 from service.fairshare import Ledger, Share, Span, decayed_usage
 from service.jobspec import JobSpec
-from service.planner import PlanInput, Planner, Preemption, Wait
+from service.plan import PlanInput, Preemption, Wait
+from service.planner import Planner
 from service.states import ON_CLUSTER, FailureKind, RayStatus, TaskState
 from service.store import (
     ActiveRow,

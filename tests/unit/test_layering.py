@@ -59,6 +59,10 @@ PURE_MODULES = (
     "service.fairshare",
     "service.preemption",
     "service.planner",
+    "service.plan",
+    "service.rules",
+    "service.passes",
+    "service.timeline",
     "raypool.policy",
     "raypool.headrecord",
 )

@@ -13,17 +13,9 @@ import pytest
 
 from service.cluster import ClusterSnapshot, NodeResources
 from service.config import SchedulerSettings, UserSettings
-from service.planner import (
-    LIMIT_SLACK_S,
-    Plan,
-    PlanInput,
-    Planner,
-    Start,
-    Wait,
-    drained_by,
-    ends_by,
-    with_shadow,
-)
+from service.passes import drained_by, ends_by, with_shadow
+from service.plan import LIMIT_SLACK_S, Plan, PlanInput, Start, Wait
+from service.planner import Planner
 from service.quotas import Limits
 from service.rows import ActiveRow, RunnableRow
 from service.states import TaskState
