@@ -95,6 +95,9 @@ POLICIES: tuple[Policy, ...] = (
     Policy("preempt", "+preemption",
            {"retry_mode": "when_fits", "fair_share": True, "preemption": True,
             "preemption_grace_s": 300.0}, priorities=True),
+    Policy("plan", "fair share + reservations",
+           {"retry_mode": "when_fits", "fair_share": True, "preemption": False,
+            "reservations": 32}, priorities=True),
 )
 POLICY_BY_NAME = {p.name: p for p in POLICIES}
 

@@ -271,6 +271,19 @@ class FreePool:
         cpus = _fmt(gang.cpus_per_node)
         return f"{gang.nnodes}x{gang.gpus_per_node} GPUs (+{cpus} CPUs per node)"
 
+    def free_by_node(self) -> dict[str, tuple[float, float]]:
+        """``{node id: (GPUs, CPUs) free}`` as the pool counts them now (kept nodes: 0)."""
+        return {n.node_id: (n.free.get(GPU, 0.0), n.free.get(CPU, 0.0)) for n in self._nodes}
+
+    def fitting_nodes(self, gang: Gang) -> list[str]:
+        """The nodes that have one node's share of ``gang`` free."""
+        need = {GPU: float(gang.gpus_per_node), CPU: gang.cpus_per_node}
+        return [n.node_id for n in self._nodes if n.has(need)]
+
+    def labels(self, node_ids: Iterable[str]) -> str:
+        """``10.0.0.1, 10.0.0.2``: how reasons name nodes."""
+        return ", ".join(self._by_id[n].label if n in self._by_id else n for n in node_ids)
+
     def describe(self) -> str:
         """Free GPUs/CPUs per node, e.g. ``10.0.0.1 4 GPU/16 CPU, 10.0.0.2 2 GPU/6 CPU``."""
         if not self._nodes:

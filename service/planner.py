@@ -22,6 +22,7 @@ from service.admission import FreePool
 from service.fairshare import FairOrder
 from service.passes import GuardPass
 from service.plan import Plan, PlanInput
+from service.reservations import ReservationPass
 from service.rules import Rules
 
 
@@ -35,7 +36,8 @@ class Planner(Rules):
                           enabled=self.sched.fair_share)
         if not inp.candidates:
             return Plan(kept=inp.reservation, shares=order.shares())
-        plan = GuardPass(self, inp, capacity, order).run()
+        walk = ReservationPass if self.sched.reservations > 0 else GuardPass
+        plan = walk(self, inp, capacity, order).run()
         plan.shares = order.shares()
         return plan
 

@@ -1,0 +1,160 @@
+"""Free GPUs and CPUs per node over time: the forward plan's arithmetic.
+
+``Timeline`` starts from what each node has free now and learns when resources come back
+(an attempt's time limit: ``release``) and when they are promised (a waiting gang's
+reservation, or a task started now until its limit: ``hold``). It answers two questions:
+
+* ``earliest``: the first time, not before a given one, at which ``nnodes`` distinct nodes
+  each have ``gpus`` GPUs and ``cpus`` CPUs free for a whole duration, and which nodes;
+* ``fits``: whether given nodes have that much free over a window from now (a task that
+  starts now delays no reservation made before it).
+
+Durations may be ``math.inf`` (no time limit: the resources never come back within the
+plan). Pure: numbers in, numbers out; nodes are ids.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+INF = math.inf
+EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Resources promised on ``node`` from ``start`` to ``end`` (to ``owner``)."""
+
+    node: str
+    start: float
+    end: float
+    gpus: float
+    cpus: float
+    owner: str
+
+
+class Timeline:
+    def __init__(self, now: float, free: Mapping[str, tuple[float, float]]) -> None:
+        """``free``: node id -> (GPUs, CPUs) free now."""
+        self.now = now
+        self._free = {node: (float(g), float(c)) for node, (g, c) in free.items()}
+        # node -> [(time, d_gpus, d_cpus, owner)], unsorted; profiles cached until a change
+        self._events: dict[str, list[tuple[float, float, float, str]]] = {n: [] for n in free}
+        self._profiles: dict[str, list[tuple[float, float, float]]] = {}
+        self.holds: list[Hold] = []
+
+    @property
+    def nodes(self) -> list[str]:
+        return list(self._free)
+
+    def release(self, node: str, at: float, gpus: float, cpus: float) -> None:
+        """``gpus``/``cpus`` held on ``node`` now come back at ``at`` (never when inf)."""
+        if node not in self._events or at == INF:
+            return
+        self._events[node].append((max(at, self.now), gpus, cpus, ""))
+        self._profiles.pop(node, None)
+
+    def hold(self, node: str, start: float, end: float, gpus: float, cpus: float,
+             owner: str) -> None:
+        """Promise ``gpus``/``cpus`` on ``node`` over ``[start, end)``."""
+        if node not in self._events:
+            return
+        start = max(start, self.now)
+        self._events[node].append((start, -gpus, -cpus, owner))
+        if end != INF:
+            self._events[node].append((end, gpus, cpus, owner))
+        self._profiles.pop(node, None)
+        self.holds.append(Hold(node, start, end, gpus, cpus, owner))
+
+    def unhold(self, owner: str) -> None:
+        """Forget every hold of ``owner`` (its turn has come: it is placed anew)."""
+        if not owner:
+            return
+        for node in {h.node for h in self.holds if h.owner == owner}:
+            self._events[node] = [e for e in self._events[node] if e[3] != owner]
+            self._profiles.pop(node, None)
+        self.holds = [h for h in self.holds if h.owner != owner]
+
+    def profile(self, node: str) -> list[tuple[float, float, float]]:
+        """``[(from time, GPUs free, CPUs free)]``, each value holding until the next time."""
+        cached = self._profiles.get(node)
+        if cached is not None:
+            return cached
+        gpus, cpus = self._free[node]
+        out = [(self.now, gpus, cpus)]
+        for at, dg, dc, _ in sorted(self._events[node]):
+            gpus, cpus = gpus + dg, cpus + dc
+            if at <= out[-1][0] + EPS:
+                out[-1] = (out[-1][0], gpus, cpus)
+            else:
+                out.append((at, gpus, cpus))
+        self._profiles[node] = out
+        return out
+
+    def starts(self, node: str, gpus: float, cpus: float, duration: float
+               ) -> list[tuple[float, float]]:
+        """The intervals ``[a, b]`` of start times at which ``node`` has ``gpus``/``cpus``
+        free for ``duration`` (``b`` may be inf)."""
+        out: list[tuple[float, float]] = []
+        profile = self.profile(node)
+        run_start: float | None = None
+        for i, (at, g, c) in enumerate(profile):
+            ok = g >= gpus - EPS and c >= cpus - EPS
+            if ok and run_start is None:
+                run_start = at
+            if not ok and run_start is not None:
+                if at - run_start >= duration - EPS:
+                    out.append((run_start, at - duration))
+                run_start = None
+            if i == len(profile) - 1 and run_start is not None:
+                out.append((run_start, INF))
+        return out
+
+    def fits(self, nodes: Iterable[str], gpus: float, cpus: float, duration: float,
+             at: float | None = None) -> bool:
+        """Whether each of ``nodes`` has ``gpus``/``cpus`` free over
+        ``[at, at + duration)`` (``at``: now)."""
+        at = self.now if at is None else at
+        for node in nodes:
+            if node not in self._free:
+                return False
+            if not any(a - EPS <= at <= b + EPS
+                       for a, b in self.starts(node, gpus, cpus, duration)):
+                return False
+        return True
+
+    def earliest(self, nnodes: int, gpus: float, cpus: float, duration: float,
+                 not_before: float | None = None) -> tuple[float, list[str]] | None:
+        """The first time ``t >= not_before`` at which ``nnodes`` distinct nodes each have
+        ``gpus``/``cpus`` free over ``[t, t + duration)``, and those nodes (the ones with
+        the fewest GPUs free at ``t`` first: best fit); None when no such time is known."""
+        not_before = self.now if not_before is None else max(not_before, self.now)
+        windows = {node: self.starts(node, gpus, cpus, duration) for node in self._free}
+        times = sorted({not_before} | {a for ws in windows.values() for a, _ in ws
+                                       if a > not_before})
+        for t in times:
+            ok = [node for node, ws in windows.items()
+                  if any(a - EPS <= t <= b + EPS for a, b in ws)]
+            if len(ok) >= nnodes:
+                ok.sort(key=lambda node: (self.free_at(node, t)[0], node))
+                return t, ok[:nnodes]
+        return None
+
+    def free_at(self, node: str, at: float) -> tuple[float, float]:
+        """(GPUs, CPUs) free on ``node`` at ``at``."""
+        value = self.profile(node)[0]
+        for step in self.profile(node):
+            if step[0] > at + EPS:
+                break
+            value = step
+        return value[1], value[2]
+
+    def blocking(self, nodes: Iterable[str], until: float) -> Hold | None:
+        """The earliest hold on ``nodes`` that starts before ``until`` (what a task that
+        would run until then delays), or None."""
+        chosen = set(nodes)
+        found = [h for h in self.holds if h.node in chosen and h.start < until - EPS
+                 and h.start > self.now + EPS]
+        return min(found, key=lambda h: (h.start, h.owner)) if found else None
