@@ -59,12 +59,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.tracegen import CLASS_ORDER, Trace, lower_bound, make_trace
+from bench.tracegen import CLASS_ORDER, Trace, classes_for, lower_bound, make_trace
 from bench.tracesim import (
     POLICY_BY_NAME,
     T0,
     Policy,
     RunResult,
+    Shape,
     scheduler_settings,
     shm_dir,
     simulate,
@@ -136,17 +137,21 @@ def print_table(load: float, trace_desc: str, results: dict[str, RunResult]) -> 
         print(f"{label:32}" + "".join(f"{cell(results[n]):>{COL}}" for n in names))
 
 
-def describe(trace: Trace, step_s: float) -> str:
+DEFAULT_SHAPE = Shape()
+
+
+def describe(trace: Trace, step_s: float, shape: Shape = DEFAULT_SHAPE) -> str:
     counts = Counter(t.cls.name for t in trace.tasks)
     users = Counter(t.user for t in trace.tasks)
-    lb = lower_bound(trace.tasks)
+    lb = lower_bound(trace.tasks, shape.gpus)
     terms = ", ".join(f"{k} {v / 3600:.1f} h" for k, v in lb.terms.items())
     scale = ", ".join(f"{u} x{f:.2f}" for u, f in sorted(trace.scale.items()))
     return (f"{len(trace.tasks)} tasks "
             f"({', '.join(f'{c} {counts[c]}' for c in CLASS_ORDER)}; "
             f"{', '.join(f'{u} {n}' for u, n in sorted(users.items()))}) arriving over "
             f"{trace.horizon / 3600:.1f} h, durations scaled per user to offer exactly "
-            f"{trace.load} x 32 GPUs ({scale})\n"
+            f"{trace.load} x {shape.gpus} GPUs ({scale}), "
+            f"{shape.nodes} workers x {shape.gpus_per_node} GPUs\n"
             f"   LB {lb.value / 3600:.2f} h, binding: {lb.term} [{terms}]\n"
             f"   tick at every arrival and job end, and every {step_s:g} s of simulated "
             f"time while a task waits")
@@ -311,15 +316,77 @@ def print_tick(n: int) -> bool:
 
 # -- main -----------------------------------------------------------------------------------
 
-def run_load(load: float, args: argparse.Namespace, policies: Sequence[Policy]
-             ) -> dict[str, RunResult]:
-    trace = make_trace(args.tasks, load, args.seed)
+def run_load(load: float, args: argparse.Namespace, policies: Sequence[Policy],
+             seed: int | None = None, shape: Shape | None = None) -> dict[str, RunResult]:
+    seed = args.seed if seed is None else seed
+    shape = shape or args.shapes[0]
+    trace = make_trace(args.tasks, load, seed, gpus=shape.gpus,
+                       classes=classes_for(shape.gpus_per_node))
     results: dict[str, RunResult] = {}
     for p in policies:
         results[p.name] = simulate(trace.tasks, p, step_s=args.step, load=load,
-                                   limits=not args.no_limits)
-    print_table(load, describe(trace, args.step), results)
+                                   limits=not args.no_limits, shape=shape)
+    print_table(load, f"seed {seed}, " + describe(trace, args.step, shape), results)
     return results
+
+
+# -- variants: the floors of scheduling on real workloads, judged on every one -------------
+
+VARIANT_BASE = ("fifo", "backfill")  # the floors compare with the best of these
+
+
+def variant_checks(results: dict[str, RunResult], judged: str) -> list[tuple[str, bool]]:
+    """(floor, passed) of ``judged`` against FIFO and backfill on one variant."""
+    base = [results[n] for n in VARIANT_BASE if n in results]
+    r = results.get(judged)
+    if r is None or len(base) < len(VARIANT_BASE):
+        return []
+    fifo = results["fifo"]
+    best_util = max(b.utilization for b in base)
+    best_ratio = min(b.ratio for b in base)
+    worst_fifo = max(fifo.wait(c, "max") for c in CLASS_ORDER if fifo.waits.get(c))
+    worst = max(r.wait(c, "max") for c in CLASS_ORDER if r.waits.get(c))
+    large_p95, fifo_large_p95 = r.wait("large", "p95"), fifo.wait("large", "p95")
+    return [
+        (f"util {r.utilization:.3f} >= best {best_util:.3f} - 0.005",
+         r.utilization >= best_util - 0.005),
+        (f"makespan {r.ratio:.3f} <= best {best_ratio:.3f} + 0.01",
+         r.ratio <= best_ratio + 0.01),
+        (f"large p95 {large_p95 / 60:.0f} <= 1.5 x FIFO {fifo_large_p95 / 60:.0f} min",
+         large_p95 <= 1.5 * fifo_large_p95),
+        (f"worst wait {worst / 60:.0f} <= 2 x FIFO {worst_fifo / 60:.0f} min",
+         worst <= 2 * worst_fifo),
+    ]
+
+
+def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequence[str]
+                   ) -> None:
+    """One line per variant and judged policy: each floor PASS/FAIL with its numbers."""
+    if not summary:
+        return
+    print("\n== floors on every variant (against the best of fifo and backfill)")
+    passed = dict.fromkeys(judged, 0)
+    total = dict.fromkeys(judged, 0)
+    for label, results in summary:
+        for name in judged:
+            checks = variant_checks(results, name)
+            if not checks:
+                continue
+            total[name] += len(checks)
+            passed[name] += sum(ok for _, ok in checks)
+            cells = "; ".join(f"{text} {'PASS' if ok else 'FAIL'}" for text, ok in checks)
+            print(f"  {label:24} {name:10} {cells}")
+    for name in judged:
+        if total[name]:
+            print(f"  {name}: {passed[name]} of {total[name]} floors pass")
+
+
+def parse_shape(text: str) -> Shape:
+    nodes, _, gpus = text.partition("x")
+    if not (nodes.isdigit() and gpus.isdigit()) or int(nodes) < 2 or int(gpus) < 1:
+        raise argparse.ArgumentTypeError(f"a shape is WORKERSxGPUS (e.g. 4x8), got {text!r}")
+    g = int(gpus)
+    return Shape(int(nodes), g, 12 * g)  # CPUs never bind: 3 per GPU + drivers
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -328,6 +395,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="300 tasks, fewer runnable in the "
                    "tick measurement")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", default=None,
+                   help="several seeds, e.g. 1,2,3,4,5,6 (each a table; floors per variant)")
+    p.add_argument("--shapes", default="4x8",
+                   help="clusters, WORKERSxGPUS, e.g. 2x8,4x8,8x8,4x4 (large gang: 2 nodes)")
+    p.add_argument("--judge", default="fairshare,plan",
+                   help="policies judged against fifo/backfill on every variant")
     p.add_argument("--loads", default="0.7,0.95")
     p.add_argument("--policies", default=",".join(POLICY_BY_NAME))
     p.add_argument("--step", type=float, default=10.0,
@@ -344,6 +417,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(f"unknown policies {sorted(unknown)}; known: {', '.join(POLICY_BY_NAME)}")
     if args.quick:
         args.tasks = min(args.tasks, 300)
+    try:
+        args.shapes = [parse_shape(x) for x in args.shapes.split(",")]
+    except argparse.ArgumentTypeError as exc:
+        p.error(str(exc))
+    args.seed_list = ([int(x) for x in args.seeds.split(",")] if args.seeds
+                      else [args.seed])
     return args
 
 
@@ -353,10 +432,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     policies = [POLICY_BY_NAME[n] for n in args.policies.split(",")]
     loads = [float(x) for x in args.loads.split(",")]
     ok = True
-    for load in loads:
-        results = run_load(load, args, policies)
-        if math.isclose(load, FLOOR_LOAD):
-            ok = print_floors(floor_checks(results), results) and ok
+    summary: list[tuple[str, dict[str, RunResult]]] = []
+    variants = len(args.seed_list) * len(args.shapes) > 1
+    for shape in args.shapes:
+        for seed in args.seed_list:
+            for load in loads:
+                results = run_load(load, args, policies, seed, shape)
+                summary.append((f"{shape.nodes}x{shape.gpus_per_node} s{seed} L{load}",
+                                results))
+                if math.isclose(load, FLOOR_LOAD) and not variants:
+                    ok = print_floors(floor_checks(results), results) and ok
+    print_variants(summary, [n for n in args.judge.split(",") if n in args.policies.split(",")])
     ok = print_tick(args.tick_runnable) and ok
     if args.real:
         from bench.tracereal import real_check

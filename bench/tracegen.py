@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 NODES = 4
 GPUS_PER_NODE = 8
@@ -67,6 +67,13 @@ CLASSES: Mapping[str, TaskClass] = {
 }
 CLASS_ORDER = tuple(CLASSES)
 
+
+def classes_for(gpus_per_node: int) -> Mapping[str, TaskClass]:
+    """The classes on nodes of ``gpus_per_node`` GPUs: no gang asks more of one node than
+    it has (on 4-GPU nodes the large gang is 2x4), durations and limits unchanged."""
+    return {name: replace(c, gpus_per_node=min(c.gpus_per_node, gpus_per_node))
+            for name, c in CLASSES.items()}
+
 # share of each user's tasks per class (by count)
 MIXES: Mapping[str, Mapping[str, float]] = {
     "alice": {"small": 0.80, "medium": 0.15, "failfast": 0.05},
@@ -100,13 +107,14 @@ def task_id(user: str, cls: str, i: int) -> str:
     return f"sim-{user}-{cls}-20251223-{i // 65536:06d}-{i % 65536:04x}"
 
 
-def mean_work(mix: Mapping[str, float]) -> float:
+def mean_work(mix: Mapping[str, float], classes: Mapping[str, TaskClass] = CLASSES) -> float:
     """Expected GPU-seconds of one task drawn from ``mix``."""
-    return sum(share * CLASSES[c].gpus * CLASSES[c].mean_s for c, share in mix.items())
+    return sum(share * classes[c].gpus * classes[c].mean_s for c, share in mix.items())
 
 
 def _user_tasks(rng: random.Random, user: str, rate: float, horizon: float,
-                priority_share: float) -> list[tuple[float, str, float, int]]:
+                priority_share: float, classes: Mapping[str, TaskClass] = CLASSES
+                ) -> list[tuple[float, str, float, int]]:
     """Poisson arrivals of one user up to ``horizon``: (arrival, class, duration, prio)."""
     names = list(MIXES[user])
     weights = [MIXES[user][c] for c in names]
@@ -115,7 +123,7 @@ def _user_tasks(rng: random.Random, user: str, rate: float, horizon: float,
         t += rng.expovariate(rate)
         if t > horizon:
             return out
-        cls = CLASSES[rng.choices(names, weights)[0]]
+        cls = classes[rng.choices(names, weights)[0]]
         duration = rng.uniform(cls.min_s, cls.max_s)
         prio = HIGH_PRIORITY if rng.random() < priority_share else 0
         out.append((t, cls.name, duration, prio))
@@ -131,7 +139,8 @@ class Trace:
 
 def make_trace(n_tasks: int, load: float, seed: int, *, gpus: int = GPUS,
                priority_share: float = 0.10,
-               mixes: Mapping[str, Mapping[str, float]] = MIXES) -> Trace:
+               mixes: Mapping[str, Mapping[str, float]] = MIXES,
+               classes: Mapping[str, TaskClass] = CLASSES) -> Trace:
     """About ``n_tasks`` tasks offering exactly ``load`` x ``gpus`` GPUs over the horizon.
 
     Each user offers ``load * gpus / len(mixes)`` GPUs on average; the horizon is chosen
@@ -145,18 +154,18 @@ def make_trace(n_tasks: int, load: float, seed: int, *, gpus: int = GPUS,
     if n_tasks < 1 or load <= 0:
         raise ValueError("n_tasks must be >= 1 and load > 0")
     per_user = load * gpus / len(mixes)
-    rates = {u: per_user / mean_work(mix) for u, mix in mixes.items()}
+    rates = {u: per_user / mean_work(mix, classes) for u, mix in mixes.items()}
     horizon = n_tasks / sum(rates.values())
     raw, scale = [], {}
     for user, rate in rates.items():
         rng = random.Random(f"{seed}:{user}")
-        drawn = _user_tasks(rng, user, rate, horizon, priority_share)
-        work = sum(CLASSES[c].gpus * d for _, c, d, _ in drawn)
+        drawn = _user_tasks(rng, user, rate, horizon, priority_share, classes)
+        work = sum(classes[c].gpus * d for _, c, d, _ in drawn)
         scale[user] = per_user * horizon / work if work else 1.0
         raw.extend((t, user, c, d * scale[user], p) for t, c, d, p in drawn)
     raw.sort()
-    tasks = [TraceTask(task_id(u, c, i), u, CLASSES[c], t, d, p,
-                       math.ceil(CLASSES[c].limit_s * max(scale[u], 1.0) / 60) * 60)
+    tasks = [TraceTask(task_id(u, c, i), u, classes[c], t, d, p,
+                       math.ceil(classes[c].limit_s * max(scale[u], 1.0) / 60) * 60)
              for i, (t, u, c, d, p) in enumerate(raw)]
     return Trace(tasks, load, horizon, scale)
 
