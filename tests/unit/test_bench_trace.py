@@ -216,3 +216,50 @@ def test_every_task_declares_a_time_limit_its_run_stays_under(seed: int) -> None
     assert all(t.limit_s is not None and t.limit_s % 60 == 0 for t in tasks)
     assert all(t.duration + FAILFAST_AFTER_S < t.limit_s for t in tasks)
     assert min(t.limit_s / t.duration for t in tasks) > 1.0
+
+
+# -- variants ---------------------------------------------------------------------------------
+
+def test_classes_on_smaller_nodes_never_ask_more_than_a_node() -> None:
+    from bench.tracegen import classes_for
+
+    small_nodes = classes_for(4)
+    assert (small_nodes["large"].nnodes, small_nodes["large"].gpus_per_node) == (2, 4)
+    assert small_nodes["medium"].gpus_per_node == 4 and small_nodes["small"].gpus == 1
+    assert classes_for(8) == dict(CLASSES)
+    trace = make_trace(60, 0.95, 1, gpus=16, classes=small_nodes)
+    assert max(t.cls.gpus_per_node for t in trace.tasks) <= 4
+
+
+def test_shapes_parse_and_bad_ones_are_refused() -> None:
+    from bench.bench_trace import parse_args
+
+    args = parse_args(["--shapes", "2x8,4x4", "--seeds", "1,2"])
+    assert [(s.nodes, s.gpus_per_node) for s in args.shapes] == [(2, 8), (4, 4)]
+    assert args.seed_list == [1, 2]
+    with pytest.raises(SystemExit):
+        parse_args(["--shapes", "8"])
+
+
+def test_variant_floors_compare_with_the_best_of_fifo_and_backfill() -> None:
+    from dataclasses import replace
+
+    from bench.bench_trace import variant_checks
+
+    base = dict(policy="x", load=0.95, tasks=3, makespan_s=110.0, lb_s=100.0, lb_term="w",
+                utilization=0.9, idle_fit_gpu_h=0.0,
+                waits={"small": [60.0, 120.0], "large": [600.0, 1200.0]}, jain=1.0,
+                jain_window=1.0, jain_short=1.0, jain_waiting=1.0, all_busy_h=1.0,
+                all_waiting_h=0.0, idle_guard_gpu_h=0.0, preemptions=0, hung=0,
+                lost_gpu_h=0.0, tick_ms=[], unfinished=0, step_s=10.0, wall_s=1.0)
+    fifo = RunResult(**base)
+    backfill = replace(fifo, utilization=0.92, makespan_s=105.0)
+    good = replace(fifo, utilization=0.918, makespan_s=106.0)
+    bad = replace(fifo, utilization=0.90, waits={"small": [60.0], "large": [3000.0]})
+    ok = [passed for _, passed in variant_checks(
+        {"fifo": fifo, "backfill": backfill, "plan": good}, "plan")]
+    assert ok == [True, True, True, True]
+    ok = [passed for _, passed in variant_checks(
+        {"fifo": fifo, "backfill": backfill, "plan": bad}, "plan")]
+    assert ok == [False, False, False, False]
+    assert variant_checks({"fifo": fifo, "plan": good}, "plan") == []  # no backfill: no verdict
