@@ -8,7 +8,6 @@ start of the waiting tasks that have one. Plus the small rules both admission pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from service.cluster import ClusterSnapshot
@@ -55,9 +54,6 @@ class PlanInput:
     charges: dict[str | None, float]  # each user's fair-share charge now
     disabled: frozenset[str] = frozenset()  # users whose tasks may not start
     reservation: frozenset[str] = frozenset()  # the nodes the guard kept last tick
-    # (user, GPUs) -> how long such attempts typically run (s): the plan's estimate of a
-    # running attempt's end, before its time limit (service.reservations)
-    typical: Mapping[tuple[str | None, int], float] = field(default_factory=dict)
 
 
 @dataclass

@@ -35,7 +35,7 @@ Queue policy
   behind it takes it). In ``timer`` mode it is out of the scan until ``next_run_at``.
 * Backfill: a later task that fits may start while an earlier one waits for room.
 * Reservations (``reservations: N``, off by default; ``service.reservations``): instead of
-  the one guard below, a forward plan from the time limits (and typical run times): the
+  the one guard below, a forward plan from the time limits: the
   first N waiting tasks reserved, anything else starts only where it delays none.
 * Starvation guard: when a task that does not fit has been runnable for longer than
   ``starvation_guard_s``, the nodes it will use are kept for it as they drain (one
@@ -98,7 +98,6 @@ from service.fairshare import Ledger, Share, Span, decayed_usage
 from service.jobspec import JobSpec
 from service.plan import PlanInput, Preemption, Wait
 from service.planner import Planner
-from service.reservations import typical_durations
 from service.states import ON_CLUSTER, FailureKind, RayStatus, TaskState
 from service.store import (
     ActiveRow,
@@ -116,8 +115,6 @@ from service.workloads import driver
 log = logging.getLogger(__name__)
 
 BACKFILL_WINDOW = 500
-TYPICAL_REFRESH_S = 300.0  # how often the typical run times are read again
-TYPICAL_WINDOW_S = 7 * 86400.0  # of the attempts that ended in the last week
 
 
 @dataclass
@@ -169,8 +166,6 @@ class Scheduler:
         # the node ids the guard kept last tick: they have been draining, so the guard
         # keeps them again (for the same gang, or the one that holds the guard next)
         self._reservation: frozenset[str] = frozenset()
-        self._typical_cache: dict[tuple[str | None, int], float] = {}
-        self._typical_at: float | None = None
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -386,8 +381,7 @@ class Scheduler:
             self._wait([(c, reason) for c in candidates], now, report)
             return
         plan = self.planner.plan(PlanInput(now, candidates, active, snapshot, charges,
-                                           self.store.disabled_users(), self._reservation,
-                                           self._typical(now)))
+                                           self.store.disabled_users(), self._reservation))
         waits: list[tuple[RunnableRow, str]] = []
         unreachable: str | None = None
         for step in plan.steps:
@@ -406,18 +400,6 @@ class Scheduler:
         self._reservation = plan.kept
         self.last_shares = plan.shares
         self._wait(waits, now, report)
-
-    def _typical(self, now: float) -> dict[tuple[str | None, int], float]:
-        """How long attempts of each (user, GPUs) typically ran, over the last week, read
-        again every ``TYPICAL_REFRESH_S`` (the reservation plan's estimates; not read
-        without reservations)."""
-        if self.sched.reservations <= 0:
-            return {}
-        if self._typical_at is None or now - self._typical_at >= TYPICAL_REFRESH_S:
-            self._typical_cache = typical_durations(
-                self.store.usage_spans(now - TYPICAL_WINDOW_S, now))
-            self._typical_at = now
-        return self._typical_cache
 
     # -- fair share ------------------------------------------------------------------------
     def _charges(self, active: list[ActiveRow], now: float) -> dict[str | None, float]:

@@ -136,30 +136,3 @@ def test_reservations_off_is_the_guard() -> None:
     p = plan([node("w1", 4)], [task("t1")], reservations=0)
     assert started(p) == ["t1"] and p.estimates == {}
 
-
-def test_typical_durations_are_medians_of_succeeded_runs() -> None:
-    from service.reservations import typical_durations
-    from service.usage import AttemptSpan
-
-    def span(user: str, gpus: int, start: float, end: float | None, status: str
-             ) -> AttemptSpan:
-        return AttemptSpan(task_id="t", attempt_no=1, user=user, gpus=gpus, start_time=start,
-                           end_time=end, ray_status=status, failure_kind=None)
-
-    spans = [span("a", 4, 0, 100, "SUCCEEDED"), span("a", 4, 0, 300, "SUCCEEDED"),
-             span("a", 4, 0, 200, "SUCCEEDED"), span("a", 4, 0, 5, "FAILED"),
-             span("a", 4, 0, None, "RUNNING"), span("b", 1, 0, 50, "SUCCEEDED")]
-    assert typical_durations(spans) == {("a", 4): 200, ("b", 1): 50}
-
-
-def test_a_running_attempt_ends_at_its_typical_time_before_its_limit() -> None:
-    # r1 (bob, 4 GPUs) typically runs 600 s: the gang is planned then, not at the limit
-    r1 = running("r1", started=NOW - 60, limit=LIMIT)
-    p = plan([node("w1", 4), node("w2", 0)], [task("t1", nnodes=2)], [r1],
-             held_on={"r1--a01": {"w2": 4}}, reservations=8, typical={("bob", 4): 600.0})
-    assert p.estimates["t1"] == NOW - 60 + 600 + LIMIT_SLACK_S
-    # past its typical time it is back to its limit
-    late = running("r1", started=NOW - 900, limit=LIMIT)
-    p = plan([node("w1", 4), node("w2", 0)], [task("t1", nnodes=2)], [late],
-             held_on={"r1--a01": {"w2": 4}}, reservations=8, typical={("bob", 4): 600.0})
-    assert p.estimates["t1"] == NOW - 900 + LIMIT + LIMIT_SLACK_S
