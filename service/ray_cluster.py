@@ -48,8 +48,10 @@ from service.cluster import (
     ClusterUnavailable,
     JobInfo,
     JobNotFound,
+    LogChunk,
     NodeResources,
     SubmitRequest,
+    chunk_of,
 )
 from service.config import Settings, thaw
 from service.ray_address import RayAddress, address_source
@@ -218,6 +220,12 @@ class RayCluster:
     def logs(self, submission_id: str) -> str:
         return self._jobs_call(self._target(), "logs", "get_job_logs", submission_id,
                                sid=submission_id)
+
+    def log_since(self, submission_id: str, offset: int, max_chars: int) -> LogChunk:
+        """Ray's Jobs API serves a driver log only whole (``get_job_logs``; its tail
+        stream is a websocket per job): the text crosses the wire whole and is cut here,
+        so the service parses only what is new."""
+        return chunk_of(self.logs(submission_id), offset, max_chars)
 
     def snapshot(self, submission_ids: Collection[str]) -> ClusterSnapshot:
         """Driver job ids first, placement groups second, free resources last.

@@ -111,7 +111,7 @@ def test_high_priority_gang_preempts_a_checkpointing_run_that_then_resumes(
     seen = wait_until(lambda: (k := _tracker(ckpt)) is not None and k >= 2 and k, 40,
                       f"attempt 1 to checkpoint step 2 under {ckpt}")
     before = _log(argus, low, 1)
-    assert "no checkpoint to resume from" in before and f"step 2/{LOW_STEPS}" in before
+    assert "no checkpoint to resume from" in before and "step:2 - " in before
     assert argus.task(low)["state"] == "RUNNING"
 
     high = _submit(argus, argus.http, priority=100, duration_s=3)  # the admin's token

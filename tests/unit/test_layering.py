@@ -58,6 +58,8 @@ PURE_MODULES = (
     "service.priorities",
     "service.fairshare",
     "service.preemption",
+    "service.progress",
+    "service.curves",
     "raypool.policy",
     "raypool.headrecord",
 )
