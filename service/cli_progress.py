@@ -5,19 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.timefmt import duration
+
 BAR_WIDTH = 20
-
-
-def duration(seconds: float) -> str:
-    """``45s``, ``12m05s``, ``3h07m``, ``2d04h``: two units at most."""
-    s = max(0, round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def bar(fraction: float, width: int = BAR_WIDTH) -> str:
@@ -46,6 +36,21 @@ def progress_cell(progress: dict[str, Any] | None) -> str:
     return text
 
 
+def progress_summary(p: dict[str, Any]) -> str:
+    """``step 120/500 (24%)  1.92 s/step  ETA 12m 10s`` ('' before the first step)."""
+    if p.get("step") is None:
+        return ""
+    parts = [_steps(p)]
+    if p.get("rate_steps_per_s"):
+        rate = p["rate_steps_per_s"]
+        parts.append(f"{rate:.3g} step/s" if rate >= 1 else f"{1 / rate:.3g} s/step")
+    if p.get("eta_s") is not None:
+        parts.append(f"ETA {duration(p['eta_s'])}")
+    if p.get("resumed_from"):
+        parts.append(f"(resumed from step {p['resumed_from']})")
+    return "  ".join(parts)
+
+
 def wait_line(task: dict[str, Any]) -> str:
     """One line of where a task is: its state, and while it trains a bar, step, rate and
     ETA; while it waits, its place and why."""
@@ -54,14 +59,7 @@ def wait_line(task: dict[str, Any]) -> str:
     if task.get("state") == "RUNNING" and p.get("step") is not None:
         if p.get("fraction") is not None:
             parts.append(bar(p["fraction"]))
-        parts.append(_steps(p))
-        if p.get("rate_steps_per_s"):
-            rate = p["rate_steps_per_s"]
-            parts.append(f"{rate:.3g} step/s" if rate >= 1 else f"{1 / rate:.3g} s/step")
-        if p.get("eta_s") is not None:
-            parts.append(f"ETA {duration(p['eta_s'])}")
-        if p.get("resumed_from"):
-            parts.append(f"(resumed from step {p['resumed_from']})")
+        parts.append(progress_summary(p))
     elif task.get("queue_position") is not None:
         parts.append(f"#{task['queue_position']} in the queue")
         if task.get("pending_reason"):

@@ -18,8 +18,10 @@ the training that the final weights came from.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
 
 # The curves the console draws when nobody picked: a loss and a reward, in this order of
 # preference (verl's PPO/GRPO names, then SFT's), else the first key containing the word.
@@ -47,8 +49,9 @@ def thin(steps: Sequence[int], stride: int, cap: int) -> tuple[int, list[int]]:
     return stride, sorted(set(steps) - set(kept))
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
+class Point(NamedTuple):
+    """One kept point of a metric (a tuple: a page reads 10k of them)."""
+
     attempt_no: int
     key: str
     step: int
@@ -57,19 +60,26 @@ class Point:
 
 def join(points: Iterable[Point]) -> dict[str, list[Point]]:
     """``{key: points by step}`` over all attempts; a later attempt's points replace the
-    earlier ones' from its first step (any key) on."""
+    earlier ones' from its first step (any key) on.
+
+    An attempt's point stays when it comes before every later attempt's first step; one
+    pass from the last attempt back keeps the cost linear in the points.
+    """
     by_attempt: dict[int, list[Point]] = {}
     for p in points:
         by_attempt.setdefault(p.attempt_no, []).append(p)
-    out: dict[str, list[Point]] = {}
-    for attempt_no in sorted(by_attempt):
+    cut = math.inf  # the lowest first step of the attempts after this one
+    kept: list[list[Point]] = []
+    for attempt_no in sorted(by_attempt, reverse=True):
         mine = by_attempt[attempt_no]
-        first = min(p.step for p in mine)
-        for key in list(out):
-            out[key] = [p for p in out[key] if p.step < first]
-        for p in mine:
+        kept.append([p for p in mine if p.step < cut])
+        cut = min(cut, min(p.step for p in mine))
+    out: dict[str, list[Point]] = {}
+    for chunk in reversed(kept):
+        for p in chunk:
             out.setdefault(p.key, []).append(p)
-    return {key: sorted(pts, key=lambda p: p.step) for key, pts in sorted(out.items()) if pts}
+    by_step = attrgetter("step")
+    return {key: sorted(pts, key=by_step) for key, pts in sorted(out.items())}
 
 
 def default_keys(keys: Iterable[str]) -> list[str]:

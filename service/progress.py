@@ -76,14 +76,17 @@ def _metrics(rest: str) -> dict[str, float]:
 
 def parse_line(line: str) -> LineEvent | None:
     """What one log line says about progress (None: nothing)."""
-    for segment in reversed(line.split("\r")):  # tqdm redraws with \r: the last wins
-        match = _STEP.search(segment)
+    # plain substring tests first: most lines are none of these, and a regex search over
+    # a long line costs ten times more
+    segments = reversed(line.split("\r")) if "\r" in line else (line,)
+    for segment in segments:  # tqdm redraws with \r: the last wins
+        match = _STEP.search(segment) if "step:" in segment else None
         if match:
             return StepLine(int(match.group(1)), _metrics(segment[match.end():]))
-        match = _TOTAL.search(segment)
+        match = _TOTAL.search(segment) if "Total training steps" in segment else None
         if match and int(match.group(1)) > 0:
             return TotalLine(int(match.group(1)))
-        match = _RESUMED.search(segment)
+        match = _RESUMED.search(segment) if "global_step_" in segment else None
         if match:
             return ResumedLine(int(match.group(1)))
     return None

@@ -777,7 +777,8 @@ class Store(StoreReads):
         return None if row is None else row["jobspec_yaml"]
 
     def change_marker(self) -> tuple[int, float]:
-        """(tasks, latest update time): differs after any task was created or moved."""
+        """(tasks, latest update time): differs after any task was created or moved, or
+        an attempt's progress moved."""
         row = self._reader().execute(Q["change_marker"]).fetchone()
         return row["n"], row["at"]
 

@@ -559,8 +559,12 @@ WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
 SELECT jobspec_yaml FROM tasks WHERE task_id = :task_id;
 
 -- name: change_marker
--- Changes whenever a task is created or changes state or reason (live pages poll this).
-SELECT count(*) AS n, coalesce(max(updated_at), 0) AS at FROM tasks;
+-- Changes whenever a task is created or changes state or reason, or an attempt's progress
+-- moves (live pages poll this).
+SELECT count(*) AS n,
+       max(coalesce(max(updated_at), 0),
+           coalesce((SELECT max(updated_at) FROM attempt_progress), 0)) AS at
+FROM tasks;
 
 -- name: gpu_seconds_in_window
 -- GPU-seconds per owner inside [:from, :to), a running attempt counted up to :now: the
