@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from aiohttp.test_utils import TestClient, TestServer
+from bench_ui import time_pages
 
 from service.app import create_app
 from service.artifacts import Artifacts
@@ -155,25 +155,18 @@ async def pages(args: argparse.Namespace) -> dict[str, list[float]]:
             n_gpus_per_node=8, user="u") for i in range(args.pending))
         app = create_app(Settings(shared_root=str(Path(tmp) / "shared")), store, cluster,
                          Artifacts(tmp), token=TOKEN)
-        urls = {f"task, 2 curves x {args.points} points": f"/ui/tasks/{task_id}",
+        task_page = f"task, 2 curves x {args.points} points"
+        urls = {task_page: f"/ui/tasks/{task_id}",
                 f"queue, {args.tasks} running with progress": "/ui/queue",
                 "queue live fragment": "/ui/queue?fragment=1"}
-        out: dict[str, list[float]] = {name: [] for name in urls}
-        async with TestClient(TestServer(app)) as client:
-            resp = await client.post("/ui/signin", data={"token": TOKEN},
-                                     allow_redirects=False)
-            assert resp.status == 303, await resp.text()
-            html = await (await client.get(urls[next(iter(urls))])).text()
-            assert html.count('<polyline class="series"') == 2, "no curves on the page"
-            queue = await (await client.get("/ui/queue")).text()
-            assert queue.count("<progress ") == args.tasks, "no progress in the queue"
-            for _ in range(args.rounds):
-                for name, url in urls.items():
-                    t0 = time.perf_counter()
-                    resp = await client.get(url)
-                    await resp.read()
-                    out[name].append((time.perf_counter() - t0) * 1000)
-                    assert resp.status == 200
+
+        def check(name: str, html: str) -> None:
+            if name == task_page:
+                assert html.count('<polyline class="series"') == 2, "no curves on the page"
+            else:
+                assert html.count("<progress ") == args.tasks, "no progress in the queue"
+
+        out = await time_pages(app, TOKEN, urls, args.rounds, check)
         store.close()
     return out
 

@@ -19,8 +19,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from service.app import create_app
@@ -94,22 +96,32 @@ async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
             "cluster": "/ui/cluster",
             "charts": "/ui/charts",
         }
-        out: dict[str, list[float]] = {name: [] for name in pages}
-        async with TestClient(TestServer(app)) as client:
-            resp = await client.post("/ui/signin", data={"token": TOKEN},
-                                     allow_redirects=False)
-            assert resp.status == 303, await resp.text()
-            for name, path in pages.items():  # a warm-up round
-                resp = await client.get(path)
-                assert resp.status == 200, (name, resp.status, await resp.text())
-            for _ in range(args.rounds):
-                for name, path in pages.items():
-                    t0 = time.perf_counter()
-                    resp = await client.get(path)
-                    await resp.read()
-                    out[name].append((time.perf_counter() - t0) * 1000)
-                    assert resp.status == 200
+        out = await time_pages(app, TOKEN, pages, args.rounds)
         store.close()
+    return out
+
+
+async def time_pages(app: web.Application, token: str, pages: dict[str, str], rounds: int,
+                     check: Callable[[str, str], None] | None = None
+                     ) -> dict[str, list[float]]:
+    """Sign in with ``token``, ask for each page once (``check(name, html)`` looks at it),
+    then ``rounds`` times: the milliseconds from request to last byte, by page name."""
+    out: dict[str, list[float]] = {name: [] for name in pages}
+    async with TestClient(TestServer(app)) as client:
+        resp = await client.post("/ui/signin", data={"token": token}, allow_redirects=False)
+        assert resp.status == 303, await resp.text()
+        for name, path in pages.items():  # a warm-up round
+            resp = await client.get(path)
+            assert resp.status == 200, (name, resp.status, await resp.text())
+            if check is not None:
+                check(name, await resp.text())
+        for _ in range(rounds):
+            for name, path in pages.items():
+                t0 = time.perf_counter()
+                resp = await client.get(path)
+                await resp.read()
+                out[name].append((time.perf_counter() - t0) * 1000)
+                assert resp.status == 200
     return out
 
 
