@@ -7,8 +7,8 @@
    ``--step-every 1`` makes every line a step line (the worst case). ``LogFollower.poll``
    runs every ``--poll-s`` (5) seconds of simulated time over ``--seconds`` (120) of logs,
    against a real SQLite store; its CPU time (this thread's) over the simulated time is the
-   share of one core it costs. Floor: ``FOLLOW_FLOOR`` (2 %). (The real adapter also
-   fetches each log from Ray's job server, which serves a log only whole: that transfer is
+   share of one core it costs. Floor: ``FOLLOW_FLOOR`` (2 %). (On real Ray the new text
+   arrives over a log-tail websocket per job, ``service.ray_logtail``, on its own thread:
    not in this figure.)
 2. **Pages**: one task whose two default curves (a loss and a reward) hold ``--points``
    (10k) points each, over 20 attempts; and the queue with the ``--tasks`` running tasks
