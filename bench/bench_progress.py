@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_ui import time_pages
+from bench_ui import print_pages, time_pages
 
 from service.app import create_app
 from service.artifacts import Artifacts
@@ -184,14 +183,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
     share = follow(args)
-    worst = 0.0
-    print(f"{'page (' + str(args.pending) + ' pending)':<40} {'p50 ms':>8} {'p95 ms':>8} "
-          f"{'max ms':>8}")
-    for name, times in asyncio.run(pages(args)).items():
-        times.sort()
-        p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
-        worst = max(worst, p95)
-        print(f"{name:<40} {statistics.median(times):8.1f} {p95:8.1f} {times[-1]:8.1f}")
+    worst = print_pages(asyncio.run(pages(args)), f"page ({args.pending} pending)", 40)
     ok = share <= FOLLOW_FLOOR and worst <= PAGE_FLOOR_MS
     print(f"floors (follow {100 * FOLLOW_FLOOR:g}% of a core, pages p95 {PAGE_FLOOR_MS:g} ms):",
           "ok" if ok else "OVER")
