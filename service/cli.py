@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from service.cli_progress import progress_cell, wait_line
+from service.cli_progress import progress_cell, progress_summary, wait_line
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TOKEN_ENV = "ARGUS_API_TOKEN"
@@ -139,6 +139,7 @@ def show_task(task: dict[str, Any]) -> str:
         ("ray_status", _latest(task, "ray_status")),
         ("start_time", _latest(task, "start_time")),
         ("end_time", _latest(task, "end_time")),
+        ("progress", progress_summary(task.get("progress") or {})),
         ("error_summary", task.get("error_summary")),
     ]
     width = max(len(k) for k, _ in rows)

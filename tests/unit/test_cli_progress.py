@@ -85,6 +85,7 @@ async def test_wait_shows_live_progress_on_stderr_and_queue_a_column(server, tmp
     assert f"{task_id}  RUNNING  [#####...............]  step 1/4 (25%)" in lines
     assert any("step 3/4 (75%)  5 s/step  ETA 5s" in line for line in lines), lines
 
+    assert "progress           step 4/4 (100%)" in out  # the final view (argus status's)
     quiet = io.StringIO()
     code, _ = await run(server, "wait", task_id, "--quiet", err=quiet)
     assert code == 0 and quiet.getvalue() == ""
