@@ -161,6 +161,7 @@ class LogFollower:
             if steps and steps[-1] == line.step:  # validation repeats a step: replace
                 batch.points[(key, line.step)] = Point(followed.attempt_no, key, line.step,
                                                        value)
+                batch.series[key] = (stride, seen)
                 continue
             if keeps(seen, stride):
                 steps.append(line.step)

@@ -819,11 +819,11 @@ class Store(StoreReads):
             }).rowcount
             if moved != 1:
                 raise StaleProgress(update.task_id, update.attempt_no, update.expected_offset)
-            conn.executemany(Q["upsert_series"], [
-                {**key, "key": name, "stride": stride, "seen": seen}
-                for name, (stride, seen) in update.series.items()])
+            ids = {name: conn.execute(Q["upsert_series"], {
+                **key, "key": name, "stride": stride, "seen": seen}).fetchone()["series_id"]
+                for name, (stride, seen) in update.series.items()}
             conn.executemany(Q["put_point"], [
-                {**key, "key": pt.key, "step": pt.step, "value": pt.value}
+                {"series_id": ids[pt.key], "step": pt.step, "value": pt.value}
                 for pt in update.points])
             conn.executemany(Q["delete_point"], [
-                {**key, "key": name, "step": step} for name, step in update.dropped])
+                {"series_id": ids[name], "step": step} for name, step in update.dropped])

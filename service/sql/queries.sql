@@ -620,8 +620,7 @@ WHERE t.task_id = :task_id;
 -- name: follow_points
 SELECT s.key, s.stride, s.seen, m.step
 FROM metric_series s
-LEFT JOIN metric_points m ON m.task_id = s.task_id AND m.attempt_no = s.attempt_no
-                         AND m.key = s.key
+LEFT JOIN metric_points m ON m.series_id = s.series_id
 WHERE s.task_id = :task_id AND s.attempt_no = :attempt_no
 ORDER BY s.key, m.step;
 
@@ -641,16 +640,16 @@ WHERE task_id = :task_id AND attempt_no = :attempt_no AND log_offset = :expected
 INSERT INTO metric_series (task_id, attempt_no, key, stride, seen)
 VALUES (:task_id, :attempt_no, :key, :stride, :seen)
 ON CONFLICT (task_id, attempt_no, key) DO UPDATE SET stride = excluded.stride,
-                                                     seen = excluded.seen;
+                                                     seen = excluded.seen
+RETURNING series_id;
 
 -- name: put_point
 -- A validation line repeats its step: the later value of a key wins.
-INSERT OR REPLACE INTO metric_points (task_id, attempt_no, key, step, value)
-VALUES (:task_id, :attempt_no, :key, :step, :value);
+INSERT OR REPLACE INTO metric_points (series_id, step, value)
+VALUES (:series_id, :step, :value);
 
 -- name: delete_point
-DELETE FROM metric_points
-WHERE task_id = :task_id AND attempt_no = :attempt_no AND key = :key AND step = :step;
+DELETE FROM metric_points WHERE series_id = :series_id AND step = :step;
 
 -- name: task_progress
 -- The progress of a task's latest attempt (no row: never followed).
@@ -674,6 +673,8 @@ SELECT DISTINCT key FROM metric_series WHERE task_id = :task_id ORDER BY key;
 
 -- name: metric_points
 -- :keys is a JSON array of metric names.
-SELECT attempt_no, key, step, value FROM metric_points
-WHERE task_id = :task_id AND key IN (SELECT value FROM json_each(:keys))
-ORDER BY attempt_no, key, step;
+SELECT s.attempt_no, s.key, m.step, m.value
+FROM metric_series s
+JOIN metric_points m ON m.series_id = s.series_id
+WHERE s.task_id = :task_id AND s.key IN (SELECT value FROM json_each(:keys))
+ORDER BY s.attempt_no, s.key, m.step;

@@ -223,3 +223,14 @@ def test_the_loop_counts_a_failing_poll_and_goes_on(world: World) -> None:
     assert (loop.errors, loop.polls) == (0, 1)
     with pytest.raises(ValueError):
         FollowerLoop(world.follower, 0)
+
+
+def test_a_repeated_step_replaces_its_value_even_in_a_later_read(world: World) -> None:
+    task, sid = world.running()
+    world.cluster.write_log(sid, "step:4 - loss:1.5 - val/loss:1.0\n")
+    world.follower.poll(T0 + 1)
+    world.cluster.write_log(sid, "step:4 - val/loss:0.9\n")  # validation, printed apart
+    world.follower.poll(T0 + 2)
+    points = world.store.metric_points(task, ["loss", "val/loss"])
+    assert [(p.key, p.step, p.value) for p in points] == [("loss", 4, 1.5),
+                                                           ("val/loss", 4, 0.9)]

@@ -9,7 +9,8 @@
 --   progress.Progress; rate (steps/s) and eta_at (epoch s) derive from them, kept for reads.
 -- metric_series: each metric of an attempt, its downsampling stride and how many points it
 --   has received (curves.keeps, curves.thin).
--- metric_points: the kept points, at most v2.progress.max_points per series.
+-- metric_points: the kept points, at most v2.progress.max_points per series, keyed by the
+--   series' integer id (a third of the cost of a (task, attempt, key, step) key to insert).
 CREATE TABLE attempt_progress (
     task_id      TEXT    NOT NULL,
     attempt_no   INTEGER NOT NULL,
@@ -28,18 +29,17 @@ CREATE TABLE attempt_progress (
 -- The console's change marker reads the latest progress write (pages refresh as a run steps).
 CREATE INDEX attempt_progress_updated ON attempt_progress (updated_at);
 CREATE TABLE metric_series (
+    series_id  INTEGER PRIMARY KEY,                 -- what the points name (a small key)
     task_id    TEXT    NOT NULL,
     attempt_no INTEGER NOT NULL,
     key        TEXT    NOT NULL,
     stride     INTEGER NOT NULL CHECK (stride >= 1),
     seen       INTEGER NOT NULL CHECK (seen >= 0),
-    PRIMARY KEY (task_id, attempt_no, key)
-) WITHOUT ROWID;
+    UNIQUE (task_id, attempt_no, key)
+);
 CREATE TABLE metric_points (
-    task_id    TEXT    NOT NULL,
-    attempt_no INTEGER NOT NULL,
-    key        TEXT    NOT NULL,
-    step       INTEGER NOT NULL,
-    value      REAL    NOT NULL,
-    PRIMARY KEY (task_id, attempt_no, key, step)
+    series_id INTEGER NOT NULL,
+    step      INTEGER NOT NULL,
+    value     REAL    NOT NULL,
+    PRIMARY KEY (series_id, step)
 ) WITHOUT ROWID;
