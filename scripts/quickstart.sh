@@ -87,6 +87,7 @@ v2:
   api: {host: 127.0.0.1, port: $PORT}
   auth: {token_env: ARGUS_API_TOKEN}
   scheduler: {tick_s: 1, retry_interval_s: 60}
+  progress: {poll_s: 1}   # the demo's steps are a second apart
 YAML
 if [ -z "${ARGUS_API_TOKEN:-}" ]; then
     if [ ! -s "$STATE/api-token" ]; then

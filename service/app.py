@@ -58,6 +58,7 @@ ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("GET", f"{API}/tasks/{TASK_ID}/events", h.list_events, U),
     ("POST", f"{API}/tasks/{TASK_ID}:cancel", h.cancel_task, U),
     ("GET", f"{API}/tasks/{TASK_ID}/logs", h.task_logs, U),
+    ("GET", f"{API}/tasks/{TASK_ID}/metrics", h.task_metrics, U),
     ("GET", f"{API}/queue", h.queue, U),
     ("GET", f"{API}/me", a.me, U),
     ("GET", f"{API}/users", a.list_users, ADMIN),

@@ -4,9 +4,9 @@
 
 Commands: submit FILE|-, status ID, attempts ID, events ID, logs ID [--attempt N] [--tail N]
 [--follow], cancel ID, priority ID N, queue [--user U], list [--state S] [--user U] [--limit N]
-[--cursor C], wait ID [--timeout S]; and (``service.cli_accounts``) me, user ...,
-token ..., usage. ``--user`` of list and queue: ``mine`` (the default), ``all``, or a
-user's name.
+[--cursor C], wait ID [--timeout S] [--quiet] (a live progress line on stderr); and
+(``service.cli_accounts``) me, user ..., token ..., usage. ``--user`` of list and queue:
+``mine`` (the default), ``all``, or a user's name.
 
 The server URL comes from ``--url``, else ``$ARGUS_URL``, else http://127.0.0.1:8080; the
 token from the environment variable ``ARGUS_API_TOKEN`` (or the one named by
@@ -28,6 +28,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+from service.cli_progress import progress_cell, progress_summary, wait_line
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TOKEN_ENV = "ARGUS_API_TOKEN"
@@ -137,6 +139,7 @@ def show_task(task: dict[str, Any]) -> str:
         ("ray_status", _latest(task, "ray_status")),
         ("start_time", _latest(task, "start_time")),
         ("end_time", _latest(task, "end_time")),
+        ("progress", progress_summary(task.get("progress") or {})),
         ("error_summary", task.get("error_summary")),
     ]
     width = max(len(k) for k, _ in rows)
@@ -157,9 +160,11 @@ def tasks_table(tasks: Sequence[dict[str, Any]]) -> str:
 
 class Ctx:
     def __init__(self, client: Client, args: argparse.Namespace, out: TextIO,
-                 sleep: Callable[[float], None], clock: Callable[[], float]) -> None:
+                 sleep: Callable[[float], None], clock: Callable[[], float],
+                 err: TextIO | None = None) -> None:
         self.client, self.args, self.out = client, args, out
         self.sleep, self.clock = sleep, clock
+        self.err = sys.stderr if err is None else err
         self.as_json: bool = bool(getattr(args, "json", False))
 
     def emit(self, data: Any, render: Callable[[Any], str]) -> None:
@@ -257,9 +262,10 @@ def cmd_queue(ctx: Ctx) -> int:
           t.get("state"), _gpus(t), t.get("next_run_at"), t.get("pending_reason")]
          for t in d["pending"]],
     ) + "\n\nRUNNING\n" + table(
-        ["TASK_ID", "USER", "STATE", "GPUS", "RAY_SUBMISSION_ID", "RAY_STATUS"],
+        ["TASK_ID", "USER", "STATE", "GPUS", "RAY_SUBMISSION_ID", "RAY_STATUS", "PROGRESS"],
         [[t.get("task_id"), t.get("user"), t.get("state"), _gpus(t),
-          _latest(t, "ray_submission_id"), _latest(t, "ray_status")] for t in d["running"]],
+          _latest(t, "ray_submission_id"), _latest(t, "ray_status"),
+          progress_cell(t.get("progress"))] for t in d["running"]],
     ) + _fair_share(d.get("fair_share") or []) + _whose(ctx.args.user))
     return 0
 
@@ -312,16 +318,42 @@ def cmd_logs(ctx: Ctx) -> int:
 def cmd_wait(ctx: Ctx) -> int:
     a = ctx.args
     deadline = ctx.clock() + a.timeout
+    live = _LiveLine(ctx.err, enabled=not a.quiet)
     while True:
         task = ctx.client.json("GET", _task_path(a.task_id))
+        live.show(wait_line(task))
         if task["state"] in TERMINAL or ctx.clock() >= deadline:
             break
         ctx.sleep(min(a.interval, max(0.0, deadline - ctx.clock())))
+    live.end()
     ctx.emit(task, show_task)
     if task["state"] not in TERMINAL:
         print(f"argus: {a.task_id} still {task['state']} after {a.timeout:g}s", file=sys.stderr)
         return 1
     return 0 if task["state"] == "SUCCEEDED" else 1
+
+
+class _LiveLine:
+    """``argus wait``'s progress on stderr: on a terminal one line redrawn in place; else
+    (a log, a pipe) a line each time it changes."""
+
+    def __init__(self, stream: TextIO, *, enabled: bool) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.tty = enabled and stream.isatty()
+        self.last: str | None = None
+
+    def show(self, line: str) -> None:
+        if not self.enabled or line == self.last:
+            return
+        self.stream.write(f"\r\x1b[K{line}" if self.tty else f"{line}\n")
+        self.stream.flush()
+        self.last = line
+
+    def end(self) -> None:
+        if self.tty and self.last is not None:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 # -- argument parsing -------------------------------------------------------------------
@@ -412,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="give up after S seconds (default: %(default)s)")
     wait.add_argument("--interval", type=_positive_float, default=2.0, metavar="S",
                       help="seconds between polls (default: %(default)s)")
+    wait.add_argument("-q", "--quiet", action="store_true",
+                      help="no progress line on stderr (state, step, rate, ETA) while waiting")
     from service import cli_accounts  # it builds on this module's Ctx and table
 
     cli_accounts.add_commands(sub, add_parser)
@@ -425,6 +459,7 @@ def main(
     out: TextIO | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    err: TextIO | None = None,
 ) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -432,7 +467,7 @@ def main(
     if not token:
         parser.error(f"no API token: set the environment variable {args.token_env}")
     client = Client(args.url, token, timeout=args.http_timeout, opener=opener)
-    ctx = Ctx(client, args, out or sys.stdout, sleep, clock)
+    ctx = Ctx(client, args, out or sys.stdout, sleep, clock, err)
     try:
         return args.run(ctx)
     except ApiFailure as exc:

@@ -94,6 +94,24 @@ class JobInfo:
     exit_code: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LogChunk:
+    """Part of a driver log: ``text`` starts at the offset asked for (in characters) and
+    ends at ``end``; ``size`` is the whole log's length when read (``end < size``: more
+    to read)."""
+
+    text: str
+    end: int
+    size: int
+
+
+def chunk_of(log: str, offset: int, max_chars: int) -> LogChunk:
+    """At most ``max_chars`` of ``log`` from ``offset`` (nothing when the log is shorter
+    than that: it is not the log the offset was counted in)."""
+    text = log[offset:offset + max_chars] if offset <= len(log) else ""
+    return LogChunk(text=text, end=offset + len(text), size=len(log))
+
+
 class Cluster(Protocol):
     def snapshot(self, submission_ids: Collection[str]) -> ClusterSnapshot:
         """Free resources per alive node, and what the placement groups of the jobs
@@ -116,4 +134,9 @@ class Cluster(Protocol):
 
     def logs(self, submission_id: str) -> str:
         """Driver log text so far. Raises JobNotFound, ClusterUnavailable."""
+        ...
+
+    def log_since(self, submission_id: str, offset: int, max_chars: int) -> LogChunk:
+        """At most ``max_chars`` of the driver log from character ``offset`` on (the
+        progress follower's incremental read). Raises JobNotFound, ClusterUnavailable."""
         ...

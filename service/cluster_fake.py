@@ -17,9 +17,11 @@ from service.cluster import (
     JobAlreadyExists,
     JobInfo,
     JobNotFound,
+    LogChunk,
     NodeResources,
     SubmitRejected,
     SubmitRequest,
+    chunk_of,
 )
 from service.states import RayStatus
 
@@ -76,6 +78,7 @@ class FakeCluster:
         self.reject_next: str | None = None
         self.submit_calls: list[str] = []
         self.stop_calls: list[str] = []
+        self.log_reads: list[tuple[str, int]] = []  # (submission id, offset) per log_since
         self.clock = clock
 
     # -- scripting helpers -------------------------------------------------------
@@ -211,3 +214,7 @@ class FakeCluster:
         if job is None:
             raise JobNotFound(submission_id)
         return job.log
+
+    def log_since(self, submission_id: str, offset: int, max_chars: int) -> LogChunk:
+        self.log_reads.append((submission_id, offset))
+        return chunk_of(self.logs(submission_id), offset, max_chars)

@@ -21,6 +21,7 @@ Shape::
         default_user: admin               # owner of tasks created before users existed
         limits: {max_running_tasks: 0, max_gpus: 0}   # every user's (0: no limit)
         per_user: {alice: {max_gpus: 8}}  # overrides, key by key
+      progress: {enabled: true, poll_s: 5, max_points: 500, max_read_chars: 1048576}
       ...
 
 Precedence: defaults < file < environment (``ARGUS_*``) < command-line flags.
@@ -135,6 +136,37 @@ class UserSettings:
 
 
 @dataclass(frozen=True)
+class ProgressSettings:
+    """The driver-log follower (``service.progress_follower``): progress and curves."""
+
+    enabled: bool = True
+    poll_s: float = 5.0  # how often each running attempt's log is read for new lines
+    max_points: int = 500  # kept points per metric and attempt (``curves.thin``)
+    max_read_chars: int = 1 << 20  # at most this much of one log per read
+
+
+_PROGRESS_LIMITS: dict[str, tuple[float, bool]] = {  # key: (minimum, integer)
+    "poll_s": (0.1, False), "max_points": (2, True), "max_read_chars": (1024, True)}
+
+
+def _progress(raw: Mapping[str, Any]) -> ProgressSettings:
+    unknown = set(raw) - {"enabled", *_PROGRESS_LIMITS}
+    if unknown:
+        raise ConfigError(f"v2.progress: unknown keys {sorted(unknown)}")
+    out: dict[str, Any] = {}
+    if "enabled" in raw:
+        if not isinstance(raw["enabled"], bool):
+            raise ConfigError(f"v2.progress.enabled: must be true or false, got "
+                              f"{raw['enabled']!r}")
+        out["enabled"] = raw["enabled"]
+    for key, (minimum, integer) in _PROGRESS_LIMITS.items():
+        if key in raw:
+            value = _num(raw[key], f"v2.progress.{key}", minimum=minimum, integer=integer)
+            out[key] = int(value) if integer else float(value)
+    return ProgressSettings(**out)
+
+
+@dataclass(frozen=True)
 class Settings:
     # Ray section
     ray_address: str = "http://127.0.0.1:8265"
@@ -169,6 +201,7 @@ class Settings:
     )
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
     users: UserSettings = field(default_factory=UserSettings)
+    progress: ProgressSettings = field(default_factory=ProgressSettings)
 
     # -- derived ----------------------------------------------------------------
     @property
@@ -429,6 +462,7 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
         kw["default_overrides"] = _freeze(merged)
     kw["scheduler"] = _scheduler(_section(v2, "scheduler", "v2."))
     kw["users"] = _users(_section(v2, "users", "v2."))
+    kw["progress"] = _progress(_section(v2, "progress", "v2."))
     return Settings(**kw)
 
 

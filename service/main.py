@@ -33,6 +33,7 @@ from service.config import ConfigError, Settings, load_settings
 from service.db import SchemaError
 from service.http_server import ServerLimits, run
 from service.metrics import MeteredScheduler, ServiceMetrics
+from service.progress_follower import FollowerLoop, LogFollower
 from service.scheduler import Scheduler, SchedulerLoop
 from service.store import Store
 from service.users import MAX_TOKEN_LEN, presentable
@@ -107,12 +108,18 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     metrics.watch_loop(loop)
     app = create_app(settings, store, cluster, artifacts, token=token,
                      scheduler_loop=loop, metrics=metrics)
+    follower = FollowerLoop(LogFollower(
+        store, cluster, artifacts, max_points=settings.progress.max_points,
+        max_read_chars=settings.progress.max_read_chars), settings.progress.poll_s)
 
     async def start_loop(_: web.Application) -> None:
         loop.start()
+        if settings.progress.enabled:
+            follower.start()
 
     async def stop_loop(_: web.Application) -> None:
         loop.stop()
+        follower.stop()
         store.close()
 
     app.on_startup.append(start_loop)

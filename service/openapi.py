@@ -181,6 +181,50 @@ _SCHEMAS: dict[str, Any] = {
             "cancel_requested": {"type": "boolean"},
             "created_at": _TS,
             "updated_at": _TS,
+            "progress": {"oneOf": [_ref("Progress"), {"type": "null"}],
+                         "description": "one task (GET) and the queue's running tasks: how "
+                                        "far the latest attempt got; null before its first "
+                                        "step line"},
+        },
+    },
+    "Progress": {
+        "type": "object",
+        "required": ["attempt_no", "step", "total_steps", "fraction", "resumed_from",
+                     "rate_steps_per_s", "eta_s", "eta_at", "last_step_at"],
+        "description": "read from the attempt's driver log (verl's step:N lines)",
+        "properties": {
+            "attempt_no": {"type": "integer"},
+            "step": {"type": ["integer", "null"], "description": "verl's global step"},
+            "total_steps": {"type": ["integer", "null"],
+                            "description": "from the log (Total training steps), else the "
+                                           "JobSpec's total_training_steps"},
+            "fraction": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+            "resumed_from": {"type": ["integer", "null"],
+                             "description": "the checkpoint step this attempt resumed from"},
+            "rate_steps_per_s": {"type": ["number", "null"],
+                                 "description": "this attempt's own steps; while RUNNING"},
+            "eta_s": {"type": ["number", "null"], "description": "while RUNNING"},
+            "eta_at": _TS,
+            "last_step_at": _TS,
+        },
+    },
+    "Curves": {
+        "type": "object", "required": ["task_id", "keys", "series"],
+        "properties": {
+            "task_id": {"type": "string"},
+            "keys": {"type": "array", "items": {"type": "string"},
+                     "description": "every metric the task's attempts logged"},
+            "series": {"type": "array", "items": {
+                "type": "object", "required": ["key", "steps", "values", "attempts"],
+                "description": "one metric over all attempts on one step axis (a later "
+                               "attempt replaces the earlier ones from its first step); "
+                               "downsampled to v2.progress.max_points per attempt",
+                "properties": {
+                    "key": {"type": "string"},
+                    "steps": {"type": "array", "items": {"type": "integer"}},
+                    "values": {"type": "array", "items": {"type": "number"}},
+                    "attempts": {"type": "array", "items": {"type": "integer"}},
+                }}},
         },
     },
     "PriorityChange": {
@@ -484,6 +528,17 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
                                    "default": "latest"}, "attempt number or latest"),
                 _query("tail", {"type": "integer", "minimum": 1, "maximum": 100000,
                                 "default": 2000}, "number of last lines"),
+            ],
+        )},
+        "/api/v2/tasks/{task_id}/metrics": {"get": _op(
+            "Training curves of a task (the numeric metrics of verl's step lines)",
+            {"200": _json(_ref("Curves"), "The metric names and the chosen curves")},
+            "400:BadRequest", "404:NotFound", access="owner",
+            params=[
+                _TASK_ID_PARAM,
+                _query("keys", {"type": "string", "maxLength": 4096},
+                       "comma-separated metric names (at most 16); default: a loss and a "
+                       "reward"),
             ],
         )},
         "/api/v2/queue": {"get": _op(

@@ -1,6 +1,7 @@
 """The real Ray adapter behind ``service.cluster.Cluster``.
 
-Jobs (submit / info / stop / logs) go through ``ray.job_submission.JobSubmissionClient``,
+Jobs (submit / info / stop / logs) go through ``ray.job_submission.JobSubmissionClient``
+(the progress follower's ``log_since`` through a log-tail stream per job, ``ray_logtail``),
 created lazily and re-created after a connection error (its constructor already talks to
 the job server). Placement groups come from the state API
 (``ray.util.state.list_placement_groups``), over the same dashboard address.
@@ -48,11 +49,14 @@ from service.cluster import (
     ClusterUnavailable,
     JobInfo,
     JobNotFound,
+    LogChunk,
     NodeResources,
     SubmitRequest,
+    chunk_of,
 )
 from service.config import Settings, thaw
 from service.ray_address import RayAddress, address_source
+from service.ray_logtail import LogTails
 from service.ray_mapping import (
     bound_by_placement,
     classify_error,
@@ -96,9 +100,11 @@ class RayCluster:
         # groups (creator_job_id) back to attempts. A job's id never changes; a new head
         # numbers its jobs from the start again, so the map is dropped with the address.
         self._job_ids: dict[str, str] = {}
+        self._tails = LogTails(self._timeout)  # driver logs followed (log_since)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._tails.close()
 
     # -- plumbing ---------------------------------------------------------------------
     def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future:
@@ -218,6 +224,15 @@ class RayCluster:
     def logs(self, submission_id: str) -> str:
         return self._jobs_call(self._target(), "logs", "get_job_logs", submission_id,
                                sid=submission_id)
+
+    def log_since(self, submission_id: str, offset: int, max_chars: int) -> LogChunk:
+        """From the job's log-tail stream (``ray_logtail``: each part of the log crosses
+        the wire once); the whole log, cut at ``offset``, where no stream can answer."""
+        chunk = self._tails.read(self._target().job_server_url, submission_id, offset,
+                                 max_chars)
+        if chunk is not None:
+            return chunk
+        return chunk_of(self.logs(submission_id), offset, max_chars)
 
     def snapshot(self, submission_ids: Collection[str]) -> ClusterSnapshot:
         """Driver job ids first, placement groups second, free resources last.

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from service.curves import Point
+from service.progress import Progress
 from service.states import TaskState
 from service.users import Role
 
@@ -312,3 +314,43 @@ class Admitted:
     user: str | None
     waited_s: float
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class FollowState:
+    """Where the log follower left an attempt: the characters of its driver log read,
+    its progress, and each metric's (stride, points received) and kept steps (empty when
+    never followed)."""
+
+    jobspec_total: int | None
+    log_offset: int
+    progress: Progress
+    series: Mapping[str, tuple[int, int]]
+    steps: Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressUpdate:
+    """What one read of an attempt's log adds: written by ``Store.record_progress`` only
+    if the stored offset is still ``expected_offset``."""
+
+    task_id: str
+    attempt_no: int
+    expected_offset: int
+    log_offset: int
+    progress: Progress
+    points: tuple[Point, ...] = ()  # new kept points (a repeated step's key: replaced)
+    dropped: tuple[tuple[str, int], ...] = ()  # (key, step) thinned away
+    # (stride, points received) of the series this read touched
+    series: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressRow:
+    """The progress of a task's latest attempt, with the task's state."""
+
+    task_id: str
+    state: TaskState
+    attempt_no: int
+    progress: Progress
+    updated_at: float

@@ -46,6 +46,7 @@ from service.rows import (
     CreatedToken,
     EventRow,
     PendingRow,
+    ProgressUpdate,
     RetryPlan,
     RunnableRow,
     Sample,
@@ -65,7 +66,7 @@ from service.users import Role, label_problem, name_problem, new_token
 __all__ = [
     "ACTIVE", "MAX_SEQ", "ActiveRow", "AttemptEnd", "AttemptRow", "BulkTask", "CancelKind",
     "CancelOutcome", "Claim", "CreatedToken", "EventRow", "RetryPlan", "RunnableRow",
-    "StaleState",
+    "StaleProgress", "StaleState",
     "StorageUnavailable", "Store", "StoreError", "TaskExists", "TaskNotFound", "TaskRow",
     "TokenNotFound", "TokenRow", "TooManyTokens", "UserDisabled", "UserExists",
     "UserNotFound", "UserRow", "UserStatusChange", "truncate_message",
@@ -105,6 +106,16 @@ class StaleState(StoreError):
         self.task_id = task_id
         self.expected = expected
         self.actual = actual
+
+
+class StaleProgress(StoreError):
+    """A progress write found another log offset than the one its reader started from."""
+
+    def __init__(self, task_id: str, attempt_no: int, expected_offset: int) -> None:
+        super().__init__(f"task {task_id} attempt {attempt_no}: progress moved past offset "
+                         f"{expected_offset} meanwhile")
+        self.task_id = task_id
+        self.attempt_no = attempt_no
 
 
 class UserNotFound(StoreError):
@@ -766,7 +777,8 @@ class Store(StoreReads):
         return None if row is None else row["jobspec_yaml"]
 
     def change_marker(self) -> tuple[int, float]:
-        """(tasks, latest update time): differs after any task was created or moved."""
+        """(tasks, latest update time): differs after any task was created or moved, or
+        an attempt's progress moved."""
         row = self._reader().execute(Q["change_marker"]).fetchone()
         return row["n"], row["at"]
 
@@ -790,3 +802,28 @@ class Store(StoreReads):
                 Q["recent_finished"], {"limit": limit, "user": user})]
             rows = [conn.execute(Q["get_task"], {"task_id": i}).fetchone() for i in ids]
         return [task_row(r, None) for r in rows if r is not None]
+
+    def record_progress(self, update: ProgressUpdate, now: float) -> None:
+        """What one read of an attempt's driver log added (``ProgressUpdate``), in one
+        transaction guarded by the offset it read from; ``StaleProgress`` if that moved."""
+        key = {"task_id": update.task_id, "attempt_no": update.attempt_no}
+        p = update.progress
+        with self._tx() as conn:
+            conn.execute(Q["insert_progress"], {**key, "now": now})
+            moved = conn.execute(Q["update_progress"], {
+                **key, "expected_offset": update.expected_offset,
+                "log_offset": update.log_offset, "step": p.step, "total_steps": p.total,
+                "resumed_from": p.resumed_from, "first_step": p.first_step,
+                "first_at": p.first_at, "last_at": p.last_at, "rate": p.rate,
+                "eta_at": p.eta_at, "now": now,
+            }).rowcount
+            if moved != 1:
+                raise StaleProgress(update.task_id, update.attempt_no, update.expected_offset)
+            ids = {name: conn.execute(Q["upsert_series"], {
+                **key, "key": name, "stride": stride, "seen": seen}).fetchone()["series_id"]
+                for name, (stride, seen) in update.series.items()}
+            conn.executemany(Q["put_point"], [
+                {"series_id": ids[pt.key], "step": pt.step, "value": pt.value}
+                for pt in update.points])
+            conn.executemany(Q["delete_point"], [
+                {"series_id": ids[name], "step": step} for name, step in update.dropped])

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from service.curves import Point
 from service.ids import new_task_id
 from service.offload import Offload
 from service.rows import (
@@ -29,6 +30,7 @@ from service.rows import (
     CreatedToken,
     EventRow,
     PendingRow,
+    ProgressRow,
     Sample,
     SessionRow,
     TaskRow,
@@ -131,6 +133,18 @@ class AsyncStore:
 
     async def recent_finished(self, limit: int, user: str | None) -> list[TaskRow]:
         return await self._reads.run(self._store.recent_finished, limit, user)
+
+    async def task_progress(self, task_id: str) -> ProgressRow | None:
+        return await self._reads.run(self._store.task_progress, task_id)
+
+    async def active_progress(self) -> dict[str, ProgressRow]:
+        return await self._reads.run(self._store.active_progress)
+
+    async def metric_keys(self, task_id: str) -> list[str]:
+        return await self._reads.run(self._store.metric_keys, task_id)
+
+    async def metric_points(self, task_id: str, keys: list[str]) -> list[Point]:
+        return await self._reads.run(self._store.metric_points, task_id, keys)
 
     async def change_marker(self) -> tuple[int, float]:
         return await self._reads.run(self._store.change_marker)

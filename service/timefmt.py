@@ -1,5 +1,5 @@
 """How the service writes a point in time for people (ISO-8601 UTC with milliseconds),
-and reads one back."""
+and reads one back; and a span of time (``duration``)."""
 
 from __future__ import annotations
 
@@ -37,3 +37,17 @@ def parse_time(text: str) -> float:
     if not math.isfinite(value) or not 0 <= value <= MAX_EPOCH_S:
         raise ValueError(f"{text[:40]!r} is outside 1970-01-01 .. 9999-12-31")
     return value
+
+
+def duration(seconds: float | None) -> str:
+    """``42s``, ``5m 03s``, ``2h 05m``, ``3d 04h`` (the console's and the CLI's)."""
+    if seconds is None:
+        return ""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"

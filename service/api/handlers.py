@@ -29,13 +29,16 @@ from service.api.params import SQLITE_MAX_INT, parse_uint
 from service.api.views import (
     InvalidCursor,
     attempt_json,
+    curves_json,
     decode_cursor,
     encode_cursor,
     event_json,
     fair_share_json,
     task_json,
+    task_with_progress,
 )
 from service.cluster import ClusterError, ClusterUnavailable
+from service.curves import default_keys, join
 from service.jobspec import JobSpec, JobSpecError, parse_jobspec
 from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from service.priorities import allowance_problem, range_problem
@@ -245,8 +248,41 @@ async def list_tasks(request: web.Request) -> web.Response:
 
 
 async def get_task(request: web.Request) -> web.Response:
-    task = await _task_or_404(deps_of(request), request.match_info["task_id"])
-    return web.json_response(task_json(task))
+    deps = deps_of(request)
+    task = await _task_or_404(deps, request.match_info["task_id"])
+    progress = await deps.store.task_progress(task.task_id)
+    return web.json_response(task_with_progress(task, progress, deps.clock()))
+
+
+MAX_CURVES = 16  # metrics one request may ask for
+KEY_PARAM_MAX = 4096  # characters of ?keys=
+
+
+async def task_metrics(request: web.Request) -> web.Response:
+    """The training curves of a task: its metric names, and the points of ``?keys=``
+    (comma-separated; default a loss and a reward) over all attempts on one step axis."""
+    deps = deps_of(request)
+    task_id = request.match_info["task_id"]
+    raw = request.query.get("keys")
+    wanted = None if raw is None else [k for k in raw[:KEY_PARAM_MAX + 1].split(",") if k]
+    task = await _own_task(request, task_id, "read the metrics of")
+    keys = await deps.store.metric_keys(task.task_id)
+    errors: list[dict[str, Any]] = []
+    if raw is not None and len(raw) > KEY_PARAM_MAX:
+        errors.append({"field": "keys", "message": f"at most {KEY_PARAM_MAX} characters"})
+    elif wanted is not None and len(wanted) > MAX_CURVES:
+        errors.append({"field": "keys", "message": f"at most {MAX_CURVES} keys, got "
+                                                    f"{len(wanted)}"})
+    elif wanted is not None:
+        unknown = [k for k in wanted if k not in set(keys)]
+        if unknown:
+            errors.append({"field": "keys", "message": "no such metric in this task: "
+                                                        + ", ".join(k[:80] for k in unknown[:5])})
+    if errors:
+        raise ApiError(400, "invalid query parameters", details=errors)
+    chosen = default_keys(keys) if wanted is None else list(dict.fromkeys(wanted))
+    points = await deps.store.metric_points(task.task_id, chosen)
+    return web.json_response(curves_json(task.task_id, keys, chosen, join(points)))
 
 
 async def list_attempts(request: web.Request) -> web.Response:
@@ -360,10 +396,12 @@ async def queue(request: web.Request) -> web.Response:
         raise ApiError(400, "invalid query parameters", details=errors)
     deps = deps_of(request)
     pending, running = await deps.store.queue(user)
+    progress = await deps.store.active_progress()
     seen = deps.metrics.observed.last
+    now = deps.clock()
     return web.json_response({
         "pending": [task_json(t) for t in pending],
-        "running": [task_json(t) for t in running],
+        "running": [task_with_progress(t, progress.get(t.task_id), now) for t in running],
         "fair_share": fair_share_json({} if seen is None else seen.shares),
     })
 

@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from service.api.params import parse_uint
+from service.curves import Point
 from service.fairshare import Share
 from service.quotas import Limits
-from service.rows import MAX_SEQ, AttemptRow, EventRow, TaskRow, TokenRow, UserRow
-from service.states import RUNNABLE
+from service.rows import MAX_SEQ, AttemptRow, EventRow, ProgressRow, TaskRow, TokenRow, UserRow
+from service.states import RUNNABLE, TaskState
 from service.timefmt import iso
 from service.usage import AttemptUsage, Report, TaskUsage, UserUsage
 from service.users import display_prefix
@@ -98,6 +99,48 @@ def task_json(task: TaskRow) -> dict[str, Any]:
         "max_runtime_s": task.max_runtime_s,
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
         "cancel_requested": task.cancel_requested,
+    }
+
+
+def progress_json(row: ProgressRow | None, now: float) -> dict[str, Any] | None:
+    """How far the task's latest attempt got (None: no step line read yet). Rate and ETA
+    only while it runs: they are the attempt's own pace, not a promise after it ended."""
+    if row is None:
+        return None
+    p = row.progress
+    running = row.state is TaskState.RUNNING
+    rate, eta_at = (p.rate, p.eta_at) if running else (None, None)
+    return {
+        "attempt_no": row.attempt_no,
+        "step": p.step,
+        "total_steps": p.total,
+        "fraction": None if p.fraction is None else round(p.fraction, 4),
+        "resumed_from": p.resumed_from,
+        "rate_steps_per_s": None if rate is None else round(rate, 4),
+        "eta_s": None if eta_at is None else round(max(0.0, eta_at - now), 1),
+        "eta_at": iso(eta_at),
+        "last_step_at": iso(p.last_at),
+    }
+
+
+def task_with_progress(task: TaskRow, progress: ProgressRow | None,
+                       now: float) -> dict[str, Any]:
+    """``task_json`` and the ``progress`` of its latest attempt."""
+    return {**task_json(task), "progress": progress_json(progress, now)}
+
+
+def curves_json(task_id: str, keys: list[str], chosen: list[str],
+                joined: Mapping[str, list[Point]]) -> dict[str, Any]:
+    """Every metric name of the task, and the chosen ones' points on one step axis."""
+    return {
+        "task_id": task_id,
+        "keys": keys,
+        "series": [{
+            "key": key,
+            "steps": [p.step for p in joined.get(key, [])],
+            "values": [p.value for p in joined.get(key, [])],
+            "attempts": [p.attempt_no for p in joined.get(key, [])],
+        } for key in chosen],
     }
 
 

@@ -559,8 +559,12 @@ WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
 SELECT jobspec_yaml FROM tasks WHERE task_id = :task_id;
 
 -- name: change_marker
--- Changes whenever a task is created or changes state or reason (live pages poll this).
-SELECT count(*) AS n, coalesce(max(updated_at), 0) AS at FROM tasks;
+-- Changes whenever a task is created or changes state or reason, or an attempt's progress
+-- moves (live pages poll this).
+SELECT count(*) AS n,
+       max(coalesce(max(updated_at), 0),
+           coalesce((SELECT max(updated_at) FROM attempt_progress), 0)) AS at
+FROM tasks;
 
 -- name: gpu_seconds_in_window
 -- GPU-seconds per owner inside [:from, :to), a running attempt counted up to :now: the
@@ -600,3 +604,77 @@ SELECT f.task_id FROM (
                    ORDER BY t.seq DESC LIMIT :limit)
 ) f
 ORDER BY f.seq DESC LIMIT :limit;
+
+-- progress and training curves (migration 0007) -----------------------------------------
+
+-- name: follow_state
+-- Where the follower left an attempt (NULL progress columns: never followed), and the
+-- JobSpec's total_training_steps (the run's length until the log says it).
+SELECT json_extract(t.spec_json, '$.total_training_steps') AS jobspec_total,
+       p.log_offset, p.step, p.total_steps, p.resumed_from, p.first_step, p.first_at,
+       p.last_at
+FROM tasks t
+LEFT JOIN attempt_progress p ON p.task_id = t.task_id AND p.attempt_no = :attempt_no
+WHERE t.task_id = :task_id;
+
+-- name: follow_points
+SELECT s.key, s.stride, s.seen, m.step
+FROM metric_series s
+LEFT JOIN metric_points m ON m.series_id = s.series_id
+WHERE s.task_id = :task_id AND s.attempt_no = :attempt_no
+ORDER BY s.key, m.step;
+
+-- name: insert_progress
+INSERT OR IGNORE INTO attempt_progress (task_id, attempt_no, log_offset, updated_at)
+VALUES (:task_id, :attempt_no, 0, :now);
+
+-- name: update_progress
+-- Guarded by the offset the follower read from: zero rows = another writer moved it.
+UPDATE attempt_progress
+SET log_offset = :log_offset, step = :step, total_steps = :total_steps,
+    resumed_from = :resumed_from, first_step = :first_step, first_at = :first_at,
+    last_at = :last_at, rate = :rate, eta_at = :eta_at, updated_at = :now
+WHERE task_id = :task_id AND attempt_no = :attempt_no AND log_offset = :expected_offset;
+
+-- name: upsert_series
+INSERT INTO metric_series (task_id, attempt_no, key, stride, seen)
+VALUES (:task_id, :attempt_no, :key, :stride, :seen)
+ON CONFLICT (task_id, attempt_no, key) DO UPDATE SET stride = excluded.stride,
+                                                     seen = excluded.seen
+RETURNING series_id;
+
+-- name: put_point
+-- A validation line repeats its step: the later value of a key wins.
+INSERT OR REPLACE INTO metric_points (series_id, step, value)
+VALUES (:series_id, :step, :value);
+
+-- name: delete_point
+DELETE FROM metric_points WHERE series_id = :series_id AND step = :step;
+
+-- name: task_progress
+-- The progress of a task's latest attempt (no row: never followed).
+SELECT t.task_id, t.state, json_extract(t.spec_json, '$.total_training_steps') AS jobspec_total,
+       p.attempt_no, p.step, p.total_steps, p.resumed_from, p.first_step, p.first_at,
+       p.last_at, p.rate, p.eta_at, p.updated_at
+FROM tasks t
+JOIN attempt_progress p ON p.task_id = t.task_id AND p.attempt_no = t.latest_attempt_no
+WHERE t.task_id = :task_id;
+
+-- name: active_progress
+SELECT t.task_id, t.state, json_extract(t.spec_json, '$.total_training_steps') AS jobspec_total,
+       p.attempt_no, p.step, p.total_steps, p.resumed_from, p.first_step, p.first_at,
+       p.last_at, p.rate, p.eta_at, p.updated_at
+FROM tasks t INDEXED BY tasks_active
+JOIN attempt_progress p ON p.task_id = t.task_id AND p.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING');
+
+-- name: metric_keys
+SELECT DISTINCT key FROM metric_series WHERE task_id = :task_id ORDER BY key;
+
+-- name: metric_points
+-- :keys is a JSON array of metric names.
+SELECT s.attempt_no, s.key, m.step, m.value
+FROM metric_series s
+JOIN metric_points m ON m.series_id = s.series_id
+WHERE s.task_id = :task_id AND s.key IN (SELECT value FROM json_each(:keys))
+ORDER BY s.attempt_no, s.key, m.step;

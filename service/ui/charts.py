@@ -1,7 +1,8 @@
 """Charts as inline SVG, drawn on the server: no charting library, no script.
 
 ``line_chart`` draws one series over a time window (gaps where no sample exists, e.g.
-while the service was down); ``bar_chart`` draws labelled horizontal bars. Both return
+while the service was down); ``bar_chart`` draws labelled horizontal bars; ``curve_chart``
+draws a training curve over verl's steps, reduced to what the pixels can show. Each returns
 markup in which every text (labels, titles) is escaped, ready to be put in a page.
 """
 
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from html import escape
+from itertools import pairwise
 
 from markupsafe import Markup
 
@@ -32,6 +34,19 @@ def nice_max(value: float) -> float:
 
 def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:.1f}"
+
+
+def _y_grid(label: Callable[[float], str]) -> list[str]:
+    """Three horizontal grid lines (bottom, middle, top) with their labels (escaped)."""
+    plot_h = HEIGHT - TOP - BOTTOM
+    out = []
+    for frac in (0.0, 0.5, 1.0):
+        y = TOP + plot_h - frac * plot_h
+        out.append(f'<line class="grid" x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" '
+                   f'y2="{y:.1f}"/>')
+        out.append(f'<text class="axis" x="{LEFT - 6}" y="{y + 4:.1f}" '
+                   f'text-anchor="end">{label(frac)}</text>')
+    return out
 
 
 def line_chart(points: Sequence[tuple[float, float | None]], *, start: float, end: float,
@@ -61,12 +76,7 @@ def line_chart(points: Sequence[tuple[float, float | None]], *, start: float, en
     parts = [f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
              f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
              f"<title>{escape(title)}</title>"]
-    for frac in (0.0, 0.5, 1.0):
-        y = TOP + plot_h - frac * plot_h
-        parts.append(f'<line class="grid" x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" '
-                     f'y2="{y:.1f}"/>')
-        parts.append(f'<text class="axis" x="{LEFT - 6}" y="{y + 4:.1f}" '
-                     f'text-anchor="end">{_fmt(top * frac)}{escape(unit)}</text>')
+    parts += _y_grid(lambda frac: f"{_fmt(top * frac)}{escape(unit)}")
     for i in range(5):
         t = start + span * i / 4
         x = LEFT + plot_w * i / 4
@@ -108,5 +118,87 @@ def bar_chart(bars: Sequence[tuple[str, float]], *, title: str, unit: str = "") 
     if not bars:
         parts.append(f'<text class="empty" x="{WIDTH / 2}" y="24" text-anchor="middle">'
                      "no GPU time in this window</text>")
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _num(v: float) -> str:
+    """An axis label: 3 significant digits, no exponent for everyday magnitudes."""
+    return f"{v:.3g}" if v != 0 else "0"
+
+
+def _columns(points: Sequence[tuple[int, float, int]], first: int, scale: float
+             ) -> list[tuple[int, float]]:
+    """The (step, value) points as drawn: per pixel column its first, lowest, highest and
+    last point, in step order. A 10k-point curve draws as at most 4 vertices a pixel
+    column, and still shows every spike."""
+    out: list[tuple[int, float]] = []
+    col = -1
+    head = low = high = tail = (0, 0.0)
+
+    def emit() -> None:
+        out.extend(sorted({head, low, high, tail}))
+
+    for step, value, _ in points:
+        x = int((step - first) * scale)
+        if x != col:
+            if col >= 0:
+                emit()
+            col = x
+            head = low = high = tail = (step, value)
+            continue
+        tail = (step, value)
+        if value < low[1]:
+            low = tail
+        elif value > high[1]:
+            high = tail
+    if col >= 0:
+        emit()
+    return out
+
+
+def curve_chart(points: Sequence[tuple[int, float, int]], *, title: str) -> Markup:
+    """A training curve: (step, value, attempt) in step order on a step axis, a dashed
+    line where another attempt takes over (labelled with its number)."""
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    parts = [f'<svg class="chart curve" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+             f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
+             f"<title>{escape(title)}</title>"]
+    if not points:
+        parts.append(f'<text class="empty" x="{WIDTH / 2}" y="{HEIGHT / 2}" '
+                     'text-anchor="middle">no points yet</text></svg>')
+        return Markup("".join(parts))
+    first, last = points[0][0], points[-1][0]
+    lo = min(p[1] for p in points)
+    hi = max(p[1] for p in points)
+    if hi == lo:
+        lo, hi = lo - 1, hi + 1
+    x_span = max(last - first, 1)
+
+    def x_of(step: int) -> float:
+        return LEFT + (step - first) / x_span * plot_w
+
+    def y_of(value: float) -> float:
+        return TOP + plot_h - (value - lo) / (hi - lo) * plot_h
+
+    parts += _y_grid(lambda frac: _num(lo + (hi - lo) * frac))
+    for i in range(5):
+        step = first + x_span * i / 4
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        parts.append(f'<text class="axis" x="{LEFT + plot_w * i / 4:.1f}" y="{HEIGHT - 8}" '
+                     f'text-anchor="{anchor}">{round(step)}</text>')
+    for prev, point in pairwise(points):
+        if point[2] != prev[2]:
+            x = x_of(point[0])
+            parts.append(f'<line class="attempt" x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" '
+                         f'y2="{TOP + plot_h}"/><text class="axis" x="{x + 3:.1f}" '
+                         f'y="{TOP + 10}">a{point[2]}</text>')
+    drawn = _columns(points, first, plot_w / x_span)
+    if len(drawn) == 1:
+        parts.append(f'<circle class="series" cx="{x_of(drawn[0][0]):.1f}" '
+                     f'cy="{y_of(drawn[0][1]):.1f}" r="2"/>')
+    else:
+        path = " ".join(f"{x_of(s):.1f},{y_of(v):.1f}" for s, v in drawn)
+        parts.append(f'<polyline class="series" points="{path}"/>')
     parts.append("</svg>")
     return Markup("".join(parts))

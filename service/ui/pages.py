@@ -28,6 +28,7 @@ from service.api.auth import AuthFailure
 from service.api.deps import AppDeps, deps_of
 from service.api.handlers import _attempt_log, _on_cluster, _tail
 from service.api.params import parse_uint
+from service.cli_progress import progress_summary
 from service.cluster import ClusterError
 from service.config import SchedulerSettings
 from service.observed import reason_class, total_of
@@ -36,8 +37,8 @@ from service.ray_address import parse_record, read_file
 from service.rows import CancelKind, TaskRow
 from service.states import RUNNABLE, TERMINAL, TaskState
 from service.store import StaleState, TaskNotFound
-from service.timefmt import iso
-from service.ui import charts
+from service.timefmt import duration, iso
+from service.ui import charts, progress_view
 from service.ui.sessions import (
     Signed,
     clear_cookie,
@@ -86,20 +87,6 @@ PageHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # -- formatting (template filters) -----------------------------------------------------------
 
 
-def duration(seconds: float | None) -> str:
-    """``42s``, ``5m 03s``, ``2h 05m``, ``3d 04h``."""
-    if seconds is None:
-        return ""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
-
-
 def make_env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("service.ui", "templates"),
@@ -108,6 +95,7 @@ def make_env() -> jinja2.Environment:
     env.filters["duration"] = duration
     env.filters["iso"] = lambda ts: iso(ts) or ""
     env.filters["reason_class"] = reason_class
+    env.filters["progress_text"] = progress_summary
     return env
 
 
@@ -294,10 +282,12 @@ async def queue_page(request: web.Request) -> web.Response:
         return UI + "/queue?" + urlencode({k: v for k, v in merged.items() if v})
 
     pages = max(1, -(-pending_total // PAGE_SIZE))
+    progress = await progress_view.running_progress(store, deps.clock()) if running else {}
     return render(
         request, "_queue.html" if q.get("fragment") else "queue.html", nav="queue",
         counts=counts, states=[s.value for s in TaskState], pending=pending,
         pending_total=pending_total, running=running, recent=recent, held=_held(deps),
+        progress=progress,
         filters=filters, workloads=await store.pending_workloads(), page=page, pages=pages,
         link=link)
 
@@ -312,15 +302,19 @@ async def task_page(request: web.Request) -> web.Response:
     task = await deps.store.get_task(task_id)
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
-    attempts, events, spec = await asyncio.gather(
+    attempts, events, spec, progress = await asyncio.gather(
         deps.store.list_attempts(task_id), deps.store.events(task_id),
-        deps.store.task_jobspec(task_id))
+        deps.store.task_jobspec(task_id),
+        progress_view.task_progress(deps.store, task_id, deps.clock()))
     who = request[SIGNED].principal
+    may_act = who.may_act_on(task.user)  # the curves come from the logs: theirs too
+    curves = await progress_view.task_curves(deps.store, task_id, request.query.getall(
+        "keys", [])[:progress_view.MAX_PAGE_CURVES]) if may_act else None
     return render(
         request, "_task.html" if request.query.get("fragment") else "task.html",
         nav="queue", task=task, attempts=attempts, events=events, jobspec=spec or "",
-        may_act=who.may_act_on(task.user), terminal=task.state in TERMINAL,
-        waiting=task.state in RUNNABLE, held=_held(deps))
+        may_act=may_act, terminal=task.state in TERMINAL,
+        waiting=task.state in RUNNABLE, held=_held(deps), progress=progress, curves=curves)
 
 
 @signed_in

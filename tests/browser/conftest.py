@@ -27,7 +27,7 @@ from aiohttp import web
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 
 from service.cluster_fake import FakeCluster
-from service.config import SchedulerSettings, Settings
+from service.config import ProgressSettings, SchedulerSettings, Settings
 from service.main import build_service
 from service.states import TaskState
 from service.store import Store
@@ -97,7 +97,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     shared = root / "shared"
     settings = Settings(
         shared_root=str(shared), db_path=str(root / "argus.db"), ray_timeout_s=2.0,
-        scheduler=SchedulerSettings(tick_s=0.2, max_attempts=1))
+        scheduler=SchedulerSettings(tick_s=0.2, max_attempts=1),
+        progress=ProgressSettings(poll_s=0.5))
     cluster = FakeCluster(clock=time.time())
     app = build_service(settings, TOKEN, cluster)
     started, box = threading.Event(), {}

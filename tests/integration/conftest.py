@@ -152,6 +152,7 @@ class ArgusService:
                 "auth": {"token_env": "ARGUS_API_TOKEN"},
                 "jobspec": {"allowed_roots": [str(self.shared_root)]},
                 "scheduler": TEST_SCHEDULER if scheduler is None else scheduler,
+                "progress": {"poll_s": 0.5},
             },
         }))
         self.url = f"http://127.0.0.1:{self.port}"

@@ -146,7 +146,7 @@ def test_logs_live_while_running_and_archived_after(ray_cluster, argus):
 
     def live_step() -> str:
         r = argus.logs(tid)
-        return r.status_code == 200 and "step 1/" in r.text and r.text
+        return r.status_code == 200 and "step:1 - " in r.text and r.text
 
     live = wait_until(live_step, 60, "live driver output")
     assert argus.task(tid)["state"] == "RUNNING", "the log was not read live"

@@ -18,6 +18,7 @@ import requests
 import yaml
 
 from service.layout import checkpoint_dir
+from service.progress import StepLine, parse_line
 
 from .conftest import TERMINAL, TEST_SCHEDULER, ensure_workers
 from .localray import wait_until
@@ -93,7 +94,8 @@ def _tracker(root: Path) -> int | None:
 
 
 def _steps(log: str) -> list[int]:
-    return [int(m) for m in re.findall(rf"\] step (\d+)/{LOW_STEPS}\b", log)]
+    """The steps of the stand-in's verl step lines, read as the service reads them."""
+    return [e.step for e in map(parse_line, log.splitlines()) if isinstance(e, StepLine)]
 
 
 def test_high_priority_gang_preempts_a_checkpointing_run_that_then_resumes(
@@ -111,7 +113,7 @@ def test_high_priority_gang_preempts_a_checkpointing_run_that_then_resumes(
     seen = wait_until(lambda: (k := _tracker(ckpt)) is not None and k >= 2 and k, 40,
                       f"attempt 1 to checkpoint step 2 under {ckpt}")
     before = _log(argus, low, 1)
-    assert "no checkpoint to resume from" in before and f"step 2/{LOW_STEPS}" in before
+    assert "no checkpoint to resume from" in before and "step:2 - " in before
     assert argus.task(low)["state"] == "RUNNING"
 
     high = _submit(argus, argus.http, priority=100, duration_s=3)  # the admin's token
@@ -152,6 +154,11 @@ def test_high_priority_gang_preempts_a_checkpointing_run_that_then_resumes(
     assert "no checkpoint to resume from" not in second_log
     assert _steps(second_log) == list(range(k + 1, LOW_STEPS + 1))
     assert _tracker(ckpt) == LOW_STEPS
+    # its progress: the second attempt's, from the checkpoint it resumed (read by the
+    # service's log follower, the end from the archived log)
+    progress = argus.wait_for(low, lambda t: (t["progress"] or {}).get("step") == LOW_STEPS,
+                              30, "to show its last step")["progress"]
+    assert (progress["attempt_no"], progress["resumed_from"]) == (2, k), progress
 
     # both attempts were told the same per-task checkpoint directory
     jobs = Path(argus.shared_root) / "users" / "alice" / "jobs"

@@ -126,6 +126,7 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", "/api/v2/tasks/{task_id}:cancel"): {**OWNER, "alice": 202, "ada": 202,
                                                  "bootstrap": 202},
     ("GET", "/api/v2/tasks/{task_id}/logs"): OWNER,
+    ("GET", "/api/v2/tasks/{task_id}/metrics"): OWNER,  # read from the logs
     ("GET", "/api/v2/queue"): OK_ALL,
     ("GET", "/api/v2/me"): OK_ALL,
     ("GET", "/api/v2/users"): ADMIN,

@@ -16,6 +16,7 @@ import pytest
 
 from service.config import Settings
 from service.jobspec import JobSpec
+from service.progress import StepLine, parse_line
 from service.submission import build_entrypoint
 
 TRAINER_DIR = Path(__file__).resolve().parents[2] / "examples" / "standin-verl" / "verl" / "trainer"
@@ -56,8 +57,11 @@ class Run:
     def __call__(self, cfg: object) -> int:
         return standin.train(cfg, self.lines.append, self.sleeps.append)
 
-    def steps(self) -> list[str]:
-        return [line for line in self.lines if line.startswith("step ")]
+    def steps(self) -> list[int]:
+        """The steps of the step lines, read as the service reads them."""
+        events = [parse_line(line) for line in self.lines if line.startswith("step:")]
+        assert all(isinstance(e, StepLine) for e in events), events
+        return [e.step for e in events]
 
 
 # -- arguments --------------------------------------------------------------------------
@@ -182,7 +186,7 @@ def test_fresh_run_saves_every_save_freq_steps_and_after_the_last(tmp_path: Path
                "trainer.resume_mode=auto")
     assert run(cfg) == 5
     assert run.lines[0] == "no checkpoint to resume from"
-    assert run.steps() == [f"step {i}/5" for i in range(1, 6)]
+    assert run.steps() == list(range(1, 6))
     saved = [line for line in run.lines if line.startswith("saved")]
     assert saved == [f"saved checkpoint global_step_{k}" for k in (2, 4, 5)]
     assert sorted(p.name for p in tmp_path.glob("global_step_*")) == [
@@ -213,7 +217,7 @@ def test_resume_starts_after_the_saved_step_and_says_so_once(tmp_path: Path) -> 
     assert run(cfg) == 8
     resumed = [line for line in run.lines if "resume" in line or "checkpoint to" in line]
     assert resumed == ["resumed from checkpoint global_step_3"]
-    assert run.steps() == [f"step {i}/8" for i in range(4, 9)]
+    assert run.steps() == list(range(4, 9))
     assert run.sleeps == [pytest.approx(1.0)] * 5  # per-step time as in a fresh run
     assert ckpt.find_latest(tmp_path) == ckpt.Latest(8)
 
@@ -238,7 +242,7 @@ def test_a_garbled_tracker_means_from_scratch_and_says_so(tmp_path: Path) -> Non
     run(cfg)
     assert run.lines[0].startswith("ignoring the checkpoint tracker: ")
     assert run.lines[1] == "no checkpoint to resume from"
-    assert run.steps() == ["step 1/3", "step 2/3", "step 3/3"]
+    assert run.steps() == [1, 2, 3]
     assert ckpt.find_latest(tmp_path) == ckpt.Latest(3)  # the new saves repair it
 
 
@@ -254,13 +258,13 @@ def test_save_freq_off_writes_nothing_but_still_resumes(tmp_path: Path) -> None:
     ckpt.save(tmp_path, 1, {})
     run = Run()
     run(_cfg("trainer.total_training_steps=2", f"trainer.default_local_dir={tmp_path}"))
-    assert run.steps() == ["step 2/2"]
+    assert run.steps() == [2]
 
 
 def test_no_checkpoint_dir_means_no_checkpoint_talk() -> None:
     run = Run()
     run(_cfg("+argus_demo.duration_s=2"))
-    assert run.lines == ["step 1/2", "step 2/2"]
+    assert run.steps() == [1, 2] and len(run.lines) == 2
 
 
 def test_resume_mode_disable_ignores_a_checkpoint(tmp_path: Path) -> None:
@@ -269,7 +273,7 @@ def test_resume_mode_disable_ignores_a_checkpoint(tmp_path: Path) -> None:
     run(_cfg("trainer.total_training_steps=3", "trainer.resume_mode=disable",
              f"trainer.default_local_dir={tmp_path}"))
     assert run.lines[0] == "trainer.resume_mode=disable: training from step 1"
-    assert run.steps() == ["step 1/3", "step 2/3", "step 3/3"]
+    assert run.steps() == [1, 2, 3]
 
 
 def test_resume_path_starts_after_the_named_step(tmp_path: Path) -> None:
@@ -279,7 +283,7 @@ def test_resume_path_starts_after_the_named_step(tmp_path: Path) -> None:
     run(_cfg("trainer.total_training_steps=5", "trainer.resume_mode=resume_path",
              f"trainer.resume_from_path={tmp_path / 'global_step_2'}"))
     assert run.lines[0] == "resumed from checkpoint global_step_2"
-    assert run.steps() == ["step 3/5", "step 4/5", "step 5/5"]
+    assert run.steps() == [3, 4, 5]
     with pytest.raises(standin.ResumeError, match="does not exist"):
         run(_cfg("trainer.total_training_steps=5", "trainer.resume_mode=resume_path",
                  f"trainer.resume_from_path={tmp_path / 'global_step_9'}"))
@@ -289,3 +293,13 @@ def test_write_atomic_sets_readable_permissions(tmp_path: Path) -> None:
     target = tmp_path / "f.txt"
     ckpt.write_atomic(target, "x")
     assert target.read_text() == "x" and (os.stat(target).st_mode & 0o777) == 0o644
+
+
+def test_step_lines_are_verl_console_lines_with_falling_loss_and_rising_reward() -> None:
+    lines = [standin.step_line(step, 10, 0.5) for step in range(1, 11)]
+    events = [parse_line(f"[standin-verl main_ppo] {line}") for line in lines]
+    assert [e.step for e in events] == list(range(1, 11))
+    losses = [e.metrics["train/loss"] for e in events]
+    scores = [e.metrics["critic/score/mean"] for e in events]
+    assert losses == sorted(losses, reverse=True) and scores == sorted(scores)
+    assert events[0].metrics["actor/lr"] == 1e-06

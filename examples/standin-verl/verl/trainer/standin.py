@@ -15,6 +15,7 @@ tests it without Ray.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -196,6 +197,16 @@ def resume_from(cfg: RunConfig, say: Callable[[str], None]) -> int:
     return latest.step
 
 
+def step_line(step: int, total: int, step_s: float) -> str:
+    """verl's console logger line for one step (``step:N - key:value - ...``), with
+    made-up but smooth curves: a loss that falls and a reward that rises over the run."""
+    x = step / total
+    loss = 0.1 + 2.0 * math.exp(-3.0 * x)
+    score = 1.0 - math.exp(-3.0 * x)
+    return (f"step:{step} - train/loss:{loss:.4f} - critic/score/mean:{score:.4f} - "
+            f"actor/lr:1e-06 - timing_s/step:{step_s:.3f}")
+
+
 def train(cfg: RunConfig, say: Callable[[str], None],
           sleep: Callable[[float], None] = time.sleep) -> int:
     """The training loop after the workers are up: resume, steps, checkpoints.
@@ -209,7 +220,7 @@ def train(cfg: RunConfig, say: Callable[[str], None],
         return done
     for step in range(done + 1, total + 1):
         sleep(cfg.step_s)
-        say(f"step {step}/{total}")
+        say(step_line(step, total, cfg.step_s))
         if cfg.saves_after(step):
             assert cfg.default_local_dir is not None  # checked by from_overrides
             ckpt.save(cfg.default_local_dir, step,
@@ -253,6 +264,7 @@ def run(cfg: RunConfig, trainer: str) -> int:
     ]
     for line in ray.get(refs):
         _say(trainer, f"worker ready: {line}")
+    _say(trainer, f"Total training steps: {cfg.total_steps}")  # verl's trainer says so too
     try:
         train(cfg, lambda text: _say(trainer, text))
     except ResumeError as exc:

@@ -1,0 +1,168 @@
+"""How far along a running attempt is, from the lines its driver prints (pure).
+
+verl's console logger prints one line per training step::
+
+    step:12 - train/loss:5.8013 - train/grad_norm:2.169 - perf/throughput:1520.3
+
+(``verl.utils.tracking``: ``step:<N>`` then `` - key:value`` per numeric metric). The
+line may come behind Ray's actor prefix (``(TaskRunner pid=12) ``, ANSI colours) or behind
+a tqdm bar that printed no newline, so the parser searches each carriage-return segment
+for ``step:<N>`` not preceded by a word character. Validation prints a second line for the
+same step (``step:4 - val/loss:5.56``); its metrics join the step's.
+
+Other lines it reads: verl's trainer prints ``Total training steps: <N>`` once it knows
+the run's length, and a resumed run says which checkpoint it loaded
+(``Load from checkpoint folder: .../global_step_<k>`` in verl, ``resumed from checkpoint
+global_step_<k>`` in the stand-in). A resumed attempt continues verl's global step count,
+so its progress starts at k, and its rate counts only the steps this attempt did.
+
+``Progress`` is the model of one attempt; ``advance`` folds parsed lines into it at the
+time the follower read them (the lines carry no time of their own).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+MAX_KEY_LEN = 128  # a longer "key" is not a metric name: the part is skipped
+_STEP = re.compile(r"(?<![\w/.-])step:(\d{1,12})(?= - |\s*$)")
+_TOTAL = re.compile(r"Total training steps: (\d{1,12})\b")
+_RESUMED = re.compile(r"(?i)(?:resum|load)[^\n]*?global_step_(\d{1,12})\b")
+_KEY = re.compile(r"[^\s:]+")
+
+
+@dataclass(frozen=True, slots=True)
+class StepLine:
+    """One ``step:N - key:value ...`` line: the step and its finite numeric metrics."""
+
+    step: int
+    metrics: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class TotalLine:
+    """``Total training steps: N``."""
+
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResumedLine:
+    """The attempt loaded the checkpoint of step ``step``."""
+
+    step: int
+
+
+LineEvent = StepLine | TotalLine | ResumedLine
+
+
+def _metrics(rest: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in rest.split(" - "):
+        key, sep, raw = part.strip().rpartition(":")
+        if not sep or len(key) > MAX_KEY_LEN or not _KEY.fullmatch(key):
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            continue
+        if math.isfinite(value):  # nan/inf are not points on a curve (nor JSON)
+            out[key] = value
+    return out
+
+
+def parse_line(line: str) -> LineEvent | None:
+    """What one log line says about progress (None: nothing)."""
+    # plain substring tests first: most lines are none of these, and a regex search over
+    # a long line costs ten times more
+    segments = reversed(line.split("\r")) if "\r" in line else (line,)
+    for segment in segments:  # tqdm redraws with \r: the last wins
+        match = _STEP.search(segment) if "step:" in segment else None
+        if match:
+            return StepLine(int(match.group(1)), _metrics(segment[match.end():]))
+        match = _TOTAL.search(segment) if "Total training steps" in segment else None
+        if match and int(match.group(1)) > 0:
+            return TotalLine(int(match.group(1)))
+        match = _RESUMED.search(segment) if "global_step_" in segment else None
+        if match:
+            return ResumedLine(int(match.group(1)))
+    return None
+
+
+def split_complete(text: str) -> tuple[list[str], int]:
+    """The complete lines of ``text`` and how many characters they span (a last line
+    without its newline is left for the next read)."""
+    end = text.rfind("\n") + 1
+    return text[:end].splitlines(), end
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where one attempt is. Steps are verl's global steps (a resumed attempt goes on
+    from its checkpoint's); times are epoch seconds when the follower read the lines.
+
+    ``first_step``/``first_at``: the last step of the first read that saw steps, and when;
+    the rate runs from there (start-up, resumed steps and the unknown time the first
+    read's steps took are not counted).
+    """
+
+    step: int | None = None
+    total: int | None = None
+    resumed_from: int | None = None
+    first_step: int | None = None
+    first_at: float | None = None
+    last_at: float | None = None
+
+    @property
+    def rate(self) -> float | None:
+        """Steps per second this attempt did (None until two reads saw steps apart)."""
+        if (self.step is None or self.first_step is None or self.first_at is None
+                or self.last_at is None):
+            return None
+        steps, seconds = self.step - self.first_step, self.last_at - self.first_at
+        if steps <= 0 or seconds <= 0:
+            return None
+        return steps / seconds
+
+    @property
+    def fraction(self) -> float | None:
+        """Done share of the run in [0, 1] (None without a step or a total)."""
+        if self.total is None:
+            return None
+        return min(1.0, max(0, self.step or self.resumed_from or 0) / self.total)
+
+    @property
+    def eta_at(self) -> float | None:
+        """When the last step should be done at the current rate (None: unknown)."""
+        rate, total, step = self.rate, self.total, self.step
+        if rate is None or total is None or step is None or self.last_at is None:
+            return None
+        return self.last_at + max(0, total - step) / rate
+
+
+def advance(progress: Progress, events: Iterable[LineEvent], now: float) -> Progress:
+    """``progress`` after the lines ``events``, read at ``now``."""
+    out = progress
+    for event in events:
+        if isinstance(event, TotalLine):
+            out = replace(out, total=event.total)
+        elif isinstance(event, ResumedLine):
+            out = replace(out, resumed_from=event.step,
+                          step=max(out.step or 0, event.step))
+        elif out.first_at is None or out.first_at == now:
+            # steps of the first read count as done by then: they took an unknown time
+            out = replace(out, step=max(out.step or 0, event.step), first_step=event.step,
+                          first_at=now, last_at=now)
+        elif event.step >= (out.step or 0):  # a validation line repeats its step
+            out = replace(out, step=event.step, last_at=now)
+    return out
+
+
+def with_total(progress: Progress, jobspec_total: int | None) -> Progress:
+    """The JobSpec's ``total_training_steps`` until the log says the run's length."""
+    if progress.total is not None or jobspec_total is None:
+        return progress
+    return replace(progress, total=jobspec_total)
