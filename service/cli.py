@@ -134,6 +134,7 @@ def show_task(task: dict[str, Any]) -> str:
         ("queue_position", task.get("queue_position")),
         ("pending_reason", task.get("pending_reason")),
         ("next_run_at", task.get("next_run_at")),
+        ("estimated_start", task.get("estimated_start")),
         ("attempt", _latest(task, "attempt_no")),
         ("ray_submission_id", _latest(task, "ray_submission_id")),
         ("ray_status", _latest(task, "ray_status")),
@@ -257,9 +258,9 @@ def _whose(value: str | None) -> str:
 def cmd_queue(ctx: Ctx) -> int:
     data = ctx.client.json("GET", "/api/v2/queue", query={"user": user_query(ctx.args.user)})
     ctx.emit(data, lambda d: "PENDING\n" + table(
-        ["POS", "PRI", "TASK_ID", "USER", "STATE", "GPUS", "NEXT_RUN_AT", "REASON"],
+        ["POS", "PRI", "TASK_ID", "USER", "STATE", "GPUS", "EST_START", "REASON"],
         [[t.get("queue_position"), t.get("priority"), t.get("task_id"), t.get("user"),
-          t.get("state"), _gpus(t), t.get("next_run_at"), t.get("pending_reason")]
+          t.get("state"), _gpus(t), t.get("estimated_start") or "-", t.get("pending_reason")]
          for t in d["pending"]],
     ) + "\n\nRUNNING\n" + table(
         ["TASK_ID", "USER", "STATE", "GPUS", "RAY_SUBMISSION_ID", "RAY_STATUS", "PROGRESS"],

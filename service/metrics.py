@@ -267,11 +267,12 @@ class ServiceMetrics:
         self.preemptions.inc(report.preempted)
 
     def after_tick(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
-                   shares: Mapping[str | None, Share] | None = None) -> None:
+                   shares: Mapping[str | None, Share] | None = None,
+                   estimates: Mapping[str, float] | None = None) -> None:
         """Keep the tick's cluster view, count the attempts it admitted, and sample the
         queue for the console's charts. Never raises: a missed sample must not fail
         the tick (a storage fault is logged once per tick, without a traceback)."""
-        self.observed.record(now, snapshot, shares)
+        self.observed.record(now, snapshot, shares, estimates)
         if self._sampler is None:
             return
         try:
@@ -311,5 +312,5 @@ class MeteredScheduler:
         report = self._scheduler.tick(now)
         self._metrics.observe_tick(report)
         self._metrics.after_tick(now, self._scheduler.last_snapshot,
-                                 self._scheduler.last_shares)
+                                 self._scheduler.last_shares, self._scheduler.last_estimates)
         return report

@@ -29,6 +29,8 @@ class Seen:
     unreachable: str | None
     shares: Mapping[str | None, Share] = field(  # fair share per user
         default_factory=lambda: MappingProxyType({}))
+    estimates: Mapping[str, float] = field(  # task id -> planned start (reservations)
+        default_factory=lambda: MappingProxyType({}))
 
 
 class Observed:
@@ -39,14 +41,16 @@ class Observed:
         self._seen: Seen | None = None
 
     def record(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
-               shares: Mapping[str | None, Share] | None = None) -> None:
+               shares: Mapping[str | None, Share] | None = None,
+               estimates: Mapping[str, float] | None = None) -> None:
         if snapshot is None:
             return
         frozen = MappingProxyType(dict(shares or {}))
+        planned = MappingProxyType(dict(estimates or {}))
         if isinstance(snapshot, ClusterUnavailable):
-            seen = Seen(now, None, str(snapshot), frozen)
+            seen = Seen(now, None, str(snapshot), frozen, planned)
         else:
-            seen = Seen(now, snapshot, None, frozen)
+            seen = Seen(now, snapshot, None, frozen, planned)
         with self._lock:
             self._seen = seen
 
@@ -54,6 +58,11 @@ class Observed:
     def last(self) -> Seen | None:
         with self._lock:
             return self._seen
+
+    def estimated_start(self, task_id: str) -> float | None:
+        """When the last plan expects ``task_id`` to start (None: no reservation)."""
+        seen = self.last
+        return None if seen is None else seen.estimates.get(task_id)
 
 
 def total_of(node: NodeResources, name: str) -> float:

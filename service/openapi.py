@@ -178,6 +178,9 @@ _SCHEMAS: dict[str, Any] = {
                               "description": "each attempt's time limit in seconds from its "
                                              "start (stopped past it: TIME_LIMIT); null: none"},
             "next_run_at": _TS,
+            "estimated_start": {**_TS, "description": "when the scheduler's plan expects a "
+                                "waiting task to start (v2.scheduler.reservations on, from "
+                                "the time limits); null: no reservation"},
             "cancel_requested": {"type": "boolean"},
             "created_at": _TS,
             "updated_at": _TS,

@@ -162,6 +162,8 @@ class Scheduler:
         self.last_snapshot: ClusterSnapshot | ClusterUnavailable | None = None
         # each user's fair share as the last admission saw it (the queue shows it)
         self.last_shares: dict[str | None, Share] = {}
+        # task id -> planned start, from the last plan's reservations (none without them)
+        self.last_estimates: dict[str, float] = {}
         self._ledger: Ledger | None = None  # decayed usage (fair_share_half_life_s)
         # the node ids the guard kept last tick: they have been draining, so the guard
         # keeps them again (for the same gang, or the one that holds the guard next)
@@ -379,6 +381,7 @@ class Scheduler:
         if isinstance(snapshot, ClusterUnavailable):
             reason = unreachable_reason(snapshot)
             self._wait([(c, reason) for c in candidates], now, report)
+            self.last_estimates = {}
             return
         plan = self.planner.plan(PlanInput(now, candidates, active, snapshot, charges,
                                            self.store.disabled_users(), self._reservation))
@@ -399,6 +402,7 @@ class Scheduler:
             self._preempt(plan.preemption, active, now, report)
         self._reservation = plan.kept
         self.last_shares = plan.shares
+        self.last_estimates = plan.estimates
         self._wait(waits, now, report)
 
     # -- fair share ------------------------------------------------------------------------

@@ -251,7 +251,8 @@ async def get_task(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task = await _task_or_404(deps, request.match_info["task_id"])
     progress = await deps.store.task_progress(task.task_id)
-    return web.json_response(task_with_progress(task, progress, deps.clock()))
+    planned = deps.metrics.observed.estimated_start(task.task_id)
+    return web.json_response(task_with_progress(task, progress, deps.clock(), planned))
 
 
 MAX_CURVES = 16  # metrics one request may ask for
@@ -400,7 +401,8 @@ async def queue(request: web.Request) -> web.Response:
     seen = deps.metrics.observed.last
     now = deps.clock()
     return web.json_response({
-        "pending": [task_json(t) for t in pending],
+        "pending": [task_json(t, None if seen is None else seen.estimates.get(t.task_id))
+                    for t in pending],
         "running": [task_with_progress(t, progress.get(t.task_id), now) for t in running],
         "fair_share": fair_share_json({} if seen is None else seen.shares),
     })

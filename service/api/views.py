@@ -76,7 +76,9 @@ def attempt_json(attempt: AttemptRow) -> dict[str, Any]:
     }
 
 
-def task_json(task: TaskRow) -> dict[str, Any]:
+def task_json(task: TaskRow, estimated_start: float | None = None) -> dict[str, Any]:
+    """A task as the API shows it; ``estimated_start``: when the scheduler's plan expects it
+    to start (reservations on, a waiting task with a reservation), else null."""
     return {
         "task_id": task.task_id,
         "state": task.state.value,
@@ -98,6 +100,8 @@ def task_json(task: TaskRow) -> dict[str, Any]:
         "priority": task.priority,
         "max_runtime_s": task.max_runtime_s,
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
+        "estimated_start": (iso(estimated_start)
+                            if estimated_start is not None and task.state in RUNNABLE else None),
         "cancel_requested": task.cancel_requested,
     }
 
@@ -124,9 +128,9 @@ def progress_json(row: ProgressRow | None, now: float) -> dict[str, Any] | None:
 
 
 def task_with_progress(task: TaskRow, progress: ProgressRow | None,
-                       now: float) -> dict[str, Any]:
+                       now: float, estimated_start: float | None = None) -> dict[str, Any]:
     """``task_json`` and the ``progress`` of its latest attempt."""
-    return {**task_json(task), "progress": progress_json(progress, now)}
+    return {**task_json(task, estimated_start), "progress": progress_json(progress, now)}
 
 
 def curves_json(task_id: str, keys: list[str], chosen: list[str],

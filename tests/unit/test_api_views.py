@@ -47,8 +47,15 @@ def test_task_json_of_a_queued_task() -> None:
         "desired_resources": {"nnodes": 2, "n_gpus_per_node": 4, "total_gpus": 8},
         "latest_attempt": None, "error_summary": None, "pending_reason": None,
         "queue_position": 1, "priority": -5, "max_runtime_s": 7200.0,
-        "next_run_at": "2025-12-23T14:32:01.500Z", "cancel_requested": False,
+        "next_run_at": "2025-12-23T14:32:01.500Z", "estimated_start": None,
+        "cancel_requested": False,
     }
+
+
+def test_task_json_shows_the_planned_start_of_a_waiting_task_only() -> None:
+    assert task_json(task(), T + 600)["estimated_start"] == iso(T + 600)
+    running = task(state=TaskState.RUNNING, latest_attempt=attempt(ray_status="RUNNING"))
+    assert task_json(running, T + 600)["estimated_start"] is None
 
 
 def test_task_json_with_an_attempt_hides_next_run_at_once_not_runnable() -> None:

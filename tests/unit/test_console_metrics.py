@@ -239,3 +239,33 @@ def test_gpu_seconds_in_window_matches_usage_accounting(tmp_path):
             {u.user: u.gpu_seconds for u in report.users})
     finally:
         store.close()
+
+
+def test_the_plans_estimated_start_reaches_the_observed_view(tmp_path: Path) -> None:
+    """With reservations on, a waiting task's planned start (the running one's time limit
+    plus the stop's slack) is what the API and the console read."""
+    from service.config import SchedulerSettings
+    from service.plan import LIMIT_SLACK_S
+
+    w = World(tmp_path)
+    w.settings = Settings(shared_root=str(w.shared),
+                          scheduler=SchedulerSettings(reservations=8))
+    w.scheduler = MeteredScheduler(
+        Scheduler(w.store, w.cluster, w.settings, Artifacts(str(w.shared))), w.metrics)
+    w.store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
+    w.cluster.add_node("n1", gpus=4, cpus=16)
+    from service.jobspec import parse_jobspec
+    text = SPEC.format(w="ppo", s=w.shared, g=4)
+    spec = parse_jobspec(text, w.settings, "admin").to_dict()
+    for name in ("a", "b"):
+        w.store.create_task(task_id=f"mvp2-admin-ppo-20251223-143201-000{name}", workload="ppo",
+                            jobspec_yaml=text, spec=spec, nnodes=1, n_gpus_per_node=4,
+                            user="admin", now=w.now, max_runtime_s=600)
+    first, second = "mvp2-admin-ppo-20251223-143201-000a", "mvp2-admin-ppo-20251223-143201-000b"
+    w.tick(1)
+    w.cluster.start(f"{first}--a01", {"n1": 4})
+    started = w.now
+    w.tick(1)
+    assert w.metrics.observed.estimated_start(first) is None
+    assert w.metrics.observed.estimated_start(second) == started + 600 + LIMIT_SLACK_S
+    w.store.close()
