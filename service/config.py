@@ -154,6 +154,13 @@ class Settings:
     api_header_timeout_s: float = 10.0
     api_body_timeout_s: float = 30.0
     api_max_connections: int = 512
+    # one client address may hold at most this many of them (0: no limit): set it high, or
+    # 0, behind a reverse proxy, where every connection comes from the proxy's address
+    api_max_connections_per_address: int = 128
+    # the console's live streams: open at once per sign-in session and per user (0: no
+    # limit); a page refused one refreshes on its timer instead
+    ui_max_streams_per_session: int = 4
+    ui_max_streams_per_user: int = 16
     token_env: str = "ARGUS_API_TOKEN"
     db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
     sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
@@ -277,7 +284,8 @@ def _check_scheduler(sched: SchedulerSettings) -> None:
         raise ConfigError("v2.scheduler.default_max_runtime_s: must be >= 1 (seconds) or null")
 
 
-_LIMIT_KEYS = ("max_running_tasks", "max_gpus")
+_LIMIT_KEYS = ("max_running_tasks", "max_gpus", "max_waiting_tasks",
+               "max_spec_bytes_per_day")
 
 
 def _limits(raw: Any, where: str, base: Limits) -> Limits:
@@ -381,6 +389,17 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     if "max_connections" in api:
         kw["api_max_connections"] = int(
             _num(api["max_connections"], "v2.api.max_connections", minimum=1, integer=True))
+    if "max_connections_per_address" in api:
+        kw["api_max_connections_per_address"] = int(_num(
+            api["max_connections_per_address"], "v2.api.max_connections_per_address",
+            minimum=0, integer=True))
+    ui = _section(v2, "ui", "v2.")
+    unknown_ui = set(ui) - {"max_streams_per_session", "max_streams_per_user"}
+    if unknown_ui:
+        raise ConfigError(f"v2.ui: unknown keys {sorted(map(str, unknown_ui))}")
+    for key in ("max_streams_per_session", "max_streams_per_user"):
+        if key in ui:
+            kw[f"ui_{key}"] = int(_num(ui[key], f"v2.ui.{key}", minimum=0, integer=True))
     auth = _section(v2, "auth", "v2.")
     if "token_env" in auth:
         kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")

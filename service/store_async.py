@@ -23,6 +23,7 @@ from typing import Any
 
 from service.ids import new_task_id
 from service.offload import Offload
+from service.quotas import Limits
 from service.rows import (
     AttemptRow,
     CancelOutcome,
@@ -132,8 +133,8 @@ class AsyncStore:
     async def recent_finished(self, limit: int, user: str | None) -> list[TaskRow]:
         return await self._reads.run(self._store.recent_finished, limit, user)
 
-    async def change_marker(self) -> tuple[int, float]:
-        return await self._reads.run(self._store.change_marker)
+    async def change_seq(self) -> int:
+        return await self._reads.run(self._store.change_seq)
 
     # -- writes --------------------------------------------------------------------------
     async def create_session(self, id_sha256: str, session: SessionRow, now: float) -> None:
@@ -145,7 +146,8 @@ class AsyncStore:
     async def create_task(self, *, id_prefix: str, workload: str, jobspec_yaml: str,
                           spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
                           user: str | None, now: float, priority: int = 0,
-                          max_runtime_s: float | None = None) -> str:
+                          max_runtime_s: float | None = None,
+                          quota: Limits | None = None) -> str:
         """Insert a QUEUED task under a fresh id (``ids.new_task_id``); returns the id."""
 
         def create() -> str:
@@ -154,7 +156,8 @@ class AsyncStore:
             self._store.create_task(task_id=task_id, workload=workload,
                                     jobspec_yaml=jobspec_yaml, spec=spec, nnodes=nnodes,
                                     n_gpus_per_node=n_gpus_per_node, user=user, now=now,
-                                    priority=priority, max_runtime_s=max_runtime_s)
+                                    priority=priority, max_runtime_s=max_runtime_s,
+                                    quota=quota)
             return task_id
 
         return await self._writes.run(create)

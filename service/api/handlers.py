@@ -41,7 +41,7 @@ from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from service.priorities import allowance_problem, range_problem
 from service.rows import AttemptRow, CancelKind, TaskRow
 from service.states import RayStatus, TaskState
-from service.store import StaleState, TaskNotFound
+from service.store import QuotaExceeded, StaleState, TaskNotFound
 from service.users import ALL, ME, Principal, name_problem
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,8 @@ async def submit_task(request: web.Request) -> web.Response:
             400, "request body is not valid UTF-8",
             details=[{"field": "body", "message": f"invalid byte at offset {exc.start}"}],
         ) from exc
-    owner = principal_of(request).name
+    principal = principal_of(request)
+    owner = principal.name
     try:
         spec = await _parse_jobspec(deps, text, owner)
     except JobSpecError as exc:
@@ -203,11 +204,18 @@ async def submit_task(request: web.Request) -> web.Response:
     _check_allowance(request, priority)
     max_runtime_s = (deps.settings.scheduler.default_max_runtime_s
                      if spec.max_runtime_s is None else spec.max_runtime_s)
-    task_id = await deps.store.create_task(
-        id_prefix=deps.settings.task_id_prefix, workload=spec.workload, jobspec_yaml=text,
-        spec=spec.to_dict(), nnodes=spec.nnodes, n_gpus_per_node=spec.n_gpus_per_node,
-        user=owner, now=deps.clock(), priority=priority, max_runtime_s=max_runtime_s,
-    )
+    quota = None if principal.is_admin else deps.settings.users.limits_for(owner)
+    try:
+        task_id = await deps.store.create_task(
+            id_prefix=deps.settings.task_id_prefix, workload=spec.workload,
+            jobspec_yaml=text, spec=spec.to_dict(), nnodes=spec.nnodes,
+            n_gpus_per_node=spec.n_gpus_per_node, user=owner, now=deps.clock(),
+            priority=priority, max_runtime_s=max_runtime_s, quota=quota)
+    except QuotaExceeded as exc:
+        refusal = exc.refusal
+        raise ApiError(429, refusal.message, code="quota_exceeded",
+                       details=[{"field": refusal.limit, "message": refusal.message}],
+                       headers={"Retry-After": str(refusal.retry_after_s)}) from exc
     deps.metrics.submits.inc()
     deps.waker.wake()
     return web.json_response({"task_id": task_id, "state": TaskState.QUEUED.value}, status=201)

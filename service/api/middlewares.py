@@ -37,6 +37,7 @@ ERROR_CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     417: "expectation_failed",
+    429: "too_many_requests",
     500: "internal_error",
     503: "unavailable",
 }
@@ -53,12 +54,14 @@ class ApiError(Exception):
         *,
         code: str | None = None,
         details: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code or ERROR_CODES.get(status, f"http_{status}")
         self.message = message
         self.details = details or []
+        self.headers = headers
 
 
 def error_response(
@@ -98,7 +101,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except ApiError as exc:
-        return error_response(exc.status, exc.message, code=exc.code, details=exc.details)
+        return error_response(exc.status, exc.message, code=exc.code, details=exc.details,
+                              headers=exc.headers)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

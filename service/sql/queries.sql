@@ -558,9 +558,27 @@ WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
 -- name: task_jobspec
 SELECT jobspec_yaml FROM tasks WHERE task_id = :task_id;
 
--- name: change_marker
--- Changes whenever a task is created or changes state or reason (live pages poll this).
-SELECT count(*) AS n, coalesce(max(updated_at), 0) AS at FROM tasks;
+-- name: change_seq
+-- Grows whenever a task is created or its updated_at moves (the tasks_changed_* triggers):
+-- one row read by its key, whatever the size of the tasks table.
+SELECT seq FROM task_changes WHERE id = 1;
+
+-- name: user_waiting_count
+-- A user's waiting (runnable) tasks, counted in tasks_user_runnable: the cost grows with
+-- that user's waiting tasks only, which the quota bounds.
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_user_runnable
+WHERE user = :user AND state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- name: user_spec_bytes_since
+-- A user's stored JobSpec bytes per hour from :hour on (a day: at most 25 rows).
+SELECT hour, bytes FROM user_spec_bytes WHERE user = :user AND hour >= :hour ORDER BY hour;
+
+-- name: add_user_spec_bytes
+INSERT INTO user_spec_bytes (user, hour, bytes) VALUES (:user, :hour, :bytes)
+ON CONFLICT (user, hour) DO UPDATE SET bytes = bytes + excluded.bytes;
+
+-- name: drop_user_spec_bytes_before
+DELETE FROM user_spec_bytes WHERE user = :user AND hour < :hour;
 
 -- name: gpu_seconds_in_window
 -- GPU-seconds per owner inside [:from, :to), a running attempt counted up to :now: the

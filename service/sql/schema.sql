@@ -136,3 +136,29 @@ CREATE TABLE samples (
 
 -- The attempts admitted since a time (the admission wait-time histogram).
 CREATE INDEX attempts_created_at ON attempts (created_at);
+
+-- Live pages: a sequence that grows whenever a task is created or its updated_at moves,
+-- read by its key (no count over tasks).
+CREATE TABLE task_changes (
+    id  INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL
+);
+INSERT INTO task_changes (id, seq) VALUES (1, 0);
+CREATE TRIGGER tasks_changed_insert AFTER INSERT ON tasks
+BEGIN
+    UPDATE task_changes SET seq = seq + 1 WHERE id = 1;
+END;
+CREATE TRIGGER tasks_changed_update AFTER UPDATE OF updated_at ON tasks
+WHEN OLD.updated_at IS NOT NEW.updated_at
+BEGIN
+    UPDATE task_changes SET seq = seq + 1 WHERE id = 1;
+END;
+
+-- JobSpec bytes (raw YAML + normalised JSON) each user stored per hour: the per-user
+-- quota on what a day of submissions may add (the store adds to it with each task).
+CREATE TABLE user_spec_bytes (
+    user  TEXT    NOT NULL,
+    hour  INTEGER NOT NULL,                         -- floor(created_at / 3600)
+    bytes INTEGER NOT NULL CHECK (bytes >= 0),
+    PRIMARY KEY (user, hour)
+) WITHOUT ROWID;

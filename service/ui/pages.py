@@ -38,6 +38,7 @@ from service.states import RUNNABLE, TERMINAL, TaskState
 from service.store import StaleState, TaskNotFound
 from service.timefmt import iso
 from service.ui import charts
+from service.ui.changes import ChangeFeed
 from service.ui.sessions import (
     Signed,
     clear_cookie,
@@ -46,6 +47,7 @@ from service.ui.sessions import (
     set_cookie,
     sign_in,
 )
+from service.ui.slots import StreamSlots
 from service.users import ME, Principal, name_problem, presentable
 
 log = logging.getLogger(__name__)
@@ -65,10 +67,12 @@ _PRIORITY = re.compile(r"[+-]?[0-9]{1,9}")  # a form's number, before its range 
 ENV = web.AppKey("argus_ui_env", jinja2.Environment)
 BOOTSTRAP_FP = web.AppKey("argus_ui_bootstrap_fp", str)
 SIGNED = web.RequestKey("argus_ui_signed", Signed)
-# the tasks table's change marker read before a page's data: the page's live stream starts
+# the tasks' change sequence taken before a page's data: the page's live stream starts
 # from it, so a change between the render and the stream's start is not lost
 SINCE = web.RequestKey("argus_ui_since", str)
 CLOSING = web.AppKey("argus_ui_closing", asyncio.Event)  # set when the service shuts down
+FEED = web.AppKey("argus_ui_feed", ChangeFeed)  # the process's one change watcher
+SLOTS = web.AppKey("argus_ui_slots", StreamSlots)  # live streams open per session/user
 
 HEADERS = {
     "Cache-Control": "no-store",
@@ -127,18 +131,12 @@ def render(request: web.Request, name: str, status: int = 200, **ctx: Any) -> we
                         headers=HEADERS)
 
 
-def marker_text(marker: tuple[int, float]) -> str:
-    """A change marker as a page carries it (``parse_marker`` reads it back exactly)."""
-    return f"{marker[0]}:{marker[1]!r}"
-
-
-def parse_marker(text: str | None) -> tuple[int, float] | None:
-    """The marker ``marker_text`` wrote; None for anything else."""
-    count, _, at = (text or "").partition(":")
-    try:
-        return int(count), float(at)
-    except ValueError:
+def parse_marker(text: str | None) -> int | None:
+    """The change sequence a page carries (``data-since``); None for anything else."""
+    text = (text or "").strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 19:
         return None
+    return int(text)
 
 
 def _safe_next(raw: str | None) -> str:
@@ -166,7 +164,7 @@ def signed_in(handler: PageHandler) -> PageHandler:
             raise response
         request[SIGNED] = signed
         if request.method == "GET" and whole_page:  # not the log tail polled every 3 s
-            request[SINCE] = marker_text(await deps_of(request).store.change_marker())
+            request[SINCE] = str(await request.app[FEED].latest())
         return await handler(request)
 
     wrapper.__name__ = handler.__name__

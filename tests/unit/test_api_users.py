@@ -25,7 +25,7 @@ from service.metrics import ServiceMetrics
 from service.quotas import Limits
 from service.rows import EventRow
 from service.scheduler import Scheduler
-from service.states import RayStatus
+from service.states import RayStatus, TaskState
 from service.store import Store
 from service.users import Role
 
@@ -726,3 +726,49 @@ async def test_openapi_states_each_routes_security(client, world) -> None:
             assert "403" in op["responses"], (method, path)
         if stated != "public":
             assert "401" in op["responses"], (method, path)
+
+
+# -- what a user may store: waiting tasks and JobSpec bytes -----------------------------------
+
+
+async def test_a_submit_flood_stops_at_the_quota_with_429_and_loses_nothing(aiohttp_client,
+                                                                              world):
+    users = replace(world.settings.users, per_user={  # type: ignore[attr-defined]
+        "bob": Limits(max_waiting_tasks=3),
+        "alice": Limits(max_spec_bytes_per_day=1200, max_waiting_tasks=0)})
+    world.settings = replace(world.settings, users=users)  # type: ignore[attr-defined]
+    client = await aiohttp_client(app_of(world))
+    bob = [await submit_as(client, world, "bob") for _ in range(3)]
+    resp = await client.post("/api/v2/tasks", data=jobspec(world.shared),
+                             headers={**world.auth("bob"), "Content-Type": "application/yaml"})
+    assert resp.status == 429
+    assert resp.headers["Retry-After"] == "60"
+    body = await resp.json()
+    assert body["error"]["code"] == "quota_exceeded"
+    assert body["error"]["details"][0]["field"] == "max_waiting_tasks"
+    assert "max_waiting_tasks 3" in body["error"]["message"]
+    # an admin is exempt; what was accepted stays; once bob's tasks start he may submit
+    for _ in range(5):
+        await submit_as(client, world, "ada")
+    assert all(world.store.get_task(t) is not None for t in bob)
+    world.tick()
+    assert world.store.get_task(bob[0]).state != TaskState.QUEUED
+    await submit_as(client, world, "bob")
+    # the byte quota: three of these JobSpecs fit in 1200 bytes, the fourth does not
+    one = world.store._reader().execute(
+        "SELECT length(CAST(jobspec_yaml AS BLOB)) + length(CAST(spec_json AS BLOB)) "
+        "FROM tasks WHERE task_id = ?", (bob[0],)).fetchone()[0]
+    accepted = 0
+    while True:
+        resp = await client.post("/api/v2/tasks", data=jobspec(world.shared), headers={
+            **world.auth("alice"), "Content-Type": "application/yaml"})
+        if resp.status != 201:
+            break
+        accepted += 1
+    assert accepted == 1200 // one
+    assert resp.status == 429
+    body = await resp.json()
+    assert body["error"]["details"][0]["field"] == "max_spec_bytes_per_day"
+    assert 0 < int(resp.headers["Retry-After"]) <= 24 * 3600
+    tasks, _ = world.store.list_tasks(state=None, limit=100, before_seq=None, user="alice")
+    assert len(tasks) == accepted  # the refused submit wrote nothing
