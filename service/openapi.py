@@ -337,6 +337,19 @@ _SCHEMAS: dict[str, Any] = {
     },
 }
 
+_SCHEMAS["Readiness"] = {
+    "type": "object", "required": ["status", "reasons", "read_s", "work_s"],
+    "properties": {
+        "status": {"enum": ["ready", "not ready"]},
+        "reasons": {"type": "array", "items": {"type": "string"}},
+        "read_s": {"type": ["number", "null"],
+                   "description": "a probe read's latency through the read lane (null: "
+                                  "past the deadline or failed)"},
+        "work_s": {"type": ["number", "null"],
+                   "description": "a no-op's latency through the work lane"},
+    },
+}
+
 _RESPONSES = {
     name: _json(_ref("Error"), text)
     for name, text in {
@@ -353,6 +366,9 @@ _RESPONSES = {
         "RequestTimeout": "Body not received within the body timeout",
         "UnsupportedMediaType": "Body is not of the accepted content type (YAML for a "
                                 "JobSpec, JSON elsewhere), or is compressed",
+        "TooManyRequests": "A per-user quota (max_waiting_tasks, max_spec_bytes_per_day: "
+                           "the message and details name it) or too many connections "
+                           "from one address; retry after Retry-After seconds",
         "InternalError": "Unexpected server error (no details leaked)",
         "Unavailable": "The database cannot be used now (disk full, read-only, locked: "
                        "storage_unavailable), or too many connections; retry after "
@@ -419,7 +435,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
                 "Submit a task (JobSpec YAML)",
                 {"201": _json(_ref("Submitted"), "Accepted and queued")},
                 "400:BadRequest", "403:Forbidden", "408:RequestTimeout", "413:PayloadTooLarge",
-                "415:UnsupportedMediaType",
+                "415:UnsupportedMediaType", "429:TooManyRequests",
                 requestBody={"required": True, "content": {
                     t: {"schema": yaml_body}
                     for t in ("application/yaml", "text/yaml", "application/x-yaml")
@@ -578,6 +594,13 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             "x-argus-access": "public",
             "responses": {"200": _json(_ref("Health"), "Alive (ok or degraded)"),
                           "503": _json(_ref("Health"), "The scheduler thread stopped")},
+        }},
+        "/readyz": {"get": {
+            "summary": "Readiness: can the process answer requests in time now (no auth)",
+            "security": [],
+            "x-argus-access": "public",
+            "responses": {"200": _json(_ref("Readiness"), "Ready"),
+                          "503": _json(_ref("Readiness"), "Not ready; reasons say why")},
         }},
     }
     return copy.deepcopy({

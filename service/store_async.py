@@ -5,7 +5,9 @@ it) and then for the commit, and every query costs CPU time. An aiohttp handler 
 these methods instead, and the event loop serves other requests meanwhile.
 
 * Reads run on ``READ_THREADS`` threads, each with a reading connection of its own
-  (``service.store_reads``): a read never waits for a write.
+  (``service.store_reads``): a read never waits for a write. One party (a user) uses at
+  most all of them but one at a time (``offload``'s fair share), so a user's slow reads
+  leave a thread to everyone else.
 * Writes run on one thread: they take the store's writer lock in turn anyway, one thread
   keeps a burst of submissions from piling threads up on that lock, and a task id found
   free (``create_task``) is still free when it is inserted.
@@ -43,7 +45,7 @@ from service.store import Store
 from service.usage import AttemptSpan
 from service.users import Role
 
-READ_THREADS = 2
+READ_THREADS = 3
 
 
 class AsyncStore:

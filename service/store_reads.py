@@ -33,7 +33,7 @@ from service.rows import (
     UserRow,
 )
 from service.sql import QUERIES as Q
-from service.states import ON_CLUSTER, TaskState
+from service.states import ON_CLUSTER, RUNNABLE, TaskState
 from service.usage import AttemptSpan
 from service.users import Role
 
@@ -167,8 +167,13 @@ class StoreReads:
         if state is not None:
             query += "_in_state"
             params["state"] = TaskState(state).value
-        rows = self._reader().execute(Q[query], params).fetchall()
-        page = [_task(r, r["queue_position"]) for r in rows[:limit]]
+        with self._snapshot() as conn:  # the positions of the rows as read
+            rows = conn.execute(Q[query], params).fetchall()
+            waiting = [r["seq"] for r in rows[:limit] if TaskState(r["state"]) in RUNNABLE]
+            positions = {} if not waiting else {
+                p["seq"]: p["pos"] for p in conn.execute(
+                    Q["queue_positions"], {"seqs": json.dumps(waiting)})}
+        page = [_task(r, positions.get(r["seq"])) for r in rows[:limit]]
         return page, page[-1].seq if len(rows) > limit else None
 
     def list_attempts(self, task_id: str) -> list[AttemptRow]:

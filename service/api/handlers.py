@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -36,6 +36,7 @@ from service.api.views import (
     task_json,
 )
 from service.cluster import ClusterError, ClusterUnavailable
+from service.db import storage_fault
 from service.jobspec import JobSpec, JobSpecError, parse_jobspec
 from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from service.priorities import allowance_problem, range_problem
@@ -414,3 +415,47 @@ async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "degraded", "reason": degraded,
                                   "scheduler": scheduler})
     return web.json_response({"status": "ok", "scheduler": scheduler})
+
+
+READY_DEADLINE_S = 1.0  # a probe read or work call slower than this: not ready
+
+
+async def _lane_latency(call: Awaitable[Any]) -> float | None:
+    """Seconds ``call`` took, or None past ``READY_DEADLINE_S``."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        await asyncio.wait_for(call, READY_DEADLINE_S)
+    except TimeoutError:
+        return None
+    return loop.time() - started
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: can this process answer requests in time now? A probe read through the
+    store's read lane and a no-op through the work lane must come back within
+    ``READY_DEADLINE_S`` (both queue behind what the requests in flight asked for), and
+    the scheduler must be running with a writable database. 503 with the reasons
+    otherwise: an orchestrator then stops sending traffic here (``/healthz`` tells it
+    whether to restart the process)."""
+    deps = deps_of(request)
+    reasons: list[str] = []
+    loop = deps.scheduler_loop
+    if loop is not None and loop.failed:
+        reasons.append("the scheduler thread stopped")
+    if loop is not None and loop.degraded is not None:
+        reasons.append(f"the database cannot be written: {loop.degraded}")
+    try:
+        read_s = await _lane_latency(deps.store.change_seq())
+    except Exception as exc:  # any failure of the read is a reason, not a 500
+        read_s = None
+        reasons.append(f"a database read failed: {storage_fault(exc) or type(exc).__name__}")
+    else:
+        if read_s is None:
+            reasons.append(f"a database read took over {READY_DEADLINE_S} s")
+    work_s = await _lane_latency(deps.work.run(int))
+    if work_s is None:
+        reasons.append(f"the work lane took over {READY_DEADLINE_S} s")
+    body = {"status": "not ready" if reasons else "ready", "reasons": reasons,
+            "read_s": read_s, "work_s": work_s}
+    return web.json_response(body, status=503 if reasons else 200)

@@ -21,6 +21,7 @@ from aiohttp import web
 from service.api.auth import Access, AuthFailure, bearer_token
 from service.api.deps import PRINCIPAL, deps_of
 from service.db import storage_fault
+from service.offload import PARTY
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,9 @@ def access_of(request: web.Request) -> Access:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    # the store and work lanes share their threads between parties: the caller's address
+    # until the token says which user it is
+    PARTY.set(f"@{request.remote}")
     access = access_of(request)
     if access is Access.PUBLIC:
         return await handler(request)
@@ -151,6 +155,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             403, f"{request.method} {route_label(request)} is for admins; "
                  f"user {principal.name} has the role {principal.role}")
     request[PRINCIPAL] = principal
+    PARTY.set(principal.name)
     return await handler(request)
 
 

@@ -46,18 +46,14 @@ LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attemp
 WHERE t.task_id = :task_id;
 
 -- name: list_tasks
--- Newest first, one page: rows before :before_seq (the page's cursor).
+-- Newest first, one page: rows before :before_seq (the page's cursor). The runnable rows'
+-- queue positions are read for the whole page at once (queue_positions), not per row.
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for,
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.seq < :before_seq
@@ -70,12 +66,7 @@ SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_nod
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for,
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.state = :state AND t.seq < :before_seq
@@ -88,12 +79,7 @@ SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_nod
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for,
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t INDEXED BY tasks_user_seq
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.user = :user AND t.seq < :before_seq
@@ -106,16 +92,22 @@ SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_nod
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for,
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t INDEXED BY tasks_user_state_seq
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.user = :user AND t.state = :state AND t.seq < :before_seq
 ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: queue_positions
+-- The queue positions of the runnable tasks among :seqs (a JSON array of seq): one ranking
+-- of the runnable rows in admission order (the index's order: no sort), however many of a
+-- page's rows ask.
+SELECT seq, pos FROM (
+    SELECT seq, row_number() OVER (ORDER BY priority DESC, seq) AS pos
+    FROM tasks INDEXED BY tasks_runnable
+    WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
+)
+WHERE seq IN (SELECT value FROM json_each(:seqs));
 
 -- name: queue_pending
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,

@@ -31,6 +31,7 @@ from service.api.params import parse_uint
 from service.cluster import ClusterError
 from service.config import SchedulerSettings
 from service.observed import reason_class, total_of
+from service.offload import PARTY
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY, allowance_problem, range_problem
 from service.ray_address import parse_record, read_file
 from service.rows import CancelKind, TaskRow
@@ -163,6 +164,7 @@ def signed_in(handler: PageHandler) -> PageHandler:
             clear_cookie(response)
             raise response
         request[SIGNED] = signed
+        PARTY.set(signed.principal.name)  # the lanes' fair share, as for the API
         if request.method == "GET" and whole_page:  # not the log tail polled every 3 s
             request[SINCE] = str(await request.app[FEED].latest())
         return await handler(request)

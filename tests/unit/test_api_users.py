@@ -142,6 +142,7 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("GET", "/api/v2/openapi.json"): OK_ALL,
     ("GET", "/metrics"): OK_ALL,
     ("GET", "/healthz"): {**OK_ALL, "anonymous": 200, "carol": 200},
+    ("GET", "/readyz"): {**OK_ALL, "anonymous": 200, "carol": 200},
 }
 CASES = [(m, p, who) for (m, p) in EXPECTED for who in CALLERS]
 
