@@ -812,8 +812,8 @@ class Store(StoreReads):
                               ) -> dict[str | None, float]:
         """``{owner: GPU-seconds}`` inside ``[window_from, window_to)``, as
         ``usage.account`` totals them (running attempts counted up to ``now``)."""
-        rows = self._reader().execute(Q["gpu_seconds_in_window"], {
-            "from": window_from, "to": window_to, "now": now}).fetchall()
+        rows = self._reader().execute(Q["usage_by_user"], {
+            "from": window_from, "to": window_to, "now": now, "user": None}).fetchall()
         return {r["user"]: r["gpu_seconds"] for r in rows if r["gpu_seconds"] > 0}
 
     def recent_finished(self, limit: int, user: str | None = None) -> list[TaskRow]:

@@ -42,7 +42,7 @@ from service.rows import (
 )
 from service.states import TaskState
 from service.store import Store
-from service.usage import AttemptSpan
+from service.usage import Summary
 from service.users import Role
 
 READ_THREADS = 3
@@ -102,9 +102,10 @@ class AsyncStore:
     async def list_tokens(self, user: str) -> list[TokenRow]:
         return await self._reads.run(self._store.list_tokens, user)
 
-    async def usage_spans(self, window_from: float, window_to: float, user: str | None
-                          ) -> list[AttemptSpan]:
-        return await self._reads.run(self._store.usage_spans, window_from, window_to, user)
+    async def usage_summary(self, window_from: float, window_to: float, now: float,
+                            user: str | None, task_limit: int) -> Summary:
+        return await self._reads.run(self._store.usage_summary, window_from, window_to, now,
+                                     user, task_limit)
 
     # -- the web console's reads ------------------------------------------------------------
     async def get_session(self, id_sha256: str) -> SessionRow | None:

@@ -34,7 +34,7 @@ from service.rows import (
 )
 from service.sql import QUERIES as Q
 from service.states import ON_CLUSTER, RUNNABLE, TaskState
-from service.usage import AttemptSpan
+from service.usage import AttemptSpan, Summary, UserUsage
 from service.users import Role
 
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
@@ -73,6 +73,12 @@ def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
         latest_attempt=None if r["attempt_no"] is None else _attempt(r),
         queue_position=position, priority=r["priority"], max_runtime_s=r["max_runtime_s"],
     )
+
+
+def _span(r: sqlite3.Row) -> AttemptSpan:
+    return AttemptSpan(task_id=r["task_id"], attempt_no=r["attempt_no"], user=r["user"],
+                       gpus=r["gpus"], start_time=r["start_time"], end_time=r["end_time"],
+                       ray_status=r["ray_status"], failure_kind=r["failure_kind"])
 
 
 def _runnable(r: sqlite3.Row) -> RunnableRow:
@@ -296,12 +302,23 @@ class StoreReads:
         """Attempts that held their gang at some time in ``[window_from, window_to)``."""
         rows = self._reader().execute(Q["usage_spans"], {
             "from": window_from, "to": window_to, "user": user}).fetchall()
-        return [
-            AttemptSpan(task_id=r["task_id"], attempt_no=r["attempt_no"], user=r["user"],
-                        gpus=r["gpus"], start_time=r["start_time"], end_time=r["end_time"],
-                        ray_status=r["ray_status"], failure_kind=r["failure_kind"])
-            for r in rows
-        ]
+        return [_span(r) for r in rows]
+
+    def usage_summary(self, window_from: float, window_to: float, now: float,
+                      user: str | None, task_limit: int) -> Summary:
+        """The usage in ``[window_from, window_to)`` summed in SQL (``user``'s only when
+        given): per-user totals, and the attempts of the ``task_limit`` tasks that used
+        the most. However long the window, only those attempts leave SQLite."""
+        params = {"from": window_from, "to": window_to, "now": now, "user": user}
+        with self._snapshot() as conn:
+            users = [UserUsage(r["user"], r["gpu_seconds"], r["failed_gpu_seconds"],
+                               r["tasks"], r["attempts"], r["running_attempts"])
+                     for r in conn.execute(Q["usage_by_user"], params)]
+            top = [r["task_id"] for r in conn.execute(
+                Q["usage_top_tasks"], {**params, "limit": task_limit})] if task_limit else []
+            spans = [_span(r) for r in conn.execute(Q["usage_spans_of_tasks"], {
+                **params, "task_ids": json.dumps(top)})] if top else []
+        return Summary(users, spans, sum(u.tasks for u in users))
 
     def gpus_in_use_by_user(self) -> dict[str | None, int]:
         """GPUs of each owner's active (SUBMITTING/SUBMITTED/RUNNING) tasks."""

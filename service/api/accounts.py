@@ -34,7 +34,7 @@ from service.api.middlewares import ApiError
 from service.api.views import token_json, usage_json, user_json
 from service.store import TokenNotFound, TooManyTokens, UserDisabled, UserExists, UserNotFound
 from service.timefmt import iso, parse_time
-from service.usage import account
+from service.usage import report_of
 from service.users import ME, Principal, Role, display_prefix, label_problem, name_problem
 
 log = logging.getLogger(__name__)
@@ -315,7 +315,7 @@ async def usage(request: web.Request) -> web.Response:
                                                    f"({iso(window_from)} >= {iso(window_to)})"})
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
-    spans = await deps.store.usage_spans(window_from, window_to, user)
+    summary = await deps.store.usage_summary(window_from, window_to, now, user, limit)
     body = await deps.work.run(  # CPU work: off the event loop
-        lambda: usage_json(account(spans, window_from, window_to, now), now, limit))
+        lambda: usage_json(report_of(summary, window_from, window_to, now), now, limit))
     return web.json_response(body)

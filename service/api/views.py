@@ -210,5 +210,5 @@ def usage_json(report: Report, now: float, task_limit: int) -> dict[str, Any]:
         "generated_at": iso(now),
         "users": [_user_usage_json(u) for u in report.users],
         "tasks": [_task_usage_json(t) for t in top],
-        "tasks_total": len(report.tasks),
+        "tasks_total": len(report.tasks) if report.tasks_total is None else report.tasks_total,
     }

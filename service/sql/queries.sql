@@ -572,25 +572,72 @@ ON CONFLICT (user, hour) DO UPDATE SET bytes = bytes + excluded.bytes;
 -- name: drop_user_spec_bytes_before
 DELETE FROM user_spec_bytes WHERE user = :user AND hour < :hour;
 
--- name: gpu_seconds_in_window
--- GPU-seconds per owner inside [:from, :to), a running attempt counted up to :now: the
--- attempts usage_spans reads, clipped the way service.usage.clip does, summed in SQL (the
--- console's 7-day chart; no row per attempt leaves SQLite).
-SELECT user, sum(gpus * (max(min(coalesce(end_time, :now), :to), max(start_time, :from))
-                         - max(start_time, :from))) AS gpu_seconds
+-- name: usage_by_user
+-- Per owner (of :user only when not NULL) inside [:from, :to), a running attempt counted
+-- up to :now: the attempts usage_spans reads, clipped the way service.usage.clip does and
+-- summed in SQL (no row per attempt leaves SQLite, however long the window): GPU-seconds,
+-- those of failed attempts, tasks, attempts, running attempts.
+SELECT user, sum(secs) AS gpu_seconds,
+       sum(CASE WHEN failure_kind IS NOT NULL THEN secs ELSE 0.0 END) AS failed_gpu_seconds,
+       count(DISTINCT task_id) AS tasks, count(*) AS attempts,
+       sum(end_time IS NULL) AS running_attempts
 FROM (
-    SELECT t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time, a.end_time
-    FROM attempts a INDEXED BY attempts_end_time
-    JOIN tasks t ON t.task_id = a.task_id
-    WHERE a.end_time > :from AND a.start_time < :to
-    UNION ALL
-    SELECT t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time, a.end_time
-    FROM attempts a INDEXED BY attempts_end_time
-    JOIN tasks t ON t.task_id = a.task_id
-    WHERE a.end_time IS NULL AND a.start_time < :to
-      AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+    SELECT task_id, user, gpus, failure_kind, end_time, gpus * (hi - lo) AS secs FROM (
+        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+               a.end_time, max(a.start_time, :from) AS lo,
+               max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+        FROM attempts a INDEXED BY attempts_end_time
+        JOIN tasks t ON t.task_id = a.task_id
+        WHERE a.end_time > :from AND a.start_time < :to
+          AND (:user IS NULL OR t.user = :user)
+        UNION ALL
+        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+               a.end_time, max(a.start_time, :from) AS lo,
+               max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+        FROM attempts a INDEXED BY attempts_end_time
+        JOIN tasks t ON t.task_id = a.task_id
+        WHERE a.end_time IS NULL AND a.start_time < :to
+          AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+          AND (:user IS NULL OR t.user = :user)
+    ) WHERE hi > lo
 )
-GROUP BY user;
+GROUP BY user ORDER BY coalesce(user, '');
+
+-- name: usage_top_tasks
+-- The :limit tasks that used the most GPU time in the window (as usage_by_user counts it),
+-- ties by task id.
+SELECT task_id, sum(secs) AS gpu_seconds
+FROM (
+    SELECT task_id, user, gpus, failure_kind, end_time, gpus * (hi - lo) AS secs FROM (
+        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+               a.end_time, max(a.start_time, :from) AS lo,
+               max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+        FROM attempts a INDEXED BY attempts_end_time
+        JOIN tasks t ON t.task_id = a.task_id
+        WHERE a.end_time > :from AND a.start_time < :to
+          AND (:user IS NULL OR t.user = :user)
+        UNION ALL
+        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+               a.end_time, max(a.start_time, :from) AS lo,
+               max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+        FROM attempts a INDEXED BY attempts_end_time
+        JOIN tasks t ON t.task_id = a.task_id
+        WHERE a.end_time IS NULL AND a.start_time < :to
+          AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+          AND (:user IS NULL OR t.user = :user)
+    ) WHERE hi > lo
+)
+GROUP BY task_id ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
+
+-- name: usage_spans_of_tasks
+-- usage_spans of the tasks in :task_ids (a JSON array) only.
+SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,
+       a.start_time, a.end_time, a.ray_status, a.failure_kind
+FROM attempts a
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.task_id IN (SELECT value FROM json_each(:task_ids)) AND a.start_time < :to
+  AND (a.end_time > :from
+       OR (a.end_time IS NULL AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')));
 
 -- name: recent_finished
 -- The ids of the newest :limit finished tasks (of :user when not NULL), each state read
