@@ -69,7 +69,13 @@ _USER_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$",
 _LIMITS = {
     "type": "object", "description": "0: no limit",
     "properties": {"max_running_tasks": {"type": "integer", "minimum": 0},
-                   "max_gpus": {"type": "integer", "minimum": 0}},
+                   "max_gpus": {"type": "integer", "minimum": 0},
+                   "max_waiting_tasks": {"type": "integer", "minimum": 0,
+                                         "description": "tasks waiting at once (admins: "
+                                                        "exempt)"},
+                   "max_spec_bytes_per_day": {"type": "integer", "minimum": 0,
+                                              "description": "JobSpec bytes stored per "
+                                                             "day (admins: exempt)"}},
 }
 _TOKEN_PROPS: dict[str, Any] = {
     "token_id": {"type": "string", "description": "public: finds the token"},

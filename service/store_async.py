@@ -8,6 +8,9 @@ these methods instead, and the event loop serves other requests meanwhile.
   (``service.store_reads``): a read never waits for a write. One party (a user) uses at
   most all of them but one at a time (``offload``'s fair share), so a user's slow reads
   leave a thread to everyone else.
+* Reads whose cost grows with a time window (usage over all history) run on a lane of
+  their own (``HEAVY_THREADS``, one call per party at a time): they never hold the
+  ordinary read threads, and one user's burst of them runs one at a time.
 * Writes run on one thread: they take the store's writer lock in turn anyway, one thread
   keeps a burst of submissions from piling threads up on that lock, and a task id found
   free (``create_task``) is still free when it is inserted.
@@ -46,6 +49,7 @@ from service.usage import Summary
 from service.users import Role
 
 READ_THREADS = 3
+HEAVY_THREADS = 2
 
 
 class AsyncStore:
@@ -54,11 +58,13 @@ class AsyncStore:
     def __init__(self, store: Store, *, read_threads: int = READ_THREADS) -> None:
         self._store = store
         self._reads = Offload("argus-store-read", read_threads)
+        self._heavy = Offload("argus-store-heavy", HEAVY_THREADS, per_party=1)
         self._writes = Offload("argus-store-write", 1)
 
     def close(self) -> None:
         """Refuse new calls and let the queued ones finish (the ``Store`` stays open)."""
         self._reads.close()
+        self._heavy.close()
         self._writes.close()
 
     # -- reads ---------------------------------------------------------------------------
@@ -104,7 +110,7 @@ class AsyncStore:
 
     async def usage_summary(self, window_from: float, window_to: float, now: float,
                             user: str | None, task_limit: int) -> Summary:
-        return await self._reads.run(self._store.usage_summary, window_from, window_to, now,
+        return await self._heavy.run(self._store.usage_summary, window_from, window_to, now,
                                      user, task_limit)
 
     # -- the web console's reads ------------------------------------------------------------

@@ -121,7 +121,9 @@ def event_json(event: EventRow) -> dict[str, Any]:
 
 def limits_json(limits: Limits) -> dict[str, Any]:
     """A user's limits; 0 means no limit."""
-    return {"max_running_tasks": limits.max_running_tasks, "max_gpus": limits.max_gpus}
+    return {"max_running_tasks": limits.max_running_tasks, "max_gpus": limits.max_gpus,
+            "max_waiting_tasks": limits.max_waiting_tasks,
+            "max_spec_bytes_per_day": limits.max_spec_bytes_per_day}
 
 
 def user_json(user: UserRow, limits: Limits) -> dict[str, Any]:

@@ -268,7 +268,8 @@ async def test_token_lifecycle_through_the_api(client, world: World, caplog) -> 
     status, me = await get_me(client, secret)
     assert status == 200 and me["name"] == "alice" and me["role"] == "user"
     assert me["token"]["token_id"] == created["token_id"] and not me["token"]["bootstrap"]
-    assert me["limits"] == {"max_running_tasks": 0, "max_gpus": 4}
+    assert me["limits"] == {"max_running_tasks": 0, "max_gpus": 4, "max_waiting_tasks": 1000,
+                            "max_spec_bytes_per_day": 64 << 20}
     listed = await (await client.get("/api/v2/users/alice/tokens",
                                      headers=world.auth("alice"))).json()
     assert sorted(t["label"] for t in listed["tokens"]) == ["ci", "test"]
