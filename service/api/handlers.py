@@ -106,11 +106,14 @@ async def _own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
     return task
 
 
-def _check_allowance(request: web.Request, priority: int) -> None:
-    """403 when the caller may not ask for ``priority`` (``priorities.allowance_problem``)."""
+def _check_allowance(request: web.Request, priority: int, current: int | None = None
+                     ) -> None:
+    """403 when the caller may not ask for ``priority`` (``priorities.allowance_problem``;
+    ``current``: the task's priority now, when changing one)."""
     problem = allowance_problem(
         priority, is_admin=principal_of(request).is_admin,
-        max_user_priority=deps_of(request).settings.scheduler.max_user_priority)
+        max_user_priority=deps_of(request).settings.scheduler.max_user_priority,
+        current=current)
     if problem:
         raise ApiError(403, problem, details=[{"field": "priority", "message": problem}])
 
@@ -315,7 +318,7 @@ async def set_task_priority(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
     priority = _priority_request(await read_json_object(request, required=True))
     before = await _own_task(request, task_id, "change the priority of")
-    _check_allowance(request, priority)
+    _check_allowance(request, priority, current=before.priority)
     who = principal_of(request).name
     try:
         task = await deps.store.set_priority(task_id, priority, deps.clock(), who)

@@ -408,7 +408,7 @@ def _priority_page(request: web.Request, task: TaskRow, *, status: int = 200,
                   error=error)
 
 
-def _form_priority(raw: str, who: Principal, sched: SchedulerSettings
+def _form_priority(raw: str, who: Principal, sched: SchedulerSettings, current: int
                   ) -> tuple[int | None, int, str | None]:
     """The priority a form asks for: (value, status, problem); the API's rules."""
     text = raw.strip()
@@ -417,7 +417,7 @@ def _form_priority(raw: str, who: Principal, sched: SchedulerSettings
     if value is None or problem:
         return None, 400, f"The priority {problem}."
     problem = allowance_problem(value, is_admin=who.is_admin,
-                                max_user_priority=sched.max_user_priority)
+                                max_user_priority=sched.max_user_priority, current=current)
     return (None, 403, f"Refused: {problem}.") if problem else (value, 200, None)
 
 
@@ -441,7 +441,7 @@ async def set_priority(request: web.Request) -> web.StreamResponse:
         return refusal or _not_found(request, f"There is no task {task_id}.")
     who = request[SIGNED].principal
     priority, status, problem = _form_priority(form.get("priority", ""), who,
-                                              deps.settings.scheduler)
+                                              deps.settings.scheduler, task.priority)
     if priority is None:
         return _priority_page(request, task, status=status, error=problem)
     try:

@@ -774,3 +774,21 @@ async def test_a_submit_flood_stops_at_the_quota_with_429_and_loses_nothing(aioh
     assert 0 < int(resp.headers["Retry-After"]) <= 24 * 3600
     tasks, _ = world.store.list_tasks(state=None, limit=100, before_seq=None, user="alice")
     assert len(tasks) == accepted  # the refused submit wrote nothing
+
+
+async def test_an_owner_may_lower_a_priority_an_admin_raised(client, world):
+    """Anyone may lower their own task's priority, even from above what users may ask
+    for; raising it again past that stays an admin's."""
+    task = await submit_as(client, world, "alice")
+
+    async def patch(who: str, value: int) -> int:
+        resp = await client.patch(f"/api/v2/tasks/{task}", json={"priority": value},
+                                  headers=world.auth(who))
+        return resp.status
+
+    assert await patch("ada", 500) == 200
+    assert await patch("alice", 400) == 200
+    assert world.store.get_task(task).priority == 400
+    assert await patch("alice", 450) == 403  # above both her allowance and the task's
+    assert await patch("alice", -5) == 200
+    assert await patch("alice", 1) == 403
