@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from service.terminal import safe_for_terminal
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TOKEN_ENV = "ARGUS_API_TOKEN"
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELED"})
@@ -288,8 +290,12 @@ def cmd_logs(ctx: Ctx) -> int:
     a = ctx.args
     path = _task_path(a.task_id, "/logs")
     query = {"attempt": a.attempt or "latest", "tail": a.tail}
+    # a log is the job's own output: on a terminal, its control sequences are shown, not
+    # obeyed (--raw: as they are)
+    isatty = getattr(ctx.out, "isatty", None)
+    show = safe_for_terminal if not a.raw and isatty is not None and isatty() else str
     if not a.follow:
-        ctx.out.write(ctx.client.text(path, query=query))
+        ctx.out.write(show(ctx.client.text(path, query=query)))
         return 0
     query["tail"] = FOLLOW_TAIL
     seen = ""
@@ -301,7 +307,7 @@ def cmd_logs(ctx: Ctx) -> int:
             if exc.status != 404:  # 404: no attempt / no log yet
                 raise
             text = seen
-        ctx.out.write(text[len(seen):] if text.startswith(seen) else text)
+        ctx.out.write(show(text[len(seen):] if text.startswith(seen) else text))
         ctx.out.flush()
         seen = text
         if state in TERMINAL:
@@ -393,6 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs = add("logs", cmd_logs, "print the driver log of an attempt")
     logs.add_argument("--attempt", type=_positive_int, help="attempt number (default: latest)")
     logs.add_argument("--tail", type=_positive_int, default=2000, help="last N lines")
+    logs.add_argument("--raw", action="store_true",
+                      help="print control sequences as they are, even on a terminal")
     logs.add_argument("--follow", "-f", action="store_true",
                       help="keep printing new lines until the task ends")
     logs.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)

@@ -505,3 +505,34 @@ def test_durations_and_times() -> None:
     assert token_id_of("argus_0123456789ab") == "0123456789ab"
     assert token_id_of("argus_0123456789ab_secretpart") == "0123456789ab"
     assert token_id_of("0123456789ab") == "0123456789ab"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+HOSTILE_LOG = ("\x1b[32mok\x1b[0m\n\x1b]0;pwned\x07retitle\n\x1b[2J\x1b[Hwipe\r\nbar\r50%\n"
+               "\x9b31mC1\n")
+
+
+def test_logs_on_a_terminal_show_control_sequences_instead_of_obeying_them():
+    from service.terminal import safe_for_terminal
+    assert safe_for_terminal(HOSTILE_LOG) == (
+        "ok\n\\x1b]0;pwned\\x07retitle\n\\x1b[2J\\x1b[Hwipe\nbar\\r50%\n\\x9b31mC1\n")
+    assert safe_for_terminal("plain\ttext\n") == "plain\ttext\n"
+
+
+async def test_logs_escape_control_sequences_on_a_terminal_and_raw_asks_for_them(
+        server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    server.cluster.write_log(f"{task_id}--a01", HOSTILE_LOG)
+    for argv, tty, escaped in ((("logs", task_id), True, True),
+                               (("logs", task_id, "--raw"), True, False),
+                               (("logs", task_id), False, False)):  # a pipe: as it is
+        out = _Terminal() if tty else io.StringIO()
+        code = await asyncio.to_thread(cli.main, ["--url", server.url, *argv], out=out)
+        assert code == 0
+        assert ("\x1b" not in out.getvalue()) is escaped, argv
+        assert ("\\x1b]0;pwned" in out.getvalue()) is escaped, argv

@@ -49,6 +49,8 @@ PURE_MODULES = (
     "service.yamldoc",
     "service.rows",
     "service.timefmt",
+    "service.terminal",
+    "service.ui.slots",
     "service.ray_mapping",
     "service.api.views",
     "service.api.params",
