@@ -161,6 +161,10 @@ class Settings:
     # limit); a page refused one refreshes on its timer instead
     ui_max_streams_per_session: int = 4
     ui_max_streams_per_user: int = 16
+    # console sessions a user keeps (signing in again drops the oldest; 0: no limit), and
+    # the Secure cookie flag whatever the request's scheme (behind a TLS-terminating proxy)
+    ui_max_sessions_per_user: int = 20
+    ui_secure_cookie: bool = False
     token_env: str = "ARGUS_API_TOKEN"
     db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
     sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
@@ -394,12 +398,18 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
             api["max_connections_per_address"], "v2.api.max_connections_per_address",
             minimum=0, integer=True))
     ui = _section(v2, "ui", "v2.")
-    unknown_ui = set(ui) - {"max_streams_per_session", "max_streams_per_user"}
+    ui_counts = ("max_streams_per_session", "max_streams_per_user", "max_sessions_per_user")
+    unknown_ui = set(ui) - {*ui_counts, "secure_cookie"}
     if unknown_ui:
         raise ConfigError(f"v2.ui: unknown keys {sorted(map(str, unknown_ui))}")
-    for key in ("max_streams_per_session", "max_streams_per_user"):
+    for key in ui_counts:
         if key in ui:
             kw[f"ui_{key}"] = int(_num(ui[key], f"v2.ui.{key}", minimum=0, integer=True))
+    if "secure_cookie" in ui:
+        if not isinstance(ui["secure_cookie"], bool):
+            raise ConfigError(f"v2.ui.secure_cookie: must be true or false, "
+                              f"got {ui['secure_cookie']!r}")
+        kw["ui_secure_cookie"] = ui["secure_cookie"]
     auth = _section(v2, "auth", "v2.")
     if "token_env" in auth:
         kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")

@@ -713,14 +713,19 @@ class Store(StoreReads):
         return len(rows)
 
     # -- the web console -------------------------------------------------------------------
-    def create_session(self, id_sha256: str, session: SessionRow, now: float) -> None:
-        """Store a console session (and drop the expired ones: the table stays small)."""
+    def create_session(self, id_sha256: str, session: SessionRow, now: float,
+                       max_per_user: int = 0) -> None:
+        """Store a console session (and drop the expired ones: the table stays small).
+        With ``max_per_user``, the user's oldest sessions past that many are dropped."""
         with self._tx() as conn:
             conn.execute(Q["delete_expired_sessions"], {"now": now})
             conn.execute(Q["insert_session"], {
                 "id_sha256": id_sha256, "user": session.user, "token_id": session.token_id,
                 "token_fp": session.token_fp, "csrf": session.csrf, "now": session.created_at,
                 "expires_at": session.expires_at})
+            if max_per_user:
+                conn.execute(Q["drop_oldest_sessions"],
+                             {"user": session.user, "keep": max_per_user})
 
     def delete_session(self, id_sha256: str) -> None:
         with self._tx() as conn:

@@ -146,8 +146,10 @@ class AsyncStore:
         return await self._reads.run(self._store.change_seq)
 
     # -- writes --------------------------------------------------------------------------
-    async def create_session(self, id_sha256: str, session: SessionRow, now: float) -> None:
-        await self._writes.run(self._store.create_session, id_sha256, session, now)
+    async def create_session(self, id_sha256: str, session: SessionRow, now: float,
+                             max_per_user: int = 0) -> None:
+        await self._writes.run(self._store.create_session, id_sha256, session, now,
+                               max_per_user)
 
     async def delete_session(self, id_sha256: str) -> None:
         await self._writes.run(self._store.delete_session, id_sha256)

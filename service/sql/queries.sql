@@ -479,6 +479,12 @@ FROM ui_sessions WHERE id_sha256 = :id_sha256;
 -- name: delete_session
 DELETE FROM ui_sessions WHERE id_sha256 = :id_sha256;
 
+-- name: drop_oldest_sessions
+-- Keep :user's :keep newest sessions, drop the others (walks ui_sessions_user).
+DELETE FROM ui_sessions WHERE user = :user AND id_sha256 NOT IN (
+    SELECT id_sha256 FROM ui_sessions INDEXED BY ui_sessions_user WHERE user = :user
+    ORDER BY created_at DESC, id_sha256 LIMIT :keep);
+
 -- name: delete_expired_sessions
 DELETE FROM ui_sessions WHERE expires_at <= :now;
 

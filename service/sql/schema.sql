@@ -162,3 +162,7 @@ CREATE TABLE user_spec_bytes (
     bytes INTEGER NOT NULL CHECK (bytes >= 0),
     PRIMARY KEY (user, hour)
 ) WITHOUT ROWID;
+
+-- A user's console sessions, oldest first: signing in past the per-user bound drops the
+-- oldest ones.
+CREATE INDEX ui_sessions_user ON ui_sessions (user, created_at);

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -48,8 +49,9 @@ from service.ui.sessions import (
     set_cookie,
     sign_in,
 )
+from service.ui.signin_guard import SignInGuard
 from service.ui.slots import StreamSlots
-from service.users import ME, Principal, name_problem, presentable
+from service.users import ME, Principal, name_problem, parse_token_id, presentable
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,8 @@ SINCE = web.RequestKey("argus_ui_since", str)
 CLOSING = web.AppKey("argus_ui_closing", asyncio.Event)  # set when the service shuts down
 FEED = web.AppKey("argus_ui_feed", ChangeFeed)  # the process's one change watcher
 SLOTS = web.AppKey("argus_ui_slots", StreamSlots)  # live streams open per session/user
+GUARD = web.AppKey("argus_ui_signin_guard", SignInGuard)  # failed sign-ins, backoff
+SIGNIN_LOG_S = 60.0  # failed sign-ins are logged in aggregate, at most this often
 
 HEADERS = {
     "Cache-Control": "no-store",
@@ -221,6 +225,18 @@ async def signin(request: web.Request) -> web.StreamResponse:
     form = await _form(request)
     token = form.get("token", "").strip()
     target = _safe_next(form.get("next"))
+    guard = request.app[GUARD]
+    # who is guessing: the client's address, and the account the token names (its public
+    # id; the environment's token, or anything else, is one account)
+    keys = (f"address:{request.remote}", f"account:{parse_token_id(token) or 'other'}")
+    wait = guard.wait_s(*keys)
+    if wait > 0:
+        retry = max(1, math.ceil(wait))
+        response = render(request, "signin.html", status=429, next=target, error=(
+            f"Too many failed sign-ins from this address or for this token; try again in "
+            f"{retry} s."))
+        response.headers["Retry-After"] = str(retry)
+        return response
     error = "Enter an API token."
     if token:
         if not presentable(token):
@@ -231,9 +247,13 @@ async def signin(request: web.Request) -> web.StreamResponse:
             except AuthFailure as exc:
                 error = f"Sign-in refused: {exc.message}."
             else:
+                guard.succeeded(*keys)
                 response = web.HTTPSeeOther(target, headers=HEADERS)
                 set_cookie(request, response, raw)
                 raise response
+        guard.failed(*keys)
+        if failures := guard.report(SIGNIN_LOG_S):
+            log.warning("%d failed console sign-in(s) since the last report", failures)
     return render(request, "signin.html", status=401, next=target, error=error)
 
 

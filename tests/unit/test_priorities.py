@@ -12,7 +12,7 @@ from service.priorities import allowance_problem
     (5, False, None, False),
     (5, True, None, True),  # an admin: up to the maximum
     (400, False, 500, True),  # lowering a task an admin raised
-    (500, False, 500, True),  # unchanged
+    (500, False, 500, False),  # setting it again: as for any value over the allowance
     (501, False, 500, False),  # raising it further: an admin's
     (-1000, False, 3, True),
 ])

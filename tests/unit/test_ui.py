@@ -541,3 +541,45 @@ async def test_live_streams_are_limited_per_session_and_per_user(env, aiohttp_cl
             await asyncio.sleep(0.01)
     for resp in (*first, again):
         resp.close()
+
+
+async def test_sign_in_guessing_backs_off_with_429_and_does_not_check_tokens(client, env):
+    from service.ui import signin_guard
+
+    wrong = {"token": "argus_0123456789ab_" + "x" * 43, "next": "/ui/queue"}
+    for _ in range(signin_guard.FREE_FAILURES + 1):
+        resp = await client.post("/ui/signin", data=wrong, allow_redirects=False)
+        assert resp.status == 401
+    resp = await client.post("/ui/signin", data={"token": TOKEN, "next": "/ui/queue"},
+                             allow_redirects=False)  # even a right token waits its turn
+    assert resp.status == 429 and resp.headers["Retry-After"] == "1"
+    assert "Too many failed sign-ins" in await resp.text()
+    env.clock.now += 1.0
+    await sign_in(client)  # the wait is over; success clears the count
+    resp = await client.post("/ui/signin", data=wrong, allow_redirects=False)
+    assert resp.status == 401
+
+
+async def test_a_user_keeps_a_bounded_number_of_sessions_and_secure_cookies_on_request(
+        env, aiohttp_client):
+    from dataclasses import replace
+
+    settings = replace(env.settings, ui_max_sessions_per_user=2, ui_secure_cookie=True)
+    client = await aiohttp_client(create_app(
+        settings, env.store, env.cluster, Artifacts(str(env.shared)), token=TOKEN,
+        scheduler_loop=Loop(), clock=env.clock, metrics=env.metrics, wake_interval_s=0.0))
+    cookies = []
+    for _ in range(3):
+        env.clock.now += 1
+        resp = await client.post("/ui/signin", data={"token": TOKEN, "next": "/ui/queue"},
+                                 allow_redirects=False)
+        assert resp.status == 303
+        assert "Secure" in resp.headers["Set-Cookie"]
+        cookies.append(resp.cookies["argus_session"].value)
+    live = env.store._reader().execute("SELECT count(*) FROM ui_sessions").fetchone()[0]
+    assert live == 2
+    for cookie, valid in zip(cookies, (False, True, True), strict=True):
+        client.session.cookie_jar.clear()
+        resp = await client.get("/ui/queue", cookies={"argus_session": cookie},
+                                allow_redirects=False)
+        assert (resp.status == 200) is valid

@@ -7,6 +7,7 @@
 --   for the per-user quota on what a day of submissions may add to the database. The
 --   store adds to it in the transaction that inserts the task and drops a user's hours
 --   older than the window as it goes. The last day of tasks before this migration counts.
+-- ui_sessions_user: a user's sessions by age (a user keeps a bounded number of them).
 
 CREATE TABLE task_changes (
     id  INTEGER PRIMARY KEY CHECK (id = 1),
@@ -35,3 +36,7 @@ SELECT user, CAST(created_at / 3600 AS INTEGER),
 FROM tasks
 WHERE user IS NOT NULL AND created_at >= (SELECT max(created_at) FROM tasks) - 86400
 GROUP BY 1, 2;
+
+-- A user's console sessions, oldest first: signing in past the per-user bound drops the
+-- oldest ones.
+CREATE INDEX ui_sessions_user ON ui_sessions (user, created_at);
