@@ -332,14 +332,17 @@ async def task_page(request: web.Request) -> web.Response:
     task = await deps.store.get_task(task_id)
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
-    attempts, events, spec = await asyncio.gather(
-        deps.store.list_attempts(task_id), deps.store.events(task_id),
-        deps.store.task_jobspec(task_id))
     who = request[SIGNED].principal
+    may_act = who.may_act_on(task.user)
+    attempts, events = await asyncio.gather(
+        deps.store.list_attempts(task_id), deps.store.events(task_id))
+    # the JobSpec as written (comments, overrides, maybe a secret) is its owner's, as
+    # its logs are; anyone else sees the task's shape (workload, gang, priority, limits)
+    spec = await deps.store.task_jobspec(task_id) if may_act else None
     return render(
         request, "_task.html" if request.query.get("fragment") else "task.html",
         nav="queue", task=task, attempts=attempts, events=events, jobspec=spec or "",
-        may_act=who.may_act_on(task.user), terminal=task.state in TERMINAL,
+        may_act=may_act, terminal=task.state in TERMINAL,
         waiting=task.state in RUNNABLE, held=_held(deps))
 
 

@@ -583,3 +583,22 @@ async def test_a_user_keeps_a_bounded_number_of_sessions_and_secure_cookies_on_r
         resp = await client.get("/ui/queue", cookies={"argus_session": cookie},
                                 allow_redirects=False)
         assert (resp.status == 200) is valid
+
+
+async def test_the_jobspec_body_is_shown_to_its_owner_and_admins_only(client, env):
+    """A JobSpec as written may hold a secret in a comment: another user sees the task's
+    shape (workload, gang, priority), not the text."""
+    env.store.create_user("carol", Role.USER, T0)
+    carol = env.store.create_token("carol", "c", None, T0, max_live=5)
+    secret = "WANDB_API_KEY-0f0f0f0f"
+    text = f"# {secret}\n" + jobspec(env.shared)
+    resp = await client.post("/api/v2/tasks", data=text, headers={
+        **AUTH, "Content-Type": "application/yaml"})
+    task_id = (await resp.json())["task_id"]
+    await sign_in(client)  # the owner (the admin)
+    assert secret in await page(client, f"/ui/tasks/{task_id}")
+    await sign_in(client, carol.secret)
+    html = await page(client, f"/ui/tasks/{task_id}")
+    assert secret not in html and 'id="jobspec"' not in html
+    assert "The JobSpec is shown to the task's owner (admin) and admins." in html
+    assert "ppo" in html and task_id in html  # the shape is there
