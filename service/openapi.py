@@ -17,6 +17,7 @@ from service.jobspec import jobspec_json_schema
 from service.layout import users_root
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.states import FailureKind, RayStatus, TaskState
+from service.users import MAX_TOKEN_LIFETIME_S, MIN_TOKEN_LIFETIME_S
 
 VERSION = "2.3.0"
 
@@ -53,7 +54,7 @@ _TASK_ID_PARAM = {
 
 _NAME_PARAM = {
     "name": "name", "in": "path", "required": True,
-    "schema": {"type": "string", "pattern": "^[^/:]+$"},
+    "schema": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$"},
     "description": "a user name, or me for the caller", "example": "alice",
 }
 _TOKEN_ID_PARAM = {
@@ -295,7 +296,8 @@ _SCHEMAS: dict[str, Any] = {
                       "default": "default"},
             "expires_at": {"type": "string", "format": "date-time",
                            "description": "ISO-8601; or give expires_in_s; neither: never"},
-            "expires_in_s": {"type": "number", "exclusiveMinimum": 0},
+            "expires_in_s": {"type": "number", "minimum": MIN_TOKEN_LIFETIME_S,
+                             "maximum": MAX_TOKEN_LIFETIME_S},
         },
     },
     "NewToken": {
@@ -502,7 +504,8 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             params=[
                 _TASK_ID_PARAM,
                 _query("attempt", {"oneOf": [{"const": "latest"},
-                                             {"type": "integer", "minimum": 1}],
+                                             {"type": "integer", "minimum": 1,
+                                              "maximum": 2**63 - 1}],
                                    "default": "latest"}, "attempt number or latest"),
                 _query("tail", {"type": "integer", "minimum": 1, "maximum": 100000,
                                 "default": 2000}, "number of last lines"),

@@ -121,15 +121,19 @@ def _check_allowance(request: web.Request, priority: int, current: int | None = 
 def _priority_request(doc: dict[str, Any]) -> int:
     """The priority of a ``PATCH`` body ``{"priority": N}``; 400 naming what is wrong."""
     errors = unknown_fields(doc, PRIORITY_FIELDS)
+    value = doc.get("priority")
+    # JSON has one number type: 260.0 is the integer 260 (as JSON Schema's "integer" says)
+    if isinstance(value, float) and value.is_integer() and abs(value) <= SQLITE_MAX_INT:
+        value = int(value)
     if "priority" not in doc:
         errors.append({"field": "priority", "message": "required"})
     else:
-        problem = range_problem(doc["priority"])
+        problem = range_problem(value)
         if problem:
             errors.append({"field": "priority", "message": problem[:200]})
     if errors:
         raise ApiError(400, "invalid priority request", details=errors)
-    return doc["priority"]
+    return value
 
 
 async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str | None:
@@ -238,7 +242,7 @@ async def list_tasks(request: web.Request) -> web.Response:
     errors: list[dict[str, Any]] = []
     state: TaskState | None = None
     raw_state = request.query.get("state")
-    if raw_state:
+    if raw_state is not None:  # given empty: no state, a 400 (leave it out for every state)
         try:
             state = TaskState(raw_state.upper())
         except ValueError:

@@ -469,7 +469,7 @@ JSON = {"Content-Type": "application/json"}
     ({"json": {"prio": 1}}, 400, ["prio", "priority"]),
     ({"json": {"priority": "5"}}, 400, ["priority"]),
     ({"json": {"priority": 1.5}}, 400, ["priority"]),
-    ({"json": {"priority": 2.0}}, 400, ["priority"]),
+    ({"json": {"priority": 2.5e300}}, 400, ["priority"]),  # integral, far out of range
     ({"json": {"priority": True}}, 400, ["priority"]),
     ({"json": {"priority": None}}, 400, ["priority"]),
     ({"json": {"priority": 1001}}, 400, ["priority"]),

@@ -792,3 +792,29 @@ async def test_an_owner_may_lower_a_priority_an_admin_raised(client, world):
     assert await patch("alice", 450) == 403  # above both her allowance and the task's
     assert await patch("alice", -5) == 200
     assert await patch("alice", 1) == 403
+
+
+async def test_the_validators_agree_with_the_openapi_document(client, world):
+    """Cases where the server and its schema disagreed: an integral JSON float is an
+    integer; an empty state filter is no state; a token must not expire as it is made."""
+    task = await submit_as(client, world, "alice")
+    resp = await client.patch(f"/api/v2/tasks/{task}", json={"priority": 260.0},
+                              headers=world.auth("ada"))
+    assert resp.status == 200 and (await resp.json())["priority"] == 260
+    resp = await client.patch(f"/api/v2/tasks/{task}", json={"priority": 2.5},
+                              headers=world.auth("ada"))
+    assert resp.status == 400
+    resp = await client.get("/api/v2/tasks?state=", headers=world.auth("alice"))
+    assert resp.status == 400 and (await resp.json())["error"]["details"][0]["field"] == "state"
+    for within, status in ((5e-324, 400), (0.5, 400), (1, 201)):
+        resp = await client.post("/api/v2/users/me/tokens", headers=world.auth("alice"),
+                                 json={"label": "short", "expires_in_s": within})
+        assert resp.status == status, (within, await resp.text())
+    doc = await (await client.get("/api/v2/openapi.json", headers=world.auth("alice"))).json()
+    token_body = doc["components"]["schemas"]["NewTokenRequest"]["properties"]["expires_in_s"]
+    assert token_body["minimum"] == 1
+    logs = doc["paths"]["/api/v2/tasks/{task_id}/logs"]["get"]["parameters"]
+    attempt = next(p for p in logs if p["name"] == "attempt")["schema"]["oneOf"][1]
+    assert attempt["maximum"] == 2**63 - 1
+    user = doc["paths"]["/api/v2/users/{name}"]["get"]["parameters"][0]["schema"]
+    assert user["pattern"] == "^[a-z][a-z0-9_-]{0,31}$"
