@@ -252,7 +252,12 @@ def _whose(value: str | None) -> str:
 
 
 def cmd_queue(ctx: Ctx) -> int:
-    data = ctx.client.json("GET", "/api/v2/queue", query={"user": user_query(ctx.args.user)})
+    query = {"user": user_query(ctx.args.user), "cursor": None}
+    data = ctx.client.json("GET", "/api/v2/queue", query=query)
+    while data.get("next_cursor"):  # the queue comes a page at a time
+        query["cursor"] = data["next_cursor"]
+        page = ctx.client.json("GET", "/api/v2/queue", query=query)
+        data = {**page, "pending": data["pending"] + page["pending"]}
     ctx.emit(data, lambda d: "PENDING\n" + table(
         ["POS", "PRI", "TASK_ID", "USER", "STATE", "GPUS", "NEXT_RUN_AT", "REASON"],
         [[t.get("queue_position"), t.get("priority"), t.get("task_id"), t.get("user"),

@@ -228,9 +228,13 @@ _SCHEMAS: dict[str, Any] = {
                        "cancel_requested": {"type": "boolean"}},
     },
     "Queue": {
-        "type": "object", "required": ["pending", "running", "fair_share"],
-        "properties": {"pending": {"type": "array", "items": _ref("Task")},
+        "type": "object", "required": ["pending", "running", "fair_share", "next_cursor"],
+        "properties": {"pending": {"type": "array", "items": _ref("Task"),
+                                   "description": "one page of the waiting tasks"},
                        "running": {"type": "array", "items": _ref("Task")},
+                       "next_cursor": {"type": ["string", "null"],
+                                       "description": "the next page of pending tasks "
+                                                      "(?cursor=); null: the last"},
                        "fair_share": {
                            "type": "array", "items": _ref("FairShare"),
                            "description": "each user's share at the scheduler's last "
@@ -514,7 +518,11 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
         "/api/v2/queue": {"get": _op(
             "Runnable tasks in queue order, and tasks on the cluster",
             {"200": _json(_ref("Queue"), "The queue (positions count every user's tasks)")},
-            "400:BadRequest", params=[_USER_QUERY],
+            "400:BadRequest", params=[
+                _USER_QUERY,
+                _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000,
+                                 "default": 500}, "waiting tasks per page"),
+                _query("cursor", {"type": "string"}, "next_cursor of the previous page")],
         )},
         "/api/v2/me": {"get": _op(
             "Who the token signs in as: user, role, limits, the token itself",

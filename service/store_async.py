@@ -87,8 +87,10 @@ class AsyncStore:
     async def events(self, task_id: str) -> list[EventRow]:
         return await self._reads.run(self._store.events, task_id)
 
-    async def queue(self, user: str | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
-        return await self._reads.run(self._store.queue, user)
+    async def queue(self, user: str | None = None, *, limit: int, offset: int = 0
+                    ) -> tuple[list[TaskRow], list[TaskRow]]:
+        return await self._reads.run(lambda: self._store.queue(user, limit=limit,
+                                                               offset=offset))
 
     async def counts_by_state(self) -> dict[str, int]:
         return await self._reads.run(self._store.counts_by_state)

@@ -195,15 +195,24 @@ class StoreReads:
         row = self._reader().execute(Q[query], params).fetchone()
         return None if row is None else _attempt(row)
 
-    def queue(self, user: str | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
-        """(pending: runnable tasks in FIFO order with positions, running: active tasks);
-        only ``user``'s when given, their positions still counted in the whole queue."""
+    def queue(self, user: str | None = None, *, limit: int = MAX_SEQ, offset: int = 0
+              ) -> tuple[list[TaskRow], list[TaskRow]]:
+        """(pending: ``limit`` runnable tasks in admission order with positions, after the
+        first ``offset``; running: active tasks); only ``user``'s when given, their
+        positions still counted in the whole queue (one ranking for the page)."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset, "user": user}
         with self._snapshot() as conn:  # a task is in one list or the other, never both
-            pending = conn.execute(Q["queue_pending"]).fetchall()
+            if user is None:
+                pending = conn.execute(Q["queue_pending"], params).fetchall()
+                positions = {r["seq"]: offset + i for i, r in enumerate(pending, start=1)}
+            else:
+                pending = conn.execute(Q["queue_pending_of_user"], params).fetchall()
+                positions = {p["seq"]: p["pos"] for p in conn.execute(
+                    Q["queue_positions"], {"seqs": json.dumps([r["seq"] for r in pending])})
+                } if pending else {}
             running = conn.execute(Q["queue_running"]).fetchall()
         return (
-            [_task(r, i) for i, r in enumerate(pending, start=1)
-             if user is None or r["user"] == user],
+            [_task(r, positions.get(r["seq"])) for r in pending],
             [_task(r, None) for r in running if user is None or r["user"] == user],
         )
 

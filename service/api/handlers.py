@@ -53,6 +53,7 @@ T = TypeVar("T")
 YAML_CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml"})
 UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
+QUEUE_LIMIT_DEFAULT, QUEUE_LIMIT_MAX = 500, 1000  # waiting tasks per /queue page
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
 PRIORITY_FIELDS = ("priority",)
 
@@ -378,17 +379,29 @@ async def _attempt_log(deps: AppDeps, attempt: AttemptRow, user: str | None) -> 
 
 
 async def queue(request: web.Request) -> web.Response:
+    """One page of the waiting tasks (``limit``, then ``next_cursor``) and every active
+    one: a long queue is never read or sent whole."""
     errors: list[dict[str, Any]] = []
     user = await user_filter(request, errors)
+    limit = _int_param(request, "limit", QUEUE_LIMIT_DEFAULT, 1, QUEUE_LIMIT_MAX, errors)
+    offset = 0
+    cursor = request.query.get("cursor") or None
+    if cursor is not None:
+        try:
+            offset = decode_cursor(cursor, kind="pos")
+        except InvalidCursor as exc:
+            errors.append({"field": "cursor", "message": str(exc)})
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     deps = deps_of(request)
-    pending, running = await deps.store.queue(user)
+    pending, running = await deps.store.queue(user, limit=limit + 1, offset=offset)
+    more = len(pending) > limit
     seen = deps.metrics.observed.last
     return await _json_off_loop(deps, lambda: {
-        "pending": [task_json(t) for t in pending],
+        "pending": [task_json(t) for t in pending[:limit]],
         "running": [task_json(t) for t in running],
         "fair_share": fair_share_json({} if seen is None else seen.shares),
+        "next_cursor": encode_cursor(offset + limit, kind="pos") if more else None,
     })
 
 

@@ -27,25 +27,27 @@ class InvalidCursor(ValueError):
     """A pagination cursor that this service did not hand out."""
 
 
-def encode_cursor(seq: int) -> str:
-    """The cursor of the list page that starts below task ``seq``."""
-    return base64.urlsafe_b64encode(f"seq:{seq}".encode()).decode().rstrip("=")
+def encode_cursor(seq: int, kind: str = "seq") -> str:
+    """The cursor of the list page that starts below task ``seq`` (``kind`` "pos": the
+    queue page that starts after that many pending tasks)."""
+    return base64.urlsafe_b64encode(f"{kind}:{seq}".encode()).decode().rstrip("=")
 
 
 _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,40}")  # what encode_cursor makes (no padding)
 
 
-def decode_cursor(cursor: str) -> int:
-    """The ``seq`` a cursor from ``encode_cursor`` stands for; InvalidCursor otherwise
-    (also for a number out of 1..MAX_SEQ or not written as plain ASCII digits)."""
+def decode_cursor(cursor: str, kind: str = "seq") -> int:
+    """The number a cursor from ``encode_cursor`` of ``kind`` stands for; InvalidCursor
+    otherwise (also for a number out of 1..MAX_SEQ or not written as plain ASCII
+    digits)."""
     seq = None
     if _CURSOR.fullmatch(cursor):
         try:
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
         except (binascii.Error, UnicodeDecodeError):
             raw = ""
-        kind, _, value = raw.partition(":")
-        if kind == "seq":
+        found, _, value = raw.partition(":")
+        if found == kind:
             seq = parse_uint(value, 1, MAX_SEQ)
     if seq is None:
         shown = cursor if len(cursor) <= 64 else cursor[:64] + "..."

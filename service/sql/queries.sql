@@ -110,6 +110,7 @@ SELECT seq, pos FROM (
 WHERE seq IN (SELECT value FROM json_each(:seqs));
 
 -- name: queue_pending
+-- One page of the queue in admission order (OFFSET walks the index: no sort).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
@@ -119,7 +120,20 @@ SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_nod
 FROM tasks t INDEXED BY tasks_runnable
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
-ORDER BY t.priority DESC, t.seq;
+ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
+
+-- name: queue_pending_of_user
+-- One page of :user's part of the queue in admission order (tasks_user_runnable).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested, a.preempted_for
+FROM tasks t INDEXED BY tasks_user_runnable
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.user = :user AND t.state IN ('QUEUED', 'PENDING_RESOURCES')
+ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
 
 -- name: queue_running
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,

@@ -818,3 +818,30 @@ async def test_the_validators_agree_with_the_openapi_document(client, world):
     assert attempt["maximum"] == 2**63 - 1
     user = doc["paths"]["/api/v2/users/{name}"]["get"]["parameters"][0]["schema"]
     assert user["pattern"] == "^[a-z][a-z0-9_-]{0,31}$"
+
+
+async def test_the_queue_comes_a_page_at_a_time_with_positions_in_the_whole_queue(
+        client, world):
+    ids = []
+    for who in ("alice", "bob", "alice", "bob", "alice"):
+        ids.append(await submit_as(client, world, who, gpus=16))  # none fits: all wait
+    world.tick()
+
+    async def pages(query: str) -> list[list[tuple[str, int]]]:
+        out, cursor = [], None
+        while True:
+            url = f"/api/v2/queue?{query}" + (f"&cursor={cursor}" if cursor else "")
+            resp = await client.get(url, headers=world.auth("bob"))
+            body = await resp.json()
+            assert resp.status == 200, body
+            out.append([(t["task_id"], t["queue_position"]) for t in body["pending"]])
+            cursor = body["next_cursor"]
+            if cursor is None:
+                return out
+
+    assert await pages("limit=2") == [[(ids[0], 1), (ids[1], 2)], [(ids[2], 3), (ids[3], 4)],
+                                      [(ids[4], 5)]]
+    assert await pages("limit=2&user=alice") == [[(ids[0], 1), (ids[2], 3)], [(ids[4], 5)]]
+    for bad in ("limit=0", "limit=1001", "cursor=abc", "cursor=c2VxOjE"):  # seq:1, not pos
+        resp = await client.get(f"/api/v2/queue?{bad}", headers=world.auth("bob"))
+        assert resp.status == 400, bad

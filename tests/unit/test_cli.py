@@ -212,6 +212,18 @@ async def test_queue(server, tmp_path):
     assert [t["task_id"] for t in data["pending"]] == [second]
 
 
+async def test_queue_follows_the_pages_of_a_long_queue(server, tmp_path, monkeypatch):
+    from service.api import handlers
+
+    monkeypatch.setattr(handlers, "QUEUE_LIMIT_DEFAULT", 2)  # pages of 2 waiting tasks
+    ids = [await submitted(server, tmp_path, n_gpus_per_node=64) for _ in range(5)]
+    code, out = await run(server, "queue", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert [t["task_id"] for t in data["pending"]] == ids
+    assert [t["queue_position"] for t in data["pending"]] == [1, 2, 3, 4, 5]
+
+
 def test_queue_shows_the_fair_shares() -> None:
     from service.cli import _fair_share
 

@@ -254,7 +254,8 @@ def _plan(store: Store, sql: str, params: dict[str, object]) -> str:
 # list ranks the runnable rows once for the whole page (queue_positions).
 HOT_QUERIES = {
     "runnable": ("tasks_runnable", {"now": 1.0, "limit": 5}),
-    "queue_pending": ("tasks_runnable", {}),
+    "queue_pending": ("tasks_runnable", {"limit": 10, "offset": 20}),
+    "queue_pending_of_user": ("tasks_user_runnable", {"user": "u", "limit": 10, "offset": 0}),
     "get_task": ("tasks_runnable", {"task_id": "x"}),
     "queue_positions": ("tasks_runnable", {"seqs": "[1, 2]"}),
     "active": ("tasks_active", {}),
