@@ -44,6 +44,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+# the server process and its start-up as the API bench has them (bench/ is on the path)
+from bench_api import _free_port, _wait_healthy, run_server
+
 TOKEN = "bench-fairness-admin-token"
 T0 = 1_766_500_000.0
 DAY = 86_400.0
@@ -101,21 +104,6 @@ def prefill(db_path: str, tasks: int, pending: int) -> dict[str, str]:
                 for name in ("mallory", "alice")}
     finally:
         store.close()
-
-
-def run_server(config: str, port: int) -> None:
-    """The server process: production wiring, a FakeCluster with no room for anything."""
-    import logging
-
-    from service.cluster_fake import FakeCluster
-    from service.config import load_settings
-    from service.main import LOG_FORMAT, build_service, serve
-
-    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT, stream=sys.stderr)
-    settings = load_settings(config)
-    cluster = FakeCluster()
-    cluster.add_node("w1", gpus=2)  # no task ever fits: the queue only grows
-    serve(build_service(settings, TOKEN, cluster), "127.0.0.1", port)
 
 
 # -- the hostile user -----------------------------------------------------------------------
@@ -298,30 +286,6 @@ async def _flood(base: str, token: str, shared: str, db_files: list[Path]) -> di
 # -- driver -----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("server did not become healthy in time")
-
-
 def _child(role: str, base: str, token: str, args: argparse.Namespace, shared: str
            ) -> subprocess.Popen:
     # the abuser's load runs niced: on a real deployment it is another machine's CPU, and
@@ -371,7 +335,7 @@ def drive(args: argparse.Namespace) -> int:
             stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(
                 Path(__file__).resolve().parent.parent)})
     try:
-        _wait_healthy(base, server)
+        _wait_healthy(base, server, timeout=60.0)
         proc = psutil.Process(server.pid)
         baseline_args = argparse.Namespace(**{**vars(args), "duration": args.duration / 2})
         baseline = _finish(_child("probe", base, tokens["alice"], baseline_args, str(shared)),

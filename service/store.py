@@ -817,9 +817,8 @@ class Store(StoreReads):
                               ) -> dict[str | None, float]:
         """``{owner: GPU-seconds}`` inside ``[window_from, window_to)``, as
         ``usage.account`` totals them (running attempts counted up to ``now``)."""
-        rows = self._reader().execute(Q["usage_by_user"], {
-            "from": window_from, "to": window_to, "now": now, "user": None}).fetchall()
-        return {r["user"]: r["gpu_seconds"] for r in rows if r["gpu_seconds"] > 0}
+        users, _ = self._usage_totals(window_from, window_to, now, None, 0)
+        return {u.user: u.gpu_seconds for u in users if u.gpu_seconds > 0}
 
     def recent_finished(self, limit: int, user: str | None = None) -> list[TaskRow]:
         """The newest ``limit`` finished tasks (``user``'s only when given), newest first."""

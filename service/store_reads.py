@@ -318,16 +318,24 @@ class StoreReads:
         """The usage in ``[window_from, window_to)`` summed in SQL (``user``'s only when
         given): per-user totals, and the attempts of the ``task_limit`` tasks that used
         the most. However long the window, only those attempts leave SQLite."""
-        params = {"from": window_from, "to": window_to, "now": now, "user": user}
-        with self._snapshot() as conn:
-            users = [UserUsage(r["user"], r["gpu_seconds"], r["failed_gpu_seconds"],
-                               r["tasks"], r["attempts"], r["running_attempts"])
-                     for r in conn.execute(Q["usage_by_user"], params)]
-            top = [r["task_id"] for r in conn.execute(
-                Q["usage_top_tasks"], {**params, "limit": task_limit})] if task_limit else []
+        with self._snapshot() as conn:  # the same attempts for the totals and the tasks
+            users, top = self._usage_totals(window_from, window_to, now, user, task_limit)
             spans = [_span(r) for r in conn.execute(Q["usage_spans_of_tasks"], {
-                **params, "task_ids": json.dumps(top)})] if top else []
+                "from": window_from, "to": window_to, "task_ids": json.dumps(top)})
+                     ] if top else []
         return Summary(users, spans, sum(u.tasks for u in users))
+
+    def _usage_totals(self, window_from: float, window_to: float, now: float,
+                      user: str | None, task_limit: int) -> tuple[list[UserUsage], list[str]]:
+        """Per-user totals and the ids of the ``task_limit`` tasks that used the most, in
+        one pass over the window's attempts (``usage_totals``)."""
+        rows = self._reader().execute(Q["usage_totals"], {
+            "from": window_from, "to": window_to, "now": now, "user": user,
+            "limit": task_limit}).fetchall()
+        users = [UserUsage(r["user"], r["gpu_seconds"], r["failed_gpu_seconds"], r["tasks"],
+                           r["attempts"], r["running_attempts"])
+                 for r in rows if r["kind"] == "user"]
+        return users, [r["task_id"] for r in rows if r["kind"] == "task"]
 
     def gpus_in_use_by_user(self) -> dict[str | None, int]:
         """GPUs of each owner's active (SUBMITTING/SUBMITTED/RUNNING) tasks."""

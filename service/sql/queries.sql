@@ -592,62 +592,51 @@ ON CONFLICT (user, hour) DO UPDATE SET bytes = bytes + excluded.bytes;
 -- name: drop_user_spec_bytes_before
 DELETE FROM user_spec_bytes WHERE user = :user AND hour < :hour;
 
--- name: usage_by_user
--- Per owner (of :user only when not NULL) inside [:from, :to), a running attempt counted
--- up to :now: the attempts usage_spans reads, clipped the way service.usage.clip does and
--- summed in SQL (no row per attempt leaves SQLite, however long the window): GPU-seconds,
--- those of failed attempts, tasks, attempts, running attempts.
-SELECT user, sum(secs) AS gpu_seconds,
-       sum(CASE WHEN failure_kind IS NOT NULL THEN secs ELSE 0.0 END) AS failed_gpu_seconds,
-       count(DISTINCT task_id) AS tasks, count(*) AS attempts,
-       sum(end_time IS NULL) AS running_attempts
-FROM (
-    SELECT task_id, user, gpus, failure_kind, end_time, gpus * (hi - lo) AS secs FROM (
-        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
-               a.end_time, max(a.start_time, :from) AS lo,
-               max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
-        FROM attempts a INDEXED BY attempts_end_time
-        JOIN tasks t ON t.task_id = a.task_id
-        WHERE a.end_time > :from AND a.start_time < :to
-          AND (:user IS NULL OR t.user = :user)
-        UNION ALL
-        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
-               a.end_time, max(a.start_time, :from) AS lo,
-               max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
-        FROM attempts a INDEXED BY attempts_end_time
-        JOIN tasks t ON t.task_id = a.task_id
-        WHERE a.end_time IS NULL AND a.start_time < :to
-          AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
-          AND (:user IS NULL OR t.user = :user)
-    ) WHERE hi > lo
+-- name: usage_totals
+-- Usage inside [:from, :to) (of :user's tasks only when not NULL), a running attempt
+-- counted up to :now: the attempts usage_spans reads, clipped the way service.usage.clip
+-- does and summed in SQL (no row per attempt leaves SQLite, however long the window). One
+-- row per owner (kind 'user': GPU-seconds, those of failed attempts, tasks, attempts,
+-- running attempts), then the :limit tasks that used the most (kind 'task', ties by id).
+WITH per_task AS (
+    SELECT task_id, user, sum(secs) AS gpu_seconds,
+           sum(CASE WHEN failure_kind IS NOT NULL THEN secs ELSE 0.0 END)
+               AS failed_gpu_seconds,
+           count(*) AS attempts, sum(end_time IS NULL) AS running_attempts
+    FROM (
+        SELECT task_id, user, failure_kind, end_time, gpus * (hi - lo) AS secs FROM (
+            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+                   a.end_time, max(a.start_time, :from) AS lo,
+                   max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+            FROM attempts a INDEXED BY attempts_end_time
+            JOIN tasks t ON t.task_id = a.task_id
+            WHERE a.end_time > :from AND a.start_time < :to
+              AND (:user IS NULL OR t.user = :user)
+            UNION ALL
+            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+                   a.end_time, max(a.start_time, :from) AS lo,
+                   max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+            FROM attempts a INDEXED BY attempts_end_time
+            JOIN tasks t ON t.task_id = a.task_id
+            WHERE a.end_time IS NULL AND a.start_time < :to
+              AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+              AND (:user IS NULL OR t.user = :user)
+        ) WHERE hi > lo
+    )
+    GROUP BY task_id
 )
-GROUP BY user ORDER BY coalesce(user, '');
-
--- name: usage_top_tasks
--- The :limit tasks that used the most GPU time in the window (as usage_by_user counts it),
--- ties by task id.
-SELECT task_id, sum(secs) AS gpu_seconds
-FROM (
-    SELECT task_id, user, gpus, failure_kind, end_time, gpus * (hi - lo) AS secs FROM (
-        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
-               a.end_time, max(a.start_time, :from) AS lo,
-               max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
-        FROM attempts a INDEXED BY attempts_end_time
-        JOIN tasks t ON t.task_id = a.task_id
-        WHERE a.end_time > :from AND a.start_time < :to
-          AND (:user IS NULL OR t.user = :user)
-        UNION ALL
-        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
-               a.end_time, max(a.start_time, :from) AS lo,
-               max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
-        FROM attempts a INDEXED BY attempts_end_time
-        JOIN tasks t ON t.task_id = a.task_id
-        WHERE a.end_time IS NULL AND a.start_time < :to
-          AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
-          AND (:user IS NULL OR t.user = :user)
-    ) WHERE hi > lo
+SELECT * FROM (
+    SELECT 'user' AS kind, user, NULL AS task_id, sum(gpu_seconds) AS gpu_seconds,
+           sum(failed_gpu_seconds) AS failed_gpu_seconds, count(*) AS tasks,
+           sum(attempts) AS attempts, sum(running_attempts) AS running_attempts
+    FROM per_task GROUP BY user ORDER BY coalesce(user, '')
 )
-GROUP BY task_id ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
+UNION ALL
+SELECT * FROM (
+    SELECT 'task', user, task_id, gpu_seconds, failed_gpu_seconds, 1, attempts,
+           running_attempts
+    FROM per_task ORDER BY gpu_seconds DESC, task_id LIMIT :limit
+);
 
 -- name: usage_spans_of_tasks
 -- usage_spans of the tasks in :task_ids (a JSON array) only.
