@@ -5,9 +5,10 @@ created or moved. Rather than each stream reading the database once a second, on
 ``ChangeFeed`` per process reads the change sequence (``Store.change_seq``: one row by its
 key, the triggers of migration 0007 keep it) every ``poll_s`` while any stream waits, and
 wakes every stream waiting on it. An open stream then costs nothing until something
-changes, however many are open. A page render takes the feed's last value as the marker
-its stream starts from while the feed polls (never newer than the data the page reads
-after it, so no change is lost), and reads the row itself otherwise.
+changes, however many are open. A page render reads the sequence itself (``refresh``:
+one row by key) as the marker its stream starts from: never newer than the data the page
+reads after it, so no change is lost, and not older either, so a fresh page is not
+refreshed again at once.
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def signed_in(handler: PageHandler) -> PageHandler:
         request[SIGNED] = signed
         PARTY.set(signed.principal.name)  # the lanes' fair share, as for the API
         if request.method == "GET" and whole_page:  # not the log tail polled every 3 s
-            request[SINCE] = str(await request.app[FEED].latest())
+            request[SINCE] = str(await request.app[FEED].refresh())  # as of now: exact
         return await handler(request)
 
     wrapper.__name__ = handler.__name__
