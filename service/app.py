@@ -40,7 +40,7 @@ TASK_ID = "{task_id:[^/:]+}"
 NAME = "{name:[^/:]+}"
 TOKEN_ID = "{token_id:[^/:]+}"
 CLUSTER_THREADS = 4
-WORK_THREADS = 2
+WORK_THREADS = 3  # one party uses at most 2 (offload's fair share)
 WAKE_INTERVAL_S = 0.1
 
 P, U, ADMIN = Access.PUBLIC, Access.USER, Access.ADMIN
@@ -74,6 +74,7 @@ ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("GET", f"{API}/openapi.json", h.openapi, U),
     ("GET", "/metrics", h.metrics, U),
     ("GET", "/healthz", h.healthz, P),
+    ("GET", "/readyz", h.readyz, P),
 )
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from service.cli_progress import progress_cell, progress_summary, wait_line
+from service.terminal import safe_for_terminal
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TOKEN_ENV = "ARGUS_API_TOKEN"
@@ -256,7 +257,12 @@ def _whose(value: str | None) -> str:
 
 
 def cmd_queue(ctx: Ctx) -> int:
-    data = ctx.client.json("GET", "/api/v2/queue", query={"user": user_query(ctx.args.user)})
+    query = {"user": user_query(ctx.args.user), "cursor": None}
+    data = ctx.client.json("GET", "/api/v2/queue", query=query)
+    while data.get("next_cursor"):  # the queue comes a page at a time
+        query["cursor"] = data["next_cursor"]
+        page = ctx.client.json("GET", "/api/v2/queue", query=query)
+        data = {**page, "pending": data["pending"] + page["pending"]}
     ctx.emit(data, lambda d: "PENDING\n" + table(
         ["POS", "PRI", "TASK_ID", "USER", "STATE", "GPUS", "EST_START", "REASON"],
         [[t.get("queue_position"), t.get("priority"), t.get("task_id"), t.get("user"),
@@ -295,8 +301,12 @@ def cmd_logs(ctx: Ctx) -> int:
     a = ctx.args
     path = _task_path(a.task_id, "/logs")
     query = {"attempt": a.attempt or "latest", "tail": a.tail}
+    # a log is the job's own output: on a terminal, its control sequences are shown, not
+    # obeyed (--raw: as they are)
+    isatty = getattr(ctx.out, "isatty", None)
+    show = safe_for_terminal if not a.raw and isatty is not None and isatty() else str
     if not a.follow:
-        ctx.out.write(ctx.client.text(path, query=query))
+        ctx.out.write(show(ctx.client.text(path, query=query)))
         return 0
     query["tail"] = FOLLOW_TAIL
     seen = ""
@@ -308,7 +318,7 @@ def cmd_logs(ctx: Ctx) -> int:
             if exc.status != 404:  # 404: no attempt / no log yet
                 raise
             text = seen
-        ctx.out.write(text[len(seen):] if text.startswith(seen) else text)
+        ctx.out.write(show(text[len(seen):] if text.startswith(seen) else text))
         ctx.out.flush()
         seen = text
         if state in TERMINAL:
@@ -426,6 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
     logs = add("logs", cmd_logs, "print the driver log of an attempt")
     logs.add_argument("--attempt", type=_positive_int, help="attempt number (default: latest)")
     logs.add_argument("--tail", type=_positive_int, default=2000, help="last N lines")
+    logs.add_argument("--raw", action="store_true",
+                      help="print control sequences as they are, even on a terminal")
     logs.add_argument("--follow", "-f", action="store_true",
                       help="keep printing new lines until the task ends")
     logs.add_argument("--interval", type=_positive_float, default=2.0, help=argparse.SUPPRESS)

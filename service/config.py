@@ -190,6 +190,17 @@ class Settings:
     api_header_timeout_s: float = 10.0
     api_body_timeout_s: float = 30.0
     api_max_connections: int = 512
+    # one client address may hold at most this many of them (0: no limit): set it high, or
+    # 0, behind a reverse proxy, where every connection comes from the proxy's address
+    api_max_connections_per_address: int = 128
+    # the console's live streams: open at once per sign-in session and per user (0: no
+    # limit); a page refused one refreshes on its timer instead
+    ui_max_streams_per_session: int = 4
+    ui_max_streams_per_user: int = 16
+    # console sessions a user keeps (signing in again drops the oldest; 0: no limit), and
+    # the Secure cookie flag whatever the request's scheme (behind a TLS-terminating proxy)
+    ui_max_sessions_per_user: int = 20
+    ui_secure_cookie: bool = False
     token_env: str = "ARGUS_API_TOKEN"
     db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
     sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
@@ -314,7 +325,8 @@ def _check_scheduler(sched: SchedulerSettings) -> None:
         raise ConfigError("v2.scheduler.default_max_runtime_s: must be >= 1 (seconds) or null")
 
 
-_LIMIT_KEYS = ("max_running_tasks", "max_gpus")
+_LIMIT_KEYS = ("max_running_tasks", "max_gpus", "max_waiting_tasks",
+               "max_spec_bytes_per_day")
 
 
 def _limits(raw: Any, where: str, base: Limits) -> Limits:
@@ -418,6 +430,23 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     if "max_connections" in api:
         kw["api_max_connections"] = int(
             _num(api["max_connections"], "v2.api.max_connections", minimum=1, integer=True))
+    if "max_connections_per_address" in api:
+        kw["api_max_connections_per_address"] = int(_num(
+            api["max_connections_per_address"], "v2.api.max_connections_per_address",
+            minimum=0, integer=True))
+    ui = _section(v2, "ui", "v2.")
+    ui_counts = ("max_streams_per_session", "max_streams_per_user", "max_sessions_per_user")
+    unknown_ui = set(ui) - {*ui_counts, "secure_cookie"}
+    if unknown_ui:
+        raise ConfigError(f"v2.ui: unknown keys {sorted(map(str, unknown_ui))}")
+    for key in ui_counts:
+        if key in ui:
+            kw[f"ui_{key}"] = int(_num(ui[key], f"v2.ui.{key}", minimum=0, integer=True))
+    if "secure_cookie" in ui:
+        if not isinstance(ui["secure_cookie"], bool):
+            raise ConfigError(f"v2.ui.secure_cookie: must be true or false, "
+                              f"got {ui['secure_cookie']!r}")
+        kw["ui_secure_cookie"] = ui["secure_cookie"]
     auth = _section(v2, "auth", "v2.")
     if "token_env" in auth:
         kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")

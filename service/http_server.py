@@ -13,7 +13,10 @@ client may take, how many may connect, and what a request that never reaches the
   (``api.body.read_body``: 408). A body the handler does not read is drained for at
   most ``lingering_s`` after the answer, then the connection is closed.
 * **Connections**: beyond ``max_connections`` open connections, a new one is answered
-  ``503`` (the JSON error shape) and closed at once.
+  ``503`` (the JSON error shape) and closed at once. One client address may hold at most
+  ``max_connections_per_address`` of them (0: no limit); past that its new connection is
+  answered ``429`` and closed, so one party (half-sent requests reconnecting, a page's
+  streams) never fills the global cap for everyone else.
 * **No decompression**: aiohttp would inflate a ``gzip`` or ``deflate`` body on the
   event loop, even while draining one that was refused; bodies are refused compressed
   instead (``api.body``).
@@ -35,6 +38,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +59,7 @@ class ServerLimits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     max_connections: int = 512
+    max_connections_per_address: int = 128  # 0: no limit
     lingering_s: float = 2.0  # drain an unread body this long after the answer
     max_line_size: int = 8190  # request line (aiohttp's default)
     max_field_size: int = 8190  # one header line (aiohttp's default)
@@ -64,18 +69,32 @@ class ServerLimits:
     def from_settings(cls, settings: Settings) -> ServerLimits:
         return cls(header_timeout_s=settings.api_header_timeout_s,
                    body_timeout_s=settings.api_body_timeout_s,
-                   max_connections=settings.api_max_connections)
+                   max_connections=settings.api_max_connections,
+                   max_connections_per_address=settings.api_max_connections_per_address)
 
 
-def _too_many_connections(limit: int) -> bytes:
-    """The whole 503 answer to a connection over the cap, as bytes on the wire."""
-    resp = error_response(503, f"too many connections (limit {limit}); retry later",
-                          code="too_many_connections", headers={"Retry-After": "1"})
+def _refusal(status: int, reason: str, message: str) -> bytes:
+    """The whole answer to a connection refused at once, as bytes on the wire."""
+    resp = error_response(status, message, code="too_many_connections",
+                          headers={"Retry-After": "1"})
     body = resp.body if isinstance(resp.body, bytes) else b""
-    head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; "
+    head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json; "
             f"charset=utf-8\r\nContent-Length: {len(body)}\r\nRetry-After: 1\r\n"
             f"Connection: close\r\n\r\n")
     return head.encode("ascii") + body
+
+
+def _too_many_connections(limit: int) -> bytes:
+    """The 503 answer to a connection over the global cap."""
+    return _refusal(503, "Service Unavailable",
+                    f"too many connections (limit {limit}); retry later")
+
+
+def _too_many_from_address(limit: int) -> bytes:
+    """The 429 answer to a connection over its address's share."""
+    return _refusal(429, "Too Many Requests",
+                    f"too many connections from your address (limit {limit}, "
+                    "max_connections_per_address); close some and retry")
 
 
 def parser_error_message(exc: BaseException | None, status: int) -> str:
@@ -103,16 +122,32 @@ class ArgusRequestHandler(web.RequestHandler):
     def __init__(self, manager: web.Server, *, max_connections: int, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
         self._max_connections = max_connections
+        self._address: str | None = None  # counted in the server's per-address table
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         manager = self._manager
+        answer = None
         if manager is not None and len(manager.connections) > self._max_connections:
+            answer = _too_many_connections(self._max_connections)
             if isinstance(manager, ArgusServer):
                 manager.refused()
+        elif isinstance(manager, ArgusServer):
+            peer = transport.get_extra_info("peername")
+            self._address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+            if not manager.opened(self._address):
+                answer = _too_many_from_address(manager.per_address)
+        if answer is not None:
             if isinstance(transport, asyncio.WriteTransport):
-                transport.write(_too_many_connections(self._max_connections))
+                transport.write(answer)
             self.force_close()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        manager = self._manager  # (super() forgets it)
+        super().connection_lost(exc)
+        if self._address is not None and isinstance(manager, ArgusServer):
+            manager.closed(self._address)
+            self._address = None
 
     def log_exception(self, *args: Any, **kwargs: Any) -> None:
         """A malformed body (a bad chunk, a bad gzip stream) raises again while aiohttp
@@ -151,22 +186,46 @@ class ArgusServer(web.Server):
     REFUSAL_LOG_S = 10.0
 
     def __init__(self, *args: Any, max_connections: int, handler_kwargs: dict[str, Any],
-                 **kwargs: Any) -> None:
+                 max_connections_per_address: int = 0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._max_connections = max_connections
+        self.per_address = max_connections_per_address
         self._handler_kwargs = handler_kwargs
         self.refused_total = 0
+        self.refused_per_address_total = 0
+        self._by_address: Counter[str] = Counter()
         self._refused_unlogged = 0
         self._refusal_logged_at = float("-inf")
+
+    def opened(self, address: str) -> bool:
+        """Count a connection from ``address``; False when that passes the address's
+        share (the connection is still counted until it is lost)."""
+        self._by_address[address] += 1
+        if self.per_address and self._by_address[address] > self.per_address:
+            self.refused_per_address_total += 1
+            self._log_refusal(f"from {address} over the limit of {self.per_address} "
+                              "per address")
+            return False
+        return True
+
+    def closed(self, address: str) -> None:
+        self._by_address[address] -= 1
+        if self._by_address[address] <= 0:
+            del self._by_address[address]
+
+    def open_from(self, address: str) -> int:
+        return self._by_address[address]
 
     def refused(self) -> None:
         """Count a connection refused over the cap (and log, now and then)."""
         self.refused_total += 1
+        self._log_refusal(f"over the limit of {self._max_connections} open connections")
+
+    def _log_refusal(self, why: str) -> None:
         self._refused_unlogged += 1
         now = time.monotonic()
         if now - self._refusal_logged_at >= self.REFUSAL_LOG_S:
-            log.warning("refused %d connection(s) over the limit of %d open connections",
-                        self._refused_unlogged, self._max_connections)
+            log.warning("refused %d connection(s); the last %s", self._refused_unlogged, why)
             self._refused_unlogged = 0
             self._refusal_logged_at = now
 
@@ -202,6 +261,8 @@ class ArgusRunner(web.AppRunner):
         return ArgusServer(plain.request_handler, request_factory=plain.request_factory,
                            handler_cancellation=plain.handler_cancellation,
                            max_connections=self.limits.max_connections,
+                           max_connections_per_address=(
+                               self.limits.max_connections_per_address),
                            handler_kwargs=self._handler_kwargs)
 
 

@@ -20,8 +20,11 @@ import sqlite3
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from time import monotonic
+from typing import ClassVar
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -133,11 +136,32 @@ class ErrorAccessLogger(AbstractAccessLogger):
     Successful requests are counted by route and status in ``/metrics`` instead; a line
     per poll of ``argus wait`` or a dashboard would drown the log (and cost ~10% of the
     API's CPU under load).
+
+    Refusals a client can make by the thousand (401: a wrong token, 429: a limit) are
+    counted and logged as one summary line per ``SUMMARY_S`` per logger, not one line
+    each: a guessing or flooding client must not fill the disk with the log.
     """
 
     SLOW_S = 1.0
+    QUIET = frozenset({401, 429})
+    SUMMARY_S = 10.0
+    # shared by the per-connection instances aiohttp makes (the event loop's thread only)
+    _quiet: ClassVar[Counter[int]] = Counter()
+    _summary_at: ClassVar[float] = float("-inf")
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        if response.status in self.QUIET and time < self.SLOW_S:
+            cls = type(self)
+            cls._quiet[response.status] += 1
+            now = monotonic()
+            if now - cls._summary_at >= self.SUMMARY_S:
+                counts = ", ".join(f"{n} x {status}" for status, n in sorted(cls._quiet.items()))
+                self.logger.info("refused requests since the last summary: %s (the last "
+                                 'from %s: "%s %s")', counts, request.remote, request.method,
+                                 request.path)
+                cls._quiet.clear()
+                cls._summary_at = now
+            return
         if response.status >= 400 or time >= self.SLOW_S:
             self.logger.info('%s "%s %s" %d %.1fms', request.remote, request.method,
                              request.path_qs, response.status, time * 1000)

@@ -17,6 +17,7 @@ from service.jobspec import jobspec_json_schema
 from service.layout import users_root
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.states import FailureKind, RayStatus, TaskState
+from service.users import MAX_TOKEN_LIFETIME_S, MIN_TOKEN_LIFETIME_S
 
 VERSION = "2.3.0"
 
@@ -53,7 +54,7 @@ _TASK_ID_PARAM = {
 
 _NAME_PARAM = {
     "name": "name", "in": "path", "required": True,
-    "schema": {"type": "string", "pattern": "^[^/:]+$"},
+    "schema": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$"},
     "description": "a user name, or me for the caller", "example": "alice",
 }
 _TOKEN_ID_PARAM = {
@@ -69,7 +70,13 @@ _USER_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$",
 _LIMITS = {
     "type": "object", "description": "0: no limit",
     "properties": {"max_running_tasks": {"type": "integer", "minimum": 0},
-                   "max_gpus": {"type": "integer", "minimum": 0}},
+                   "max_gpus": {"type": "integer", "minimum": 0},
+                   "max_waiting_tasks": {"type": "integer", "minimum": 0,
+                                         "description": "tasks waiting at once (admins: "
+                                                        "exempt)"},
+                   "max_spec_bytes_per_day": {"type": "integer", "minimum": 0,
+                                              "description": "JobSpec bytes stored per "
+                                                             "day (admins: exempt)"}},
 }
 _TOKEN_PROPS: dict[str, Any] = {
     "token_id": {"type": "string", "description": "public: finds the token"},
@@ -268,9 +275,13 @@ _SCHEMAS: dict[str, Any] = {
                        "cancel_requested": {"type": "boolean"}},
     },
     "Queue": {
-        "type": "object", "required": ["pending", "running", "fair_share"],
-        "properties": {"pending": {"type": "array", "items": _ref("Task")},
+        "type": "object", "required": ["pending", "running", "fair_share", "next_cursor"],
+        "properties": {"pending": {"type": "array", "items": _ref("Task"),
+                                   "description": "one page of the waiting tasks"},
                        "running": {"type": "array", "items": _ref("Task")},
+                       "next_cursor": {"type": ["string", "null"],
+                                       "description": "the next page of pending tasks "
+                                                      "(?cursor=); null: the last"},
                        "fair_share": {
                            "type": "array", "items": _ref("FairShare"),
                            "description": "each user's share at the scheduler's last "
@@ -336,7 +347,8 @@ _SCHEMAS: dict[str, Any] = {
                       "default": "default"},
             "expires_at": {"type": "string", "format": "date-time",
                            "description": "ISO-8601; or give expires_in_s; neither: never"},
-            "expires_in_s": {"type": "number", "exclusiveMinimum": 0},
+            "expires_in_s": {"type": "number", "minimum": MIN_TOKEN_LIFETIME_S,
+                             "maximum": MAX_TOKEN_LIFETIME_S},
         },
     },
     "NewToken": {
@@ -384,6 +396,19 @@ _SCHEMAS: dict[str, Any] = {
     },
 }
 
+_SCHEMAS["Readiness"] = {
+    "type": "object", "required": ["status", "reasons", "read_s", "work_s"],
+    "properties": {
+        "status": {"enum": ["ready", "not ready"]},
+        "reasons": {"type": "array", "items": {"type": "string"}},
+        "read_s": {"type": ["number", "null"],
+                   "description": "a probe read's latency through the read lane (null: "
+                                  "past the deadline or failed)"},
+        "work_s": {"type": ["number", "null"],
+                   "description": "a no-op's latency through the work lane"},
+    },
+}
+
 _RESPONSES = {
     name: _json(_ref("Error"), text)
     for name, text in {
@@ -400,6 +425,9 @@ _RESPONSES = {
         "RequestTimeout": "Body not received within the body timeout",
         "UnsupportedMediaType": "Body is not of the accepted content type (YAML for a "
                                 "JobSpec, JSON elsewhere), or is compressed",
+        "TooManyRequests": "A per-user quota (max_waiting_tasks, max_spec_bytes_per_day: "
+                           "the message and details name it) or too many connections "
+                           "from one address; retry after Retry-After seconds",
         "InternalError": "Unexpected server error (no details leaked)",
         "Unavailable": "The database cannot be used now (disk full, read-only, locked: "
                        "storage_unavailable), or too many connections; retry after "
@@ -466,7 +494,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
                 "Submit a task (JobSpec YAML)",
                 {"201": _json(_ref("Submitted"), "Accepted and queued")},
                 "400:BadRequest", "403:Forbidden", "408:RequestTimeout", "413:PayloadTooLarge",
-                "415:UnsupportedMediaType",
+                "415:UnsupportedMediaType", "429:TooManyRequests",
                 requestBody={"required": True, "content": {
                     t: {"schema": yaml_body}
                     for t in ("application/yaml", "text/yaml", "application/x-yaml")
@@ -527,7 +555,8 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             params=[
                 _TASK_ID_PARAM,
                 _query("attempt", {"oneOf": [{"const": "latest"},
-                                             {"type": "integer", "minimum": 1}],
+                                             {"type": "integer", "minimum": 1,
+                                              "maximum": 2**63 - 1}],
                                    "default": "latest"}, "attempt number or latest"),
                 _query("tail", {"type": "integer", "minimum": 1, "maximum": 100000,
                                 "default": 2000}, "number of last lines"),
@@ -547,7 +576,11 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
         "/api/v2/queue": {"get": _op(
             "Runnable tasks in queue order, and tasks on the cluster",
             {"200": _json(_ref("Queue"), "The queue (positions count every user's tasks)")},
-            "400:BadRequest", params=[_USER_QUERY],
+            "400:BadRequest", params=[
+                _USER_QUERY,
+                _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000,
+                                 "default": 500}, "waiting tasks per page"),
+                _query("cursor", {"type": "string"}, "next_cursor of the previous page")],
         )},
         "/api/v2/me": {"get": _op(
             "Who the token signs in as: user, role, limits, the token itself",
@@ -636,6 +669,13 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
             "x-argus-access": "public",
             "responses": {"200": _json(_ref("Health"), "Alive (ok or degraded)"),
                           "503": _json(_ref("Health"), "The scheduler thread stopped")},
+        }},
+        "/readyz": {"get": {
+            "summary": "Readiness: can the process answer requests in time now (no auth)",
+            "security": [],
+            "x-argus-access": "public",
+            "responses": {"200": _json(_ref("Readiness"), "Ready"),
+                          "503": _json(_ref("Readiness"), "Not ready; reasons say why")},
         }},
     }
     return copy.deepcopy({

@@ -21,9 +21,14 @@ def range_problem(value: object) -> str | None:
     return None
 
 
-def allowance_problem(priority: int, *, is_admin: bool, max_user_priority: int) -> str | None:
-    """Why this caller may not ask for ``priority`` (None: they may)."""
+def allowance_problem(priority: int, *, is_admin: bool, max_user_priority: int,
+                      current: int | None = None) -> str | None:
+    """Why this caller may not ask for ``priority`` (None: they may). ``current``: the
+    task's priority now, when changing one: lowering it is always allowed, even from
+    above ``max_user_priority`` (where an admin raised it); setting it again is not."""
     if is_admin or priority <= max_user_priority:
+        return None
+    if current is not None and priority < current:
         return None
     return (f"priority {priority} is above what users may ask for ({max_user_priority}); "
             f"only an admin sets a priority up to {MAX_PRIORITY}")

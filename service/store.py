@@ -34,6 +34,7 @@ from service.db import (
     storage_fault,
 )
 from service.ids import submission_id
+from service.quotas import HOUR_S, Limits, QuotaRefusal, submit_refusal, window_start_hour
 from service.rows import (
     ActiveRow,
     Admitted,
@@ -96,6 +97,14 @@ class TaskExists(StoreError):
     def __init__(self, task_id: str) -> None:
         super().__init__(f"task {task_id} already exists")
         self.task_id = task_id
+
+
+class QuotaExceeded(StoreError):
+    """A submission the owner's storage quota refuses (nothing was written)."""
+
+    def __init__(self, refusal: QuotaRefusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
 
 
 class StaleState(StoreError):
@@ -293,18 +302,27 @@ class Store(StoreReads):
     def create_task(self, *, task_id: str, workload: str, jobspec_yaml: str,
                     spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
                     user: str | None, now: float, priority: int = 0,
-                    max_runtime_s: float | None = None) -> None:
+                    max_runtime_s: float | None = None, quota: Limits | None = None) -> None:
         """Insert a QUEUED task (runnable at once) and its CREATED event.
+
+        With ``quota`` (the owner's limits; None: exempt), the owner's waiting tasks and
+        JobSpec bytes of the last day are checked in the same transaction: over either,
+        ``QuotaExceeded`` and nothing is written. The bytes are added to the owner's
+        hourly bucket (hours out of the window are dropped as it goes).
 
         Returns nothing on purpose: the API answers a submit with the id and QUEUED, and
         building the full row (queue position included) would cost every POST a count
         over the queue."""
+        spec_json = json.dumps(dict(spec), sort_keys=True)
+        size = len(jobspec_yaml.encode("utf-8")) + len(spec_json.encode("utf-8"))
+        first_hour = window_start_hour(now)
         with self._tx() as conn:
+            if quota is not None and user is not None:
+                self._check_quota(conn, user, quota, size, now, first_hour)
             try:
                 conn.execute(Q["insert_task"], {
                     "task_id": task_id, "workload": workload, "state": _S.QUEUED.value,
-                    "jobspec_yaml": jobspec_yaml,
-                    "spec_json": json.dumps(dict(spec), sort_keys=True), "nnodes": nnodes,
+                    "jobspec_yaml": jobspec_yaml, "spec_json": spec_json, "nnodes": nnodes,
                     "n_gpus_per_node": n_gpus_per_node, "user": user, "now": now,
                     "priority": priority, "max_runtime_s": max_runtime_s,
                 })
@@ -312,8 +330,24 @@ class Store(StoreReads):
                 if "UNIQUE" in str(exc):
                     raise TaskExists(task_id) from exc
                 raise
+            if user is not None:
+                conn.execute(Q["add_user_spec_bytes"],
+                             {"user": user, "hour": int(now // HOUR_S), "bytes": size})
+                conn.execute(Q["drop_user_spec_bytes_before"],
+                             {"user": user, "hour": first_hour})
             self._event(conn, task_id, now, "CREATED",
                         {"state": _S.QUEUED.value, "priority": priority, **_by(user)})
+
+    @staticmethod
+    def _check_quota(conn: sqlite3.Connection, user: str, quota: Limits, size: int,
+                     now: float, first_hour: int) -> None:
+        waiting = conn.execute(Q["user_waiting_count"], {"user": user}).fetchone()["n"]
+        hourly = [(r["hour"], r["bytes"]) for r in conn.execute(
+            Q["user_spec_bytes_since"], {"user": user, "hour": first_hour})]
+        refusal = submit_refusal(user, quota, waiting=waiting, hourly_bytes=hourly,
+                                 new_bytes=size, now=now)
+        if refusal is not None:
+            raise QuotaExceeded(refusal)
 
     def set_priority(self, task_id: str, priority: int, now: float, by: str | None = None
                      ) -> TaskRow:
@@ -690,14 +724,19 @@ class Store(StoreReads):
         return len(rows)
 
     # -- the web console -------------------------------------------------------------------
-    def create_session(self, id_sha256: str, session: SessionRow, now: float) -> None:
-        """Store a console session (and drop the expired ones: the table stays small)."""
+    def create_session(self, id_sha256: str, session: SessionRow, now: float,
+                       max_per_user: int = 0) -> None:
+        """Store a console session (and drop the expired ones: the table stays small).
+        With ``max_per_user``, the user's oldest sessions past that many are dropped."""
         with self._tx() as conn:
             conn.execute(Q["delete_expired_sessions"], {"now": now})
             conn.execute(Q["insert_session"], {
                 "id_sha256": id_sha256, "user": session.user, "token_id": session.token_id,
                 "token_fp": session.token_fp, "csrf": session.csrf, "now": session.created_at,
                 "expires_at": session.expires_at})
+            if max_per_user:
+                conn.execute(Q["drop_oldest_sessions"],
+                             {"user": session.user, "keep": max_per_user})
 
     def delete_session(self, id_sha256: str) -> None:
         with self._tx() as conn:
@@ -776,11 +815,9 @@ class Store(StoreReads):
         row = self._reader().execute(Q["task_jobspec"], {"task_id": task_id}).fetchone()
         return None if row is None else row["jobspec_yaml"]
 
-    def change_marker(self) -> tuple[int, float]:
-        """(tasks, latest update time): differs after any task was created or moved, or
-        an attempt's progress moved."""
-        row = self._reader().execute(Q["change_marker"]).fetchone()
-        return row["n"], row["at"]
+    def change_seq(self) -> int:
+        """A number that grows after any task was created or moved (one row by key)."""
+        return int(self._reader().execute(Q["change_seq"]).fetchone()["seq"])
 
     def active_tasks(self) -> list[TaskRow]:
         """SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt, in queue order
@@ -791,9 +828,8 @@ class Store(StoreReads):
                               ) -> dict[str | None, float]:
         """``{owner: GPU-seconds}`` inside ``[window_from, window_to)``, as
         ``usage.account`` totals them (running attempts counted up to ``now``)."""
-        rows = self._reader().execute(Q["gpu_seconds_in_window"], {
-            "from": window_from, "to": window_to, "now": now}).fetchall()
-        return {r["user"]: r["gpu_seconds"] for r in rows if r["gpu_seconds"] > 0}
+        users, _ = self._usage_totals(window_from, window_to, now, None, 0)
+        return {u.user: u.gpu_seconds for u in users if u.gpu_seconds > 0}
 
     def recent_finished(self, limit: int, user: str | None = None) -> list[TaskRow]:
         """The newest ``limit`` finished tasks (``user``'s only when given), newest first."""

@@ -5,7 +5,12 @@ it) and then for the commit, and every query costs CPU time. An aiohttp handler 
 these methods instead, and the event loop serves other requests meanwhile.
 
 * Reads run on ``READ_THREADS`` threads, each with a reading connection of its own
-  (``service.store_reads``): a read never waits for a write.
+  (``service.store_reads``): a read never waits for a write. One party (a user) uses at
+  most all of them but one at a time (``offload``'s fair share), so a user's slow reads
+  leave a thread to everyone else.
+* Reads whose cost grows with a time window (usage over all history) run on a lane of
+  their own (``HEAVY_THREADS``, one call per party at a time): they never hold the
+  ordinary read threads, and one user's burst of them runs one at a time.
 * Writes run on one thread: they take the store's writer lock in turn anyway, one thread
   keeps a burst of submissions from piling threads up on that lock, and a task id found
   free (``create_task``) is still free when it is inserted.
@@ -24,6 +29,7 @@ from typing import Any
 from service.curves import Point
 from service.ids import new_task_id
 from service.offload import Offload
+from service.quotas import Limits
 from service.rows import (
     AttemptRow,
     CancelOutcome,
@@ -41,10 +47,11 @@ from service.rows import (
 )
 from service.states import TaskState
 from service.store import Store
-from service.usage import AttemptSpan
+from service.usage import Summary
 from service.users import Role
 
-READ_THREADS = 2
+READ_THREADS = 3
+HEAVY_THREADS = 2
 
 
 class AsyncStore:
@@ -53,11 +60,13 @@ class AsyncStore:
     def __init__(self, store: Store, *, read_threads: int = READ_THREADS) -> None:
         self._store = store
         self._reads = Offload("argus-store-read", read_threads)
+        self._heavy = Offload("argus-store-heavy", HEAVY_THREADS, per_party=1)
         self._writes = Offload("argus-store-write", 1)
 
     def close(self) -> None:
         """Refuse new calls and let the queued ones finish (the ``Store`` stays open)."""
         self._reads.close()
+        self._heavy.close()
         self._writes.close()
 
     # -- reads ---------------------------------------------------------------------------
@@ -80,8 +89,10 @@ class AsyncStore:
     async def events(self, task_id: str) -> list[EventRow]:
         return await self._reads.run(self._store.events, task_id)
 
-    async def queue(self, user: str | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
-        return await self._reads.run(self._store.queue, user)
+    async def queue(self, user: str | None = None, *, limit: int, offset: int = 0
+                    ) -> tuple[list[TaskRow], list[TaskRow]]:
+        return await self._reads.run(lambda: self._store.queue(user, limit=limit,
+                                                               offset=offset))
 
     async def counts_by_state(self) -> dict[str, int]:
         return await self._reads.run(self._store.counts_by_state)
@@ -101,9 +112,10 @@ class AsyncStore:
     async def list_tokens(self, user: str) -> list[TokenRow]:
         return await self._reads.run(self._store.list_tokens, user)
 
-    async def usage_spans(self, window_from: float, window_to: float, user: str | None
-                          ) -> list[AttemptSpan]:
-        return await self._reads.run(self._store.usage_spans, window_from, window_to, user)
+    async def usage_summary(self, window_from: float, window_to: float, now: float,
+                            user: str | None, task_limit: int) -> Summary:
+        return await self._heavy.run(self._store.usage_summary, window_from, window_to, now,
+                                     user, task_limit)
 
     # -- the web console's reads ------------------------------------------------------------
     async def get_session(self, id_sha256: str) -> SessionRow | None:
@@ -145,13 +157,14 @@ class AsyncStore:
 
     async def metric_points(self, task_id: str, keys: list[str]) -> list[Point]:
         return await self._reads.run(self._store.metric_points, task_id, keys)
-
-    async def change_marker(self) -> tuple[int, float]:
-        return await self._reads.run(self._store.change_marker)
+    async def change_seq(self) -> int:
+        return await self._reads.run(self._store.change_seq)
 
     # -- writes --------------------------------------------------------------------------
-    async def create_session(self, id_sha256: str, session: SessionRow, now: float) -> None:
-        await self._writes.run(self._store.create_session, id_sha256, session, now)
+    async def create_session(self, id_sha256: str, session: SessionRow, now: float,
+                             max_per_user: int = 0) -> None:
+        await self._writes.run(self._store.create_session, id_sha256, session, now,
+                               max_per_user)
 
     async def delete_session(self, id_sha256: str) -> None:
         await self._writes.run(self._store.delete_session, id_sha256)
@@ -159,7 +172,8 @@ class AsyncStore:
     async def create_task(self, *, id_prefix: str, workload: str, jobspec_yaml: str,
                           spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
                           user: str | None, now: float, priority: int = 0,
-                          max_runtime_s: float | None = None) -> str:
+                          max_runtime_s: float | None = None,
+                          quota: Limits | None = None) -> str:
         """Insert a QUEUED task under a fresh id (``ids.new_task_id``); returns the id."""
 
         def create() -> str:
@@ -168,7 +182,8 @@ class AsyncStore:
             self._store.create_task(task_id=task_id, workload=workload,
                                     jobspec_yaml=jobspec_yaml, spec=spec, nnodes=nnodes,
                                     n_gpus_per_node=n_gpus_per_node, user=user, now=now,
-                                    priority=priority, max_runtime_s=max_runtime_s)
+                                    priority=priority, max_runtime_s=max_runtime_s,
+                                    quota=quota)
             return task_id
 
         return await self._writes.run(create)

@@ -37,8 +37,8 @@ from service.rows import (
     UserRow,
 )
 from service.sql import QUERIES as Q
-from service.states import ON_CLUSTER, TaskState
-from service.usage import AttemptSpan
+from service.states import ON_CLUSTER, RUNNABLE, TaskState
+from service.usage import AttemptSpan, Summary, UserUsage
 from service.users import Role
 
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
@@ -77,6 +77,12 @@ def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
         latest_attempt=None if r["attempt_no"] is None else _attempt(r),
         queue_position=position, priority=r["priority"], max_runtime_s=r["max_runtime_s"],
     )
+
+
+def _span(r: sqlite3.Row) -> AttemptSpan:
+    return AttemptSpan(task_id=r["task_id"], attempt_no=r["attempt_no"], user=r["user"],
+                       gpus=r["gpus"], start_time=r["start_time"], end_time=r["end_time"],
+                       ray_status=r["ray_status"], failure_kind=r["failure_kind"])
 
 
 def _runnable(r: sqlite3.Row) -> RunnableRow:
@@ -188,8 +194,13 @@ class StoreReads:
         if state is not None:
             query += "_in_state"
             params["state"] = TaskState(state).value
-        rows = self._reader().execute(Q[query], params).fetchall()
-        page = [_task(r, r["queue_position"]) for r in rows[:limit]]
+        with self._snapshot() as conn:  # the positions of the rows as read
+            rows = conn.execute(Q[query], params).fetchall()
+            waiting = [r["seq"] for r in rows[:limit] if TaskState(r["state"]) in RUNNABLE]
+            positions = {} if not waiting else {
+                p["seq"]: p["pos"] for p in conn.execute(
+                    Q["queue_positions"], {"seqs": json.dumps(waiting)})}
+        page = [_task(r, positions.get(r["seq"])) for r in rows[:limit]]
         return page, page[-1].seq if len(rows) > limit else None
 
     def list_attempts(self, task_id: str) -> list[AttemptRow]:
@@ -205,15 +216,24 @@ class StoreReads:
         row = self._reader().execute(Q[query], params).fetchone()
         return None if row is None else _attempt(row)
 
-    def queue(self, user: str | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
-        """(pending: runnable tasks in FIFO order with positions, running: active tasks);
-        only ``user``'s when given, their positions still counted in the whole queue."""
+    def queue(self, user: str | None = None, *, limit: int = MAX_SEQ, offset: int = 0
+              ) -> tuple[list[TaskRow], list[TaskRow]]:
+        """(pending: ``limit`` runnable tasks in admission order with positions, after the
+        first ``offset``; running: active tasks); only ``user``'s when given, their
+        positions still counted in the whole queue (one ranking for the page)."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset, "user": user}
         with self._snapshot() as conn:  # a task is in one list or the other, never both
-            pending = conn.execute(Q["queue_pending"]).fetchall()
+            if user is None:
+                pending = conn.execute(Q["queue_pending"], params).fetchall()
+                positions = {r["seq"]: offset + i for i, r in enumerate(pending, start=1)}
+            else:
+                pending = conn.execute(Q["queue_pending_of_user"], params).fetchall()
+                positions = {p["seq"]: p["pos"] for p in conn.execute(
+                    Q["queue_positions"], {"seqs": json.dumps([r["seq"] for r in pending])})
+                } if pending else {}
             running = conn.execute(Q["queue_running"]).fetchall()
         return (
-            [_task(r, i) for i, r in enumerate(pending, start=1)
-             if user is None or r["user"] == user],
+            [_task(r, positions.get(r["seq"])) for r in pending],
             [_task(r, None) for r in running if user is None or r["user"] == user],
         )
 
@@ -312,12 +332,31 @@ class StoreReads:
         """Attempts that held their gang at some time in ``[window_from, window_to)``."""
         rows = self._reader().execute(Q["usage_spans"], {
             "from": window_from, "to": window_to, "user": user}).fetchall()
-        return [
-            AttemptSpan(task_id=r["task_id"], attempt_no=r["attempt_no"], user=r["user"],
-                        gpus=r["gpus"], start_time=r["start_time"], end_time=r["end_time"],
-                        ray_status=r["ray_status"], failure_kind=r["failure_kind"])
-            for r in rows
-        ]
+        return [_span(r) for r in rows]
+
+    def usage_summary(self, window_from: float, window_to: float, now: float,
+                      user: str | None, task_limit: int) -> Summary:
+        """The usage in ``[window_from, window_to)`` summed in SQL (``user``'s only when
+        given): per-user totals, and the attempts of the ``task_limit`` tasks that used
+        the most. However long the window, only those attempts leave SQLite."""
+        with self._snapshot() as conn:  # the same attempts for the totals and the tasks
+            users, top = self._usage_totals(window_from, window_to, now, user, task_limit)
+            spans = [_span(r) for r in conn.execute(Q["usage_spans_of_tasks"], {
+                "from": window_from, "to": window_to, "task_ids": json.dumps(top)})
+                     ] if top else []
+        return Summary(users, spans, sum(u.tasks for u in users))
+
+    def _usage_totals(self, window_from: float, window_to: float, now: float,
+                      user: str | None, task_limit: int) -> tuple[list[UserUsage], list[str]]:
+        """Per-user totals and the ids of the ``task_limit`` tasks that used the most, in
+        one pass over the window's attempts (``usage_totals``)."""
+        rows = self._reader().execute(Q["usage_totals"], {
+            "from": window_from, "to": window_to, "now": now, "user": user,
+            "limit": task_limit}).fetchall()
+        users = [UserUsage(r["user"], r["gpu_seconds"], r["failed_gpu_seconds"], r["tasks"],
+                           r["attempts"], r["running_attempts"])
+                 for r in rows if r["kind"] == "user"]
+        return users, [r["task_id"] for r in rows if r["kind"] == "task"]
 
     def gpus_in_use_by_user(self) -> dict[str | None, int]:
         """GPUs of each owner's active (SUBMITTING/SUBMITTED/RUNNING) tasks."""

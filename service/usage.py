@@ -69,6 +69,24 @@ class Report:
     window_to: float
     users: list[UserUsage]  # by user name
     tasks: list[TaskUsage]  # in no particular order
+    tasks_total: int | None = None  # tasks in the window; None: len(tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A window's usage as the store sums it: every user's totals, and the attempts of
+    the tasks that used the most (the only attempts read one by one)."""
+
+    users: list[UserUsage]  # by user name
+    top_spans: list[AttemptSpan]
+    tasks_total: int
+
+
+def report_of(summary: Summary, window_from: float, window_to: float, now: float) -> Report:
+    """The report of a summary: its users' totals, its top tasks accounted attempt by
+    attempt (``account``)."""
+    tasks = account(summary.top_spans, window_from, window_to, now).tasks
+    return Report(window_from, window_to, summary.users, tasks, summary.tasks_total)
 
 
 def clip(span: AttemptSpan, window_from: float, window_to: float, now: float

@@ -38,6 +38,8 @@ _TOKEN_RE = re.compile(rf"{TOKEN_PREFIX}(?P<id>[0-9a-f]{{{TOKEN_ID_HEX}}})_[A-Za
 # Longer than any token Argus makes or an operator would put in an environment variable;
 # anything longer is refused before it is hashed or compared.
 MAX_TOKEN_LEN = 512
+MAX_TOKEN_LIFETIME_S = 5 * 366 * 86400.0
+MIN_TOKEN_LIFETIME_S = 1.0  # less would make a token expired when created (5e-324 s)
 MAX_LABEL_LEN = 64
 
 

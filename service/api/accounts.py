@@ -34,13 +34,21 @@ from service.api.middlewares import ApiError
 from service.api.views import token_json, usage_json, user_json
 from service.store import TokenNotFound, TooManyTokens, UserDisabled, UserExists, UserNotFound
 from service.timefmt import iso, parse_time
-from service.usage import account
-from service.users import ME, Principal, Role, display_prefix, label_problem, name_problem
+from service.usage import report_of
+from service.users import (
+    MAX_TOKEN_LIFETIME_S,
+    ME,
+    MIN_TOKEN_LIFETIME_S,
+    Principal,
+    Role,
+    display_prefix,
+    label_problem,
+    name_problem,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_LIVE_TOKENS = 50  # per user: unrevoked, unexpired
-MAX_TOKEN_LIFETIME_S = 5 * 366 * 86400.0
 DEFAULT_LABEL = "default"
 USAGE_TASKS_DEFAULT, USAGE_TASKS_MAX = 100, 1000
 
@@ -199,9 +207,10 @@ def _expiry(doc: dict[str, Any], now: float, errors: list[dict[str, Any]]) -> fl
         return None
     if within is not None:
         if (isinstance(within, bool) or not isinstance(within, int | float)
-                or not 0 < within <= MAX_TOKEN_LIFETIME_S):
+                or not MIN_TOKEN_LIFETIME_S <= within <= MAX_TOKEN_LIFETIME_S):
             errors.append({"field": "expires_in_s", "message": (
-                f"must be a number of seconds in (0, {MAX_TOKEN_LIFETIME_S:.0f}]")})
+                f"must be a number of seconds in [{MIN_TOKEN_LIFETIME_S:.0f}, "
+                f"{MAX_TOKEN_LIFETIME_S:.0f}]")})
             return None
         return now + float(within)
     if at is None:
@@ -315,7 +324,7 @@ async def usage(request: web.Request) -> web.Response:
                                                    f"({iso(window_from)} >= {iso(window_to)})"})
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
-    spans = await deps.store.usage_spans(window_from, window_to, user)
+    summary = await deps.store.usage_summary(window_from, window_to, now, user, limit)
     body = await deps.work.run(  # CPU work: off the event loop
-        lambda: usage_json(account(spans, window_from, window_to, now), now, limit))
+        lambda: usage_json(report_of(summary, window_from, window_to, now), now, limit))
     return web.json_response(body)

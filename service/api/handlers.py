@@ -16,8 +16,9 @@ admin's to give (``service.priorities``): a user asking for more gets a 403.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -39,12 +40,13 @@ from service.api.views import (
 )
 from service.cluster import ClusterError, ClusterUnavailable
 from service.curves import default_keys, join
+from service.db import storage_fault
 from service.jobspec import JobSpec, JobSpecError, parse_jobspec
 from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from service.priorities import allowance_problem, range_problem
 from service.rows import AttemptRow, CancelKind, TaskRow
 from service.states import RayStatus, TaskState
-from service.store import StaleState, TaskNotFound
+from service.store import QuotaExceeded, StaleState, TaskNotFound
 from service.users import ALL, ME, Principal, name_problem
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ T = TypeVar("T")
 YAML_CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml"})
 UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
+QUEUE_LIMIT_DEFAULT, QUEUE_LIMIT_MAX = 500, 1000  # waiting tasks per /queue page
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
 PRIORITY_FIELDS = ("priority",)
 
@@ -78,6 +81,13 @@ async def _off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
     return await deps.work.run(fn, *args)
 
 
+async def _json_off_loop(deps: AppDeps, build: Callable[[], Any]) -> web.Response:
+    """A large JSON answer (hundreds of tasks) shaped and encoded on the work threads:
+    the event loop, which serves everyone, never spends tens of milliseconds on one."""
+    text = await _off_loop(deps, lambda: json.dumps(build()))
+    return web.Response(text=text, content_type="application/json")
+
+
 async def _parse_jobspec(deps: AppDeps, text: str, user: str) -> JobSpec:
     """The JobSpec of a submit, parsed off the event loop: YAML is parsed by CPU."""
     return await _off_loop(deps, parse_jobspec, text, deps.settings, user)
@@ -100,11 +110,14 @@ async def _own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
     return task
 
 
-def _check_allowance(request: web.Request, priority: int) -> None:
-    """403 when the caller may not ask for ``priority`` (``priorities.allowance_problem``)."""
+def _check_allowance(request: web.Request, priority: int, current: int | None = None
+                     ) -> None:
+    """403 when the caller may not ask for ``priority`` (``priorities.allowance_problem``;
+    ``current``: the task's priority now, when changing one)."""
     problem = allowance_problem(
         priority, is_admin=principal_of(request).is_admin,
-        max_user_priority=deps_of(request).settings.scheduler.max_user_priority)
+        max_user_priority=deps_of(request).settings.scheduler.max_user_priority,
+        current=current)
     if problem:
         raise ApiError(403, problem, details=[{"field": "priority", "message": problem}])
 
@@ -112,15 +125,19 @@ def _check_allowance(request: web.Request, priority: int) -> None:
 def _priority_request(doc: dict[str, Any]) -> int:
     """The priority of a ``PATCH`` body ``{"priority": N}``; 400 naming what is wrong."""
     errors = unknown_fields(doc, PRIORITY_FIELDS)
+    value = doc.get("priority")
+    # JSON has one number type: 260.0 is the integer 260 (as JSON Schema's "integer" says)
+    if isinstance(value, float) and value.is_integer() and abs(value) <= SQLITE_MAX_INT:
+        value = int(value)
     if "priority" not in doc:
         errors.append({"field": "priority", "message": "required"})
     else:
-        problem = range_problem(doc["priority"])
+        problem = range_problem(value)
         if problem:
             errors.append({"field": "priority", "message": problem[:200]})
     if errors:
         raise ApiError(400, "invalid priority request", details=errors)
-    return doc["priority"]
+    return value
 
 
 async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str | None:
@@ -193,7 +210,8 @@ async def submit_task(request: web.Request) -> web.Response:
             400, "request body is not valid UTF-8",
             details=[{"field": "body", "message": f"invalid byte at offset {exc.start}"}],
         ) from exc
-    owner = principal_of(request).name
+    principal = principal_of(request)
+    owner = principal.name
     try:
         spec = await _parse_jobspec(deps, text, owner)
     except JobSpecError as exc:
@@ -206,11 +224,18 @@ async def submit_task(request: web.Request) -> web.Response:
     _check_allowance(request, priority)
     max_runtime_s = (deps.settings.scheduler.default_max_runtime_s
                      if spec.max_runtime_s is None else spec.max_runtime_s)
-    task_id = await deps.store.create_task(
-        id_prefix=deps.settings.task_id_prefix, workload=spec.workload, jobspec_yaml=text,
-        spec=spec.to_dict(), nnodes=spec.nnodes, n_gpus_per_node=spec.n_gpus_per_node,
-        user=owner, now=deps.clock(), priority=priority, max_runtime_s=max_runtime_s,
-    )
+    quota = None if principal.is_admin else deps.settings.users.limits_for(owner)
+    try:
+        task_id = await deps.store.create_task(
+            id_prefix=deps.settings.task_id_prefix, workload=spec.workload,
+            jobspec_yaml=text, spec=spec.to_dict(), nnodes=spec.nnodes,
+            n_gpus_per_node=spec.n_gpus_per_node, user=owner, now=deps.clock(),
+            priority=priority, max_runtime_s=max_runtime_s, quota=quota)
+    except QuotaExceeded as exc:
+        refusal = exc.refusal
+        raise ApiError(429, refusal.message, code="quota_exceeded",
+                       details=[{"field": refusal.limit, "message": refusal.message}],
+                       headers={"Retry-After": str(refusal.retry_after_s)}) from exc
     deps.metrics.submits.inc()
     deps.waker.wake()
     return web.json_response({"task_id": task_id, "state": TaskState.QUEUED.value}, status=201)
@@ -221,7 +246,7 @@ async def list_tasks(request: web.Request) -> web.Response:
     errors: list[dict[str, Any]] = []
     state: TaskState | None = None
     raw_state = request.query.get("state")
-    if raw_state:
+    if raw_state is not None:  # given empty: no state, a 400 (leave it out for every state)
         try:
             state = TaskState(raw_state.upper())
         except ValueError:
@@ -241,7 +266,7 @@ async def list_tasks(request: web.Request) -> web.Response:
         raise ApiError(400, "invalid query parameters", details=errors)
     tasks, next_before = await deps.store.list_tasks(state=state, limit=limit,
                                                      before_seq=before_seq, user=user)
-    return web.json_response({
+    return await _json_off_loop(deps, lambda: {
         "tasks": [task_json(t) for t in tasks],
         "next_cursor": None if next_before is None else encode_cursor(next_before),
     })
@@ -335,7 +360,7 @@ async def set_task_priority(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
     priority = _priority_request(await read_json_object(request, required=True))
     before = await _own_task(request, task_id, "change the priority of")
-    _check_allowance(request, priority)
+    _check_allowance(request, priority, current=before.priority)
     who = principal_of(request).name
     try:
         task = await deps.store.set_priority(task_id, priority, deps.clock(), who)
@@ -391,20 +416,32 @@ async def _attempt_log(deps: AppDeps, attempt: AttemptRow, user: str | None) -> 
 
 
 async def queue(request: web.Request) -> web.Response:
+    """One page of the waiting tasks (``limit``, then ``next_cursor``) and every active
+    one: a long queue is never read or sent whole."""
     errors: list[dict[str, Any]] = []
     user = await user_filter(request, errors)
+    limit = _int_param(request, "limit", QUEUE_LIMIT_DEFAULT, 1, QUEUE_LIMIT_MAX, errors)
+    offset = 0
+    cursor = request.query.get("cursor") or None
+    if cursor is not None:
+        try:
+            offset = decode_cursor(cursor, kind="pos")
+        except InvalidCursor as exc:
+            errors.append({"field": "cursor", "message": str(exc)})
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     deps = deps_of(request)
-    pending, running = await deps.store.queue(user)
+    pending, running = await deps.store.queue(user, limit=limit + 1, offset=offset)
+    more = len(pending) > limit
     progress = await deps.store.active_progress()
     seen = deps.metrics.observed.last
     now = deps.clock()
-    return web.json_response({
+    return await _json_off_loop(deps, lambda: {
         "pending": [task_json(t, None if seen is None else seen.estimates.get(t.task_id))
-                    for t in pending],
+                    for t in pending[:limit]],
         "running": [task_with_progress(t, progress.get(t.task_id), now) for t in running],
         "fair_share": fair_share_json({} if seen is None else seen.shares),
+        "next_cursor": encode_cursor(offset + limit, kind="pos") if more else None,
     })
 
 
@@ -446,3 +483,47 @@ async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "degraded", "reason": degraded,
                                   "scheduler": scheduler})
     return web.json_response({"status": "ok", "scheduler": scheduler})
+
+
+READY_DEADLINE_S = 1.0  # a probe read or work call slower than this: not ready
+
+
+async def _lane_latency(call: Awaitable[Any]) -> float | None:
+    """Seconds ``call`` took, or None past ``READY_DEADLINE_S``."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        await asyncio.wait_for(call, READY_DEADLINE_S)
+    except TimeoutError:
+        return None
+    return loop.time() - started
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: can this process answer requests in time now? A probe read through the
+    store's read lane and a no-op through the work lane must come back within
+    ``READY_DEADLINE_S`` (both queue behind what the requests in flight asked for), and
+    the scheduler must be running with a writable database. 503 with the reasons
+    otherwise: an orchestrator then stops sending traffic here (``/healthz`` tells it
+    whether to restart the process)."""
+    deps = deps_of(request)
+    reasons: list[str] = []
+    loop = deps.scheduler_loop
+    if loop is not None and loop.failed:
+        reasons.append("the scheduler thread stopped")
+    if loop is not None and loop.degraded is not None:
+        reasons.append(f"the database cannot be written: {loop.degraded}")
+    try:
+        read_s = await _lane_latency(deps.store.change_seq())
+    except Exception as exc:  # any failure of the read is a reason, not a 500
+        read_s = None
+        reasons.append(f"a database read failed: {storage_fault(exc) or type(exc).__name__}")
+    else:
+        if read_s is None:
+            reasons.append(f"a database read took over {READY_DEADLINE_S} s")
+    work_s = await _lane_latency(deps.work.run(int))
+    if work_s is None:
+        reasons.append(f"the work lane took over {READY_DEADLINE_S} s")
+    body = {"status": "not ready" if reasons else "ready", "reasons": reasons,
+            "read_s": read_s, "work_s": work_s}
+    return web.json_response(body, status=503 if reasons else 200)

@@ -21,6 +21,7 @@ from aiohttp import web
 from service.api.auth import Access, AuthFailure, bearer_token
 from service.api.deps import PRINCIPAL, deps_of
 from service.db import storage_fault
+from service.offload import PARTY
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ ERROR_CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     417: "expectation_failed",
+    429: "too_many_requests",
     500: "internal_error",
     503: "unavailable",
 }
@@ -53,12 +55,14 @@ class ApiError(Exception):
         *,
         code: str | None = None,
         details: list[dict[str, Any]] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code or ERROR_CODES.get(status, f"http_{status}")
         self.message = message
         self.details = details or []
+        self.headers = headers
 
 
 def error_response(
@@ -98,7 +102,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except ApiError as exc:
-        return error_response(exc.status, exc.message, code=exc.code, details=exc.details)
+        return error_response(exc.status, exc.message, code=exc.code, details=exc.details,
+                              headers=exc.headers)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -134,6 +139,9 @@ def access_of(request: web.Request) -> Access:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    # the store and work lanes share their threads between parties: the caller's address
+    # until the token says which user it is
+    PARTY.set(f"@{request.remote}")
     access = access_of(request)
     if access is Access.PUBLIC:
         return await handler(request)
@@ -147,6 +155,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             403, f"{request.method} {route_label(request)} is for admins; "
                  f"user {principal.name} has the role {principal.role}")
     request[PRINCIPAL] = principal
+    PARTY.set(principal.name)
     return await handler(request)
 
 

@@ -28,25 +28,27 @@ class InvalidCursor(ValueError):
     """A pagination cursor that this service did not hand out."""
 
 
-def encode_cursor(seq: int) -> str:
-    """The cursor of the list page that starts below task ``seq``."""
-    return base64.urlsafe_b64encode(f"seq:{seq}".encode()).decode().rstrip("=")
+def encode_cursor(seq: int, kind: str = "seq") -> str:
+    """The cursor of the list page that starts below task ``seq`` (``kind`` "pos": the
+    queue page that starts after that many pending tasks)."""
+    return base64.urlsafe_b64encode(f"{kind}:{seq}".encode()).decode().rstrip("=")
 
 
 _CURSOR = re.compile(r"[A-Za-z0-9_-]{1,40}")  # what encode_cursor makes (no padding)
 
 
-def decode_cursor(cursor: str) -> int:
-    """The ``seq`` a cursor from ``encode_cursor`` stands for; InvalidCursor otherwise
-    (also for a number out of 1..MAX_SEQ or not written as plain ASCII digits)."""
+def decode_cursor(cursor: str, kind: str = "seq") -> int:
+    """The number a cursor from ``encode_cursor`` of ``kind`` stands for; InvalidCursor
+    otherwise (also for a number out of 1..MAX_SEQ or not written as plain ASCII
+    digits)."""
     seq = None
     if _CURSOR.fullmatch(cursor):
         try:
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
         except (binascii.Error, UnicodeDecodeError):
             raw = ""
-        kind, _, value = raw.partition(":")
-        if kind == "seq":
+        found, _, value = raw.partition(":")
+        if found == kind:
             seq = parse_uint(value, 1, MAX_SEQ)
     if seq is None:
         shown = cursor if len(cursor) <= 64 else cursor[:64] + "..."
@@ -168,7 +170,9 @@ def event_json(event: EventRow) -> dict[str, Any]:
 
 def limits_json(limits: Limits) -> dict[str, Any]:
     """A user's limits; 0 means no limit."""
-    return {"max_running_tasks": limits.max_running_tasks, "max_gpus": limits.max_gpus}
+    return {"max_running_tasks": limits.max_running_tasks, "max_gpus": limits.max_gpus,
+            "max_waiting_tasks": limits.max_waiting_tasks,
+            "max_spec_bytes_per_day": limits.max_spec_bytes_per_day}
 
 
 def user_json(user: UserRow, limits: Limits) -> dict[str, Any]:
@@ -257,5 +261,5 @@ def usage_json(report: Report, now: float, task_limit: int) -> dict[str, Any]:
         "generated_at": iso(now),
         "users": [_user_usage_json(u) for u in report.users],
         "tasks": [_task_usage_json(t) for t in top],
-        "tasks_total": len(report.tasks),
+        "tasks_total": len(report.tasks) if report.tasks_total is None else report.tasks_total,
     }

@@ -46,18 +46,14 @@ LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attemp
 WHERE t.task_id = :task_id;
 
 -- name: list_tasks
--- Newest first, one page: rows before :before_seq (the page's cursor).
+-- Newest first, one page: rows before :before_seq (the page's cursor). The runnable rows'
+-- queue positions are read for the whole page at once (queue_positions), not per row.
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for,
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.seq < :before_seq
@@ -70,12 +66,7 @@ SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_nod
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for,
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.state = :state AND t.seq < :before_seq
@@ -88,12 +79,7 @@ SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_nod
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for,
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t INDEXED BY tasks_user_seq
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.user = :user AND t.seq < :before_seq
@@ -106,18 +92,25 @@ SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_nod
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for,
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       a.exit_code, a.stop_requested, a.preempted_for
 FROM tasks t INDEXED BY tasks_user_state_seq
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.user = :user AND t.state = :state AND t.seq < :before_seq
 ORDER BY t.seq DESC LIMIT :limit;
 
+-- name: queue_positions
+-- The queue positions of the runnable tasks among :seqs (a JSON array of seq): one ranking
+-- of the runnable rows in admission order (the index's order: no sort), however many of a
+-- page's rows ask.
+SELECT seq, pos FROM (
+    SELECT seq, row_number() OVER (ORDER BY priority DESC, seq) AS pos
+    FROM tasks INDEXED BY tasks_runnable
+    WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
+)
+WHERE seq IN (SELECT value FROM json_each(:seqs));
+
 -- name: queue_pending
+-- One page of the queue in admission order (OFFSET walks the index: no sort).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
@@ -127,7 +120,20 @@ SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_nod
 FROM tasks t INDEXED BY tasks_runnable
 LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
 WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
-ORDER BY t.priority DESC, t.seq;
+ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
+
+-- name: queue_pending_of_user
+-- One page of :user's part of the queue in admission order (tasks_user_runnable).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested, a.preempted_for
+FROM tasks t INDEXED BY tasks_user_runnable
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.user = :user AND t.state IN ('QUEUED', 'PENDING_RESOURCES')
+ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
 
 -- name: queue_running
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
@@ -487,6 +493,12 @@ FROM ui_sessions WHERE id_sha256 = :id_sha256;
 -- name: delete_session
 DELETE FROM ui_sessions WHERE id_sha256 = :id_sha256;
 
+-- name: drop_oldest_sessions
+-- Keep :user's :keep newest sessions, drop the others (walks ui_sessions_user).
+DELETE FROM ui_sessions WHERE user = :user AND id_sha256 NOT IN (
+    SELECT id_sha256 FROM ui_sessions INDEXED BY ui_sessions_user WHERE user = :user
+    ORDER BY created_at DESC, id_sha256 LIMIT :keep);
+
 -- name: delete_expired_sessions
 DELETE FROM ui_sessions WHERE expires_at <= :now;
 
@@ -558,33 +570,83 @@ WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
 -- name: task_jobspec
 SELECT jobspec_yaml FROM tasks WHERE task_id = :task_id;
 
--- name: change_marker
--- Changes whenever a task is created or changes state or reason, or an attempt's progress
--- moves (live pages poll this).
-SELECT count(*) AS n,
-       max(coalesce(max(updated_at), 0),
-           coalesce((SELECT max(updated_at) FROM attempt_progress), 0)) AS at
-FROM tasks;
+-- name: change_seq
+-- Grows whenever a task is created or its updated_at moves (the tasks_changed_* triggers):
+-- one row read by its key, whatever the size of the tasks table.
+SELECT seq FROM task_changes WHERE id = 1;
 
--- name: gpu_seconds_in_window
--- GPU-seconds per owner inside [:from, :to), a running attempt counted up to :now: the
--- attempts usage_spans reads, clipped the way service.usage.clip does, summed in SQL (the
--- console's 7-day chart; no row per attempt leaves SQLite).
-SELECT user, sum(gpus * (max(min(coalesce(end_time, :now), :to), max(start_time, :from))
-                         - max(start_time, :from))) AS gpu_seconds
-FROM (
-    SELECT t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time, a.end_time
-    FROM attempts a INDEXED BY attempts_end_time
-    JOIN tasks t ON t.task_id = a.task_id
-    WHERE a.end_time > :from AND a.start_time < :to
-    UNION ALL
-    SELECT t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time, a.end_time
-    FROM attempts a INDEXED BY attempts_end_time
-    JOIN tasks t ON t.task_id = a.task_id
-    WHERE a.end_time IS NULL AND a.start_time < :to
-      AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+-- name: user_waiting_count
+-- A user's waiting (runnable) tasks, counted in tasks_user_runnable: the cost grows with
+-- that user's waiting tasks only, which the quota bounds.
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_user_runnable
+WHERE user = :user AND state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- name: user_spec_bytes_since
+-- A user's stored JobSpec bytes per hour from :hour on (a day: at most 25 rows).
+SELECT hour, bytes FROM user_spec_bytes WHERE user = :user AND hour >= :hour ORDER BY hour;
+
+-- name: add_user_spec_bytes
+INSERT INTO user_spec_bytes (user, hour, bytes) VALUES (:user, :hour, :bytes)
+ON CONFLICT (user, hour) DO UPDATE SET bytes = bytes + excluded.bytes;
+
+-- name: drop_user_spec_bytes_before
+DELETE FROM user_spec_bytes WHERE user = :user AND hour < :hour;
+
+-- name: usage_totals
+-- Usage inside [:from, :to) (of :user's tasks only when not NULL), a running attempt
+-- counted up to :now: the attempts usage_spans reads, clipped the way service.usage.clip
+-- does and summed in SQL (no row per attempt leaves SQLite, however long the window). One
+-- row per owner (kind 'user': GPU-seconds, those of failed attempts, tasks, attempts,
+-- running attempts), then the :limit tasks that used the most (kind 'task', ties by id).
+WITH per_task AS (
+    SELECT task_id, user, sum(secs) AS gpu_seconds,
+           sum(CASE WHEN failure_kind IS NOT NULL THEN secs ELSE 0.0 END)
+               AS failed_gpu_seconds,
+           count(*) AS attempts, sum(end_time IS NULL) AS running_attempts
+    FROM (
+        SELECT task_id, user, failure_kind, end_time, gpus * (hi - lo) AS secs FROM (
+            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+                   a.end_time, max(a.start_time, :from) AS lo,
+                   max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+            FROM attempts a INDEXED BY attempts_end_time
+            JOIN tasks t ON t.task_id = a.task_id
+            WHERE a.end_time > :from AND a.start_time < :to
+              AND (:user IS NULL OR t.user = :user)
+            UNION ALL
+            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+                   a.end_time, max(a.start_time, :from) AS lo,
+                   max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+            FROM attempts a INDEXED BY attempts_end_time
+            JOIN tasks t ON t.task_id = a.task_id
+            WHERE a.end_time IS NULL AND a.start_time < :to
+              AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+              AND (:user IS NULL OR t.user = :user)
+        ) WHERE hi > lo
+    )
+    GROUP BY task_id
 )
-GROUP BY user;
+SELECT * FROM (
+    SELECT 'user' AS kind, user, NULL AS task_id, sum(gpu_seconds) AS gpu_seconds,
+           sum(failed_gpu_seconds) AS failed_gpu_seconds, count(*) AS tasks,
+           sum(attempts) AS attempts, sum(running_attempts) AS running_attempts
+    FROM per_task GROUP BY user ORDER BY coalesce(user, '')
+)
+UNION ALL
+SELECT * FROM (
+    SELECT 'task', user, task_id, gpu_seconds, failed_gpu_seconds, 1, attempts,
+           running_attempts
+    FROM per_task ORDER BY gpu_seconds DESC, task_id LIMIT :limit
+);
+
+-- name: usage_spans_of_tasks
+-- usage_spans of the tasks in :task_ids (a JSON array) only.
+SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,
+       a.start_time, a.end_time, a.ray_status, a.failure_kind
+FROM attempts a
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.task_id IN (SELECT value FROM json_each(:task_ids)) AND a.start_time < :to
+  AND (a.end_time > :from
+       OR (a.end_time IS NULL AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')));
 
 -- name: recent_finished
 -- The ids of the newest :limit finished tasks (of :user when not NULL), each state read

@@ -163,8 +163,6 @@ CREATE TABLE attempt_progress (
     updated_at   REAL    NOT NULL,
     PRIMARY KEY (task_id, attempt_no)
 ) WITHOUT ROWID;
--- The console's change marker reads the latest progress write (pages refresh as a run steps).
-CREATE INDEX attempt_progress_updated ON attempt_progress (updated_at);
 CREATE TABLE metric_series (
     series_id  INTEGER PRIMARY KEY,                 -- what the points name (a small key)
     task_id    TEXT    NOT NULL,
@@ -180,3 +178,43 @@ CREATE TABLE metric_points (
     value     REAL    NOT NULL,
     PRIMARY KEY (series_id, step)
 ) WITHOUT ROWID;
+
+-- Live pages: a sequence that grows whenever a task is created or its updated_at moves,
+-- read by its key (no count over tasks).
+CREATE TABLE task_changes (
+    id  INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL
+);
+INSERT INTO task_changes (id, seq) VALUES (1, 0);
+CREATE TRIGGER tasks_changed_insert AFTER INSERT ON tasks
+BEGIN
+    UPDATE task_changes SET seq = seq + 1 WHERE id = 1;
+END;
+CREATE TRIGGER tasks_changed_update AFTER UPDATE OF updated_at ON tasks
+WHEN OLD.updated_at IS NOT NEW.updated_at
+BEGIN
+    UPDATE task_changes SET seq = seq + 1 WHERE id = 1;
+END;
+-- An attempt's progress moving counts as a change too: open pages refresh as a run steps.
+CREATE TRIGGER attempt_progress_changed_insert AFTER INSERT ON attempt_progress
+BEGIN
+    UPDATE task_changes SET seq = seq + 1 WHERE id = 1;
+END;
+CREATE TRIGGER attempt_progress_changed_update AFTER UPDATE OF updated_at ON attempt_progress
+WHEN OLD.updated_at IS NOT NEW.updated_at
+BEGIN
+    UPDATE task_changes SET seq = seq + 1 WHERE id = 1;
+END;
+
+-- JobSpec bytes (raw YAML + normalised JSON) each user stored per hour: the per-user
+-- quota on what a day of submissions may add (the store adds to it with each task).
+CREATE TABLE user_spec_bytes (
+    user  TEXT    NOT NULL,
+    hour  INTEGER NOT NULL,                         -- floor(created_at / 3600)
+    bytes INTEGER NOT NULL CHECK (bytes >= 0),
+    PRIMARY KEY (user, hour)
+) WITHOUT ROWID;
+
+-- A user's console sessions, oldest first: signing in past the per-user bound drops the
+-- oldest ones.
+CREATE INDEX ui_sessions_user ON ui_sessions (user, created_at);

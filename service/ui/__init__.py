@@ -10,14 +10,20 @@ themselves.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from importlib.resources import files
 
 from aiohttp import web
 
+from service.api.deps import DEPS
 from service.ui import live, pages
+from service.ui.changes import ChangeFeed
 from service.ui.sessions import fingerprint
+from service.ui.signin_guard import SignInGuard
+from service.ui.slots import StreamSlots
 
 TASK = "{task_id:[^/:]+}"
+POLL_S = 1.0  # how often the process reads the tasks' change sequence
 
 STATIC_TYPES = {"console.css": "text/css", "console.js": "text/javascript"}
 
@@ -68,10 +74,22 @@ def setup(app: web.Application, bootstrap_token: str) -> list[tuple[str, str]]:
     app[pages.ENV] = pages.make_env()
     app[pages.BOOTSTRAP_FP] = fingerprint(bootstrap_token)
     app[pages.CLOSING] = closing = asyncio.Event()
+    settings = app[DEPS].settings
+    app[pages.SLOTS] = StreamSlots(settings.ui_max_streams_per_session,
+                                   settings.ui_max_streams_per_user)
+    app[pages.GUARD] = SignInGuard(app[DEPS].clock)
+    app[pages.FEED] = feed = ChangeFeed(app[DEPS].store.change_seq, poll_s=POLL_S)
+
+    async def _watch(_: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(feed.run(closing), name="argus-ui-change-feed")
+        yield
+        closing.set()
+        await task
 
     async def _closing(_: web.Application) -> None:
         closing.set()
 
+    app.cleanup_ctx.append(_watch)
     app.on_shutdown.append(_closing)
     static = static_handler(_static())
     added = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -32,6 +33,7 @@ from service.cli_progress import progress_summary
 from service.cluster import ClusterError
 from service.config import SchedulerSettings
 from service.observed import reason_class, total_of
+from service.offload import PARTY
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY, allowance_problem, range_problem
 from service.ray_address import parse_record, read_file
 from service.rows import CancelKind, TaskRow
@@ -39,6 +41,7 @@ from service.states import RUNNABLE, TERMINAL, TaskState
 from service.store import StaleState, TaskNotFound
 from service.timefmt import duration, iso
 from service.ui import charts, progress_view
+from service.ui.changes import ChangeFeed
 from service.ui.sessions import (
     Signed,
     clear_cookie,
@@ -47,7 +50,9 @@ from service.ui.sessions import (
     set_cookie,
     sign_in,
 )
-from service.users import ME, Principal, name_problem, presentable
+from service.ui.signin_guard import SignInGuard
+from service.ui.slots import StreamSlots
+from service.users import ME, Principal, name_problem, parse_token_id, presentable
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +71,14 @@ _PRIORITY = re.compile(r"[+-]?[0-9]{1,9}")  # a form's number, before its range 
 ENV = web.AppKey("argus_ui_env", jinja2.Environment)
 BOOTSTRAP_FP = web.AppKey("argus_ui_bootstrap_fp", str)
 SIGNED = web.RequestKey("argus_ui_signed", Signed)
-# the tasks table's change marker read before a page's data: the page's live stream starts
+# the tasks' change sequence taken before a page's data: the page's live stream starts
 # from it, so a change between the render and the stream's start is not lost
 SINCE = web.RequestKey("argus_ui_since", str)
 CLOSING = web.AppKey("argus_ui_closing", asyncio.Event)  # set when the service shuts down
+FEED = web.AppKey("argus_ui_feed", ChangeFeed)  # the process's one change watcher
+SLOTS = web.AppKey("argus_ui_slots", StreamSlots)  # live streams open per session/user
+GUARD = web.AppKey("argus_ui_signin_guard", SignInGuard)  # failed sign-ins, backoff
+SIGNIN_LOG_S = 60.0  # failed sign-ins are logged in aggregate, at most this often
 
 HEADERS = {
     "Cache-Control": "no-store",
@@ -115,18 +124,12 @@ def render(request: web.Request, name: str, status: int = 200, **ctx: Any) -> we
                         headers=HEADERS)
 
 
-def marker_text(marker: tuple[int, float]) -> str:
-    """A change marker as a page carries it (``parse_marker`` reads it back exactly)."""
-    return f"{marker[0]}:{marker[1]!r}"
-
-
-def parse_marker(text: str | None) -> tuple[int, float] | None:
-    """The marker ``marker_text`` wrote; None for anything else."""
-    count, _, at = (text or "").partition(":")
-    try:
-        return int(count), float(at)
-    except ValueError:
+def parse_marker(text: str | None) -> int | None:
+    """The change sequence a page carries (``data-since``); None for anything else."""
+    text = (text or "").strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 19:
         return None
+    return int(text)
 
 
 def _safe_next(raw: str | None) -> str:
@@ -153,8 +156,9 @@ def signed_in(handler: PageHandler) -> PageHandler:
             clear_cookie(response)
             raise response
         request[SIGNED] = signed
+        PARTY.set(signed.principal.name)  # the lanes' fair share, as for the API
         if request.method == "GET" and whole_page:  # not the log tail polled every 3 s
-            request[SINCE] = marker_text(await deps_of(request).store.change_marker())
+            request[SINCE] = str(await request.app[FEED].refresh())  # as of now: exact
         return await handler(request)
 
     wrapper.__name__ = handler.__name__
@@ -209,6 +213,18 @@ async def signin(request: web.Request) -> web.StreamResponse:
     form = await _form(request)
     token = form.get("token", "").strip()
     target = _safe_next(form.get("next"))
+    guard = request.app[GUARD]
+    # who is guessing: the client's address, and the account the token names (its public
+    # id; the environment's token, or anything else, is one account)
+    keys = (f"address:{request.remote}", f"account:{parse_token_id(token) or 'other'}")
+    wait = guard.wait_s(*keys)
+    if wait > 0:
+        retry = max(1, math.ceil(wait))
+        response = render(request, "signin.html", status=429, next=target, error=(
+            f"Too many failed sign-ins from this address or for this token; try again in "
+            f"{retry} s."))
+        response.headers["Retry-After"] = str(retry)
+        return response
     error = "Enter an API token."
     if token:
         if not presentable(token):
@@ -219,9 +235,13 @@ async def signin(request: web.Request) -> web.StreamResponse:
             except AuthFailure as exc:
                 error = f"Sign-in refused: {exc.message}."
             else:
+                guard.succeeded(*keys)
                 response = web.HTTPSeeOther(target, headers=HEADERS)
                 set_cookie(request, response, raw)
                 raise response
+        guard.failed(*keys)
+        if failures := guard.report(SIGNIN_LOG_S):
+            log.warning("%d failed console sign-in(s) since the last report", failures)
     return render(request, "signin.html", status=401, next=target, error=error)
 
 
@@ -302,12 +322,14 @@ async def task_page(request: web.Request) -> web.Response:
     task = await deps.store.get_task(task_id)
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
-    attempts, events, spec, progress = await asyncio.gather(
-        deps.store.list_attempts(task_id), deps.store.events(task_id),
-        deps.store.task_jobspec(task_id),
-        progress_view.task_progress(deps.store, task_id, deps.clock()))
     who = request[SIGNED].principal
     may_act = who.may_act_on(task.user)  # the curves come from the logs: theirs too
+    attempts, events, progress = await asyncio.gather(
+        deps.store.list_attempts(task_id), deps.store.events(task_id),
+        progress_view.task_progress(deps.store, task_id, deps.clock()))
+    # the JobSpec as written (comments, overrides, maybe a secret) is its owner's, as
+    # its logs are; anyone else sees the task's shape (workload, gang, priority, limits)
+    spec = await deps.store.task_jobspec(task_id) if may_act else None
     curves = await progress_view.task_curves(deps.store, task_id, request.query.getall(
         "keys", [])[:progress_view.MAX_PAGE_CURVES]) if may_act else None
     return render(
@@ -402,7 +424,7 @@ def _priority_page(request: web.Request, task: TaskRow, *, status: int = 200,
                   error=error)
 
 
-def _form_priority(raw: str, who: Principal, sched: SchedulerSettings
+def _form_priority(raw: str, who: Principal, sched: SchedulerSettings, current: int
                   ) -> tuple[int | None, int, str | None]:
     """The priority a form asks for: (value, status, problem); the API's rules."""
     text = raw.strip()
@@ -411,7 +433,7 @@ def _form_priority(raw: str, who: Principal, sched: SchedulerSettings
     if value is None or problem:
         return None, 400, f"The priority {problem}."
     problem = allowance_problem(value, is_admin=who.is_admin,
-                                max_user_priority=sched.max_user_priority)
+                                max_user_priority=sched.max_user_priority, current=current)
     return (None, 403, f"Refused: {problem}.") if problem else (value, 200, None)
 
 
@@ -435,7 +457,7 @@ async def set_priority(request: web.Request) -> web.StreamResponse:
         return refusal or _not_found(request, f"There is no task {task_id}.")
     who = request[SIGNED].principal
     priority, status, problem = _form_priority(form.get("priority", ""), who,
-                                              deps.settings.scheduler)
+                                              deps.settings.scheduler, task.priority)
     if priority is None:
         return _priority_page(request, task, status=status, error=problem)
     try:

@@ -62,7 +62,8 @@ async def sign_in(request: web.Request, token: str, bootstrap_fp: str) -> tuple[
         user=principal.name, token_id=principal.token_id,
         token_fp=bootstrap_fp if principal.token_id is None else None,
         csrf=secrets.token_urlsafe(32), created_at=now, expires_at=now + SESSION_TTL_S)
-    await deps.store.create_session(_sha256(raw), row, now)
+    await deps.store.create_session(_sha256(raw), row, now,
+                                    deps.settings.ui_max_sessions_per_user)
     return raw, principal
 
 
@@ -105,8 +106,9 @@ def csrf_ok(signed: Signed, presented: str | None) -> bool:
 
 
 def set_cookie(request: web.Request, response: web.StreamResponse, raw: str) -> None:
+    secure = request.secure or deps_of(request).settings.ui_secure_cookie
     response.set_cookie(COOKIE, raw, max_age=int(SESSION_TTL_S), path="/ui", httponly=True,
-                        samesite="Strict", secure=request.secure)
+                        samesite="Strict", secure=secure)
 
 
 def clear_cookie(response: web.StreamResponse) -> None:

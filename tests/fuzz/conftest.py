@@ -1,8 +1,9 @@
 """One ``argus-api`` process (fake cluster) for the whole fuzz tier.
 
 Short timeouts keep the slow-client tests short; the connection cap is the default's
-order of magnitude. The tier's tests assert generous bounds (a shared 2-core CI machine
-makes timing floors flaky); ``bench/bench_hostile.py`` measures the floors themselves.
+order of magnitude; a non-admin may keep ``MAX_WAITING_TASKS`` tasks waiting. The tier's
+tests assert generous bounds (a shared 2-core CI machine makes timing floors flaky);
+``bench/bench_hostile.py`` measures the floors themselves.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .harness import Service, good_spec, start_service
 HEADER_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 2.0
 MAX_CONNECTIONS = 256
+MAX_WAITING_TASKS = 20  # non-admins' quota (the admin token is exempt)
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +27,8 @@ def argus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     root: Path = tmp_path_factory.mktemp("argus-fuzz")
     service = start_service(root, api={"header_timeout_s": HEADER_TIMEOUT_S,
                                        "body_timeout_s": BODY_TIMEOUT_S,
-                                       "max_connections": MAX_CONNECTIONS})
+                                       "max_connections": MAX_CONNECTIONS},
+                            user_limits={"max_waiting_tasks": MAX_WAITING_TASKS})
     try:
         yield service
     finally:
@@ -48,3 +51,19 @@ def task_id(argus: Service) -> str:
     conn.close()
     assert resp.status == 201, body
     return json.loads(body)["task_id"]
+
+
+@pytest.fixture(scope="session")
+def openapi_doc(argus: Service) -> dict:
+    status, body = argus.get("/api/v2/openapi.json")
+    assert status == 200
+    return json.loads(body)
+
+
+@pytest.fixture(scope="session")
+def api_schema(argus: Service, openapi_doc: dict):
+    import schemathesis
+
+    schema = schemathesis.openapi.from_dict(openapi_doc)
+    schema.config.base_url = f"http://127.0.0.1:{argus.port}"
+    return schema

@@ -162,15 +162,18 @@ def _status_kb(pid: int, key: str) -> int:
 
 
 def start_service(root: Path, *, api: dict[str, float] | None = None,
-                  wait_s: float = 30.0) -> Service:
+                  user_limits: dict[str, int] | None = None, wait_s: float = 30.0) -> Service:
     """Start the server with its database and shared root under ``root``; ``api``: more
-    ``v2.api`` settings (timeouts, connection cap)."""
+    ``v2.api`` settings (timeouts, connection cap); ``user_limits``: every user's
+    ``v2.users.limits``."""
     shared = root / "shared"
     (shared / "code").mkdir(parents=True, exist_ok=True)
     api_yaml = ", ".join(f"{k}: {v}" for k, v in (api or {}).items())
+    limits_yaml = ", ".join(f"{k}: {v}" for k, v in (user_limits or {}).items())
     config = root / "config.yaml"
     config.write_text(f"ray: {{shared_root: {shared}}}\n"
-                      f"v2:\n  scheduler: {{tick_s: 0.5}}\n  api: {{{api_yaml}}}\n")
+                      f"v2:\n  scheduler: {{tick_s: 0.5}}\n  api: {{{api_yaml}}}\n"
+                      f"  users: {{limits: {{{limits_yaml}}}}}\n")
     port = free_port()
     log_path = root / "server.log"
     with open(log_path, "w") as log_file:

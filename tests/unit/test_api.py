@@ -469,7 +469,7 @@ JSON = {"Content-Type": "application/json"}
     ({"json": {"prio": 1}}, 400, ["prio", "priority"]),
     ({"json": {"priority": "5"}}, 400, ["priority"]),
     ({"json": {"priority": 1.5}}, 400, ["priority"]),
-    ({"json": {"priority": 2.0}}, 400, ["priority"]),
+    ({"json": {"priority": 2.5e300}}, 400, ["priority"]),  # integral, far out of range
     ({"json": {"priority": True}}, 400, ["priority"]),
     ({"json": {"priority": None}}, 400, ["priority"]),
     ({"json": {"priority": 1001}}, 400, ["priority"]),
@@ -632,6 +632,36 @@ async def test_healthz_fails_when_the_scheduler_thread_died(client, env):
     assert body["status"] == "scheduler stopped" and body["scheduler"]["alive"] is False
 
 
+async def test_readyz_says_ready_and_why_not(client, env, monkeypatch):
+    """Ready while a probe read and a work-lane call come back in time and the scheduler
+    runs with a writable database; 503 with each reason otherwise."""
+    import threading
+
+    from service.api import handlers
+
+    resp = await client.get("/readyz")
+    body = await resp.json()
+    assert resp.status == 200 and body["status"] == "ready" and body["reasons"] == []
+    assert body["read_s"] >= 0 and body["work_s"] >= 0
+    # the read lane stuck behind slow reads, the database read-only
+    monkeypatch.setattr(handlers, "READY_DEADLINE_S", 0.05)
+    gate = threading.Event()
+    real = env.store.change_seq
+    monkeypatch.setattr(env.store, "change_seq", lambda: gate.wait(10) and real())
+    env.loop.degraded = "database is read-only"
+    try:
+        resp = await client.get("/readyz")
+        body = await resp.json()
+    finally:
+        gate.set()
+    assert resp.status == 503 and body["status"] == "not ready"
+    assert body["read_s"] is None
+    assert any("database read took over 0.05 s" in r for r in body["reasons"])
+    assert any("read-only" in r for r in body["reasons"])
+    # healthz (liveness) stays 200: a restart would not help
+    assert (await client.get("/healthz")).status == 200
+
+
 def _app_routes(app) -> set[tuple[str, str]]:
     out = set()
     for route in app.router.routes():
@@ -662,7 +692,7 @@ async def test_openapi_security_and_error_schema(client, env):
     assert error["properties"]["error"]["required"] == ["code", "message", "details"]
     for path, ops in doc["paths"].items():
         for method, op in ops.items():
-            if path != "/healthz":
+            if path not in ("/healthz", "/readyz"):
                 assert "401" in op["responses"], (method, path)
             for ref in re.findall(r'"\$ref": "#/components/(\w+)/(\w+)"', str(op).replace(
                     "'", '"')):

@@ -68,7 +68,7 @@ def _concrete(path: str) -> str:
     return re.sub(r"\{token_id:[^}]+\}", "0123456789ab", path)
 
 
-PROTECTED = [(m, _concrete(p)) for m, p, _, _ in ROUTES if p != "/healthz"]
+PROTECTED = [(m, _concrete(p)) for m, p, _, _ in ROUTES if p not in ("/healthz", "/readyz")]
 BAD_HEADERS = {
     "missing": {},
     "wrong token": {"Authorization": "Bearer not-the-token"},
@@ -80,8 +80,8 @@ BAD_HEADERS = {
 }
 
 
-def test_route_table_protects_all_but_healthz():
-    assert len(PROTECTED) == len(ROUTES) - 1
+def test_route_table_protects_all_but_the_probes():
+    assert len(PROTECTED) == len(ROUTES) - 2
     assert ("GET", "/metrics") in PROTECTED
     assert ("GET", "/api/v2/openapi.json") in PROTECTED
 

@@ -25,7 +25,7 @@ from service.metrics import ServiceMetrics
 from service.quotas import Limits
 from service.rows import EventRow
 from service.scheduler import Scheduler
-from service.states import RayStatus
+from service.states import RayStatus, TaskState
 from service.store import Store
 from service.users import Role
 
@@ -143,6 +143,7 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("GET", "/api/v2/openapi.json"): OK_ALL,
     ("GET", "/metrics"): OK_ALL,
     ("GET", "/healthz"): {**OK_ALL, "anonymous": 200, "carol": 200},
+    ("GET", "/readyz"): {**OK_ALL, "anonymous": 200, "carol": 200},
 }
 CASES = [(m, p, who) for (m, p) in EXPECTED for who in CALLERS]
 
@@ -268,7 +269,8 @@ async def test_token_lifecycle_through_the_api(client, world: World, caplog) -> 
     status, me = await get_me(client, secret)
     assert status == 200 and me["name"] == "alice" and me["role"] == "user"
     assert me["token"]["token_id"] == created["token_id"] and not me["token"]["bootstrap"]
-    assert me["limits"] == {"max_running_tasks": 0, "max_gpus": 4}
+    assert me["limits"] == {"max_running_tasks": 0, "max_gpus": 4, "max_waiting_tasks": 1000,
+                            "max_spec_bytes_per_day": 64 << 20}
     listed = await (await client.get("/api/v2/users/alice/tokens",
                                      headers=world.auth("alice"))).json()
     assert sorted(t["label"] for t in listed["tokens"]) == ["ci", "test"]
@@ -727,3 +729,120 @@ async def test_openapi_states_each_routes_security(client, world) -> None:
             assert "403" in op["responses"], (method, path)
         if stated != "public":
             assert "401" in op["responses"], (method, path)
+
+
+# -- what a user may store: waiting tasks and JobSpec bytes -----------------------------------
+
+
+async def test_a_submit_flood_stops_at_the_quota_with_429_and_loses_nothing(aiohttp_client,
+                                                                              world):
+    users = replace(world.settings.users, per_user={  # type: ignore[attr-defined]
+        "bob": Limits(max_waiting_tasks=3),
+        "alice": Limits(max_spec_bytes_per_day=1200, max_waiting_tasks=0)})
+    world.settings = replace(world.settings, users=users)  # type: ignore[attr-defined]
+    client = await aiohttp_client(app_of(world))
+    bob = [await submit_as(client, world, "bob") for _ in range(3)]
+    resp = await client.post("/api/v2/tasks", data=jobspec(world.shared),
+                             headers={**world.auth("bob"), "Content-Type": "application/yaml"})
+    assert resp.status == 429
+    assert resp.headers["Retry-After"] == "60"
+    body = await resp.json()
+    assert body["error"]["code"] == "quota_exceeded"
+    assert body["error"]["details"][0]["field"] == "max_waiting_tasks"
+    assert "max_waiting_tasks 3" in body["error"]["message"]
+    # an admin is exempt; what was accepted stays; once bob's tasks start he may submit
+    for _ in range(5):
+        await submit_as(client, world, "ada")
+    assert all(world.store.get_task(t) is not None for t in bob)
+    world.tick()
+    assert world.store.get_task(bob[0]).state != TaskState.QUEUED
+    await submit_as(client, world, "bob")
+    # the byte quota: three of these JobSpecs fit in 1200 bytes, the fourth does not
+    one = world.store._reader().execute(
+        "SELECT length(CAST(jobspec_yaml AS BLOB)) + length(CAST(spec_json AS BLOB)) "
+        "FROM tasks WHERE task_id = ?", (bob[0],)).fetchone()[0]
+    accepted = 0
+    while True:
+        resp = await client.post("/api/v2/tasks", data=jobspec(world.shared), headers={
+            **world.auth("alice"), "Content-Type": "application/yaml"})
+        if resp.status != 201:
+            break
+        accepted += 1
+    assert accepted == 1200 // one
+    assert resp.status == 429
+    body = await resp.json()
+    assert body["error"]["details"][0]["field"] == "max_spec_bytes_per_day"
+    assert 0 < int(resp.headers["Retry-After"]) <= 24 * 3600
+    tasks, _ = world.store.list_tasks(state=None, limit=100, before_seq=None, user="alice")
+    assert len(tasks) == accepted  # the refused submit wrote nothing
+
+
+async def test_an_owner_may_lower_a_priority_an_admin_raised(client, world):
+    """Anyone may lower their own task's priority, even from above what users may ask
+    for; raising it again past that stays an admin's."""
+    task = await submit_as(client, world, "alice")
+
+    async def patch(who: str, value: int) -> int:
+        resp = await client.patch(f"/api/v2/tasks/{task}", json={"priority": value},
+                                  headers=world.auth(who))
+        return resp.status
+
+    assert await patch("ada", 500) == 200
+    assert await patch("alice", 400) == 200
+    assert world.store.get_task(task).priority == 400
+    assert await patch("alice", 450) == 403  # above both her allowance and the task's
+    assert await patch("alice", -5) == 200
+    assert await patch("alice", 1) == 403
+
+
+async def test_the_validators_agree_with_the_openapi_document(client, world):
+    """Cases where the server and its schema disagreed: an integral JSON float is an
+    integer; an empty state filter is no state; a token must not expire as it is made."""
+    task = await submit_as(client, world, "alice")
+    resp = await client.patch(f"/api/v2/tasks/{task}", json={"priority": 260.0},
+                              headers=world.auth("ada"))
+    assert resp.status == 200 and (await resp.json())["priority"] == 260
+    resp = await client.patch(f"/api/v2/tasks/{task}", json={"priority": 2.5},
+                              headers=world.auth("ada"))
+    assert resp.status == 400
+    resp = await client.get("/api/v2/tasks?state=", headers=world.auth("alice"))
+    assert resp.status == 400 and (await resp.json())["error"]["details"][0]["field"] == "state"
+    for within, status in ((5e-324, 400), (0.5, 400), (1, 201)):
+        resp = await client.post("/api/v2/users/me/tokens", headers=world.auth("alice"),
+                                 json={"label": "short", "expires_in_s": within})
+        assert resp.status == status, (within, await resp.text())
+    doc = await (await client.get("/api/v2/openapi.json", headers=world.auth("alice"))).json()
+    token_body = doc["components"]["schemas"]["NewTokenRequest"]["properties"]["expires_in_s"]
+    assert token_body["minimum"] == 1
+    logs = doc["paths"]["/api/v2/tasks/{task_id}/logs"]["get"]["parameters"]
+    attempt = next(p for p in logs if p["name"] == "attempt")["schema"]["oneOf"][1]
+    assert attempt["maximum"] == 2**63 - 1
+    user = doc["paths"]["/api/v2/users/{name}"]["get"]["parameters"][0]["schema"]
+    assert user["pattern"] == "^[a-z][a-z0-9_-]{0,31}$"
+
+
+async def test_the_queue_comes_a_page_at_a_time_with_positions_in_the_whole_queue(
+        client, world):
+    ids = []
+    for who in ("alice", "bob", "alice", "bob", "alice"):
+        ids.append(await submit_as(client, world, who, gpus=16))  # none fits: all wait
+    world.tick()
+
+    async def pages(query: str) -> list[list[tuple[str, int]]]:
+        out, cursor = [], None
+        while True:
+            url = f"/api/v2/queue?{query}" + (f"&cursor={cursor}" if cursor else "")
+            resp = await client.get(url, headers=world.auth("bob"))
+            body = await resp.json()
+            assert resp.status == 200, body
+            out.append([(t["task_id"], t["queue_position"]) for t in body["pending"]])
+            cursor = body["next_cursor"]
+            if cursor is None:
+                return out
+
+    assert await pages("limit=2") == [[(ids[0], 1), (ids[1], 2)], [(ids[2], 3), (ids[3], 4)],
+                                      [(ids[4], 5)]]
+    assert await pages("limit=2&user=alice") == [[(ids[0], 1), (ids[2], 3)], [(ids[4], 5)]]
+    for bad in ("limit=0", "limit=1001", "cursor=abc", "cursor=c2VxOjE"):  # seq:1, not pos
+        resp = await client.get(f"/api/v2/queue?{bad}", headers=world.auth("bob"))
+        assert resp.status == 400, bad

@@ -212,6 +212,18 @@ async def test_queue(server, tmp_path):
     assert [t["task_id"] for t in data["pending"]] == [second]
 
 
+async def test_queue_follows_the_pages_of_a_long_queue(server, tmp_path, monkeypatch):
+    from service.api import handlers
+
+    monkeypatch.setattr(handlers, "QUEUE_LIMIT_DEFAULT", 2)  # pages of 2 waiting tasks
+    ids = [await submitted(server, tmp_path, n_gpus_per_node=64) for _ in range(5)]
+    code, out = await run(server, "queue", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert [t["task_id"] for t in data["pending"]] == ids
+    assert [t["queue_position"] for t in data["pending"]] == [1, 2, 3, 4, 5]
+
+
 def test_queue_shows_the_fair_shares() -> None:
     from service.cli import _fair_share
 
@@ -505,3 +517,34 @@ def test_durations_and_times() -> None:
     assert token_id_of("argus_0123456789ab") == "0123456789ab"
     assert token_id_of("argus_0123456789ab_secretpart") == "0123456789ab"
     assert token_id_of("0123456789ab") == "0123456789ab"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+HOSTILE_LOG = ("\x1b[32mok\x1b[0m\n\x1b]0;pwned\x07retitle\n\x1b[2J\x1b[Hwipe\r\nbar\r50%\n"
+               "\x9b31mC1\n")
+
+
+def test_logs_on_a_terminal_show_control_sequences_instead_of_obeying_them():
+    from service.terminal import safe_for_terminal
+    assert safe_for_terminal(HOSTILE_LOG) == (
+        "ok\n\\x1b]0;pwned\\x07retitle\n\\x1b[2J\\x1b[Hwipe\nbar\\r50%\n\\x9b31mC1\n")
+    assert safe_for_terminal("plain\ttext\n") == "plain\ttext\n"
+
+
+async def test_logs_escape_control_sequences_on_a_terminal_and_raw_asks_for_them(
+        server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    server.cluster.write_log(f"{task_id}--a01", HOSTILE_LOG)
+    for argv, tty, escaped in ((("logs", task_id), True, True),
+                               (("logs", task_id, "--raw"), True, False),
+                               (("logs", task_id), False, False)):  # a pipe: as it is
+        out = _Terminal() if tty else io.StringIO()
+        code = await asyncio.to_thread(cli.main, ["--url", server.url, *argv], out=out)
+        assert code == 0
+        assert ("\x1b" not in out.getvalue()) is escaped, argv
+        assert ("\\x1b]0;pwned" in out.getvalue()) is escaped, argv

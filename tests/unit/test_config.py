@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,27 @@ def test_scheduling_policy_defaults() -> None:
     assert (sched.retry_mode, sched.fair_share, sched.preemption) == (
         "when_fits", True, False)
     assert (sched.default_priority, sched.max_user_priority) == (0, 0)
+
+
+def test_storage_quotas_and_stream_and_address_limits_come_from_the_config() -> None:
+    settings = settings_from_mapping({"v2": {
+        "users": {"limits": {"max_waiting_tasks": 50, "max_spec_bytes_per_day": 1 << 20},
+                  "per_user": {"ci-bot": {"max_waiting_tasks": 0}}},
+        "ui": {"max_streams_per_session": 2, "max_streams_per_user": 6},
+        "api": {"max_connections_per_address": 0},
+    }})
+    assert settings.users.limits_for("anyone") == Limits(max_waiting_tasks=50,
+                                                         max_spec_bytes_per_day=1 << 20)
+    assert settings.users.limits_for("ci-bot").max_waiting_tasks == 0  # no limit
+    assert settings.users.limits_for("ci-bot").max_spec_bytes_per_day == 1 << 20
+    assert (settings.ui_max_streams_per_session, settings.ui_max_streams_per_user) == (2, 6)
+    assert settings.api_max_connections_per_address == 0
+    defaults = settings_from_mapping({})
+    assert (defaults.ui_max_streams_per_session, defaults.ui_max_streams_per_user,
+            defaults.api_max_connections_per_address) == (4, 16, 128)
+    for bad, needle in (({"ui": {"max_streams_per_user": -1}}, "v2.ui.max_streams_per_user"),
+                        ({"ui": {"streams": 1}}, "v2.ui: unknown keys ['streams']"),
+                        ({"users": {"limits": {"max_waiting_tasks": 1.5}}},
+                         "v2.users.limits.max_waiting_tasks: must be an integer")):
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            settings_from_mapping({"v2": bad})

@@ -9,11 +9,12 @@ timeout takes a fraction of a second.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -88,14 +89,14 @@ async def poll(predicate, timeout_s: float = 5.0) -> bool:
     return True
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[Server]:
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path, limits: ServerLimits) -> AsyncIterator[Server]:
     settings = Settings(shared_root=str(tmp_path / "shared"), max_body_bytes=4096,
-                        api_body_timeout_s=LIMITS.body_timeout_s)
+                        api_body_timeout_s=limits.body_timeout_s)
     store = Store(str(tmp_path / "db.sqlite3"))
     app = create_app(settings, store, FakeCluster(), Artifacts(settings.shared_root),
                      token=TOKEN)
-    runner = ArgusRunner(app, LIMITS, access_log=None)
+    runner = ArgusRunner(app, limits, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -105,6 +106,12 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
     finally:
         await runner.cleanup()
         store.close()
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[Server]:
+    async with serving(tmp_path, LIMITS) as running:
+        yield running
 
 
 # -- requests aiohttp's parser refuses: the JSON error shape, one log line -----------------
@@ -271,14 +278,43 @@ async def test_connections_over_the_cap_get_503_and_the_cap_frees(server, caplog
     assert answer.startswith(b"HTTP/1.1 200")
 
 
+async def test_one_address_cannot_fill_the_cap_for_everyone(tmp_path):
+    """Past its share, an address's new connections get 429 and close; another address
+    is still served, and the share frees when the connections close."""
+    limits = replace(LIMITS, max_connections=8, max_connections_per_address=3,
+                     header_timeout_s=30)
+    async with serving(tmp_path, limits) as server:
+        held = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(3)]
+        assert await poll(lambda: server.connections() == 3)
+        for _ in range(3):
+            answer = await server.exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            message = assert_error(answer, 429, "too_many_connections")
+        assert "max_connections_per_address" in message and "limit 3" in message
+        # another client (another address) is served while this one is at its share
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port,
+                                                       local_addr=("127.0.0.2", 0))
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert (await read_all(reader, 5)).startswith(b"HTTP/1.1 200")
+        writer.close()
+        assert server.runner.server.refused_per_address_total == 3  # type: ignore[union-attr]
+        for _, w in held:
+            w.close()
+        assert await poll(lambda: server.runner.server.open_from("127.0.0.1") == 0)  # type: ignore[union-attr]
+        answer = await server.exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                                       b"Connection: close\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200")
+
+
 # -- limits from the configuration ---------------------------------------------------------
 
 
 def test_limits_come_from_v2_api():
     settings = settings_from_mapping({"v2": {"api": {
-        "header_timeout_s": 5, "body_timeout_s": 12.5, "max_connections": 100}}})
+        "header_timeout_s": 5, "body_timeout_s": 12.5, "max_connections": 100,
+        "max_connections_per_address": 20}}})
     assert ServerLimits.from_settings(settings) == ServerLimits(
-        header_timeout_s=5.0, body_timeout_s=12.5, max_connections=100)
+        header_timeout_s=5.0, body_timeout_s=12.5, max_connections=100,
+        max_connections_per_address=20)
     assert ServerLimits.from_settings(Settings()) == ServerLimits()
 
 
@@ -287,6 +323,8 @@ def test_limits_come_from_v2_api():
     ({"body_timeout_s": "x"}, "v2.api.body_timeout_s: must be a number"),
     ({"max_connections": 0}, "v2.api.max_connections: must be >= 1"),
     ({"max_connections": 1.5}, "v2.api.max_connections: must be an integer"),
+    ({"max_connections_per_address": -1},
+     "v2.api.max_connections_per_address: must be >= 0"),
 ])
 def test_bad_limits_are_refused(api, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):

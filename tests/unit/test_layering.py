@@ -51,6 +51,8 @@ PURE_MODULES = (
     "service.timefmt",
     "service.progress",
     "service.curves",
+    "service.terminal",
+    "service.ui.slots",
     "service.ray_mapping",
     "service.api.views",
     "service.api.params",

@@ -295,3 +295,20 @@ def test_exit_is_normal_when_no_thread_is_stuck(monkeypatch):
     done.start()
     main_mod._exit_past_stuck_threads(5.0, [done])
     assert exits == []
+
+
+def test_refusals_are_logged_as_a_summary_not_one_line_each(caplog, monkeypatch):
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    monkeypatch.setattr(main_mod.ErrorAccessLogger, "_quiet", main_mod.Counter())
+    monkeypatch.setattr(main_mod.ErrorAccessLogger, "_summary_at", float("-inf"))
+    logger = logging.getLogger("argus.access.test")
+    request = make_mocked_request("POST", "/ui/signin")
+    with caplog.at_level(logging.INFO, logger="argus.access.test"):
+        for i in range(1000):  # a new logger per connection, as aiohttp makes them
+            main_mod.ErrorAccessLogger(logger, "").log(
+                request, web.Response(status=401 if i % 2 else 429), 0.001)
+    assert len(caplog.records) == 1  # the first refusal's summary; the rest wait
+    assert "1 x 429" in caplog.text and '"POST /ui/signin"' in caplog.text
+    assert sum(main_mod.ErrorAccessLogger._quiet.values()) == 999

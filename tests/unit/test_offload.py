@@ -70,3 +70,71 @@ async def test_close_finishes_queued_calls_then_refuses() -> None:
 def test_threads_must_be_positive() -> None:
     with pytest.raises(ValueError):
         Offload("none", threads=0)
+
+
+# -- fair share between parties ----------------------------------------------------------------
+
+
+async def _as(party: str, lane: Offload, fn, *args):
+    """``lane.run`` from a coroutine of ``party`` (each task has its own context)."""
+    from service.offload import PARTY
+    PARTY.set(party)
+    return await lane.run(fn, *args)
+
+
+async def test_parties_are_served_in_turn_not_in_arrival_order() -> None:
+    lane = Offload("turns", threads=1)
+    gate, started = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def blocker() -> None:
+        started.set()
+        gate.wait(10)
+
+    first = asyncio.ensure_future(_as("x", lane, blocker))
+    assert await asyncio.to_thread(started.wait, 10)
+    calls = [asyncio.ensure_future(_as(p, lane, order.append, f"{p}{i}"))
+             for p, i in (("a", 1), ("a", 2), ("a", 3), ("b", 1))]
+    for _ in range(10):
+        await asyncio.sleep(0)  # all queued behind the blocker
+    assert lane.waiting() == 4
+    gate.set()
+    await asyncio.gather(first, *calls)
+    assert order == ["a1", "b1", "a2", "a3"]  # b waits for one of a's calls, not three
+    lane.close()
+
+
+async def test_one_party_never_holds_every_thread() -> None:
+    """A heavy party's calls run at most threads - 1 at a time: another party's call
+    starts while they still block."""
+    lane = Offload("share", threads=2)
+    assert lane.per_party == 1
+    gate = threading.Event()
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def heavy() -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        gate.wait(10)
+        with lock:
+            running -= 1
+
+    heavies = [asyncio.ensure_future(_as("mallory", lane, heavy)) for _ in range(4)]
+    for _ in range(10):
+        await asyncio.sleep(0)
+    async with asyncio.timeout(10):  # served while mallory's first call still blocks
+        assert await _as("alice", lane, threading.current_thread) is not None
+    assert not gate.is_set() and most == 1
+    gate.set()
+    await asyncio.gather(*heavies)
+    assert most == 1
+    lane.close()
+
+
+def test_a_share_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="per_party"):
+        Offload("bad", threads=2, per_party=0)

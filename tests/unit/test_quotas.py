@@ -52,3 +52,53 @@ def test_load_by_user_counts_tasks_and_gpus() -> None:
 def test_limits_are_non_negative_integers(bad) -> None:
     with pytest.raises(ValueError, match="integer >= 0"):
         Limits(max_gpus=bad)
+
+
+# -- what a user may store: submit_refusal ----------------------------------------------------
+
+HOUR = 3600
+NOW = 1_766_000_000.0  # inside hour 490555
+THIS_HOUR = int(NOW // HOUR)
+
+
+def test_the_window_is_this_hour_and_the_23_before() -> None:
+    from service.quotas import window_start_hour
+    assert window_start_hour(NOW) == THIS_HOUR - 23
+
+
+@pytest.mark.parametrize(("limits", "waiting", "hourly", "new", "limit", "retry"), [
+    # under both limits
+    (Limits(max_waiting_tasks=3, max_spec_bytes_per_day=100), 2, [(THIS_HOUR, 50)], 50,
+     None, None),
+    # the waiting-task limit, checked first
+    (Limits(max_waiting_tasks=3, max_spec_bytes_per_day=100), 3, [(THIS_HOUR, 99)], 50,
+     "max_waiting_tasks", 60),
+    # 0: no limit
+    (Limits(max_waiting_tasks=0, max_spec_bytes_per_day=0), 10**6, [(THIS_HOUR, 10**12)],
+     10**6, None, None),
+    # the byte limit: the oldest hour that leaves the window makes room
+    (Limits(max_spec_bytes_per_day=100), 0, [(THIS_HOUR - 23, 40), (THIS_HOUR, 50)], 20,
+     "max_spec_bytes_per_day", int((THIS_HOUR + 1) * HOUR - NOW)),
+    # ... or only a later one does
+    (Limits(max_spec_bytes_per_day=100), 0, [(THIS_HOUR - 23, 10), (THIS_HOUR - 5, 80)], 30,
+     "max_spec_bytes_per_day", int((THIS_HOUR - 5 + 24) * HOUR - NOW)),
+    # a JobSpec larger than a whole day's quota: a day
+    (Limits(max_spec_bytes_per_day=100), 0, [], 101, "max_spec_bytes_per_day", 24 * HOUR),
+])
+def test_submit_refusal_by_table(limits, waiting, hourly, new, limit, retry) -> None:
+    from service.quotas import submit_refusal
+    refusal = submit_refusal("mallory", limits, waiting=waiting, hourly_bytes=hourly,
+                             new_bytes=new, now=NOW)
+    if limit is None:
+        assert refusal is None
+    else:
+        assert refusal is not None and refusal.limit == limit
+        assert refusal.retry_after_s == retry and refusal.retry_after_s >= 1
+        assert limit in refusal.message and "mallory" in refusal.message
+
+
+def test_defaults_stop_a_flood_and_bad_values_are_refused() -> None:
+    assert Limits().max_waiting_tasks == 1000
+    assert Limits().max_spec_bytes_per_day == 64 << 20
+    with pytest.raises(ValueError, match="max_waiting_tasks"):
+        Limits(max_waiting_tasks=-1)

@@ -250,17 +250,36 @@ def _plan(store: Store, sql: str, params: dict[str, object]) -> str:
 
 
 # The named queries over runnable / active rows, and the partial index each must scan.
-# Task reads count the runnable rows ahead of a runnable task (its queue position).
+# A task read counts the runnable rows ahead of a runnable task (its queue position); a
+# list ranks the runnable rows once for the whole page (queue_positions).
 HOT_QUERIES = {
     "runnable": ("tasks_runnable", {"now": 1.0, "limit": 5}),
-    "queue_pending": ("tasks_runnable", {}),
+    "queue_pending": ("tasks_runnable", {"limit": 10, "offset": 20}),
+    "queue_pending_of_user": ("tasks_user_runnable", {"user": "u", "limit": 10, "offset": 0}),
     "get_task": ("tasks_runnable", {"task_id": "x"}),
-    "list_tasks": ("tasks_runnable", {"before_seq": MAX_SEQ, "limit": 3}),
-    "list_tasks_in_state": ("tasks_runnable",
-                            {"state": "QUEUED", "before_seq": MAX_SEQ, "limit": 3}),
+    "queue_positions": ("tasks_runnable", {"seqs": "[1, 2]"}),
     "active": ("tasks_active", {}),
     "queue_running": ("tasks_active", {}),
 }
+
+
+def test_a_list_page_ranks_the_queue_once_not_per_row(store: Store) -> None:
+    """Positions of a page's runnable rows: right, and from one ranking (the list queries
+    themselves count nothing)."""
+    ids = [f"t-{i}" for i in range(6)]
+    for i, task_id in enumerate(ids):
+        store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="x", spec={},
+                          nnodes=1, n_gpus_per_node=1, user="u", now=100.0 + i,
+                          priority=5 if i == 4 else 0)
+    store.cancel("t-1", 200.0)
+    for name in ("list_tasks", "list_tasks_in_state", "list_tasks_of_user",
+                 "list_tasks_of_user_in_state"):
+        assert "count(" not in QUERIES[name]
+    page, _ = store.list_tasks(limit=10)
+    assert {t.task_id: t.queue_position for t in page} == {
+        "t-5": 5, "t-4": 1, "t-3": 4, "t-2": 3, "t-1": None, "t-0": 2}
+    assert {t.task_id: t.queue_position for t in page} == {
+        t: store.get_task(t).queue_position for t in ids}  # the single read agrees
 
 
 @pytest.mark.parametrize("name", sorted(HOT_QUERIES))

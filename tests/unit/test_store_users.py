@@ -288,11 +288,12 @@ def test_a_migrated_database_gets_users_and_owners(tmp_path: Path) -> None:
         store.close()
 
 
-def test_the_gpu_seconds_ledger_equals_the_sum_of_ended_attempts(store: Store) -> None:
-    """Every way an attempt ends adds to its owner's total, exactly once."""
+def _random_history(store: Store, seed: int) -> float:
+    """60 tasks of three users, each with 1-3 attempts (retried, failed, ended, a few
+    still running); returns the time after the last."""
     import random
 
-    rng = random.Random(5)
+    rng = random.Random(seed)
     users = ["alice", "bob", "carol"]
     now = T0
     for i in range(60):
@@ -306,6 +307,12 @@ def test_the_gpu_seconds_ledger_equals_the_sum_of_ended_attempts(store: Store) -
             now += 200
             if end is None or not retry:
                 break
+    return now
+
+
+def test_the_gpu_seconds_ledger_equals_the_sum_of_ended_attempts(store: Store) -> None:
+    """Every way an attempt ends adds to its owner's total, exactly once."""
+    now = _random_history(store, seed=5)
     expected: dict[str, float] = {}
     for span in store.usage_spans(0, now * 2):
         if span.end_time is not None:
@@ -315,3 +322,28 @@ def test_the_gpu_seconds_ledger_equals_the_sum_of_ended_attempts(store: Store) -
     assert set(got) == set(expected) and len(expected) == 3
     for user, total in expected.items():
         assert got[user] == pytest.approx(total)
+
+
+@pytest.mark.parametrize(("window", "user", "limit"), [
+    ((0, 10**7), None, 5), ((T0 + 3000, T0 + 6000), None, 3), ((0, 10**7), "bob", 100),
+    ((T0 + 1000, T0 + 1500), "alice", 0),
+])
+def test_usage_summed_in_sql_matches_accounting_attempt_by_attempt(
+        store: Store, window: tuple[float, float], user: str | None, limit: int) -> None:
+    """The usage route sums users in SQL and reads only the top tasks' attempts: the same
+    figures as ``usage.account`` over every attempt (failed and running ones included)."""
+    from service.api.views import usage_json
+    from service.usage import account, report_of
+
+    now = _random_history(store, seed=11)
+    lo, hi = window
+    summary = store.usage_summary(lo, hi, now, user, limit)
+    got = usage_json(report_of(summary, lo, hi, now), now, limit)
+    want = usage_json(account(store.usage_spans(lo, hi, user), lo, hi, now), now, limit)
+    assert got["tasks_total"] == want["tasks_total"] and want["tasks_total"] > 0
+    assert [t["task_id"] for t in got["tasks"]] == [t["task_id"] for t in want["tasks"]]
+    assert got["tasks"] == want["tasks"]
+    assert len(got["users"]) == len(want["users"])
+    for mine, theirs in zip(got["users"], want["users"], strict=True):
+        assert mine == pytest.approx(theirs)
+    assert len(summary.top_spans) <= sum(len(t["attempts"]) for t in want["tasks"][:limit])

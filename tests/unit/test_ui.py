@@ -21,6 +21,7 @@ from service.metrics import MeteredScheduler, ServiceMetrics
 from service.scheduler import Scheduler
 from service.states import TaskState
 from service.store import Store
+from service.ui import pages
 from service.users import Role
 
 TOKEN = "t0ken-for-ui-tests"
@@ -76,7 +77,7 @@ def env(tmp_path: Path):
 
 
 @pytest.fixture
-async def client(aiohttp_client, env: Env):
+async def client(env: Env, aiohttp_client):  # the app is cleaned up before the store closes
     app = create_app(env.settings, env.store, env.cluster, Artifacts(str(env.shared)),
                      token=TOKEN, scheduler_loop=Loop(), clock=env.clock, metrics=env.metrics,
                      wake_interval_s=0.0)
@@ -439,8 +440,9 @@ async def test_cluster_page_shows_head_json_generation_and_age(aiohttp_client, e
 async def test_live_stream_says_change_and_ends_when_the_session_does(client, env,
                                                                        monkeypatch):
     from service.ui import live
+    from service.ui.pages import FEED
 
-    monkeypatch.setattr(live, "POLL_S", 0.01)
+    client.app[FEED].poll_s = 0.01
     monkeypatch.setattr(live, "RECHECK_S", 0.01)
     env.store.create_user("dave", Role.USER, T0)
     dave = env.store.create_token("dave", "d", None, T0, max_live=5)
@@ -459,21 +461,21 @@ async def test_live_stream_says_change_and_ends_when_the_session_does(client, en
     assert b"event: signedout" in rest
 
 
-async def test_a_change_before_the_stream_started_is_sent_at_once(client, env, monkeypatch):
+async def test_a_change_before_the_stream_started_is_sent_at_once(client, env):
     """The page carries the marker it was rendered at; a task that moved between the
     render and the stream's start is announced as soon as the stream opens."""
     import re
 
-    from service.ui import live
-    from service.ui.pages import marker_text, parse_marker
+    from service.ui.pages import FEED, parse_marker
 
-    monkeypatch.setattr(live, "POLL_S", 0.01)
+    client.app[FEED].poll_s = 0.01
     await sign_in(client)
     html = await page(client, "/ui/queue")
     since = re.search(r'data-since="([^"]+)"', html).group(1)
-    assert parse_marker(since) == env.store.change_marker()
-    assert parse_marker(marker_text((7, 1766500000.123456789))) == (7, 1766500000.123456789)
-    assert parse_marker("junk") is None and parse_marker("") is None
+    assert parse_marker(since) == env.store.change_seq()
+    assert parse_marker("7") == 7
+    for junk in ("junk", "", "-1", "1.5", "\u0661", "9" * 20):
+        assert parse_marker(junk) is None
     await submit(client, env)  # after the render, before the stream
     resp = await client.get("/ui/live", params={"since": since})
     seen = b""
@@ -497,3 +499,106 @@ async def test_recently_finished_is_found_behind_a_long_queue(client, env):
     assert f'id="row-{done}" data-state="FAILED"' in html
     assert f'id="row-{done}"' in await page(client, "/ui/queue?user=me")
 
+
+
+async def test_live_streams_are_limited_per_session_and_per_user(env, aiohttp_client):
+    """Past a limit the stream is answered 429 naming it (the page then refreshes on
+    its timer); a closed stream frees its slot."""
+    from dataclasses import replace
+
+    settings = replace(env.settings, ui_max_streams_per_session=2, ui_max_streams_per_user=3)
+    client = await aiohttp_client(create_app(
+        settings, env.store, env.cluster, Artifacts(str(env.shared)), token=TOKEN,
+        scheduler_loop=Loop(), clock=env.clock, metrics=env.metrics, wake_interval_s=0.0))
+
+    async def open_stream():
+        resp = await client.get("/ui/live")
+        if resp.status == 200:
+            assert await resp.content.readline() == b"retry: 2000\n"
+        return resp
+
+    await sign_in(client)
+    first = [await open_stream() for _ in range(2)]
+    refused = await open_stream()
+    assert refused.status == 429 and refused.headers["Retry-After"] == "30"
+    assert "max_streams_per_session" in await refused.text()
+    await sign_in(client)  # a second session of the same user
+    third = await open_stream()
+    assert third.status == 200
+    refused = await open_stream()
+    assert refused.status == 429 and "max_streams_per_user" in await refused.text()
+    third.close()
+    async with asyncio.timeout(10):  # the server sees the close when it next writes;
+        while True:  # poll until the slot is free (a heartbeat or a change ends it)
+            env.store.create_task(task_id=f"t-{env.clock.now}", workload="ppo",
+                                  jobspec_yaml="x", spec={}, nnodes=1, n_gpus_per_node=1,
+                                  user="admin", now=env.clock.now)
+            env.clock.now += 1
+            await client.app[pages.FEED].refresh()
+            again = await open_stream()
+            if again.status == 200:
+                break
+            await asyncio.sleep(0.01)
+    for resp in (*first, again):
+        resp.close()
+
+
+async def test_sign_in_guessing_backs_off_with_429_and_does_not_check_tokens(client, env):
+    from service.ui import signin_guard
+
+    wrong = {"token": "argus_0123456789ab_" + "x" * 43, "next": "/ui/queue"}
+    for _ in range(signin_guard.FREE_FAILURES + 1):
+        resp = await client.post("/ui/signin", data=wrong, allow_redirects=False)
+        assert resp.status == 401
+    resp = await client.post("/ui/signin", data={"token": TOKEN, "next": "/ui/queue"},
+                             allow_redirects=False)  # even a right token waits its turn
+    assert resp.status == 429 and resp.headers["Retry-After"] == "1"
+    assert "Too many failed sign-ins" in await resp.text()
+    env.clock.now += 1.0
+    await sign_in(client)  # the wait is over; success clears the count
+    resp = await client.post("/ui/signin", data=wrong, allow_redirects=False)
+    assert resp.status == 401
+
+
+async def test_a_user_keeps_a_bounded_number_of_sessions_and_secure_cookies_on_request(
+        env, aiohttp_client):
+    from dataclasses import replace
+
+    settings = replace(env.settings, ui_max_sessions_per_user=2, ui_secure_cookie=True)
+    client = await aiohttp_client(create_app(
+        settings, env.store, env.cluster, Artifacts(str(env.shared)), token=TOKEN,
+        scheduler_loop=Loop(), clock=env.clock, metrics=env.metrics, wake_interval_s=0.0))
+    cookies = []
+    for _ in range(3):
+        env.clock.now += 1
+        resp = await client.post("/ui/signin", data={"token": TOKEN, "next": "/ui/queue"},
+                                 allow_redirects=False)
+        assert resp.status == 303
+        assert "Secure" in resp.headers["Set-Cookie"]
+        cookies.append(resp.cookies["argus_session"].value)
+    live = env.store._reader().execute("SELECT count(*) FROM ui_sessions").fetchone()[0]
+    assert live == 2
+    for cookie, valid in zip(cookies, (False, True, True), strict=True):
+        client.session.cookie_jar.clear()
+        resp = await client.get("/ui/queue", cookies={"argus_session": cookie},
+                                allow_redirects=False)
+        assert (resp.status == 200) is valid
+
+
+async def test_the_jobspec_body_is_shown_to_its_owner_and_admins_only(client, env):
+    """A JobSpec as written may hold a secret in a comment: another user sees the task's
+    shape (workload, gang, priority), not the text."""
+    env.store.create_user("carol", Role.USER, T0)
+    carol = env.store.create_token("carol", "c", None, T0, max_live=5)
+    secret = "WANDB_API_KEY-0f0f0f0f"
+    text = f"# {secret}\n" + jobspec(env.shared)
+    resp = await client.post("/api/v2/tasks", data=text, headers={
+        **AUTH, "Content-Type": "application/yaml"})
+    task_id = (await resp.json())["task_id"]
+    await sign_in(client)  # the owner (the admin)
+    assert secret in await page(client, f"/ui/tasks/{task_id}")
+    await sign_in(client, carol.secret)
+    html = await page(client, f"/ui/tasks/{task_id}")
+    assert secret not in html and 'id="jobspec"' not in html
+    assert "The JobSpec is shown to the task's owner (admin) and admins." in html
+    assert "ppo" in html and task_id in html  # the shape is there

@@ -35,13 +35,13 @@ async def test_queue_and_task_pages_show_progress_and_curves(client, env):
     task_id, sid = await running(client, env)
     await sign_in(client)
     assert '<td class="progress"></td>' in await page(client, "/ui/queue")  # no step yet
-    before = env.store.change_marker()
+    before = env.store.change_seq()
     env.cluster.write_log(sid, "Total training steps: 10\n" + "".join(
         f"step:{s} - actor/pg_loss:{1 / s:.3f} - critic/score/mean:{s / 10} - "
         f"perf/mfu:0.3\n" for s in range(1, 4)))
     env.clock.now += 1
     follow(env, env.clock.now)
-    assert env.store.change_marker() != before  # open pages refresh as the run steps
+    assert env.store.change_seq() != before  # open pages refresh as the run steps
     env.cluster.write_log(sid, "step:5 - actor/pg_loss:0.2 - critic/score/mean:0.5\n")
     env.clock.now += 10
     follow(env, env.clock.now)

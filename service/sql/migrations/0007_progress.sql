@@ -26,8 +26,6 @@ CREATE TABLE attempt_progress (
     updated_at   REAL    NOT NULL,
     PRIMARY KEY (task_id, attempt_no)
 ) WITHOUT ROWID;
--- The console's change marker reads the latest progress write (pages refresh as a run steps).
-CREATE INDEX attempt_progress_updated ON attempt_progress (updated_at);
 CREATE TABLE metric_series (
     series_id  INTEGER PRIMARY KEY,                 -- what the points name (a small key)
     task_id    TEXT    NOT NULL,

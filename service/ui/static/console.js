@@ -84,7 +84,15 @@
     source.addEventListener("open", () => say("live"));
     source.addEventListener("change", refresh);
     source.addEventListener("signedout", () => { source.close(); window.location.reload(); });
-    source.addEventListener("error", () => say("reconnecting…"));
+    source.addEventListener("error", () => {
+      // a refused stream (429: too many live pages open) is not retried by the browser:
+      // the page keeps its periodic refresh
+      if (source.readyState === EventSource.CLOSED) {
+        say("live updates unavailable; refreshing every " + TICK_EVERY_MS / 1000 + " s");
+      } else {
+        say("reconnecting…");
+      }
+    });
   }
 
   document.addEventListener("DOMContentLoaded", () => {
