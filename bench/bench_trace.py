@@ -59,7 +59,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.tracegen import CLASS_ORDER, Trace, classes_for, lower_bound, make_trace
+from bench.tracegen import (
+    CLASS_ORDER,
+    Trace,
+    classes_for,
+    lower_bound,
+    make_trace,
+    percentile,
+)
 from bench.tracesim import (
     POLICY_BY_NAME,
     T0,
@@ -99,6 +106,23 @@ def _mins(r: RunResult, cls: str) -> str:
     return f"{_num(r.wait(cls, 'mean') / 60, '.0f')}/{_num(r.wait(cls, 'p95') / 60, '.0f')}"
 
 
+def estimate_error(r: RunResult) -> tuple[float, float, float, int] | None:
+    """Over tasks the plan estimated that waited >= 10 min: the median and p90 of
+    |actual start - first planned start| / actual wait, the share that started later than
+    planned, and how many; None without estimates."""
+    waited = [(wait, err) for wait, err in r.estimates if wait >= 600]
+    if not waited:
+        return None
+    rel = sorted(abs(err) / wait for wait, err in waited)
+    late = sum(1 for _, err in waited if err > 0) / len(waited)
+    return percentile(rel, 50), percentile(rel, 90), late, len(waited)
+
+
+def _estimate_cell(r: RunResult) -> str:
+    e = estimate_error(r)
+    return "-" if e is None else f"{e[0]:.0%}/{e[1]:.0%}/{e[2]:.0%}"
+
+
 def rows() -> list[Row]:
     out: list[Row] = [
         ("makespan / LB", lambda r: _num(r.ratio, ".3f")),
@@ -119,6 +143,7 @@ def rows() -> list[Row]:
          lambda r: f"{_num(r.all_busy_h, '.1f')}/{_num(r.all_waiting_h, '.1f')}"),
         ("preemptions", lambda r: str(r.preemptions)),
         ("GPU-h lost to stops", lambda r: _num(r.lost_gpu_h, ".1f")),
+        ("start estimate error med/p90/late", _estimate_cell),
         ("hung attempts", lambda r: str(r.hung)),
         ("tasks not SUCCEEDED", lambda r: str(r.unfinished)),
         ("tick CPU mean/max (ms)",

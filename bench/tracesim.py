@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -376,6 +376,8 @@ class RunResult:
     unfinished: int
     step_s: float
     wall_s: float
+    # (actual wait, actual start - first planned start) of each task the plan estimated
+    estimates: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
@@ -432,6 +434,8 @@ class Simulation:
         self.has_work = Fairness(self.users, JAIN_WINDOW_S)  # every user: runnable/running
         self.has_work_short = Fairness(self.users, SHORT_WINDOW_S)
         self.all_waiting = Fairness(self.users, JAIN_WINDOW_S)  # every user: a task waits
+        # task -> (when first estimated, its first planned start): reservations only
+        self.first_estimate: dict[str, tuple[float, float]] = {}
 
     # -- arrivals -----------------------------------------------------------------------
     def _spec(self, t: TraceTask) -> dict[str, Any]:
@@ -474,6 +478,8 @@ class Simulation:
         started = time.thread_time()
         report = self.scheduler.tick(now)
         self.tick_ms.append((time.thread_time() - started) * 1000)
+        for task_id, planned in self.scheduler.last_estimates.items():
+            self.first_estimate.setdefault(task_id, (now, planned))
         self.finished += report.finished
         self._advance(now)  # drivers submitted this tick start (startup_s = 0)
         self._stopped = self.cluster.stopped_running > before
@@ -557,6 +563,17 @@ class Simulation:
                 waits["high"].append(start - (T0 + t.arrival))
         return waits
 
+    def _estimates(self) -> list[tuple[float, float]]:
+        """(actual wait, error of the first estimate: actual start - planned) of every task
+        the plan estimated, its first estimate taken when it was made."""
+        out = []
+        for t in self.trace:
+            first = self.cluster.first_run.get(t.task_id)
+            est = self.first_estimate.get(t.task_id)
+            if first is not None and est is not None:
+                out.append((first - (T0 + t.arrival), first - est[1]))
+        return out
+
     def _preemptions(self) -> int:
         return sum(1 for t in self.trace for a in self.store.list_attempts(t.task_id)
                    if a.failure_kind == PREEMPTED)
@@ -580,6 +597,7 @@ class Simulation:
             hung=sum(1 for r in self.cluster.records.values() if r.hung),
             lost_gpu_h=self.cluster.lost_gpu_s / 3600, tick_ms=self.tick_ms,
             unfinished=unfinished, step_s=self.step_s, wall_s=wall_s,
+            estimates=self._estimates(),
         )
 
 
