@@ -86,6 +86,22 @@ def gcs_alive(address: str, timeout_s: float = 3.0) -> bool:
     return True
 
 
+def cluster_id(address: str, timeout_s: float = 3.0) -> str:
+    """The Ray cluster id the GCS at ``address`` serves (hex); HealthError when silent.
+
+    With the embedded store it is persisted: a restarted GCS serves the same id."""
+    host, port = _split(address)
+    if not tcp_open(host, port, min(1.0, timeout_s)):
+        raise HealthError(f"GCS port {address} is not open")
+
+    def call() -> str:
+        from ray._raylet import GcsClient
+
+        return GcsClient(address=address).cluster_id.hex()
+
+    return _with_deadline(call, timeout_s)
+
+
 def list_nodes(address: str, timeout_s: float = 3.0) -> list[NodeView]:
     """Every node the GCS knows (alive or dead); HealthError when it does not answer."""
     host, port = _split(address)
