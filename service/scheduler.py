@@ -63,7 +63,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -108,7 +107,7 @@ from service.store import (
     Store,
     truncate_message,
 )
-from service.submission import build_submit_request
+from service.submission import build_submit_request, driver_argv
 from service.timefmt import iso
 from service.workloads import driver
 
@@ -356,6 +355,24 @@ class Scheduler:
         log_text = self._archive_log(row)
         base = dict(ray_status=status.value, message=info.message, start_time=info.start_time,
                     end_time=info.end_time or now, exit_code=info.exit_code)
+        asked = row.cancel_requested or row.preempted_for is not None
+        if not asked and failures.supervisor_lost(status, info.message):
+            code = self.artifacts.read_exit_code(row.ray_submission_id, row.user)
+            end = failures.driver_end(code)
+            if end is failures.DriverEnd.GONE:
+                text = (f"Ray lost the job's supervisor ({info.message.strip()}) and the "
+                        f"driver left no exit marker: the run is gone")
+                kind = FailureKind.CLUSTER_LOST
+                ended = AttemptEnd(**{**base, "message": text}, failure_kind=kind.value)
+                self._failed(row, ended, kind, text, now, report)
+                return
+            base["exit_code"] = code
+            if end is failures.DriverEnd.SUCCEEDED:  # the attempt keeps Ray's own status
+                summary = (f"the driver exited 0 (its exit marker); Ray lost the final "
+                           f"status: {info.message.strip()}")
+                self._finish(row, AttemptEnd(**base), TaskState.SUCCEEDED, summary, now,
+                             report)
+                return
         if status is RayStatus.SUCCEEDED:
             # A job that completed before the stop took effect did its work: say so.
             summary = "finished before the cancel took effect" if row.cancel_requested else None
@@ -749,7 +766,7 @@ class Scheduler:
         payload = {
             "submission_id": req.submission_id,
             "entrypoint": req.entrypoint,
-            "argv": shlex.split(req.entrypoint),
+            "argv": driver_argv(req.entrypoint),
             "runtime_env": thaw(req.runtime_env),
             "entrypoint_resources": dict(req.entrypoint_resources),
             "entrypoint_num_cpus": req.entrypoint_num_cpus,

@@ -297,6 +297,93 @@ def test_cluster_lost_requeues_and_resubmits(tmp_path: Path) -> None:
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
 
 
+def test_a_running_attempt_stays_running_through_a_head_outage(tmp_path: Path) -> None:
+    env = Env(tmp_path, retry_mode="timer")
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    env.cluster.unreachable = True  # the head restarts: no Ray answer
+    for second in range(2, 92, 5):  # 90 s without an answer from Ray
+        report = env.tick(T0 + second)
+        assert report.unreachable and env.state(t) is S.RUNNING
+    env.cluster.unreachable = False  # the head is back on its store: Ray knows the job
+    env.tick(T0 + 95)
+    assert env.state(t) is S.RUNNING
+    env.cluster.finish(sid(t), RayStatus.SUCCEEDED)
+    env.tick(T0 + 100)
+    assert env.state(t) is S.SUCCEEDED
+    assert [a.attempt_no for a in env.store.list_attempts(t)] == [1]
+
+
+SUPERVISOR_LOST = [
+    "Unexpected error occurred: failed to get job supervisor.",
+    "Job supervisor actor died: The actor died unexpectedly before finishing this task.",
+]
+
+
+@pytest.mark.parametrize("message", SUPERVISOR_LOST)
+def test_ray_lost_the_supervisor_but_the_driver_exited_0(tmp_path: Path, message: str) -> None:
+    env = Env(tmp_path, retry_mode="timer")
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("0\n")
+    env.cluster.finish(sid(t), RayStatus.FAILED, message=message)
+    env.tick(T0 + 2)
+    task = env.store.get_task(t)
+    assert task.state is S.SUCCEEDED and "exited 0" in task.error_summary
+    attempt = env.store.get_attempt(t, 1)
+    assert (attempt.ray_status, attempt.exit_code, attempt.failure_kind) == ("FAILED", 0, None)
+    assert env.cluster.submit_calls == [sid(t)]
+
+
+@pytest.mark.parametrize("message", SUPERVISOR_LOST)
+def test_ray_lost_the_supervisor_and_the_driver_left_no_marker(tmp_path: Path,
+                                                              message: str) -> None:
+    env = Env(tmp_path, retry_mode="timer")
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    env.cluster.finish(sid(t), RayStatus.FAILED, message=message)
+    env.tick(T0 + 2)
+    assert env.state(t) is S.PENDING_RESOURCES  # resumed from its checkpoint as attempt 2
+    attempt = env.store.get_attempt(t, 1)
+    assert attempt.failure_kind == "CLUSTER_LOST" and "no exit marker" in attempt.message
+    env.tick(T0 + 62)
+    assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
+
+
+def test_ray_lost_the_supervisor_and_the_driver_failed(tmp_path: Path) -> None:
+    env = Env(tmp_path, retry_mode="timer")
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("1\n")
+    env.cluster.finish(sid(t), RayStatus.FAILED, message=SUPERVISOR_LOST[0],
+                       log="Traceback (most recent call last):\nKeyError: 'x'\n")
+    env.tick(T0 + 2)
+    assert env.state(t) is S.FAILED
+    attempt = env.store.get_attempt(t, 1)
+    assert (attempt.failure_kind, attempt.exit_code) == ("RUNTIME_ERROR", 1)
+
+
+def test_a_plain_driver_failure_is_not_second_guessed(tmp_path: Path) -> None:
+    env = Env(tmp_path, retry_mode="timer")
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("0\n")
+    env.cluster.finish(sid(t), RayStatus.FAILED,
+                       message="Job entrypoint command failed with exit code 1")
+    env.tick(T0 + 2)
+    assert env.state(t) is S.FAILED
+
+
 def test_cancel_queued_and_pending_at_once(env: Env) -> None:
     a, b, c = env.add(), env.add(), env.add()
     env.tick(T0)  # a submitted, b and c pending
