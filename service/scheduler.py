@@ -248,6 +248,8 @@ class Scheduler:
         # the node ids the guard kept last tick: they have been draining, so the guard
         # keeps them again (for the same gang, or the one that holds the guard next)
         self._reservation: frozenset[str] = frozenset()
+        # since when Ray has not answered the reconcile (a head restart), None while it does
+        self._outage_since: float | None = None
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -263,6 +265,7 @@ class Scheduler:
         started = time.perf_counter()
         if self._resolve_submitting(now, report):
             self._reconcile(now, report)
+        self._note_outage(now, report.unreachable)
         snapshot: ClusterSnapshot | ClusterUnavailable
         try:
             snapshot = self.cluster.snapshot(
@@ -276,6 +279,20 @@ class Scheduler:
         self._admit(now, snapshot, report)
         report.duration_s = time.perf_counter() - started
         return report
+
+    def _note_outage(self, now: float, unreachable: str | None) -> None:
+        """An event on every attempt on the cluster when Ray stops answering and when it
+        answers again: the attempts stay as they are, their events show the outage."""
+        if (unreachable is None) == (self._outage_since is None):
+            return
+        ids = [row.task_id for row in self.store.active(ON_CLUSTER)]
+        if unreachable is not None:
+            self._outage_since = now
+            self.store.note_cluster(ids, now, "CLUSTER_UNREACHABLE", {"reason": unreachable})
+        else:
+            since, self._outage_since = self._outage_since, None
+            assert since is not None
+            self.store.note_cluster(ids, now, "CLUSTER_BACK", {"after_s": round(now - since, 1)})
 
     # -- step 0: leftover SUBMITTING rows ----------------------------------------------------
     def _resolve_submitting(self, now: float, report: TickReport) -> bool:

@@ -314,6 +314,11 @@ def test_a_running_attempt_stays_running_through_a_head_outage(tmp_path: Path) -
     env.tick(T0 + 100)
     assert env.state(t) is S.SUCCEEDED
     assert [a.attempt_no for a in env.store.list_attempts(t)] == [1]
+    outage = [(e.event_type, e.ts) for e in env.store.events(t)
+              if e.event_type.startswith("CLUSTER_")]
+    assert outage == [("CLUSTER_UNREACHABLE", T0 + 2), ("CLUSTER_BACK", T0 + 95)]
+    back = next(e for e in env.store.events(t) if e.event_type == "CLUSTER_BACK")
+    assert back.payload == {"after_s": 93.0}
 
 
 SUPERVISOR_LOST = [
