@@ -48,22 +48,27 @@ if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
                 "PID namespaces)", allow_module_level=True)
 
 
-def poll(predicate: Callable[[], object], timeout_s: float, what: str) -> float:
+def poll(predicate: Callable[[], object], timeout_s: float, what: str,
+         explain: Callable[[], str] = str) -> float:
     """Poll until true; returns the seconds it took; fails the test at the deadline."""
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         if predicate():
             return time.monotonic() - start
         time.sleep(0.25)
-    pytest.fail(f"not within {timeout_s:g}s: {what}")
+    pytest.fail(f"not within {timeout_s:g}s: {what}\n{explain()}")
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     state_dir = f"/tmp/arh-{secrets.token_hex(3)}"
+    path = os.environ["PATH"]
+    # the nodes inherit it: the entrypoint's `python3` is this venv's (Ray, like the image)
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
     try:
         yield up(state_dir, 1, "netns", ttl_s=8, timeout_s=120)
     finally:
+        os.environ["PATH"] = path
         if os.path.exists(os.path.join(state_dir, "local.json")):
             problems = down(state_dir)
             assert problems == [], problems
@@ -100,6 +105,18 @@ class Service:
 
     def state(self, task_id: str) -> TaskState:
         return self.store.get_task(task_id).state
+
+    def explain(self, task_id: str) -> Callable[[], str]:
+        """What the service knows of the task, for a failed wait."""
+        def text() -> str:
+            task = self.store.get_task(task_id)
+            lines = [f"task {task.state} pending={task.pending_reason!r} "
+                     f"summary={task.error_summary!r}"]
+            lines += [f"attempt {a.attempt_no} {a.ray_status} {a.failure_kind} {a.message!r}"
+                      for a in self.store.list_attempts(task_id)]
+            lines += [f"event {e.event_type} {e.payload}" for e in self.store.events(task_id)]
+            return "\n".join(lines)
+        return text
 
     def step_log(self, task_id: str, attempt: int) -> str:
         sid = f"{task_id}--a{attempt:02d}"
@@ -157,7 +174,8 @@ def running_at_step(svc: Service, task_id: str, step: int) -> Callable[[], bool]
 
 def test_a_run_survives_a_gcs_kill_and_succeeds_on_its_first_attempt(cluster, service):
     task_id = service.submit()
-    poll(running_at_step(service, task_id, 3), 120, "the stand-in run at step 3")
+    poll(running_at_step(service, task_id, 3), 120, "the stand-in run at step 3",
+         service.explain(task_id))
     before = head_record(cluster)
     assert before is not None and before.cluster_id
     raylet = node_pids(cluster, "w1", "raylet")
@@ -168,7 +186,8 @@ def test_a_run_survives_a_gcs_kill_and_succeeds_on_its_first_attempt(cluster, se
     assert after is not None and after.cluster_id == before.cluster_id  # the same cluster
     assert node_pids(cluster, "w1", "raylet") == raylet  # the worker kept its raylet
     assert service.state(task_id) in (TaskState.RUNNING, TaskState.SUCCEEDED)
-    poll(lambda: service.state(task_id) is TaskState.SUCCEEDED, 120, "the run to succeed")
+    poll(lambda: service.state(task_id) is TaskState.SUCCEEDED, 120, "the run to succeed",
+         service.explain(task_id))
     attempts = service.store.list_attempts(task_id)
     assert [a.attempt_no for a in attempts] == [1]
     log = service.step_log(task_id, 1)
@@ -179,7 +198,8 @@ def test_a_run_survives_a_gcs_kill_and_succeeds_on_its_first_attempt(cluster, se
 
 def test_a_wiped_store_is_a_new_cluster_and_the_run_resumes_as_attempt_2(cluster, service):
     task_id = service.submit()
-    poll(running_at_step(service, task_id, 3), 120, "the stand-in run at step 3")
+    poll(running_at_step(service, task_id, 3), 120, "the stand-in run at step 3",
+         service.explain(task_id))
     before = head_record(cluster)
     assert before is not None
     head = cluster.node("head")
@@ -190,8 +210,10 @@ def test_a_wiped_store_is_a_new_cluster_and_the_run_resumes_as_attempt_2(cluster
          60, "the head back with a new generation")
     after = head_record(cluster)
     assert after is not None and after.cluster_id != before.cluster_id  # a new cluster
-    poll(lambda: len(service.store.list_attempts(task_id)) == 2, 120, "attempt 2")
+    poll(lambda: len(service.store.list_attempts(task_id)) == 2, 120, "attempt 2",
+         service.explain(task_id))
     first = service.store.get_attempt(task_id, 1)
     assert first.failure_kind == "CLUSTER_LOST", first.message
-    poll(lambda: service.state(task_id) is TaskState.SUCCEEDED, 180, "attempt 2 to succeed")
+    poll(lambda: service.state(task_id) is TaskState.SUCCEEDED, 180, "attempt 2 to succeed",
+         service.explain(task_id))
     assert "resumed from checkpoint" in service.step_log(task_id, 2)
