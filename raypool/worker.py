@@ -54,6 +54,7 @@ class WorkerWatchdog(RayWatchdog):
         self._last_reason = ""
         self._silent_since: float | None = None
         self._answered_mono = 0.0
+        self._started_wall = 0.0
 
     def fresh_head(self) -> tuple[HeadRecord | None, str]:
         s = self.settings
@@ -73,7 +74,10 @@ class WorkerWatchdog(RayWatchdog):
             nodes = list_nodes(self._join_address, timeout_s=3.0)
         except HealthError:
             return GcsView.SILENT
-        if is_registered(nodes, self.settings.node_ip, self.settings.node_manager_port):
+        # The raylet starts after `ray start` does (same host, same clock); a second of
+        # slack for the GCS's millisecond stamps.
+        if is_registered(nodes, self.settings.node_ip, self.settings.node_manager_port,
+                         started_after=self._started_wall - 1.0):
             return GcsView.REGISTERED
         return GcsView.UNKNOWN
 
@@ -121,6 +125,7 @@ class WorkerWatchdog(RayWatchdog):
             self.stop_child("clean node before joining")
             self._join_address = join_address(s, head)
             self.joined = Joined(head.identity, head.gcs_address, bool(s.head_host))
+            self._started_wall = time.time()
             self.start_child(worker_argv(s, head))
             return False
         if decision.reason != self._last_reason:

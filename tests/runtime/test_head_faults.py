@@ -1,9 +1,10 @@
-"""Runtime tier: head faults cost no training. A real netns cluster (head + one worker, the
-real watchdogs on the embedded GCS store) and the real scheduler in this process (Ray
-found through head.json) run a stand-in verl run while the head's GCS is SIGKILLed by the
-project's fault script: the run goes on, ends SUCCEEDED on attempt 1, and its step log
-shows no restart. With the store wiped (a new cluster) the attempt is lost as before:
-CLUSTER_LOST, and attempt 2 resumes from the checkpoint.
+"""Runtime tier: head faults cost no training. A real local cluster (head + one worker,
+the real watchdogs on the embedded GCS store; netns, and the quick start's ports mode) and
+the real scheduler in this process (Ray found through head.json) run a stand-in verl run
+while the head's GCS is SIGKILLed by the project's fault script: the run goes on, ends
+SUCCEEDED on attempt 1, and its step log shows no restart. With the store wiped (a new
+cluster) the attempt is lost as before: CLUSTER_LOST, and attempt 2 resumes from the
+checkpoint.
 """
 
 from __future__ import annotations
@@ -59,20 +60,26 @@ def poll(predicate: Callable[[], object], timeout_s: float, what: str,
     pytest.fail(f"not within {timeout_s:g}s: {what}\n{explain()}")
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[LocalCluster]:
+def local_cluster(isolation: str) -> Iterator[LocalCluster]:
     state_dir = f"/tmp/arh-{secrets.token_hex(3)}"
     path = os.environ["PATH"]
     # the nodes inherit it: the entrypoint's `python3` is this venv's (Ray, like the image)
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
     try:
-        yield up(state_dir, 1, "netns", ttl_s=8, timeout_s=120)
+        yield up(state_dir, 1, isolation, ttl_s=8, timeout_s=120)
     finally:
         os.environ["PATH"] = path
         if os.path.exists(os.path.join(state_dir, "local.json")):
             problems = down(state_dir)
             assert problems == [], problems
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=["netns", "ports"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    """netns: nodes as separate hosts; ports: the quick start's cluster (one IP, a PID
+    namespace per node, so each driver registers with its own node's raylet)."""
+    yield from local_cluster(request.param)
 
 
 @dataclass
@@ -197,6 +204,8 @@ def test_a_run_survives_a_gcs_kill_and_succeeds_on_its_first_attempt(cluster, se
 
 
 def test_a_wiped_store_is_a_new_cluster_and_the_run_resumes_as_attempt_2(cluster, service):
+    if cluster.isolation != "netns":
+        pytest.skip("the wipe is the same on every isolation; once is enough")
     task_id = service.submit()
     poll(running_at_step(service, task_id, 3), 120, "the stand-in run at step 3",
          service.explain(task_id))

@@ -184,12 +184,14 @@ def test_ray_stop_force_heals_and_kills_orphaned_driver(cluster):
 
 
 def test_killed_head_gcs_comes_back_as_the_same_cluster_and_workers_keep_raylets(cluster):
+    poll(lambda: healed(cluster, 0.0, "w1", "w2")() and one_raylet_each(cluster), 45,
+         "a settled cluster (the last fault healed)")
     before = head_record(cluster)
     assert before is not None and before.cluster_id
     raylets = {name: node_pids(cluster, name, "raylet") for name in ("w1", "w2")}
     fault("fault_kill_head_ray.sh", "local", "head", state_dir=cluster.state_dir)
     poll(lambda: (r := head_record(cluster)) is not None and r.generation != before.generation,
-         30, "head.json shows a new generation")
+         60, "head.json shows a new generation")
     poll(lambda: workers_alive(cluster) == WORKERS, 45, "every worker alive on the new GCS")
     after = head_record(cluster)
     assert after is not None and after.cluster_id == before.cluster_id  # the embedded store

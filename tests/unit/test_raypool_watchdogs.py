@@ -141,3 +141,16 @@ def test_tag_sweep_kills_tagged_tree_only():
         for proc in (tagged, other):
             proc.kill()
             proc.wait()
+
+
+def test_registered_counts_only_a_node_started_by_this_ray_start():
+    from raypool.health import NodeView, is_registered
+
+    old = NodeView("old", "10.0.0.3", 40000, alive=True, is_head=False, resources={},
+                   start_time_s=100.0)  # SIGKILLed, not yet declared dead by the GCS
+    assert is_registered([old], "10.0.0.3", None)
+    assert not is_registered([old], "10.0.0.3", None, started_after=150.0)
+    new = NodeView("new", "10.0.0.3", 40001, alive=True, is_head=False, resources={},
+                   start_time_s=151.0)
+    assert is_registered([old, new], "10.0.0.3", None, started_after=150.0)
+    assert not is_registered([old, new], "10.0.0.3", 40000, started_after=150.0)

@@ -297,12 +297,18 @@ def test_cluster_lost_requeues_and_resubmits(tmp_path: Path) -> None:
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
 
 
-def test_a_running_attempt_stays_running_through_a_head_outage(tmp_path: Path) -> None:
+def running_attempt(tmp_path: Path) -> tuple[Env, str]:
+    """A task whose attempt 1 runs on the cluster at T0 + 1 (retries on a timer)."""
     env = Env(tmp_path, retry_mode="timer")
     t = env.add()
     env.tick(T0)
     env.cluster.start(sid(t), {"w1": 4})
     env.tick(T0 + 1)
+    return env, t
+
+
+def test_a_running_attempt_stays_running_through_a_head_outage(tmp_path: Path) -> None:
+    env, t = running_attempt(tmp_path)
     env.cluster.unreachable = True  # the head restarts: no Ray answer
     for second in range(2, 92, 5):  # 90 s without an answer from Ray
         report = env.tick(T0 + second)
@@ -329,11 +335,7 @@ SUPERVISOR_LOST = [
 
 @pytest.mark.parametrize("message", SUPERVISOR_LOST)
 def test_ray_lost_the_supervisor_but_the_driver_exited_0(tmp_path: Path, message: str) -> None:
-    env = Env(tmp_path, retry_mode="timer")
-    t = env.add()
-    env.tick(T0)
-    env.cluster.start(sid(t), {"w1": 4})
-    env.tick(T0 + 1)
+    env, t = running_attempt(tmp_path)
     (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("0\n")
     env.cluster.finish(sid(t), RayStatus.FAILED, message=message)
     env.tick(T0 + 2)
@@ -347,11 +349,7 @@ def test_ray_lost_the_supervisor_but_the_driver_exited_0(tmp_path: Path, message
 @pytest.mark.parametrize("message", SUPERVISOR_LOST)
 def test_ray_lost_the_supervisor_and_the_driver_left_no_marker(tmp_path: Path,
                                                               message: str) -> None:
-    env = Env(tmp_path, retry_mode="timer")
-    t = env.add()
-    env.tick(T0)
-    env.cluster.start(sid(t), {"w1": 4})
-    env.tick(T0 + 1)
+    env, t = running_attempt(tmp_path)
     env.cluster.finish(sid(t), RayStatus.FAILED, message=message)
     env.tick(T0 + 2)
     assert env.state(t) is S.PENDING_RESOURCES  # resumed from its checkpoint as attempt 2
@@ -362,11 +360,7 @@ def test_ray_lost_the_supervisor_and_the_driver_left_no_marker(tmp_path: Path,
 
 
 def test_ray_lost_the_supervisor_and_the_driver_failed(tmp_path: Path) -> None:
-    env = Env(tmp_path, retry_mode="timer")
-    t = env.add()
-    env.tick(T0)
-    env.cluster.start(sid(t), {"w1": 4})
-    env.tick(T0 + 1)
+    env, t = running_attempt(tmp_path)
     (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("1\n")
     env.cluster.finish(sid(t), RayStatus.FAILED, message=SUPERVISOR_LOST[0],
                        log="Traceback (most recent call last):\nKeyError: 'x'\n")
@@ -377,11 +371,7 @@ def test_ray_lost_the_supervisor_and_the_driver_failed(tmp_path: Path) -> None:
 
 
 def test_a_plain_driver_failure_is_not_second_guessed(tmp_path: Path) -> None:
-    env = Env(tmp_path, retry_mode="timer")
-    t = env.add()
-    env.tick(T0)
-    env.cluster.start(sid(t), {"w1": 4})
-    env.tick(T0 + 1)
+    env, t = running_attempt(tmp_path)
     (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("0\n")
     env.cluster.finish(sid(t), RayStatus.FAILED,
                        message="Job entrypoint command failed with exit code 1")
