@@ -36,6 +36,8 @@ from service.scheduler import Scheduler, SchedulerLoop
 from service.states import TaskState
 from service.store import Store
 
+from .waiting import poll
+
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,17 +49,6 @@ STEPS = 30  # one step a second
 if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
     pytest.skip("runtime tier needs root plus `ip` and `unshare` (nodes run in network + "
                 "PID namespaces)", allow_module_level=True)
-
-
-def poll(predicate: Callable[[], object], timeout_s: float, what: str,
-         explain: Callable[[], str] = str) -> float:
-    """Poll until true; returns the seconds it took; fails the test at the deadline."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout_s:
-        if predicate():
-            return time.monotonic() - start
-        time.sleep(0.25)
-    pytest.fail(f"not within {timeout_s:g}s: {what}\n{explain()}")
 
 
 def local_cluster(isolation: str) -> Iterator[LocalCluster]:

@@ -33,6 +33,8 @@ from raypool.local import (
 )
 from raypool.procs import RAY_TAG_ENV, tagged_processes
 
+from .waiting import poll
+
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(600)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,16 +45,6 @@ if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare") \
         or not shutil.which("nsenter"):
     pytest.skip("runtime tier needs root plus `ip`, `unshare` and `nsenter` "
                 "(nodes run in network + PID namespaces)", allow_module_level=True)
-
-
-def poll(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
-    """Poll until true; returns the seconds it took; fails the test at the deadline."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout_s:
-        if predicate():
-            return time.monotonic() - start
-        time.sleep(0.25)
-    pytest.fail(f"not within {timeout_s:g}s: {what}")
 
 
 @pytest.fixture(scope="module")
