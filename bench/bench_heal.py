@@ -122,8 +122,19 @@ def head_killed(c: LocalCluster) -> dict[str, float]:
     outage = wait(back, start)
     after = discovery.read_record(c.head_file, c.cluster_name).record
     assert after is not None and after.cluster_id == before.cluster_id, "a new cluster"
-    client = JobSubmissionClient(after.job_server_url)
-    wait(lambda: client.get_job_status(job).is_terminal(), time.monotonic(), RUN_S + 120)
+    clients: list[JobSubmissionClient] = []
+
+    def ended() -> bool:
+        """The job is terminal; the job server comes up after the GCS: retried."""
+        try:
+            if not clients:
+                clients.append(JobSubmissionClient(after.job_server_url))
+            return clients[0].get_job_status(job).is_terminal()
+        except (ConnectionError, RuntimeError):
+            return False
+
+    wait(ended, time.monotonic(), RUN_S + 120)
+    client = clients[0]
     seen = ticks(client.get_job_logs(job))
     numbers = [n for n, _ in seen]
     restarts = sum(b <= a for a, b in itertools.pairwise(numbers)) + (numbers[:1] != [1])
