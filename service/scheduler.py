@@ -117,6 +117,10 @@ BACKFILL_WINDOW = 500
 # A task may use kept nodes when its limit ends this long before they surely drain: the
 # stop of an attempt past its limit takes a tick to send and Ray a few seconds to do.
 LIMIT_SLACK_S = 30.0
+# A RUNNING job whose driver's node is gone from the cluster for this long is lost, whatever
+# Ray's job status says: after a head failover Ray may not monitor it again until another
+# job request (ray#65037), and it stays RUNNING with its supervisor dead.
+DRIVER_NODE_GONE_S = 60.0
 
 
 @dataclass
@@ -250,6 +254,10 @@ class Scheduler:
         self._reservation: frozenset[str] = frozenset()
         # since when Ray has not answered the reconcile (a head restart), None while it does
         self._outage_since: float | None = None
+        # per running submission id: its driver's node (from Ray), and since when that node
+        # has been missing from the cluster's alive nodes
+        self._driver_node: dict[str, str] = {}
+        self._driver_gone_since: dict[str, float] = {}
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -275,6 +283,7 @@ class Scheduler:
             report.unreachable = str(exc)
         else:
             self._watch_hung(now, snapshot, report)
+            self._watch_driver_nodes(now, snapshot, report)
         self.last_snapshot = snapshot
         self._admit(now, snapshot, report)
         report.duration_s = time.perf_counter() - started
@@ -341,6 +350,8 @@ class Scheduler:
         if status.is_terminal():
             self._ended(row, info, now, report)
             return
+        if info.driver_node_id:
+            self._driver_node[sid] = info.driver_node_id
         if not asked and row.deadline is not None and now >= row.deadline:
             self._stop(row, now, "time_limit")  # ends TIME_LIMIT once Ray says it ended
         to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
@@ -456,6 +467,33 @@ class Scheduler:
             summary = f"gave up after {n} attempts (max_attempts={self.sched.max_attempts}); " \
                       f"last failure {summary}"
         self._finish(row, end, TaskState.FAILED, summary, now, report)
+
+    # -- step 2: attempts whose driver's node is gone -------------------------------------------
+    def _watch_driver_nodes(self, now: float, snapshot: ClusterSnapshot,
+                            report: TickReport) -> None:
+        """A RUNNING attempt whose driver's node has been missing from the alive nodes for
+        DRIVER_NODE_GONE_S is stopped (a job request, which also wakes Ray's job monitor)
+        and ends CLUSTER_LOST: it resumes from its checkpoint."""
+        running = {row.ray_submission_id: row for row in self.store.active([TaskState.RUNNING])}
+        self._driver_node = {sid: n for sid, n in self._driver_node.items() if sid in running}
+        alive = {node.node_id for node in snapshot.nodes}
+        gone = {sid for sid, node in self._driver_node.items() if node not in alive}
+        self._driver_gone_since = {sid: self._driver_gone_since.get(sid, now) for sid in gone}
+        for sid, since in list(self._driver_gone_since.items()):
+            row = running[sid]
+            if now - since < DRIVER_NODE_GONE_S or row.cancel_requested:
+                continue
+            with contextlib.suppress(JobNotFound, ClusterUnavailable):
+                self.cluster.stop(sid)
+            message = (f"the driver's node {self._driver_node[sid][:12]} left the cluster "
+                       f"{now - since:.0f}s ago while Ray still said RUNNING")
+            end = AttemptEnd(row.ray_status, FailureKind.CLUSTER_LOST.value, message,
+                             row.start_time, now)
+            try:
+                self._failed(row, end, FailureKind.CLUSTER_LOST, message, now, report)
+            except StaleState as exc:
+                log.warning("driver node watch %s: %s", row.task_id, exc)
+            del self._driver_gone_since[sid], self._driver_node[sid]
 
     # -- step 2: hung attempts -----------------------------------------------------------------
     def _watch_hung(self, now: float, snapshot: ClusterSnapshot, report: TickReport) -> None:

@@ -15,7 +15,7 @@ from service.cluster_fake import FakeCluster
 from service.config import SchedulerSettings, Settings, UserSettings
 from service.jobspec import JobSpec
 from service.quotas import Limits
-from service.scheduler import Scheduler, SchedulerLoop, TickReport
+from service.scheduler import DRIVER_NODE_GONE_S, Scheduler, SchedulerLoop, TickReport
 from service.states import RayStatus, TaskState
 from service.store import Store
 from service.users import Role
@@ -377,6 +377,31 @@ def test_a_plain_driver_failure_is_not_second_guessed(tmp_path: Path) -> None:
                        message="Job entrypoint command failed with exit code 1")
     env.tick(T0 + 2)
     assert env.state(t) is S.FAILED
+
+
+def test_a_running_job_whose_driver_node_left_is_lost_after_the_grace(tmp_path: Path) -> None:
+    """Ray may keep a job RUNNING after a failover though its supervisor died with its
+    node (ray#65037): the driver's node, gone from the cluster, is the evidence."""
+    env, t = running_attempt(tmp_path)
+    env.cluster.remove_node("w1")
+    env.tick(T0 + 2)
+    env.tick(T0 + 2 + DRIVER_NODE_GONE_S - 1)
+    assert env.state(t) is S.RUNNING and env.cluster.stop_calls == []
+    env.tick(T0 + 2 + DRIVER_NODE_GONE_S)
+    assert env.state(t) is S.PENDING_RESOURCES
+    attempt = env.store.get_attempt(t, 1)
+    assert attempt.failure_kind == "CLUSTER_LOST" and "driver's node" in attempt.message
+    assert env.cluster.stop_calls == [sid(t)]
+
+
+def test_a_driver_node_back_within_the_grace_keeps_the_attempt(tmp_path: Path) -> None:
+    env, t = running_attempt(tmp_path)
+    node = env.cluster.nodes.pop("w1")  # missing from the alive nodes for a while
+    env.tick(T0 + 2)
+    env.cluster.nodes["w1"] = node
+    env.tick(T0 + 2 + DRIVER_NODE_GONE_S)
+    env.tick(T0 + 3 + DRIVER_NODE_GONE_S)
+    assert env.state(t) is S.RUNNING and env.cluster.stop_calls == []
 
 
 def test_cancel_queued_and_pending_at_once(env: Env) -> None:
