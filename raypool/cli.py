@@ -3,6 +3,8 @@
     argus-node run                      validate ARGUS_*, render, exec supervisord -n
     argus-node status [--json]          role, Ray state, head.json freshness, programs
     argus-node backdate-record SECONDS  age head.json (fault injection: stale record)
+    argus-node wipe-gcs-store --yes     remove the head's GCS store: the next head is a new
+                                        cluster (refused while a head holds the store)
     argus-node head-watchdog | head-publisher | worker-watchdog | fatal-listener
     argus-node local up|down|status|pids|exec|move-head   local multi-node launcher
 """
@@ -138,6 +140,22 @@ def cmd_backdate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_wipe(args: argparse.Namespace) -> int:
+    from raypool.gcsstore import StoreLocked, wipe
+
+    settings = _settings()
+    if not args.yes:
+        print(f"argus-node: this removes {settings.gcs_store_dir}: every job, actor and node "
+              "the cluster knows is forgotten; run again with --yes", file=sys.stderr)
+        return 2
+    try:
+        print(wipe(settings))
+    except (StoreLocked, OSError) as exc:
+        print(f"argus-node: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _program(name: str) -> int:
     from raypool.logsetup import setup_logging
 
@@ -163,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     backdate = sub.add_parser("backdate-record", help="age head.json by SECONDS")
     backdate.add_argument("seconds", type=float)
     backdate.add_argument("--file", help="head.json path (default: from ARGUS_* settings)")
+    wipe = sub.add_parser("wipe-gcs-store",
+                          help="remove the head's GCS store (stop the head first)")
+    wipe.add_argument("--yes", action="store_true", help="really remove it")
     for name in ("head-watchdog", "head-publisher", "worker-watchdog", "fatal-listener"):
         sub.add_parser(name, help=f"supervisord program: {name}")
     from raypool.local_cli import add_local_parser
@@ -178,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_status(args)
     if args.command == "backdate-record":
         return cmd_backdate(args)
+    if args.command == "wipe-gcs-store":
+        return cmd_wipe(args)
     if args.command == "fatal-listener":
         from raypool.fatal_listener import main as listener_main
         return listener_main()

@@ -20,10 +20,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 ROLES = ("head", "worker")
+GCS_STORES = ("rocksdb", "memory")
 DEFAULT_CLUSTER_NAME = "argus-ray"
 SOCKET_NAME = "supervisor.sock"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 NAME_FORM = "1-63 characters of [A-Za-z0-9_.-], starting alphanumeric"
+_HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,251}[A-Za-z0-9])?$")
+# The raylet's own limit on a GCS that does not answer (RAY_gcs_rpc_server_reconnect_timeout_s)
+# and the worker watchdog's budget for waiting on it: a head restart of the same cluster
+# (embedded store) must fit inside it, with room for a slow container restart.
+DEFAULT_GCS_RECONNECT_TIMEOUT_S = 300
 _RESOURCE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 # Flags the watchdogs set themselves; passing them again in ARGUS_RAY_EXTRA_ARGS would make
 # the node disagree with head.json or with its own health checks.
@@ -62,6 +68,9 @@ class NodeSettings:
     worker_num_gpus: int | None
     worker_num_cpus: int | None
     gcs_reconnect_timeout_s: int
+    gcs_store: str
+    gcs_store_dir: str
+    head_host: str
     start_timeout_s: float
     unhealthy_s: float
     stop_timeout_s: float
@@ -86,6 +95,12 @@ class NodeSettings:
     @property
     def generation_file(self) -> str:
         return os.path.join(self.run_dir, "head.generation.json")
+
+    @property
+    def gcs_store_lock(self) -> str:
+        """The lock file a head holds while it may open the store (next to it, not in it:
+        a wipe removes the store, never the lock another head may hold)."""
+        return self.gcs_store_dir.rstrip("/") + ".lock"
 
     @property
     def job_server_url(self) -> str:
@@ -127,10 +142,11 @@ class _Reader:
     def bad(self, name: str, value: str, expected: str) -> None:
         self.problems.append(f"{name}={value!r}: expected {expected}")
 
-    def choice(self, name: str, choices: tuple[str, ...]) -> str:
-        value = self.raw(name)
+    def choice(self, name: str, choices: tuple[str, ...], default: str = "") -> str:
+        value = self.raw(name, default)
         if value not in choices:
-            self.bad(name, value, "one of " + "|".join(choices) + " (required)")
+            self.bad(name, value, "one of " + "|".join(choices)
+                     + (f" (default {default})" if default else " (required)"))
         return value
 
     def name(self, name: str, default: str) -> str:
@@ -293,10 +309,13 @@ def load_node_settings(env: Mapping[str, str] | None = None,
     except ValueError as exc:
         r.bad("ARGUS_WORKER_RESOURCES_KV", kv, f"a comma list of name=number ({exc})")
 
-    gcs_timeout = r.raw("ARGUS_GCS_RECONNECT_TIMEOUT_S", "5")
+    gcs_timeout = r.raw("ARGUS_GCS_RECONNECT_TIMEOUT_S", str(DEFAULT_GCS_RECONNECT_TIMEOUT_S))
     if not gcs_timeout.isdigit() or int(gcs_timeout) < 1:
         r.bad("ARGUS_GCS_RECONNECT_TIMEOUT_S", gcs_timeout, "an integer number of seconds >= 1")
-        gcs_timeout = "5"
+        gcs_timeout = str(DEFAULT_GCS_RECONNECT_TIMEOUT_S)
+    head_host = r.raw("ARGUS_HEAD_HOST")
+    if head_host and not _HOST_RE.match(head_host):
+        r.bad("ARGUS_HEAD_HOST", head_host, "a DNS name or an IP address, or empty")
 
     settings = NodeSettings(
         role=role,
@@ -318,6 +337,10 @@ def load_node_settings(env: Mapping[str, str] | None = None,
         worker_num_gpus=r.count("ARGUS_WORKER_NUM_GPUS"),
         worker_num_cpus=r.count("ARGUS_WORKER_NUM_CPUS"),
         gcs_reconnect_timeout_s=int(gcs_timeout),
+        gcs_store=r.choice("ARGUS_GCS_STORE", GCS_STORES, default="rocksdb"),
+        gcs_store_dir=r.path("ARGUS_GCS_STORE_DIR", os.path.join(
+            shared_root, "ray", "gcs", cluster_name)),
+        head_host=head_host,
         start_timeout_s=r.seconds("ARGUS_START_TIMEOUT_S", 60),
         unhealthy_s=r.seconds("ARGUS_UNHEALTHY_S", 10),
         stop_timeout_s=r.seconds("ARGUS_STOP_TIMEOUT_S", 10),

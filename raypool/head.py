@@ -3,7 +3,9 @@ that writes head.json while that head is healthy.
 
 The two talk through one local file, ``<run dir>/head.generation.json``, which the
 watchdog rewrites with a new generation before every start; the publisher only ever
-publishes the generation in that file, so a restarted head shows a new generation.
+publishes the generation in that file, so a restarted head shows a new generation. Next to
+it the publisher puts the cluster id it reads from the GCS: on the embedded store
+(:mod:`raypool.gcsstore`) a restart keeps it, and workers keep their runs.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from dataclasses import dataclass
 from raypool import discovery
 from raypool.atomicfile import write_atomic
 from raypool.config import NodeSettings
+from raypool.gcsstore import StoreLock, StoreLocked
 from raypool.headrecord import HeadRecord, new_generation
-from raypool.health import gcs_alive
+from raypool.health import HealthError, cluster_id, gcs_alive
 from raypool.loop import SignalLoop
 from raypool.policy import Action, Limits, decide_head
 from raypool.watchdog import RayWatchdog, ray_executable
@@ -55,6 +58,22 @@ def read_generation(path: str) -> str | None:
 
 
 class HeadWatchdog(RayWatchdog):
+    def __init__(self, settings: NodeSettings, logger: logging.Logger):
+        super().__init__(settings, logger)
+        self.store_lock = StoreLock(settings.gcs_store_lock)
+        self._last_wait = ""
+
+    def store_problem(self) -> str | None:
+        """Why the GCS store cannot be opened now; None when it can (the lock is held
+        from the first start until the watchdog exits)."""
+        if self.settings.gcs_store != "rocksdb":
+            return None
+        try:
+            self.store_lock.acquire()
+        except (StoreLocked, OSError) as exc:
+            return str(exc)
+        return None
+
     def tick(self) -> bool:
         s = self.settings
         child = self.child_state()
@@ -63,10 +82,15 @@ class HeadWatchdog(RayWatchdog):
             healthy = gcs_alive(local_gcs_address(s), timeout_s=3.0)
             self.mark_ok(healthy)
             child = self.child_state()
-        decision = decide_head(child, healthy, Limits(s.start_timeout_s, s.unhealthy_s))
+        problem = None if child.running else self.store_problem()
+        decision = decide_head(child, healthy, Limits(s.start_timeout_s, s.unhealthy_s),
+                               problem)
         if decision.action is Action.STOP:
             self.stop_child(decision.reason)
             return True
+        if decision.action is Action.WAIT and decision.reason != self._last_wait:
+            self.log.warning(decision.reason)
+        self._last_wait = decision.reason if decision.action is Action.WAIT else ""
         if decision.action is Action.START:
             generation = new_generation()
             write_generation(s.generation_file, generation, time.time())
@@ -77,7 +101,11 @@ class HeadWatchdog(RayWatchdog):
 
 def run_head_watchdog(settings: NodeSettings, logger: logging.Logger) -> int:
     os.makedirs(settings.run_dir, exist_ok=True)
-    return HeadWatchdog(settings, logger).run()
+    watchdog = HeadWatchdog(settings, logger)
+    try:
+        return watchdog.run()
+    finally:
+        watchdog.store_lock.release()
 
 
 @dataclass(frozen=True)
@@ -85,6 +113,7 @@ class PublishState:
     generation: str | None = None
     seq: int = 0
     written_mono: float = float("-inf")
+    cluster_id: str = ""
 
 
 def should_publish(healthy: bool, generation: str | None, state: PublishState,
@@ -99,10 +128,13 @@ class HeadPublisher:
     tick_s = 1.0
 
     def __init__(self, settings: NodeSettings, logger: logging.Logger,
-                 healthy: Callable[[], bool] | None = None):
+                 healthy: Callable[[], bool] | None = None,
+                 read_cluster_id: Callable[[], str] | None = None):
         self.settings = settings
         self.log = logger
         self._healthy = healthy or (lambda: gcs_alive(local_gcs_address(settings), 3.0))
+        self._cluster_id = read_cluster_id or (
+            lambda: cluster_id(local_gcs_address(settings), 3.0))
         self.state = self._resume()
         self._was_healthy = True
 
@@ -112,16 +144,27 @@ class HeadPublisher:
         existing = discovery.read_record(s.head_ip_file, s.cluster_name).record
         generation = read_generation(s.generation_file)
         if existing and existing.generation == generation and existing.head_ip == s.node_ip:
-            return PublishState(generation, existing.seq)
+            return PublishState(generation, existing.seq, cluster_id=existing.cluster_id)
         return PublishState()
 
-    def record(self, generation: str, seq: int, now: float) -> HeadRecord:
+    def record(self, generation: str, seq: int, now: float, cluster: str) -> HeadRecord:
         s = self.settings
         return HeadRecord(
             cluster_name=s.cluster_name, head_ip=s.node_ip, gcs_port=s.ray_port,
             dashboard_port=s.dashboard_port, job_server_url=s.job_server_url,
             generation=generation, seq=seq, written_at=now, ttl_s=s.ttl_s,
-            hostname=socket.gethostname(), pid=os.getpid())
+            hostname=socket.gethostname(), pid=os.getpid(), cluster_id=cluster)
+
+    def _identity(self, generation: str) -> str | None:
+        """The cluster id for this generation: read once from the GCS (a generation is one
+        GCS process); None while the GCS does not tell it (nothing is published then)."""
+        if generation == self.state.generation and self.state.cluster_id:
+            return self.state.cluster_id
+        try:
+            return self._cluster_id()
+        except HealthError as exc:
+            self.log.info("cluster id not readable yet: %s", exc)
+            return None
 
     def tick(self, now: float, mono: float) -> None:
         generation = read_generation(self.settings.generation_file)
@@ -133,12 +176,16 @@ class HeadPublisher:
         if not should_publish(healthy, generation, self.state, mono, self.settings.refresh_s):
             return
         assert generation is not None
+        cluster = self._identity(generation)
+        if cluster is None:
+            return
         seq = self.state.seq + 1 if generation == self.state.generation else 1
-        discovery.write_record(self.settings.head_ip_file, self.record(generation, seq, now))
+        discovery.write_record(self.settings.head_ip_file,
+                               self.record(generation, seq, now, cluster))
         if generation != self.state.generation:
-            self.log.info("published generation %s at %s", generation,
+            self.log.info("published generation %s of cluster %s at %s", generation, cluster,
                           local_gcs_address(self.settings))
-        self.state = PublishState(generation, seq, mono)
+        self.state = PublishState(generation, seq, mono, cluster)
 
     def run(self) -> int:
         """Tick every ``tick_s`` until SIGTERM."""

@@ -2,7 +2,11 @@
 Pure: parsing and judging only; :mod:`raypool.discovery` reads and writes the file.
 
 A record names the head (address, job server URL) and a ``generation`` that changes on
-every head start, with a ``seq`` the publisher bumps on every rewrite.
+every head start, with a ``seq`` the publisher bumps on every rewrite. ``cluster_id`` is
+the Ray cluster's own id, read from the GCS: with the embedded GCS store it survives a head
+restart (same cluster, new generation), so workers keep their raylets; a head on a fresh
+store has a new one (a new cluster: workers rejoin). Records written before the field
+existed have none; their identity is the generation.
 
 Freshness rule (robust to clock skew between head, reader and an NFS server):
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 
 FORMAT_VERSION = 1
 
@@ -41,6 +45,7 @@ class HeadRecord:
     ttl_s: float
     hostname: str
     pid: int
+    cluster_id: str = ""
     version: int = FORMAT_VERSION
 
     @property
@@ -49,9 +54,9 @@ class HeadRecord:
         return f"{host}:{self.gcs_port}"
 
     @property
-    def target(self) -> tuple[str, str, int]:
-        """What a worker is joined to: a change in any part means start over."""
-        return (self.generation, self.head_ip, self.gcs_port)
+    def identity(self) -> str:
+        """The Ray cluster this record names: a worker joined to another one starts over."""
+        return self.cluster_id or self.generation
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, indent=1) + "\n"
@@ -70,7 +75,8 @@ def parse_record(text: str, cluster_name: str) -> HeadRecord:
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     names = {f.name: f.type for f in fields(HeadRecord)}
-    missing = sorted(n for n in names if n not in data and n != "version")
+    optional = {f.name for f in fields(HeadRecord) if f.default is not MISSING}
+    missing = sorted(n for n in names if n not in data and n not in optional)
     if missing:
         raise ValueError("missing fields: " + ", ".join(missing))
     kinds = {"str": (str,), "int": (int,), "float": (int, float)}

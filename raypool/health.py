@@ -86,6 +86,22 @@ def gcs_alive(address: str, timeout_s: float = 3.0) -> bool:
     return True
 
 
+def cluster_id(address: str, timeout_s: float = 3.0) -> str:
+    """The Ray cluster id the GCS at ``address`` serves (hex); HealthError when silent.
+
+    With the embedded store it is persisted: a restarted GCS serves the same id."""
+    host, port = _split(address)
+    if not tcp_open(host, port, min(1.0, timeout_s)):
+        raise HealthError(f"GCS port {address} is not open")
+
+    def call() -> str:
+        from ray._raylet import GcsClient
+
+        return GcsClient(address=address).cluster_id.hex()
+
+    return _with_deadline(call, timeout_s)
+
+
 def list_nodes(address: str, timeout_s: float = 3.0) -> list[NodeView]:
     """Every node the GCS knows (alive or dead); HealthError when it does not answer."""
     host, port = _split(address)
@@ -112,11 +128,17 @@ def list_nodes(address: str, timeout_s: float = 3.0) -> list[NodeView]:
     return _with_deadline(call, timeout_s)
 
 
-def is_registered(nodes: list[NodeView], ip: str, node_manager_port: int | None) -> bool:
-    """Is a node with this IP (and node-manager port, when fixed) alive and not the head?"""
+def is_registered(nodes: list[NodeView], ip: str, node_manager_port: int | None,
+                  started_after: float | None = None) -> bool:
+    """Is a node with this IP (and node-manager port, when fixed) alive and not the head?
+
+    ``started_after`` (epoch s) counts only a node started since then: a raylet of this
+    host that was SIGKILLed stays "alive" in the GCS until its health checks fail, and must
+    not pass for the one a new ``ray start`` is still bringing up."""
     return any(
         n.alive and not n.is_head and n.ip == ip
         and (node_manager_port is None or n.node_manager_port == node_manager_port)
+        and (started_after is None or n.start_time_s >= started_after)
         for n in nodes
     )
 

@@ -7,7 +7,12 @@ Isolation modes:
   (:mod:`raypool.local_ports`), one shared Ray temp dir (separate temp dirs break
   ``get_job_logs``), started one after another (Ray nodes on one host must not start at
   once). Works next to other Ray clusters on the host. ``ray stop`` cannot be aimed at
-  one node in this mode.
+  one node in this mode. Each node runs in a PID namespace of its own where the host
+  allows it (root, or unprivileged user namespaces): a job driver finds its raylet by
+  scanning the processes it can see and, when it sees several, prefers the head's — with
+  every node visible a driver on a worker would register with the head's raylet and its
+  actors would die with the head. Distinct IPs do not help: the driver does not filter
+  by its own address.
 * ``netns`` (root): one network namespace per node, a veth into a private bridge
   (:mod:`raypool.local_netns`), each node run under ``unshare --pid --fork --mount-proc``
   so supervisord is PID 1 of its node (orphans are re-parented to it, as in a container)
@@ -36,6 +41,7 @@ import psutil
 from raypool import discovery
 from raypool.config import DEFAULT_CLUSTER_NAME, NAME_FORM, detect_node_ip, is_valid_name
 from raypool.deadline import Deadline, Sleep, poll
+from raypool.gcsstore import wipe
 from raypool.headrecord import HeadRecord
 from raypool.health import HealthError, alive_workers, list_nodes
 from raypool.local_netns import remove_bridge, remove_netns, setup_bridge, setup_netns
@@ -115,6 +121,42 @@ def _supervisord_of(pid: int, deadline: Deadline, sleep: Sleep) -> int | None:
         sleep(deadline.left(cap=0.1))
 
 
+UNSHARE_PID = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child")
+UNSHARE_USER = ("--user", "--map-root-user")
+
+
+def pid_namespace_mode(is_root: bool, probe: Callable[[list[str]], bool]) -> str:
+    """How ports-mode nodes get their own PID namespace: ``root`` (plain unshare),
+    ``user`` (through a user namespace, when the host allows it unprivileged), or ``""``
+    (not possible: drivers may then register with the head's raylet)."""
+    if not shutil.which("unshare"):
+        return ""
+    if is_root:
+        return "root"
+    user = [UNSHARE_PID[0], *UNSHARE_USER, *UNSHARE_PID[1:], "true"]
+    return "user" if probe(user) else ""
+
+
+def _probe(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def launch_argv(cluster: LocalCluster, node: LocalNode, argv: list[str]) -> list[str]:
+    """``argv`` wrapped for the node's isolation: its network namespace and PID namespace
+    (netns), or its PID namespace alone (ports, when the host allows it)."""
+    if node.netns:
+        return ["ip", "netns", "exec", node.netns, *UNSHARE_PID, *argv]
+    mode = cluster.options.get("pid_ns", "")
+    if mode == "root":
+        return [*UNSHARE_PID, *argv]
+    if mode == "user":
+        return [UNSHARE_PID[0], *UNSHARE_USER, *UNSHARE_PID[1:], *argv]
+    return argv
+
+
 def start_node(cluster: LocalCluster, node: LocalNode, deadline: Deadline | None = None,
                sleep: Sleep = time.sleep) -> None:
     """Start ``argus-node run`` for ``node`` (in its namespaces for netns mode); fail unless
@@ -122,10 +164,7 @@ def start_node(cluster: LocalCluster, node: LocalNode, deadline: Deadline | None
     deadline = deadline or Deadline.after(SUPERVISORD_START_S)
     settings = node.settings
     os.makedirs(settings.run_dir, exist_ok=True)
-    argv = [sys.executable, "-m", "raypool.cli", "run"]
-    if node.netns:
-        argv = ["ip", "netns", "exec", node.netns, "unshare", "--pid", "--fork",
-                "--mount-proc", "--kill-child", *argv]
+    argv = launch_argv(cluster, node, [sys.executable, "-m", "raypool.cli", "run"])
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ARGUS_", "RAY_"))}
     env.update(node.env)
@@ -235,7 +274,9 @@ def up(state_dir: str, workers: int, isolation: str, *,
                                "head.json"),
         options={"ttl_s": f"{ttl_s:g}", "refresh_s": f"{refresh_s:g}", "poll_s": f"{poll_s:g}",
                  "unhealthy_s": f"{unhealthy_s:g}", "gpus": str(gpus), "cpus": str(cpus),
-                 "host_ip": detect_node_ip()})
+                 "host_ip": detect_node_ip(),
+                 "pid_ns": "" if isolation == "netns" else pid_namespace_mode(
+                     os.geteuid() == 0, _probe)})
     cluster.save()
     try:
         if isolation == "netns":
@@ -248,6 +289,9 @@ def up(state_dir: str, workers: int, isolation: str, *,
         for node in cluster.nodes:
             if node.netns:
                 setup_netns(cluster, node)
+        # `up` makes a new cluster: a GCS store left by an earlier one in this state dir
+        # would bring back its dead nodes and jobs.
+        wipe(cluster.nodes[0].settings)
         start_node(cluster, cluster.nodes[0])
         record = wait_for_head(cluster, Deadline.after(timeout_s))
         cluster.gcs_address, cluster.job_server_url = record.gcs_address, record.job_server_url
@@ -327,6 +371,7 @@ def status(state_dir: str) -> dict[str, object]:
     record = discovery.read_record(cluster.head_file, cluster.cluster_name).record
     gcs = record.gcs_address if record else cluster.gcs_address
     return {"isolation": cluster.isolation, "cluster_name": cluster.cluster_name,
+            "pid_namespaces": cluster.isolation == "netns" or bool(cluster.options.get("pid_ns")),
             "job_server_url": cluster.job_server_url, "head_file": cluster.head_file,
             "gcs_address": gcs, "alive_workers": count_workers(gcs), "nodes": nodes}
 

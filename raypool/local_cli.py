@@ -72,6 +72,10 @@ def _cmd_up(args: argparse.Namespace) -> int:
         raise LocalError("--workers and --gpus must be >= 0, --cpus >= 1")
     cluster = up(args.state_dir, args.workers, args.isolation, cluster_name=args.cluster_name,
                  ttl_s=args.ttl, gpus=args.gpus, cpus=args.cpus, timeout_s=args.timeout)
+    if cluster.isolation == "ports" and not cluster.options.get("pid_ns"):
+        print("argus-node local up: no PID namespace per node here (not root, and no "
+              "unprivileged user namespaces): a job driver may register with the head's "
+              "raylet, and a head fault then kills its run", file=sys.stderr)
     print(cluster.job_server_url)
     return 0
 

@@ -6,6 +6,12 @@ are never trusted alone (``ray start --block`` exits 1 on a clean SIGTERM too, a
 ``ray stop`` leaves it blocking with nothing under it): an exit always means "clean up and
 start over", and a child that is still running must also be healthy (head) or registered
 (worker).
+
+A worker tells apart a GCS that does not answer (a head restart: wait, the raylet and the
+runs on it carry on and resubscribe when the GCS is back, up to ``Limits.gcs_wait_s``) from
+a GCS that answers and says this node is dead or unknown (rejoin after the grace). It
+rejoins at once only for another cluster (head.json's identity changed: a wiped store, an
+in-memory GCS restarted) or, when it joined by IP, a head at another address.
 """
 
 from __future__ import annotations
@@ -20,7 +26,24 @@ class Action(StrEnum):
     START = "start"  # no Ray running: start it (head: with a new generation)
     KEEP = "keep"    # Ray running (or coming up): leave it alone
     STOP = "stop"    # stop Ray, sweep the node's leftovers; the next tick decides again
-    WAIT = "wait"    # no Ray running and nothing to join yet
+    WAIT = "wait"    # no Ray running and nothing to join (or no store to open) yet
+
+
+class GcsView(StrEnum):
+    """What the head's GCS says about this worker."""
+
+    REGISTERED = "registered"  # it answers and lists this node alive
+    UNKNOWN = "unknown"        # it answers: this node is dead or not listed
+    SILENT = "silent"          # it does not answer (down, restarting, unreachable)
+
+
+@dataclass(frozen=True)
+class Joined:
+    """What a worker's ``ray start`` was started for."""
+
+    identity: str   # the cluster (head.json's identity)
+    address: str    # the GCS address from head.json at the time
+    by_name: bool   # ray start was given a stable name: Ray follows a moved head itself
 
 
 @dataclass(frozen=True)
@@ -33,6 +56,7 @@ class Decision:
 class Limits:
     start_timeout_s: float  # a fresh Ray must be healthy/registered within this
     unhealthy_s: float      # a Ray that was healthy may be unhealthy this long
+    gcs_wait_s: float = 0.0  # worker: a GCS may stay silent this long (the reconnect budget)
 
 
 @dataclass(frozen=True)
@@ -44,6 +68,7 @@ class ChildState:
     since_start_s: float = 0.0
     ever_ok: bool = False         # has it ever been healthy (head) / registered (worker)
     not_ok_for_s: float = 0.0     # time since last healthy/registered (or since start)
+    silent_for_s: float = 0.0     # worker: how long the GCS has not answered, this outage
 
 
 def _judge_running(child: ChildState, ok: bool, limits: Limits, what: str) -> Decision:
@@ -60,25 +85,48 @@ def _judge_running(child: ChildState, ok: bool, limits: Limits, what: str) -> De
     return Decision(Action.KEEP, f"not {what} for {child.not_ok_for_s:.0f}s, within grace")
 
 
-def decide_head(child: ChildState, healthy: bool, limits: Limits) -> Decision:
+def decide_head(child: ChildState, healthy: bool, limits: Limits,
+                store_problem: str | None = None) -> Decision:
+    """``store_problem`` says why the GCS store cannot be opened now (another head holds
+    it); a running head is judged by its health alone."""
     if child.exit_code is not None:
         return Decision(Action.STOP, f"ray start exited with code {child.exit_code}")
     if not child.running:
+        if store_problem is not None:
+            return Decision(Action.WAIT, f"not starting: {store_problem}")
         return Decision(Action.START, "no head running")
     return _judge_running(child, healthy, limits, "healthy")
 
 
+def _judge_joined(child: ChildState, head: HeadRecord | None, joined: Joined | None,
+                  view: GcsView, limits: Limits) -> Decision:
+    if head is not None and joined is not None:
+        if head.identity != joined.identity:
+            return Decision(Action.STOP, f"head.json names another cluster "
+                                         f"{head.identity[:12]} (generation "
+                                         f"{head.generation[:8]}) at {head.gcs_address}")
+        if not joined.by_name and head.gcs_address != joined.address:
+            return Decision(Action.STOP, f"head.json names a new head {head.gcs_address} "
+                                         f"of the same cluster")
+    if view is GcsView.REGISTERED:
+        return Decision(Action.KEEP, "registered")
+    if view is GcsView.SILENT and child.ever_ok:
+        if child.silent_for_s > limits.gcs_wait_s:
+            return Decision(Action.STOP, f"GCS silent for {child.silent_for_s:.0f}s "
+                                         f"(reconnect budget {limits.gcs_wait_s:g}s)")
+        return Decision(Action.KEEP, f"GCS silent for {child.silent_for_s:.0f}s: waiting "
+                                     f"(reconnect budget {limits.gcs_wait_s:g}s)")
+    return _judge_running(child, False, limits, "registered")
+
+
 def decide_worker(child: ChildState, head: HeadRecord | None, head_reason: str,
-                  head_healthy: bool, joined: tuple[str, str, int] | None,
-                  registered: bool, limits: Limits) -> Decision:
-    """``head`` is a *fresh* record or None; ``joined`` the target the child was started for."""
+                  head_healthy: bool, joined: Joined | None, view: GcsView,
+                  limits: Limits) -> Decision:
+    """``head`` is a *fresh* record or None; ``joined`` what the child was started for."""
     if child.exit_code is not None:
         return Decision(Action.STOP, f"ray start exited with code {child.exit_code}")
     if child.running:
-        if head is not None and head.target != joined:
-            return Decision(Action.STOP, f"head.json names a new head {head.gcs_address} "
-                                         f"generation {head.generation[:8]}")
-        return _judge_running(child, registered, limits, "registered")
+        return _judge_joined(child, head, joined, view, limits)
     if head is None:
         return Decision(Action.WAIT, f"no fresh head record: {head_reason}")
     if not head_healthy:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from raypool.config import NodeSettings
+from raypool.gcsstore import ray_store_env
 from raypool.loop import SignalLoop
 from raypool.policy import ChildState
 from raypool.procs import RAY_TAG_ENV, TaggedChild, kill_tagged
@@ -36,9 +37,12 @@ def ray_executable() -> str:
 def ray_env(settings: NodeSettings, base: Mapping[str, str]) -> dict[str, str]:
     env = dict(base)
     env[RAY_TAG_ENV] = settings.node_tag
+    # Raylets, drivers and workers inherit it: how long they wait for a GCS that does not
+    # answer (a head restart) before they exit.
     env["RAY_gcs_rpc_server_reconnect_timeout_s"] = str(settings.gcs_reconnect_timeout_s)
     env.pop("RAY_ADDRESS", None)  # `ray start` must not pick up someone else's cluster
     if settings.role == "head":
+        env.update(ray_store_env(settings))
         # The GCS notices a SIGKILLed raylet only by health checks (default ~30 s); until
         # then it schedules onto the dead node. Check every second, give up after 5 misses.
         for key, value in HEAD_HEALTH_CHECK_ENV.items():

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# SIGKILL the head's GCS; the head watchdog restarts Ray with a new generation and every
-# worker rejoins.
+# SIGKILL the head's GCS; the head watchdog restarts Ray with a new generation on the same
+# GCS store: the same cluster (head.json's cluster_id) comes back, workers keep their
+# raylets and the runs on them (with ARGUS_GCS_STORE=memory: a new cluster, workers rejoin).
 . "$(dirname "$0")/fault_lib.sh"
 parse_target "$@"
 if [ "$KIND" = local ]; then

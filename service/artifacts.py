@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.layout import attempt_dir, legacy_attempt_dir
+from service.layout import EXIT_MARKER, attempt_dir, legacy_attempt_dir
 
 JOBSPEC_FILE = "jobspec.yaml"
 SUBMIT_FILE = "submit.json"
@@ -81,6 +81,18 @@ class Artifacts:
     def read_log(self, sid: str, user: str | None) -> str | None:
         """The archived driver log, or None when there is none."""
         return self._read(sid, user, LOG_FILE)
+
+    def read_exit_code(self, sid: str, user: str | None) -> int | None:
+        """The driver's exit code from the entrypoint's marker; None when there is none
+        (the driver has not ended, was killed, or its node died) or it is not a number."""
+        try:
+            text = self._read(sid, user, EXIT_MARKER)
+        except OSError:
+            return None
+        try:
+            return None if text is None else int(text.strip())
+        except ValueError:
+            return None
 
     def read_submission(self, sid: str, user: str | None) -> dict[str, Any] | None:
         """The recorded ``submit.json`` payload, or None when there is none."""

@@ -92,6 +92,7 @@ class JobInfo:
     start_time: float | None = None  # epoch seconds
     end_time: float | None = None  # epoch seconds
     exit_code: int | None = None
+    driver_node_id: str | None = None  # hex node id the driver runs on, once Ray says
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,7 @@ class FakeJob:
     holds: dict[str, dict[str, float]] = field(default_factory=dict)
     gang_gpus: float = 0.0
     pending_pg_since: float | None = None
+    driver_node: str | None = None  # where the driver slot was taken
 
 
 class FakeCluster:
@@ -182,6 +183,7 @@ class FakeCluster:
             if all(free.get(k, 0.0) >= v for k, v in driver.items()):
                 node.take(driver)
                 job.holds[node.node_id] = dict(driver)
+                job.driver_node = node.node_id
                 break
         self.jobs[req.submission_id] = job
 
@@ -197,6 +199,7 @@ class FakeCluster:
             start_time=job.start_time,
             end_time=job.end_time,
             exit_code=job.exit_code,
+            driver_node_id=job.driver_node if job.status is RayStatus.RUNNING else None,
         )
 
     def stop(self, submission_id: str) -> None:

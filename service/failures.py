@@ -1,7 +1,8 @@
 """Classify a failed attempt from Ray's status, Ray's message and the driver log tail (pure).
 
 ``CLUSTER_LOST`` never comes from text: the scheduler decides it when Ray no longer knows
-the submission id. Order matters: verl's fail-fast resource check is looked for first
+the submission id, or when Ray lost the job's supervisor (below) and the driver left no
+word of its end. Order matters: verl's fail-fast resource check is looked for first
 (it is retryable and often sits inside a generic ``RayTaskError`` traceback), then the
 signs of a user mistake, then any exception at all.
 """
@@ -9,6 +10,7 @@ signs of a user mistake, then any exception at all.
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 
 from service.states import FailureKind, RayStatus
 
@@ -54,6 +56,33 @@ _RUNTIME_ERROR_RES = (
     re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b(?:\([^)]*\))?:"),
     re.compile(r"CUDA out of memory"),
 )
+
+# What Ray's job manager writes when it lost the job's supervisor rather than saw the driver
+# end: a supervisor that could not reach the GCS during a head failover (ray#65025, #65608),
+# one whose node died, one the manager could not find after a restart. The driver itself
+# may have ended well, failed, or be gone: its exit marker (``service.layout.EXIT_MARKER``)
+# decides, not this status.
+SUPERVISOR_LOST_RE = re.compile(
+    r"^(?:Unexpected error occurred|Job supervisor actor died)\b")
+
+
+class DriverEnd(StrEnum):
+    SUCCEEDED = "succeeded"  # the marker says 0: Ray lost the final status, not the run
+    FAILED = "failed"        # the marker says non-zero: classify as any failure
+    GONE = "gone"            # no marker: the run ended without a word (CLUSTER_LOST)
+
+
+def supervisor_lost(ray_status: RayStatus, message: str | None) -> bool:
+    """Did Ray fail the job because it lost its supervisor (not because the driver failed)?"""
+    return ray_status is RayStatus.FAILED and bool(SUPERVISOR_LOST_RE.match(message or ""))
+
+
+def driver_end(exit_code: int | None) -> DriverEnd:
+    """How the driver ended by its own marker, for a job whose supervisor Ray lost."""
+    if exit_code is None:
+        return DriverEnd.GONE
+    return DriverEnd.SUCCEEDED if exit_code == 0 else DriverEnd.FAILED
+
 
 # Only the end of a driver log is examined: the error is there, and it bounds the work.
 LOG_TAIL_CHARS = 64_000

@@ -3,7 +3,8 @@
 Every user has a tree of their own, ``<shared_root>/users/<user>/``:
 
 * ``attempt_dir``: ``users/<user>/jobs/<ray_submission_id>/``, per attempt: the JobSpec
-  as received, what was sent to Ray, the archived driver log, and verl's Hydra run dir;
+  as received, what was sent to Ray, the archived driver log, verl's Hydra run dir, and
+  the exit marker the entrypoint writes when the driver ends (``EXIT_MARKER``);
 * ``checkpoint_dir``: ``users/<user>/checkpoints/<task_id>``, per task, not per attempt,
   so a retried attempt resumes with ``resume_mode=auto``.
 
@@ -22,6 +23,9 @@ from service.ids import parse_submission_id, task_id_user
 from service.users import is_user_name
 
 USERS_DIR = "users"
+# Written by the entrypoint's shell when the driver exits: its exit code. The driver's own
+# evidence when Ray lost the final status in a head failover (``service.failures``).
+EXIT_MARKER = "exit_code"
 
 
 def users_root(shared_root: str) -> str:

@@ -76,6 +76,7 @@ def job_info_from_details(submission_id: str, details: Any) -> JobInfo:
         start_time=ms_to_s(details.start_time),
         end_time=ms_to_s(details.end_time),
         exit_code=getattr(details, "driver_exit_code", None),
+        driver_node_id=getattr(details, "driver_node_id", None) or None,
     )
 
 

@@ -69,7 +69,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -108,13 +107,17 @@ from service.store import (
     Store,
     truncate_message,
 )
-from service.submission import build_submit_request
+from service.submission import build_submit_request, driver_argv
 from service.timefmt import iso
 from service.workloads import driver
 
 log = logging.getLogger(__name__)
 
 BACKFILL_WINDOW = 500
+# A RUNNING job whose driver's node is gone from the cluster for this long is lost, whatever
+# Ray's job status says: after a head failover Ray may not monitor it again until another
+# job request (ray#65037), and it stays RUNNING with its supervisor dead.
+DRIVER_NODE_GONE_S = 60.0
 
 
 @dataclass
@@ -168,6 +171,12 @@ class Scheduler:
         # the node ids the guard kept last tick: they have been draining, so the guard
         # keeps them again (for the same gang, or the one that holds the guard next)
         self._reservation: frozenset[str] = frozenset()
+        # since when Ray has not answered the reconcile (a head restart), None while it does
+        self._outage_since: float | None = None
+        # per running submission id: its driver's node (from Ray), and since when that node
+        # has been missing from the cluster's alive nodes
+        self._driver_node: dict[str, str] = {}
+        self._driver_gone_since: dict[str, float] = {}
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -183,6 +192,7 @@ class Scheduler:
         started = time.perf_counter()
         if self._resolve_submitting(now, report):
             self._reconcile(now, report)
+        self._note_outage(now, report.unreachable)
         snapshot: ClusterSnapshot | ClusterUnavailable
         try:
             snapshot = self.cluster.snapshot(
@@ -192,10 +202,25 @@ class Scheduler:
             report.unreachable = str(exc)
         else:
             self._watch_hung(now, snapshot, report)
+            self._watch_driver_nodes(now, snapshot, report)
         self.last_snapshot = snapshot
         self._admit(now, snapshot, report)
         report.duration_s = time.perf_counter() - started
         return report
+
+    def _note_outage(self, now: float, unreachable: str | None) -> None:
+        """An event on every attempt on the cluster when Ray stops answering and when it
+        answers again: the attempts stay as they are, their events show the outage."""
+        if (unreachable is None) == (self._outage_since is None):
+            return
+        ids = [row.task_id for row in self.store.active(ON_CLUSTER)]
+        if unreachable is not None:
+            self._outage_since = now
+            self.store.note_cluster(ids, now, "CLUSTER_UNREACHABLE", {"reason": unreachable})
+        else:
+            since, self._outage_since = self._outage_since, None
+            assert since is not None
+            self.store.note_cluster(ids, now, "CLUSTER_BACK", {"after_s": round(now - since, 1)})
 
     # -- step 0: leftover SUBMITTING rows ----------------------------------------------------
     def _resolve_submitting(self, now: float, report: TickReport) -> bool:
@@ -244,6 +269,8 @@ class Scheduler:
         if status.is_terminal():
             self._ended(row, info, now, report)
             return
+        if info.driver_node_id:
+            self._driver_node[sid] = info.driver_node_id
         if not asked and row.deadline is not None and now >= row.deadline:
             self._stop(row, now, "time_limit")  # ends TIME_LIMIT once Ray says it ended
         to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
@@ -275,6 +302,24 @@ class Scheduler:
         log_text = self._archive_log(row)
         base = dict(ray_status=status.value, message=info.message, start_time=info.start_time,
                     end_time=info.end_time or now, exit_code=info.exit_code)
+        asked = row.cancel_requested or row.preempted_for is not None
+        if not asked and failures.supervisor_lost(status, info.message):
+            code = self.artifacts.read_exit_code(row.ray_submission_id, row.user)
+            end = failures.driver_end(code)
+            if end is failures.DriverEnd.GONE:
+                text = (f"Ray lost the job's supervisor ({info.message.strip()}) and the "
+                        f"driver left no exit marker: the run is gone")
+                kind = FailureKind.CLUSTER_LOST
+                ended = AttemptEnd(**{**base, "message": text}, failure_kind=kind.value)
+                self._failed(row, ended, kind, text, now, report)
+                return
+            base["exit_code"] = code
+            if end is failures.DriverEnd.SUCCEEDED:  # the attempt keeps Ray's own status
+                summary = (f"the driver exited 0 (its exit marker); Ray lost the final "
+                           f"status: {info.message.strip()}")
+                self._finish(row, AttemptEnd(**base), TaskState.SUCCEEDED, summary, now,
+                             report)
+                return
         if status is RayStatus.SUCCEEDED:
             # A job that completed before the stop took effect did its work: say so.
             summary = "finished before the cancel took effect" if row.cancel_requested else None
@@ -341,6 +386,33 @@ class Scheduler:
             summary = f"gave up after {n} attempts (max_attempts={self.sched.max_attempts}); " \
                       f"last failure {summary}"
         self._finish(row, end, TaskState.FAILED, summary, now, report)
+
+    # -- step 2: attempts whose driver's node is gone -------------------------------------------
+    def _watch_driver_nodes(self, now: float, snapshot: ClusterSnapshot,
+                            report: TickReport) -> None:
+        """A RUNNING attempt whose driver's node has been missing from the alive nodes for
+        DRIVER_NODE_GONE_S is stopped (a job request, which also wakes Ray's job monitor)
+        and ends CLUSTER_LOST: it resumes from its checkpoint."""
+        running = {row.ray_submission_id: row for row in self.store.active([TaskState.RUNNING])}
+        self._driver_node = {sid: n for sid, n in self._driver_node.items() if sid in running}
+        alive = {node.node_id for node in snapshot.nodes}
+        gone = {sid for sid, node in self._driver_node.items() if node not in alive}
+        self._driver_gone_since = {sid: self._driver_gone_since.get(sid, now) for sid in gone}
+        for sid, since in list(self._driver_gone_since.items()):
+            row = running[sid]
+            if now - since < DRIVER_NODE_GONE_S or row.cancel_requested:
+                continue
+            with contextlib.suppress(JobNotFound, ClusterUnavailable):
+                self.cluster.stop(sid)
+            message = (f"the driver's node {self._driver_node[sid][:12]} left the cluster "
+                       f"{now - since:.0f}s ago while Ray still said RUNNING")
+            end = AttemptEnd(row.ray_status, FailureKind.CLUSTER_LOST.value, message,
+                             row.start_time, now)
+            try:
+                self._failed(row, end, FailureKind.CLUSTER_LOST, message, now, report)
+            except StaleState as exc:
+                log.warning("driver node watch %s: %s", row.task_id, exc)
+            del self._driver_gone_since[sid], self._driver_node[sid]
 
     # -- step 2: hung attempts -----------------------------------------------------------------
     def _watch_hung(self, now: float, snapshot: ClusterSnapshot, report: TickReport) -> None:
@@ -502,7 +574,7 @@ class Scheduler:
         payload = {
             "submission_id": req.submission_id,
             "entrypoint": req.entrypoint,
-            "argv": shlex.split(req.entrypoint),
+            "argv": driver_argv(req.entrypoint),
             "runtime_env": thaw(req.runtime_env),
             "entrypoint_resources": dict(req.entrypoint_resources),
             "entrypoint_num_cpus": req.entrypoint_num_cpus,

@@ -22,7 +22,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -519,6 +519,14 @@ class Store(StoreReads):
             if to_running_from is not None:
                 self._transition(conn, task_id, to_running_from, _S.RUNNING, now,
                                  {"attempt_no": attempt_no})
+
+    def note_cluster(self, task_ids: Sequence[str], now: float, event_type: str,
+                     payload: Mapping[str, Any]) -> None:
+        """An event on each of ``task_ids`` (attempts on the cluster) that Ray went away or
+        came back: what a head restart looked like to the task, with no state change."""
+        with self._tx() as conn:
+            for task_id in task_ids:
+                self._event(conn, task_id, now, event_type, dict(payload))
 
     def mark_stop_requested(self, task_id: str, attempt_no: int, now: float,
                             reason: str | None = None) -> None:

@@ -6,17 +6,22 @@ token, and ``build_submit_request`` joins them with ``shlex.join`` so no value c
 out into the shell Ray runs the entrypoint with. A parameter whose value is None (an
 optional JobSpec field left out) is omitted, so verl keeps its own default rather than
 receiving the string "None".
+
+The shell then writes the driver's exit code to the attempt's exit marker
+(``service.layout.EXIT_MARKER``) and exits with it: Ray sees the same code, and the
+scheduler has the driver's own word when a head failover lost Ray's final status.
 """
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 
 from service.cluster import SubmitRequest
 from service.config import Settings, thaw
 from service.ids import submission_id
 from service.jobspec import JobSpec
-from service.layout import attempt_dir, checkpoint_dir
+from service.layout import EXIT_MARKER, attempt_dir, checkpoint_dir
 from service.workloads import PYTHON, WORKLOADS, Context, driver
 
 
@@ -45,6 +50,20 @@ def build_entrypoint(spec: JobSpec, task_id: str, attempt_no: int, settings: Set
     return argv
 
 
+_MARKER_SEP = "; code=$?;"
+
+
+def with_exit_marker(command: str, marker_path: str) -> str:
+    """``command`` (already quoted) followed by writing its exit code to ``marker_path``
+    and exiting with it."""
+    return f'{command}{_MARKER_SEP} echo "$code" > {shlex.quote(marker_path)}; exit "$code"'
+
+
+def driver_argv(entrypoint: str) -> list[str]:
+    """The driver's argv in an entrypoint built here (the exit marker's shell left out)."""
+    return shlex.split(entrypoint.partition(_MARKER_SEP)[0])
+
+
 def _runtime_env(spec: JobSpec, settings: Settings) -> dict:
     runtime_env = thaw(settings.runtime_env)
     env_vars = runtime_env.setdefault("env_vars", {})
@@ -60,9 +79,12 @@ def build_submit_request(
 ) -> SubmitRequest:
     """Everything Ray needs to start attempt ``attempt_no`` of ``task_id``."""
     needs = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
+    sid = submission_id(task_id, attempt_no)
+    command = shlex.join(build_entrypoint(spec, task_id, attempt_no, settings, user))
+    marker = posixpath.join(attempt_dir(settings.shared_root, user, sid), EXIT_MARKER)
     return SubmitRequest(
-        submission_id=submission_id(task_id, attempt_no),
-        entrypoint=shlex.join(build_entrypoint(spec, task_id, attempt_no, settings, user)),
+        submission_id=sid,
+        entrypoint=with_exit_marker(command, marker),
         runtime_env=_runtime_env(spec, settings),
         entrypoint_num_cpus=needs.num_cpus,
         entrypoint_resources=dict(needs.resources),

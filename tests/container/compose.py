@@ -224,6 +224,19 @@ class ComposeCluster:
         return [p for p in self.processes(container)
                 if "Z" in p.stat or (p.ppid == 1 and p.pid not in programs)]
 
+    def raylet_pids(self) -> dict[str, list[int]]:
+        """The raylet pids of every worker container (a kept raylet keeps its pid)."""
+        return {w: [p.pid for p in self.processes(w) if "raylet" in p.args.split(" ", 1)[0]]
+                for w in self.workers}
+
+    def same_cluster_back(self, before: discovery.HeadRecord) -> bool:
+        """head.json names a new generation of the same cluster (its store kept the id)
+        and the GCS lists both workers alive."""
+        record = self.head_record()
+        return (record is not None and record.generation != before.generation
+                and record.cluster_id == before.cluster_id
+                and self.alive_worker_count() == len(self.workers))
+
     def ray_process_count(self, container: str, needle: str) -> int:
         return sum(needle in p.args.split(" ", 1)[0] for p in self.processes(container))
 

@@ -18,7 +18,7 @@ import secrets
 import shutil
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -241,24 +241,39 @@ def test_ray_stop_force_in_a_worker_heals_and_kills_the_orphaned_driver(cluster)
     client.stop_job(job_id)
 
 
-def test_killed_head_gcs_gets_a_new_generation_and_every_worker_rejoins(cluster):
+def head_fault_keeps_the_workers(cluster, fault: Callable[[], object], what: str) -> None:
+    """After ``fault`` the head comes back as the same cluster on its GCS store: the
+    workers keep their raylets (same pids) and nothing is left over."""
     before = cluster.head_record()
-    assert before is not None
-    since = time.time()
-    cluster.script("fault_kill_head_ray.sh", "docker", cluster.head)
-    poll(lambda: (r := cluster.head_record()) is not None and r.generation != before.generation,
-         45, "head.json names a new generation")
-    wait_healed(cluster, since, *cluster.workers, timeout_s=90)
+    assert before is not None and before.cluster_id
+    raylets = cluster.raylet_pids()
+    fault()
+    poll(lambda: cluster.same_cluster_back(before), 90,
+         f"{what}: the same cluster back with both workers")
+    assert cluster.raylet_pids() == raylets, "a worker restarted its raylet"
+    poll(cluster.clean, 30, "no orphaned process; one GCS, one raylet per worker")
 
 
-def test_restarted_head_container_and_every_worker_rejoins(cluster):
-    before = cluster.head_record()
-    assert before is not None
-    since = time.time()
-    cluster.docker_cmd("restart", cluster.head, timeout_s=STOP_GRACE_S + 30)
-    poll(lambda: (r := cluster.head_record()) is not None and r.generation != before.generation,
-         60, "the restarted head publishes a new generation")
-    wait_healed(cluster, since, *cluster.workers, timeout_s=90)
+def test_killed_head_gcs_comes_back_as_the_same_cluster(cluster):
+    head_fault_keeps_the_workers(
+        cluster, lambda: cluster.script("fault_kill_head_ray.sh", "docker", cluster.head),
+        "GCS killed")
+
+
+def test_restarted_head_container_comes_back_as_the_same_cluster(cluster):
+    head_fault_keeps_the_workers(
+        cluster, lambda: cluster.docker_cmd("restart", cluster.head,
+                                            timeout_s=STOP_GRACE_S + 30),
+        "docker restart of the head")
+
+
+def test_recreated_head_container_comes_back_as_the_same_cluster(cluster):
+    """An upgrade: the head container recreated from the image, the same shared volume
+    (the GCS store); the workers joined through the service name follow it."""
+    head_fault_keeps_the_workers(
+        cluster, lambda: cluster.compose("up", "-d", "--no-deps", "--force-recreate",
+                                         "ray-head", timeout_s=STOP_GRACE_S + 60),
+        "the head container recreated")
 
 
 def test_killed_worker_container_rejoins_when_started_again(cluster):

@@ -1,7 +1,8 @@
 """Runtime tier: real `argus-node run` (supervisord + watchdogs + Ray) per node in its own
 network + PID namespace, with every fault the runtime must heal injected by
 scripts/fault_*.sh: a killed watchdog, `ray stop` (plain and --force) on a worker, the
-head's GCS killed, a stale head.json, a head moved to a new address.
+head's GCS killed (the same cluster comes back from its store: workers keep their raylets),
+a stale head.json, a head moved to a new address.
 
 Each test leaves the cluster healed (head + 2 workers), which is what it asserts.
 """
@@ -32,6 +33,8 @@ from raypool.local import (
 )
 from raypool.procs import RAY_TAG_ENV, tagged_processes
 
+from .waiting import poll
+
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(600)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,16 +45,6 @@ if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare") \
         or not shutil.which("nsenter"):
     pytest.skip("runtime tier needs root plus `ip`, `unshare` and `nsenter` "
                 "(nodes run in network + PID namespaces)", allow_module_level=True)
-
-
-def poll(predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
-    """Poll until true; returns the seconds it took; fails the test at the deadline."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout_s:
-        if predicate():
-            return time.monotonic() - start
-        time.sleep(0.25)
-    pytest.fail(f"not within {timeout_s:g}s: {what}")
 
 
 @pytest.fixture(scope="module")
@@ -182,14 +175,19 @@ def test_ray_stop_force_heals_and_kills_orphaned_driver(cluster):
     poll(lambda: driver_node() is None, 10, "the orphaned driver is gone after the heal")
 
 
-def test_killed_head_gcs_gets_new_generation_and_workers_rejoin(cluster):
+def test_killed_head_gcs_comes_back_as_the_same_cluster_and_workers_keep_raylets(cluster):
+    poll(lambda: healed(cluster, 0.0, "w1", "w2")() and one_raylet_each(cluster), 45,
+         "a settled cluster (the last fault healed)")
     before = head_record(cluster)
-    assert before is not None
+    assert before is not None and before.cluster_id
+    raylets = {name: node_pids(cluster, name, "raylet") for name in ("w1", "w2")}
     fault("fault_kill_head_ray.sh", "local", "head", state_dir=cluster.state_dir)
     poll(lambda: (r := head_record(cluster)) is not None and r.generation != before.generation,
-         30, "head.json shows a new generation")
-    poll(lambda: healed(cluster, 0.0, "w1", "w2")() and one_raylet_each(cluster), 45,
-         "every worker rejoins")
+         60, "head.json shows a new generation")
+    poll(lambda: workers_alive(cluster) == WORKERS, 45, "every worker alive on the new GCS")
+    after = head_record(cluster)
+    assert after is not None and after.cluster_id == before.cluster_id  # the embedded store
+    assert {name: node_pids(cluster, name, "raylet") for name in raylets} == raylets
     assert len(node_pids(cluster, "head", "gcs")) == 1
 
 

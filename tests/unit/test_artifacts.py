@@ -60,3 +60,13 @@ def test_rejects_non_user_names(tmp_path: Path, user: str) -> None:
     with pytest.raises(ValueError, match="user name"):
         art.archive_log(SID, user, "x")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text,code", [("0\n", 0), ("137\n", 137), ("", None), ("x", None)])
+def test_exit_marker_read_as_the_drivers_exit_code(tmp_path: Path, text: str, code) -> None:
+    art = Artifacts(tmp_path)
+    sid = "mvp2-alice-ppo-20251223-143201-7f3a--a01"
+    assert art.read_exit_code(sid, "alice") is None  # the driver has not ended
+    art.attempt_dir(sid, "alice").mkdir(parents=True)
+    (art.attempt_dir(sid, "alice") / "exit_code").write_text(text)
+    assert art.read_exit_code(sid, "alice") == code

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.failures import classify, summarize
+from service.failures import DriverEnd, classify, driver_end, summarize, supervisor_lost
 from service.states import FailureKind, RayStatus
 
 K = FailureKind
@@ -92,3 +92,23 @@ def test_summary_picks_the_telling_line() -> None:
     assert summarize(K.UNKNOWN, "line one\nexit code -9\n", None) == "UNKNOWN: exit code -9"
     assert summarize(K.UNKNOWN, "", None) == "UNKNOWN"
     assert len(summarize(K.UNKNOWN, "x" * 5000, None)) == 300
+
+
+@pytest.mark.parametrize("status,message,lost", [
+    (RayStatus.FAILED, "Unexpected error occurred: failed to get job supervisor.", True),
+    (RayStatus.FAILED, "Job supervisor actor died: ActorDiedError", True),
+    (RayStatus.FAILED, "Job entrypoint command failed with exit code 1", False),
+    (RayStatus.FAILED, "Traceback ... Unexpected error occurred", False),  # not Ray's line
+    (RayStatus.STOPPED, "Job supervisor actor died: stopped", False),
+    (RayStatus.FAILED, None, False),
+])
+def test_supervisor_lost_is_ray_losing_the_supervisor(status, message, lost):
+    assert supervisor_lost(status, message) is lost
+
+
+@pytest.mark.parametrize("code,end", [
+    (0, DriverEnd.SUCCEEDED), (1, DriverEnd.FAILED), (-9, DriverEnd.FAILED),
+    (None, DriverEnd.GONE),
+])
+def test_driver_end_by_its_exit_marker(code, end):
+    assert driver_end(code) is end

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 
 from service.config import Settings
 from service.jobspec import parse_jobspec
-from service.submission import build_submit_request
+from service.submission import build_submit_request, driver_argv
 
 pytestmark = pytest.mark.unit
 
@@ -86,7 +85,7 @@ def test_example_is_accepted_and_becomes_the_documented_command_line() -> None:
         "sft", 1, 1, "cuda")
     req = build_submit_request(spec, task_id="mvp2-sft-20261123-080000-1a2b", attempt_no=1,
                                user=None, settings=Settings())
-    argv = shlex.split(req.entrypoint)
+    argv = driver_argv(req.entrypoint)
     assert argv[:3] == ["python3", "-m", "verl.trainer.sft_trainer_ray"]
     for arg in ("data.train_files=/private/datasets/sft_train.parquet",
                 "data.val_files=/private/datasets/sft_test.parquet",

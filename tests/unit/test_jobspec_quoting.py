@@ -24,7 +24,7 @@ import yaml
 
 from service.config import Settings
 from service.jobspec import JobSpec, JobSpecError, parse_jobspec
-from service.submission import build_entrypoint, build_submit_request
+from service.submission import build_entrypoint, build_submit_request, driver_argv
 
 TASK = "mvp2-sft-20251223-143201-7f3a"
 SETTINGS = Settings()
@@ -74,7 +74,7 @@ def _run_shell(entrypoint: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _assert_argv_survives(argv: list[str], entrypoint: str, canary: Path) -> None:
-    assert shlex.split(entrypoint) == argv
+    assert driver_argv(entrypoint) == argv and entrypoint != shlex.join(argv)  # + marker
     proc = _run_shell(entrypoint, canary.parent)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == argv[1:]

@@ -71,8 +71,11 @@ def test_job_info_converts_ms_to_epoch_seconds():
     assert info.status is RayStatus.FAILED and info.message == ""
     assert info.start_time == pytest.approx(1_700_000_000.123)
     assert info.end_time == pytest.approx(1_700_000_005.5)
-    assert info.exit_code == 1
+    assert info.exit_code == 1 and info.driver_node_id is None  # not known yet
     assert ms_to_s(None) is None
+    running = job_info_from_details("t--a01", SimpleNamespace(
+        status="RUNNING", message="", start_time=1, end_time=None, driver_node_id="ab12"))
+    assert running.driver_node_id == "ab12"
 
 
 def test_free_resources_drops_zeros_like_verl():

@@ -22,7 +22,10 @@ def test_defaults_follow_spec_b1():
     assert (s.ttl_s, s.refresh_s, s.poll_s) == (60, 10, 5)
     assert dict(s.worker_resources) == {"worker_node": 100.0}
     assert s.log_dir == "/private/common/logs"
-    assert s.gcs_reconnect_timeout_s == 5
+    assert s.gcs_reconnect_timeout_s == 300
+    assert (s.gcs_store, s.head_host) == ("rocksdb", "")
+    assert s.gcs_store_dir == "/private/ray/gcs/argus-ray"
+    assert s.gcs_store_lock == "/private/ray/gcs/argus-ray.lock"
     assert s.worker_num_gpus is None and s.worker_num_cpus is None
     assert s.ray_extra_args == ()
 
@@ -32,6 +35,7 @@ def test_derived_paths_follow_shared_root_and_cluster():
     assert s.head_ip_file == "/mnt/shared/ray/discovery/c2/head.json"
     assert s.log_dir == "/mnt/shared/common/logs"
     assert s.node_log_dir == "/mnt/shared/common/logs/n1"
+    assert s.gcs_store_dir == "/mnt/shared/ray/gcs/c2"
 
 
 def test_settings_are_frozen():
@@ -73,6 +77,10 @@ def test_settings_are_frozen():
     ("ARGUS_WORKER_NUM_GPUS", "four"),
     ("ARGUS_WORKER_NUM_CPUS", "-3"),
     ("ARGUS_GCS_RECONNECT_TIMEOUT_S", "0"),
+    ("ARGUS_GCS_STORE", "redis"),
+    ("ARGUS_GCS_STORE_DIR", "gcs"),
+    ("ARGUS_HEAD_HOST", "ray head"),
+    ("ARGUS_HEAD_HOST", "-x"),
     ("ARGUS_NODE_NAME", "a/b"),
     ("ARGUS_START_TIMEOUT_S", "x"),
 ])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from dataclasses import replace
@@ -130,10 +131,19 @@ def test_new_generation_is_judged_by_timestamps():
     assert seen2.key == ("g2", 1)
 
 
-def test_generation_change_is_a_new_target():
-    assert REC.target != replace(REC, generation="g2").target
-    assert REC.target != replace(REC, head_ip="10.0.0.9").target
-    assert REC.target == replace(REC, seq=9, written_at=5.0).target
+def test_identity_is_the_cluster_id_else_the_generation():
+    assert REC.identity == "g1" != replace(REC, generation="g2").identity  # no cluster id
+    stored = replace(REC, cluster_id="c0ffee")
+    assert stored.identity == replace(stored, generation="g2", head_ip="10.0.0.9").identity
+    assert stored.identity != replace(stored, cluster_id="beef").identity
+
+
+def test_record_with_cluster_id_round_trips_and_old_records_parse():
+    stored = replace(REC, cluster_id="c0ffee")
+    assert parse_record(stored.to_json(), REC.cluster_name) == stored
+    data = json.loads(REC.to_json())
+    del data["cluster_id"]  # written before the field existed
+    assert parse_record(json.dumps(data), REC.cluster_name).cluster_id == ""
 
 
 def test_write_is_visible_with_fsynced_rename(tmp_path, monkeypatch):

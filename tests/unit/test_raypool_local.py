@@ -237,3 +237,45 @@ def test_a_local_error_is_printed_with_exit_2(tmp_path, capsys):
     assert cli.main(["local", "status", "--state-dir", str(tmp_path)]) == 2
     assert "argus-node local: no local cluster state at" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "local.json")
+
+
+# --- a PID namespace per node --------------------------------------------------------------
+
+def test_pid_namespace_mode(monkeypatch):
+    monkeypatch.setattr(local.shutil, "which", lambda name: "/usr/bin/" + name)
+    probes: list[list[str]] = []
+
+    def probe(argv: list[str]) -> bool:
+        probes.append(argv)
+        return answer
+
+    answer = True
+    assert local.pid_namespace_mode(True, probe) == "root" and probes == []
+    assert local.pid_namespace_mode(False, probe) == "user"
+    assert probes[0][:3] == ["unshare", "--user", "--map-root-user"]
+    answer = False
+    assert local.pid_namespace_mode(False, probe) == ""
+    monkeypatch.setattr(local.shutil, "which", lambda name: None)
+    assert local.pid_namespace_mode(True, probe) == ""
+
+
+@pytest.mark.parametrize("mode,prefix", [
+    ("root", ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]),
+    ("user", ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc",
+              "--kill-child"]),
+    ("", []),
+])
+def test_ports_nodes_run_in_their_own_pid_namespace(tmp_path, monkeypatch, mode, prefix):
+    cluster = make_cluster(tmp_path, monkeypatch)
+    cluster.options["pid_ns"] = mode
+    argv = local.launch_argv(cluster, cluster.node("w1"), ["python", "run"])
+    assert argv == [*prefix, "python", "run"]
+
+
+def test_netns_nodes_get_both_namespaces(tmp_path, monkeypatch):
+    cluster = make_cluster(tmp_path, monkeypatch)
+    node = cluster.node("w1")
+    node.netns = "ar-w1"
+    assert local.launch_argv(cluster, node, ["python"]) == [
+        "ip", "netns", "exec", "ar-w1", "unshare", "--pid", "--fork", "--mount-proc",
+        "--kill-child", "python"]

@@ -120,7 +120,7 @@ def test_head_publisher_runs_on_the_loop_until_sigterm(tmp_path):
     os.makedirs(s.run_dir)
     with open(s.generation_file, "w") as f:
         f.write('{"generation": "g1"}')
-    publisher = HeadPublisher(s, LOG, healthy=healthy)
+    publisher = HeadPublisher(s, LOG, healthy=healthy, read_cluster_id=lambda: "c1")
     assert publisher.run() == 0
     assert checks == [1]
     assert publisher.state.generation == "g1" and publisher.state.seq == 1

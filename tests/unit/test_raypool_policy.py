@@ -7,7 +7,15 @@ from dataclasses import replace
 import pytest
 
 from raypool.headrecord import HeadRecord
-from raypool.policy import Action, ChildState, Limits, decide_head, decide_worker
+from raypool.policy import (
+    Action,
+    ChildState,
+    GcsView,
+    Joined,
+    Limits,
+    decide_head,
+    decide_worker,
+)
 
 LIMITS = Limits(start_timeout_s=60, unhealthy_s=10)
 HEAD = HeadRecord(cluster_name="argus-ray", head_ip="10.0.0.2", gcs_port=6379,
@@ -33,39 +41,73 @@ def test_head_table(child, healthy, action, words):
     assert words in decision.reason
 
 
-NEW_GEN = replace(HEAD, generation="g2")
-MOVED = replace(HEAD, head_ip="10.0.0.9")
+@pytest.mark.parametrize("problem,action,words", [
+    (None, Action.START, "no head"),
+    ("GCS store lock /s.lock is held by host=h2 pid=9", Action.WAIT, "held by host=h2"),
+])
+def test_head_waits_for_the_store_lock(problem, action, words):
+    decision = decide_head(NONE, False, LIMITS, problem)
+    assert decision.action is action and words in decision.reason
 
 
-@pytest.mark.parametrize("child,head,healthy,joined,registered,action,words", [
+def test_a_running_head_is_judged_by_health_not_the_lock():
+    assert decide_head(UP, True, LIMITS, "held").action is Action.KEEP
+
+
+GCS_LIMITS = Limits(start_timeout_s=60, unhealthy_s=10, gcs_wait_s=300)
+STORED = replace(HEAD, cluster_id="c1")
+RESTARTED = replace(STORED, generation="g2", seq=1)   # same store: same cluster
+WIPED = replace(STORED, generation="g3", cluster_id="c9")
+MOVED = replace(STORED, head_ip="10.0.0.9")
+BY_IP = Joined("c1", "10.0.0.2:6379", by_name=False)
+BY_NAME = Joined("c1", "10.0.0.2:6379", by_name=True)
+OLD_FORMAT = Joined("g1", "10.0.0.2:6379", by_name=False)  # a record with no cluster id
+R, U, S = GcsView.REGISTERED, GcsView.UNKNOWN, GcsView.SILENT
+
+
+@pytest.mark.parametrize("child,head,healthy,joined,view,action,words", [
     # nothing running
-    (NONE, None, False, None, False, Action.WAIT, "no fresh head record: stale"),
-    (NONE, HEAD, False, None, False, Action.WAIT, "does not answer"),
-    (NONE, HEAD, True, None, False, Action.START, "joining head 10.0.0.2:6379"),
+    (NONE, None, False, None, U, Action.WAIT, "no fresh head record: stale"),
+    (NONE, STORED, False, None, U, Action.WAIT, "does not answer"),
+    (NONE, STORED, True, None, U, Action.START, "joining head 10.0.0.2:6379"),
     # Ray exited: always clean up first, whatever the exit code (a clean SIGTERM exits 1)
-    (ChildState(running=True, exit_code=0), HEAD, True, HEAD.target, False, Action.STOP,
-     "code 0"),
-    (ChildState(running=True, exit_code=1), None, False, HEAD.target, True, Action.STOP,
-     "code 1"),
-    # running and registered
-    (UP, HEAD, False, HEAD.target, True, Action.KEEP, "registered"),
-    # a stale/missing record does not tear down a working node
-    (UP, None, False, HEAD.target, True, Action.KEEP, "registered"),
-    # new generation or new address: start over at once, even while registered
-    (UP, NEW_GEN, True, HEAD.target, True, Action.STOP, "generation g2"),
-    (UP, MOVED, True, HEAD.target, True, Action.STOP, "new head 10.0.0.9:6379"),
-    # `ray stop` leaves `ray start --block` blocking with nothing under it: not registered
-    (replace(UP, not_ok_for_s=3), HEAD, True, HEAD.target, False, Action.KEEP, "grace"),
-    (replace(UP, not_ok_for_s=12), HEAD, True, HEAD.target, False, Action.STOP,
+    (ChildState(running=True, exit_code=0), STORED, True, BY_IP, U, Action.STOP, "code 0"),
+    (ChildState(running=True, exit_code=1), None, False, BY_IP, R, Action.STOP, "code 1"),
+    # running and registered; a stale/missing record does not tear down a working node
+    (UP, STORED, False, BY_IP, R, Action.KEEP, "registered"),
+    (UP, None, False, BY_IP, R, Action.KEEP, "registered"),
+    # a head restart of the same cluster (new generation, same id): keep the raylet
+    (UP, RESTARTED, True, BY_IP, R, Action.KEEP, "registered"),
+    (replace(UP, silent_for_s=40), RESTARTED, False, BY_IP, S, Action.KEEP,
+     "GCS silent for 40s: waiting (reconnect budget 300s)"),
+    # the GCS silent: wait within the budget, even far past the "not registered" grace
+    (replace(UP, silent_for_s=90, not_ok_for_s=90), None, False, BY_IP, S, Action.KEEP,
+     "waiting"),
+    (replace(UP, silent_for_s=301, not_ok_for_s=301), None, False, BY_IP, S, Action.STOP,
+     "GCS silent for 301s (reconnect budget 300s)"),
+    # another cluster (store wiped, or an in-memory GCS restarted): rejoin at once
+    (UP, WIPED, True, BY_IP, R, Action.STOP, "another cluster c9"),
+    (replace(UP, silent_for_s=5), WIPED, True, BY_IP, S, Action.STOP, "another cluster"),
+    (UP, replace(HEAD, generation="g2"), True, OLD_FORMAT, R, Action.STOP,
+     "another cluster g2"),
+    # the head moved: joined by IP Ray cannot follow; joined by name it does
+    (UP, MOVED, True, BY_IP, R, Action.STOP, "new head 10.0.0.9:6379"),
+    (UP, MOVED, True, BY_NAME, R, Action.KEEP, "registered"),
+    # an answering GCS that does not list this node (dead, or `ray stop` left `ray start
+    # --block` blocking with nothing under it): rejoin after the grace
+    (replace(UP, not_ok_for_s=3), STORED, True, BY_IP, U, Action.KEEP, "grace"),
+    (replace(UP, not_ok_for_s=12), STORED, True, BY_IP, U, Action.STOP,
      "not registered for 12s"),
     # `ray start --address` that never joins (e.g. unreachable GCS) is stopped
-    (ChildState(running=True, since_start_s=10), HEAD, True, HEAD.target, False, Action.KEEP,
+    (ChildState(running=True, since_start_s=10), STORED, True, BY_IP, S, Action.KEEP,
      "starting"),
-    (ChildState(running=True, since_start_s=61), HEAD, True, HEAD.target, False, Action.STOP,
+    (ChildState(running=True, since_start_s=61, silent_for_s=61), STORED, True, BY_IP, S,
+     Action.STOP, "61s after start"),
+    (ChildState(running=True, since_start_s=61), STORED, True, BY_IP, U, Action.STOP,
      "61s after start"),
 ])
-def test_worker_table(child, head, healthy, joined, registered, action, words):
-    decision = decide_worker(child, head, "stale: written 99s ago", healthy, joined,
-                             registered, LIMITS)
+def test_worker_table(child, head, healthy, joined, view, action, words):
+    decision = decide_worker(child, head, "stale: written 99s ago", healthy, joined, view,
+                             GCS_LIMITS)
     assert decision.action is action
     assert words in decision.reason

@@ -12,6 +12,7 @@ from raypool import discovery
 from raypool.config import load_node_settings
 from raypool.head import HeadPublisher, PublishState, head_argv, should_publish, write_generation
 from raypool.headrecord import HeadRecord
+from raypool.health import HealthError
 from raypool.procs import RAY_TAG_ENV, kill_tagged, tagged_processes, wait_until
 from raypool.worker import worker_argv
 
@@ -60,13 +61,15 @@ def test_publisher_writes_only_while_healthy_and_bumps_generation(tmp_path):
     s = settings(tmp_path)
     os.makedirs(s.run_dir)
     healthy = [True]
-    pub = HeadPublisher(s, LOG, healthy=lambda: healthy[0])
+    cluster = ["c1"]
+    pub = HeadPublisher(s, LOG, healthy=lambda: healthy[0], read_cluster_id=lambda: cluster[0])
     pub.tick(now=1000.0, mono=0.0)
     assert not os.path.exists(s.head_ip_file)  # no generation file yet
     write_generation(s.generation_file, "gen-a", 1000.0)
     pub.tick(now=1001.0, mono=1.0)
     rec = discovery.read_record(s.head_ip_file, s.cluster_name).record
     assert rec is not None and (rec.generation, rec.seq, rec.written_at) == ("gen-a", 1, 1001.0)
+    assert rec.cluster_id == "c1"
     assert rec.job_server_url == "http://10.0.0.2:8265" and rec.ttl_s == 30
     pub.tick(now=1005.0, mono=5.0)          # within refresh: unchanged
     assert discovery.read_record(s.head_ip_file, s.cluster_name).record.seq == 1
@@ -76,20 +79,46 @@ def test_publisher_writes_only_while_healthy_and_bumps_generation(tmp_path):
     pub.tick(now=1030.0, mono=30.0)         # unhealthy: record left to go stale
     assert discovery.read_record(s.head_ip_file, s.cluster_name).record.written_at == 1011.0
     healthy[0] = True
-    write_generation(s.generation_file, "gen-b", 1031.0)
+    write_generation(s.generation_file, "gen-b", 1031.0)   # a restart on the same store
     pub.tick(now=1032.0, mono=32.0)
     rec = discovery.read_record(s.head_ip_file, s.cluster_name).record
-    assert (rec.generation, rec.seq) == ("gen-b", 1)
+    assert (rec.generation, rec.seq, rec.cluster_id) == ("gen-b", 1, "c1")
+    cluster[0] = "c2"                                     # a wiped store: a new cluster
+    write_generation(s.generation_file, "gen-c", 1040.0)
+    pub.tick(now=1041.0, mono=41.0)
+    rec = discovery.read_record(s.head_ip_file, s.cluster_name).record
+    assert (rec.generation, rec.cluster_id) == ("gen-c", "c2")
+
+
+def test_publisher_publishes_nothing_until_the_gcs_tells_the_cluster_id(tmp_path):
+    s = settings(tmp_path)
+    os.makedirs(s.run_dir)
+    write_generation(s.generation_file, "gen-a", 0.0)
+    answers: list[str | HealthError] = [HealthError("not yet"), "c1"]
+
+    def read_cluster_id() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, HealthError):
+            raise answer
+        return answer
+
+    pub = HeadPublisher(s, LOG, healthy=lambda: True, read_cluster_id=read_cluster_id)
+    pub.tick(1.0, 1.0)
+    assert not os.path.exists(s.head_ip_file)
+    pub.tick(2.0, 2.0)
+    assert discovery.read_record(s.head_ip_file, s.cluster_name).record.cluster_id == "c1"
+    pub.tick(20.0, 20.0)  # the same generation: the id is not asked again
+    assert discovery.read_record(s.head_ip_file, s.cluster_name).record.seq == 2
 
 
 def test_restarted_publisher_continues_the_sequence(tmp_path):
     s = settings(tmp_path)
     os.makedirs(s.run_dir)
     write_generation(s.generation_file, "gen-a", 0.0)
-    first = HeadPublisher(s, LOG, healthy=lambda: True)
+    first = HeadPublisher(s, LOG, healthy=lambda: True, read_cluster_id=lambda: "c1")
     first.tick(1.0, 1.0)
     first.tick(20.0, 20.0)
-    second = HeadPublisher(s, LOG, healthy=lambda: True)
+    second = HeadPublisher(s, LOG, healthy=lambda: True, read_cluster_id=lambda: "c1")
     second.tick(40.0, 40.0)
     assert discovery.read_record(s.head_ip_file, s.cluster_name).record.seq == 3
 
@@ -112,3 +141,16 @@ def test_tag_sweep_kills_tagged_tree_only():
         for proc in (tagged, other):
             proc.kill()
             proc.wait()
+
+
+def test_registered_counts_only_a_node_started_by_this_ray_start():
+    from raypool.health import NodeView, is_registered
+
+    old = NodeView("old", "10.0.0.3", 40000, alive=True, is_head=False, resources={},
+                   start_time_s=100.0)  # SIGKILLed, not yet declared dead by the GCS
+    assert is_registered([old], "10.0.0.3", None)
+    assert not is_registered([old], "10.0.0.3", None, started_after=150.0)
+    new = NodeView("new", "10.0.0.3", 40001, alive=True, is_head=False, resources={},
+                   start_time_s=151.0)
+    assert is_registered([old, new], "10.0.0.3", None, started_after=150.0)
+    assert not is_registered([old, new], "10.0.0.3", 40000, started_after=150.0)

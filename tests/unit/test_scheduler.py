@@ -15,7 +15,7 @@ from service.cluster_fake import FakeCluster
 from service.config import SchedulerSettings, Settings, UserSettings
 from service.jobspec import JobSpec
 from service.quotas import Limits
-from service.scheduler import Scheduler, SchedulerLoop, TickReport
+from service.scheduler import DRIVER_NODE_GONE_S, Scheduler, SchedulerLoop, TickReport
 from service.states import RayStatus, TaskState
 from service.store import Store
 from service.users import Role
@@ -295,6 +295,113 @@ def test_cluster_lost_requeues_and_resubmits(tmp_path: Path) -> None:
     assert env.store.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
     env.tick(T0 + 62)
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
+
+
+def running_attempt(tmp_path: Path) -> tuple[Env, str]:
+    """A task whose attempt 1 runs on the cluster at T0 + 1 (retries on a timer)."""
+    env = Env(tmp_path, retry_mode="timer")
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    return env, t
+
+
+def test_a_running_attempt_stays_running_through_a_head_outage(tmp_path: Path) -> None:
+    env, t = running_attempt(tmp_path)
+    env.cluster.unreachable = True  # the head restarts: no Ray answer
+    for second in range(2, 92, 5):  # 90 s without an answer from Ray
+        report = env.tick(T0 + second)
+        assert report.unreachable and env.state(t) is S.RUNNING
+    env.cluster.unreachable = False  # the head is back on its store: Ray knows the job
+    env.tick(T0 + 95)
+    assert env.state(t) is S.RUNNING
+    env.cluster.finish(sid(t), RayStatus.SUCCEEDED)
+    env.tick(T0 + 100)
+    assert env.state(t) is S.SUCCEEDED
+    assert [a.attempt_no for a in env.store.list_attempts(t)] == [1]
+    outage = [(e.event_type, e.ts) for e in env.store.events(t)
+              if e.event_type.startswith("CLUSTER_")]
+    assert outage == [("CLUSTER_UNREACHABLE", T0 + 2), ("CLUSTER_BACK", T0 + 95)]
+    back = next(e for e in env.store.events(t) if e.event_type == "CLUSTER_BACK")
+    assert back.payload == {"after_s": 93.0}
+
+
+SUPERVISOR_LOST = [
+    "Unexpected error occurred: failed to get job supervisor.",
+    "Job supervisor actor died: The actor died unexpectedly before finishing this task.",
+]
+
+
+@pytest.mark.parametrize("message", SUPERVISOR_LOST)
+def test_ray_lost_the_supervisor_but_the_driver_exited_0(tmp_path: Path, message: str) -> None:
+    env, t = running_attempt(tmp_path)
+    (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("0\n")
+    env.cluster.finish(sid(t), RayStatus.FAILED, message=message)
+    env.tick(T0 + 2)
+    task = env.store.get_task(t)
+    assert task.state is S.SUCCEEDED and "exited 0" in task.error_summary
+    attempt = env.store.get_attempt(t, 1)
+    assert (attempt.ray_status, attempt.exit_code, attempt.failure_kind) == ("FAILED", 0, None)
+    assert env.cluster.submit_calls == [sid(t)]
+
+
+@pytest.mark.parametrize("message", SUPERVISOR_LOST)
+def test_ray_lost_the_supervisor_and_the_driver_left_no_marker(tmp_path: Path,
+                                                              message: str) -> None:
+    env, t = running_attempt(tmp_path)
+    env.cluster.finish(sid(t), RayStatus.FAILED, message=message)
+    env.tick(T0 + 2)
+    assert env.state(t) is S.PENDING_RESOURCES  # resumed from its checkpoint as attempt 2
+    attempt = env.store.get_attempt(t, 1)
+    assert attempt.failure_kind == "CLUSTER_LOST" and "no exit marker" in attempt.message
+    env.tick(T0 + 62)
+    assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
+
+
+def test_ray_lost_the_supervisor_and_the_driver_failed(tmp_path: Path) -> None:
+    env, t = running_attempt(tmp_path)
+    (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("1\n")
+    env.cluster.finish(sid(t), RayStatus.FAILED, message=SUPERVISOR_LOST[0],
+                       log="Traceback (most recent call last):\nKeyError: 'x'\n")
+    env.tick(T0 + 2)
+    assert env.state(t) is S.FAILED
+    attempt = env.store.get_attempt(t, 1)
+    assert (attempt.failure_kind, attempt.exit_code) == ("RUNTIME_ERROR", 1)
+
+
+def test_a_plain_driver_failure_is_not_second_guessed(tmp_path: Path) -> None:
+    env, t = running_attempt(tmp_path)
+    (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("0\n")
+    env.cluster.finish(sid(t), RayStatus.FAILED,
+                       message="Job entrypoint command failed with exit code 1")
+    env.tick(T0 + 2)
+    assert env.state(t) is S.FAILED
+
+
+def test_a_running_job_whose_driver_node_left_is_lost_after_the_grace(tmp_path: Path) -> None:
+    """Ray may keep a job RUNNING after a failover though its supervisor died with its
+    node (ray#65037): the driver's node, gone from the cluster, is the evidence."""
+    env, t = running_attempt(tmp_path)
+    env.cluster.remove_node("w1")
+    env.tick(T0 + 2)
+    env.tick(T0 + 2 + DRIVER_NODE_GONE_S - 1)
+    assert env.state(t) is S.RUNNING and env.cluster.stop_calls == []
+    env.tick(T0 + 2 + DRIVER_NODE_GONE_S)
+    assert env.state(t) is S.PENDING_RESOURCES
+    attempt = env.store.get_attempt(t, 1)
+    assert attempt.failure_kind == "CLUSTER_LOST" and "driver's node" in attempt.message
+    assert env.cluster.stop_calls == [sid(t)]
+
+
+def test_a_driver_node_back_within_the_grace_keeps_the_attempt(tmp_path: Path) -> None:
+    env, t = running_attempt(tmp_path)
+    node = env.cluster.nodes.pop("w1")  # missing from the alive nodes for a while
+    env.tick(T0 + 2)
+    env.cluster.nodes["w1"] = node
+    env.tick(T0 + 2 + DRIVER_NODE_GONE_S)
+    env.tick(T0 + 3 + DRIVER_NODE_GONE_S)
+    assert env.state(t) is S.RUNNING and env.cluster.stop_calls == []
 
 
 def test_cancel_queued_and_pending_at_once(env: Env) -> None:

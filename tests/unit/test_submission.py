@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 
 import pytest
 
 from service.config import WORKLOADS, Settings, settings_from_mapping, thaw
 from service.jobspec import JobSpec
-from service.submission import build_entrypoint, build_submit_request
+from service.submission import (
+    build_entrypoint,
+    build_submit_request,
+    driver_argv,
+    with_exit_marker,
+)
 from service.workloads import WORKLOADS as TABLE
 from service.workloads import driver, owned_keys
 
@@ -183,8 +189,9 @@ def test_submit_request_fields() -> None:
                                settings=SETTINGS)
     argv = build_entrypoint(SPEC, TASK, 3, SETTINGS, "alice")
     assert req.submission_id == f"{TASK}--a03"
-    assert req.entrypoint == shlex.join(argv)
-    assert shlex.split(req.entrypoint) == argv
+    marker = f"/private/users/alice/jobs/{TASK}--a03/exit_code"
+    assert req.entrypoint == with_exit_marker(shlex.join(argv), marker)
+    assert driver_argv(req.entrypoint) == argv
     assert req.runtime_env == {"env_vars": {"PYTHONPATH": "/private/code/verl"}}
     assert req.entrypoint_num_cpus == 1.0
     assert req.entrypoint_resources == {"worker_node": 1.0}
@@ -270,3 +277,15 @@ def test_layout_refuses_what_is_not_a_name_or_an_id() -> None:
         checkpoint_dir("/private", "alice", "../../etc")
     with pytest.raises(ValueError, match="not a task id"):
         checkpoint_dir("/private", None, "../../etc")
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_the_exit_marker_keeps_the_drivers_exit_code(tmp_path, code: int) -> None:
+    marker = tmp_path / "it's a dir; touch x" / "exit_code"  # quoted like every path
+    marker.parent.mkdir()
+    entrypoint = with_exit_marker(shlex.join(["sh", "-c", f"exit {code}"]), str(marker))
+    proc = subprocess.run(["/bin/sh", "-c", entrypoint], cwd=tmp_path, timeout=30,
+                          check=False)
+    assert proc.returncode == code
+    assert marker.read_text() == f"{code}\n"
+    assert not (tmp_path / "x").exists()
