@@ -645,15 +645,26 @@ async def test_readyz_says_ready_and_why_not(client, env, monkeypatch):
     assert body["read_s"] >= 0 and body["work_s"] >= 0
     # the read lane stuck behind slow reads, the database read-only
     monkeypatch.setattr(handlers, "READY_DEADLINE_S", 0.05)
-    gate = threading.Event()
+    gate, held_read_done = threading.Event(), threading.Event()
     real = env.store.change_seq
-    monkeypatch.setattr(env.store, "change_seq", lambda: gate.wait(10) and real())
+
+    def slow_change_seq() -> int:
+        try:
+            gate.wait(10)
+            return real()
+        finally:
+            held_read_done.set()
+
+    monkeypatch.setattr(env.store, "change_seq", slow_change_seq)
     env.loop.degraded = "database is read-only"
     try:
         resp = await client.get("/readyz")
         body = await resp.json()
     finally:
         gate.set()
+        # the held read ends before the fixture closes the store (a read on a closed
+        # SQLite connection from the lane's thread crashes the process)
+        assert held_read_done.wait(10)
     assert resp.status == 503 and body["status"] == "not ready"
     assert body["read_s"] is None
     assert any("database read took over 0.05 s" in r for r in body["reasons"])
