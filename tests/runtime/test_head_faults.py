@@ -152,7 +152,8 @@ def fault(c: LocalCluster, script: str, *args: str) -> None:
 
 
 def steps_done(text: str) -> list[int]:
-    return [int(m) for m in re.findall(r"\] step (\d+)/", text)]
+    """The steps the stand-in logged, in order (verl's console lines: ``step:N - ...``)."""
+    return [int(m) for m in re.findall(r"\] step:(\d+) - ", text)]
 
 
 def running_at_step(svc: Service, task_id: str, step: int) -> Callable[[], bool]:
