@@ -112,15 +112,13 @@ class Timeline:
                 out.append((run_start, INF))
         return out
 
-    def fits(self, nodes: Iterable[str], gpus: float, cpus: float, duration: float,
-             at: float | None = None) -> bool:
-        """Whether each of ``nodes`` has ``gpus``/``cpus`` free over
-        ``[at, at + duration)`` (``at``: now)."""
-        at = self.now if at is None else at
+    def fits(self, nodes: Iterable[str], gpus: float, cpus: float, duration: float) -> bool:
+        """Whether each of ``nodes`` has ``gpus``/``cpus`` free over ``[now, now +
+        duration)``."""
         for node in nodes:
             if node not in self._free:
                 return False
-            if not any(a - EPS <= at <= b + EPS
+            if not any(a - EPS <= self.now <= b + EPS
                        for a, b in self.starts(node, gpus, cpus, duration)):
                 return False
         return True
