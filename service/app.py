@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
-from service import ui
+from service import failure_guard, ui
 from service.api import accounts as a
 from service.api import handlers as h
 from service.api.auth import Access, Authenticator
@@ -27,6 +27,7 @@ from service.api.waker import Waker
 from service.artifacts import Artifacts
 from service.cluster import Cluster
 from service.config import Settings
+from service.failure_guard import FailureGuard
 from service.metrics import ServiceMetrics
 from service.offload import Offload
 from service.openapi import build_openapi
@@ -125,6 +126,7 @@ def create_app(
         waker=Waker(scheduler_loop, wake_interval_s),
         cluster_pool=ThreadPoolExecutor(CLUSTER_THREADS, "argus-cluster"),
         work=Offload("argus-api-work", WORK_THREADS),
+        auth_guard=FailureGuard(clock, failure_guard.API),
     )
     app[DEPS] = deps
     for method, path, handler, _ in ROUTES:

@@ -118,6 +118,18 @@ class Authenticator:
         await self._touch(row, now)
         return Principal(row.user, row.role, token_id)
 
+    def known(self, token: str) -> bool:
+        """Whether ``token`` is the environment's or one this process has cached, with a
+        matching secret: checked without the store, so an address that must wait after
+        failed checks still serves its users whose tokens are known (a shared NAT)."""
+        if not presentable(token):
+            return False
+        if hmac.compare_digest(token.encode("utf-8"), self._bootstrap):
+            return True
+        token_id = parse_token_id(token)
+        row = self._cache.get(token_id) if token_id is not None else None
+        return row is not None and hash_matches(token, row.sha256)
+
     async def _row(self, token_id: str) -> TokenAuth | None:
         row = self._cache.get(token_id)
         if row is not None:

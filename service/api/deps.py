@@ -14,6 +14,7 @@ from service.api.waker import Waker
 from service.artifacts import Artifacts
 from service.cluster import Cluster
 from service.config import Settings
+from service.failure_guard import FailureGuard
 from service.metrics import ServiceMetrics
 from service.offload import Offload
 from service.store_async import AsyncStore
@@ -63,6 +64,7 @@ class AppDeps:
     waker: Waker
     cluster_pool: ThreadPoolExecutor  # blocking Ray calls, each bounded by ray_timeout_s
     work: Offload  # CPU or file work of a request: JobSpec parsing, logs, metrics
+    auth_guard: FailureGuard  # failed bearer checks per address: backoff, then 429
 
 
 DEPS = web.AppKey("argus_deps", AppDeps)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -124,6 +125,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 _UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="argus"'}
+AUTH_FAILURE_LOG_S = 60.0  # failed token checks are logged in aggregate, this often at most
 
 
 def access_of(request: web.Request) -> Access:
@@ -145,10 +147,26 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     access = access_of(request)
     if access is Access.PUBLIC:
         return await handler(request)
+    deps = deps_of(request)
     try:
         presented = bearer_token(request.headers.get("Authorization"))
-        principal = await deps_of(request).auth.authenticate(presented)
+    except AuthFailure as exc:  # no token to guess with: costs nothing, not counted
+        return error_response(401, exc.message, headers=_UNAUTHORIZED_HEADERS)
+    # a presented token that fails is a guess (or a stale one): each costs a token check,
+    # so past a few from one address, only tokens known without the store are checked
+    address = f"address:{request.remote}"
+    wait = deps.auth_guard.wait_s(address)
+    if wait > 0 and not deps.auth.known(presented):
+        retry = max(1, math.ceil(wait))
+        return error_response(
+            429, f"too many failed token checks from this address; try again in {retry} s",
+            code="auth_backoff", headers={"Retry-After": str(retry)})
+    try:
+        principal = await deps.auth.authenticate(presented)
     except AuthFailure as exc:
+        deps.auth_guard.failed(address)
+        if failures := deps.auth_guard.report(AUTH_FAILURE_LOG_S):
+            log.warning("%d failed API token check(s) since the last report", failures)
         return error_response(401, exc.message, headers=_UNAUTHORIZED_HEADERS)
     if access is Access.ADMIN and not principal.is_admin:
         return error_response(

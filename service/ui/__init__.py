@@ -16,10 +16,10 @@ from importlib.resources import files
 from aiohttp import web
 
 from service.api.deps import DEPS
+from service.failure_guard import FailureGuard
 from service.ui import live, pages
 from service.ui.changes import ChangeFeed
 from service.ui.sessions import fingerprint
-from service.ui.signin_guard import SignInGuard
 from service.ui.slots import StreamSlots
 
 TASK = "{task_id:[^/:]+}"
@@ -77,7 +77,7 @@ def setup(app: web.Application, bootstrap_token: str) -> list[tuple[str, str]]:
     settings = app[DEPS].settings
     app[pages.SLOTS] = StreamSlots(settings.ui_max_streams_per_session,
                                    settings.ui_max_streams_per_user)
-    app[pages.GUARD] = SignInGuard(app[DEPS].clock)
+    app[pages.GUARD] = FailureGuard(app[DEPS].clock)
     app[pages.FEED] = feed = ChangeFeed(app[DEPS].store.change_seq, poll_s=POLL_S)
 
     async def _watch(_: web.Application) -> AsyncIterator[None]:

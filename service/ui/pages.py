@@ -32,6 +32,7 @@ from service.api.params import parse_uint
 from service.cli_progress import progress_summary
 from service.cluster import ClusterError
 from service.config import SchedulerSettings
+from service.failure_guard import FailureGuard
 from service.observed import reason_class, total_of
 from service.offload import PARTY
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY, allowance_problem, range_problem
@@ -50,7 +51,6 @@ from service.ui.sessions import (
     set_cookie,
     sign_in,
 )
-from service.ui.signin_guard import SignInGuard
 from service.ui.slots import StreamSlots
 from service.users import ME, Principal, name_problem, parse_token_id, presentable
 
@@ -77,7 +77,7 @@ SINCE = web.RequestKey("argus_ui_since", str)
 CLOSING = web.AppKey("argus_ui_closing", asyncio.Event)  # set when the service shuts down
 FEED = web.AppKey("argus_ui_feed", ChangeFeed)  # the process's one change watcher
 SLOTS = web.AppKey("argus_ui_slots", StreamSlots)  # live streams open per session/user
-GUARD = web.AppKey("argus_ui_signin_guard", SignInGuard)  # failed sign-ins, backoff
+GUARD = web.AppKey("argus_ui_signin_guard", FailureGuard)  # failed sign-ins, backoff
 SIGNIN_LOG_S = 60.0  # failed sign-ins are logged in aggregate, at most this often
 
 HEADERS = {

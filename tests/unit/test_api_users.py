@@ -221,6 +221,33 @@ async def test_a_wrong_secret_for_a_real_token_id_is_just_invalid(client, world)
     assert status == 401 and body["error"]["message"] == "invalid token"  # no status leak
 
 
+async def test_token_guessing_backs_off_with_429_but_known_tokens_still_pass(
+        client, world: World, caplog) -> None:
+    from service.failure_guard import API
+
+    caplog.set_level(logging.WARNING)
+    assert (await get_me(client, world.tokens["alice"]))[0] == 200  # alice's row is cached
+    secret = "g" * 43
+    guesses = [f"argus_{i:012x}_{secret}" for i in range(API.free_failures + 1)]
+    for guess in guesses:
+        assert (await get_me(client, guess))[0] == 401
+    status, body = await get_me(client, "argus_0000000000ff_" + "g" * 43)
+    assert status == 429 and body["error"]["code"] == "auth_backoff"
+    resp = await client.get("/api/v2/me", headers=world.auth("bob"))  # not cached: waits
+    assert resp.status == 429 and resp.headers["Retry-After"] == "1"
+    # who already signed in from this address is served on: alice, and the environment's
+    assert (await get_me(client, world.tokens["alice"]))[0] == 200
+    assert (await get_me(client, BOOTSTRAP))[0] == 200
+    world.clock.now += 1.0  # the wait is over: one more check, then a doubled wait
+    assert (await get_me(client, world.tokens["bob"]))[0] == 200
+    assert (await get_me(client, guesses[0]))[0] == 401
+    resp = await client.get("/api/v2/me", headers={"Authorization": f"Bearer {guesses[1]}"})
+    assert resp.status == 429 and resp.headers["Retry-After"] == "2"
+    failures = [r.getMessage() for r in caplog.records if "failed API token" in r.getMessage()]
+    assert failures == ["1 failed API token check(s) since the last report"]  # in aggregate
+    assert not any(g in r.getMessage() for r in caplog.records for g in guesses)
+
+
 @pytest.mark.parametrize("token", [
     "x" * 513, "argus_" + "0" * 12 + "_" + "a" * 43, "tøken-ñ", "bootstrap-token-of-the-operatoR",
     BOOTSTRAP + "x", BOOTSTRAP[:-1], "a" * 100_000,

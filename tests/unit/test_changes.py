@@ -149,12 +149,12 @@ def test_stream_slots_by_table(per_session, per_user, opens, refused_at) -> None
 
 
 def test_sign_in_backoff_doubles_past_the_free_failures_and_success_clears_it() -> None:
-    from service.ui import signin_guard as sg
+    from service import failure_guard as sg
 
     now = [0.0]
-    guard = sg.SignInGuard(lambda: now[0])
+    guard = sg.FailureGuard(lambda: now[0])
     keys = ("address:10.0.0.9", "account:abc")
-    for _ in range(sg.FREE_FAILURES):
+    for _ in range(sg.SIGN_IN.free_failures):
         assert guard.wait_s(*keys) == 0
         guard.failed(*keys)
     assert guard.wait_s(*keys) == 0  # the free ones cost nothing
@@ -166,23 +166,22 @@ def test_sign_in_backoff_doubles_past_the_free_failures_and_success_clears_it() 
     assert waits == [1.0, 2.0, 4.0, 8.0]
     for _ in range(40):
         guard.failed(*keys)
-    assert guard.wait_s(*keys) == sg.MAX_S  # capped
+    assert guard.wait_s(*keys) == sg.SIGN_IN.max_s  # capped
     assert guard.wait_s("address:10.0.0.10", "account:other") == 0  # others unaffected
     guard.succeeded(*keys)
     assert guard.wait_s(*keys) == 0
-    assert guard.report(60.0) == sg.FREE_FAILURES + 44  # once, then nothing until due
+    assert guard.report(60.0) == sg.SIGN_IN.free_failures + 44  # once, then nothing until due
     guard.failed("address:x")
     assert guard.report(60.0) == 0
     now[0] += 60.0
     assert guard.report(60.0) == 1
 
 
-def test_sign_in_keys_are_forgotten_and_bounded(monkeypatch) -> None:
-    from service.ui import signin_guard as sg
+def test_sign_in_keys_are_forgotten_and_bounded() -> None:
+    from service import failure_guard as sg
 
-    monkeypatch.setattr(sg, "MAX_KEYS", 10)
     now = [0.0]
-    guard = sg.SignInGuard(lambda: now[0])
+    guard = sg.FailureGuard(lambda: now[0], sg.Backoff(5, 1.0, 300.0, max_keys=10))
     for i in range(50):
         guard.failed(f"address:{i}")
     assert len(guard._keys) == 10

@@ -53,6 +53,7 @@ PURE_MODULES = (
     "service.curves",
     "service.terminal",
     "service.ui.slots",
+    "service.failure_guard",
     "service.ray_mapping",
     "service.api.views",
     "service.api.params",

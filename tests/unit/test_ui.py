@@ -544,10 +544,10 @@ async def test_live_streams_are_limited_per_session_and_per_user(env, aiohttp_cl
 
 
 async def test_sign_in_guessing_backs_off_with_429_and_does_not_check_tokens(client, env):
-    from service.ui import signin_guard
+    from service import failure_guard as signin_guard
 
     wrong = {"token": "argus_0123456789ab_" + "x" * 43, "next": "/ui/queue"}
-    for _ in range(signin_guard.FREE_FAILURES + 1):
+    for _ in range(signin_guard.SIGN_IN.free_failures + 1):
         resp = await client.post("/ui/signin", data=wrong, allow_redirects=False)
         assert resp.status == 401
     resp = await client.post("/ui/signin", data={"token": TOKEN, "next": "/ui/queue"},

@@ -1,14 +1,15 @@
-"""Sign-in attempts: how long a client address or an account must wait (pure, clock in).
+"""Failed token checks: how long a client address or an account must wait (pure, clock in).
 
-Guessing tokens at the sign-in form costs the service a token check and, before this,
-a log line per guess. A few failures are free (``FREE_FAILURES``); past them each further
-failure doubles the wait (``BASE_S``, 2 x, 4 x ... up to ``MAX_S``) before the next try
-from that address, and for that account (the token's public id; the environment's token
-is one account). A sign-in that succeeds clears its address and account. While a key
-must wait, the form answers 429 with ``Retry-After`` without checking the token.
-Failures are counted, and the caller logs them in aggregate (``report``), never one line
-each. Memory is bounded: keys idle for ``FORGET_S`` are dropped, and at most
-``MAX_KEYS`` are kept (the oldest go first).
+Guessing tokens costs the service a token check (a store read for an unknown token id)
+and, before this, a log line per guess. Two callers keep one ``FailureGuard`` each: the
+console's sign-in form (keyed by address and by the token's public id) and the API's
+bearer check (keyed by address). A few failures are free (``Backoff.free_failures``);
+past them each further failure doubles the wait (``base_s``, 2 x, 4 x ... up to
+``max_s``) before the next try from that key. While a key must wait, the caller answers
+429 with ``Retry-After`` without checking the token the store's way. Failures are
+counted, and the caller logs them in aggregate (``report``), never one line each.
+Memory is bounded: keys idle for ``FORGET_S`` are dropped, and at most ``max_keys`` are
+kept (the oldest go first).
 """
 
 from __future__ import annotations
@@ -17,11 +18,21 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-FREE_FAILURES = 5
-BASE_S = 1.0
-MAX_S = 300.0
 FORGET_S = 3600.0
-MAX_KEYS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    free_failures: int
+    base_s: float
+    max_s: float
+    max_keys: int = 100_000
+
+
+# the console's form: a person types a token, a few mistakes are plenty
+SIGN_IN = Backoff(free_failures=5, base_s=1.0, max_s=300.0)
+# the API: scripts retry on their own, and a rotated token fails a burst of calls at once
+API = Backoff(free_failures=20, base_s=1.0, max_s=60.0)
 
 
 @dataclass(slots=True)
@@ -31,9 +42,10 @@ class _Failures:
     last: float
 
 
-class SignInGuard:
-    def __init__(self, clock: Callable[[], float]) -> None:
+class FailureGuard:
+    def __init__(self, clock: Callable[[], float], backoff: Backoff = SIGN_IN) -> None:
         self._clock = clock
+        self._backoff = backoff
         self._keys: OrderedDict[str, _Failures] = OrderedDict()
         self._unlogged = 0
         self._reported_at = float("-inf")
@@ -52,11 +64,12 @@ class SignInGuard:
             entry = self._keys.pop(key, None) or _Failures(0, now, now)
             entry.count += 1
             entry.last = now
-            over = entry.count - FREE_FAILURES
+            over = entry.count - self._backoff.free_failures
             if over > 0:
-                entry.blocked_until = now + min(MAX_S, BASE_S * 2 ** min(over - 1, 30))
+                entry.blocked_until = now + min(
+                    self._backoff.max_s, self._backoff.base_s * 2 ** min(over - 1, 30))
             self._keys[key] = entry  # most recent last
-        while len(self._keys) > MAX_KEYS:
+        while len(self._keys) > self._backoff.max_keys:
             self._keys.popitem(last=False)
 
     def succeeded(self, *keys: str) -> None:
