@@ -206,7 +206,7 @@ class Settings:
     sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
     task_id_prefix: str = "mvp2"
     allowed_roots: tuple[str, ...] = ()  # default: (shared_root,)
-    max_body_bytes: int = 1 << 20
+    max_body_bytes: int = 256 << 10  # a real JobSpec is a few KiB; overrides fit many times over
     default_overrides: Mapping[str, tuple[str, ...]] = field(
         default_factory=lambda: MappingProxyType(dict(DEFAULT_OVERRIDES))
     )

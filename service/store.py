@@ -547,8 +547,9 @@ class Store(StoreReads):
             failure_kind=end.failure_kind, message=truncate_message(end.message),
             start_time=end.start_time, end_time=end.end_time, exit_code=end.exit_code,
         )
-        conn.execute(Q["add_gpu_seconds"], {"task_id": task_id, "start_time": end.start_time,
-                                            "end_time": end.end_time})
+        used = {"task_id": task_id, "start_time": end.start_time, "end_time": end.end_time}
+        conn.execute(Q["add_gpu_seconds"], used)
+        conn.execute(Q["add_task_usage"], {**used, "failure_kind": end.failure_kind})
 
     def finish_attempt(self, task_id: str, expected: TaskState, attempt_no: int,
                        end: AttemptEnd, outcome: TaskState, error_summary: str | None,
@@ -619,6 +620,7 @@ class Store(StoreReads):
                                                     "now": now})
             conn.execute(Q["make_admin"], {"name": bootstrap_admin})
             conn.execute(Q["adopt_gpu_seconds"], {"user": default_user})
+            conn.execute(Q["adopt_task_usage"], {"user": default_user})
             return conn.execute(Q["adopt_ownerless_tasks"], {"user": default_user}).rowcount
 
     def create_user(self, name: str, role: Role, now: float) -> UserRow:
@@ -721,13 +723,14 @@ class Store(StoreReads):
         attempts = [
             {"task_id": t.task_id, "ray_submission_id": submission_id(t.task_id, 1),
              "ray_status": RayStatus.SUCCEEDED.value, "start_time": t.attempt_span[0],
-             "end_time": t.attempt_span[1]}
+             "end_time": t.attempt_span[1], "failure_kind": None}
             for t in tasks if t.attempt_span is not None
         ]
         with self._tx() as conn:
             conn.executemany(Q["insert_task"], rows)
             conn.executemany(Q["insert_ended_attempt"], attempts)
             conn.executemany(Q["add_gpu_seconds"], attempts)
+            conn.executemany(Q["add_task_usage"], attempts)
         self._checkpoint()
         return len(rows)
 

@@ -38,7 +38,14 @@ from service.rows import (
 )
 from service.sql import QUERIES as Q
 from service.states import ON_CLUSTER, RUNNABLE, TaskState
-from service.usage import AttemptSpan, Summary, UserUsage
+from service.usage import (
+    AttemptSpan,
+    EndedTotals,
+    RunningSpan,
+    Summary,
+    UserUsage,
+    all_history,
+)
 from service.users import Role
 
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
@@ -340,7 +347,10 @@ class StoreReads:
         given): per-user totals, and the attempts of the ``task_limit`` tasks that used
         the most. However long the window, only those attempts leave SQLite."""
         with self._snapshot() as conn:  # the same attempts for the totals and the tasks
-            users, top = self._usage_totals(window_from, window_to, now, user, task_limit)
+            if window_from <= 0.0 and window_to >= now:  # all history: the running totals
+                users, top = self._usage_all_history(conn, now, user, task_limit)
+            else:
+                users, top = self._usage_totals(window_from, window_to, now, user, task_limit)
             spans = [_span(r) for r in conn.execute(Q["usage_spans_of_tasks"], {
                 "from": window_from, "to": window_to, "task_ids": json.dumps(top)})
                      ] if top else []
@@ -357,6 +367,23 @@ class StoreReads:
                            r["attempts"], r["running_attempts"])
                  for r in rows if r["kind"] == "user"]
         return users, [r["task_id"] for r in rows if r["kind"] == "task"]
+
+    def _usage_all_history(self, conn: sqlite3.Connection, now: float, user: str | None,
+                           task_limit: int) -> tuple[list[UserUsage], list[str]]:
+        """``_usage_totals`` over all history, from each task's running totals
+        (``task_usage``) and the attempts running now: no ended attempt is read."""
+        params = {"now": now, "user": user}
+        ended = [EndedTotals(r["user"], r["gpu_seconds"], r["failed_gpu_seconds"], r["tasks"],
+                             r["attempts"])
+                 for r in conn.execute(Q["usage_ended_by_user"], params)]
+        running = [RunningSpan(r["task_id"], r["user"], r["gpus"] * (now - r["start_time"]),
+                               r["failure_kind"] is not None, r["ended_gpu_seconds"])
+                   for r in conn.execute(Q["usage_running"], params)]
+        # a running task may outrank any ended one: read as many more as there are running
+        query = "usage_top_ended_all" if user is None else "usage_top_ended_of_user"
+        top = [(r["task_id"], r["gpu_seconds"]) for r in conn.execute(
+            Q[query], {"user": user, "limit": task_limit + len(running)})] if task_limit else []
+        return all_history(ended, running, top, task_limit)
 
     def gpus_in_use_by_user(self) -> dict[str | None, int]:
         """GPUs of each owner's active (SUBMITTING/SUBMITTED/RUNNING) tasks."""

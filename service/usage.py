@@ -82,6 +82,60 @@ class Summary:
     tasks_total: int
 
 
+@dataclass(frozen=True, slots=True)
+class EndedTotals:
+    """One owner's ended attempts over all history, summed from ``task_usage``."""
+
+    user: str | None
+    gpu_seconds: float
+    failed_gpu_seconds: float
+    tasks: int
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunningSpan:
+    """An attempt on the cluster now, counted up to now; ``ended_gpu_seconds`` is what its
+    task's ended attempts used (None: the task has none that counted)."""
+
+    task_id: str
+    user: str | None
+    gpu_seconds: float
+    failed: bool
+    ended_gpu_seconds: float | None
+
+
+def all_history(ended: Iterable[EndedTotals], running: Iterable[RunningSpan],
+                top_ended: Iterable[tuple[str, float]], task_limit: int
+                ) -> tuple[list[UserUsage], list[str]]:
+    """Every owner's totals over all history and the ids of the ``task_limit`` tasks that
+    used the most (ties by id), as ``account`` would give them from every attempt:
+    ``ended`` from the running totals, ``running`` added up to now (a task counted once),
+    ``top_ended`` the tasks whose ended attempts used the most, at least ``task_limit``
+    plus one per running attempt of them, best first."""
+    users = {e.user: UserUsage(e.user, e.gpu_seconds, e.failed_gpu_seconds, e.tasks,
+                               e.attempts) for e in ended}
+    totals = dict(top_ended)
+    counted: set[str] = set()
+    for span in running:
+        if span.gpu_seconds <= 0:
+            continue  # starts at this very instant: nothing used yet, as ``account`` says
+        user = users.get(span.user)
+        if user is None:
+            user = users[span.user] = UserUsage(span.user)
+        user.gpu_seconds += span.gpu_seconds
+        user.failed_gpu_seconds += span.gpu_seconds if span.failed else 0.0
+        user.attempts += 1
+        user.running_attempts += 1
+        if span.ended_gpu_seconds is None and span.task_id not in counted:
+            user.tasks += 1  # no ended attempt counted it yet
+        counted.add(span.task_id)
+        base = totals.get(span.task_id, span.ended_gpu_seconds or 0.0)
+        totals[span.task_id] = base + span.gpu_seconds
+    ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:task_limit]
+    return sorted(users.values(), key=lambda u: u.user or ""), [k for k, _ in ranked]
+
+
 def report_of(summary: Summary, window_from: float, window_to: float, now: float) -> Report:
     """The report of a summary: its users' totals, its top tasks accounted attempt by
     attempt (``account``)."""

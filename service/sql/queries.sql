@@ -638,6 +638,57 @@ SELECT * FROM (
     FROM per_task ORDER BY gpu_seconds DESC, task_id LIMIT :limit
 );
 
+-- name: add_task_usage
+-- An attempt of :task_id ended: what it used goes to the task's running totals (read by
+-- all-history usage instead of every attempt). An attempt that never started or held its
+-- gang no time counts nothing, as usage_totals counts it.
+INSERT INTO task_usage (task_id, user, gpu_seconds, failed_gpu_seconds, attempts)
+SELECT t.task_id, t.user, (:end_time - :start_time) * t.nnodes * t.n_gpus_per_node,
+       CASE WHEN :failure_kind IS NOT NULL
+            THEN (:end_time - :start_time) * t.nnodes * t.n_gpus_per_node ELSE 0.0 END, 1
+FROM tasks t
+WHERE t.task_id = :task_id AND :start_time IS NOT NULL AND :end_time > :start_time
+ON CONFLICT (task_id) DO UPDATE SET
+    gpu_seconds = gpu_seconds + excluded.gpu_seconds,
+    failed_gpu_seconds = failed_gpu_seconds + excluded.failed_gpu_seconds,
+    attempts = attempts + 1;
+
+-- name: adopt_task_usage
+-- Ownerless tasks get :user: so do their usage totals.
+UPDATE task_usage SET user = :user WHERE user IS NULL;
+
+-- name: usage_ended_by_user
+-- All-history totals of ended attempts per owner (of :user only when not NULL), read from
+-- the covering index task_usage_user: one narrow entry per task, no attempt read.
+SELECT user, sum(gpu_seconds) AS gpu_seconds, sum(failed_gpu_seconds) AS failed_gpu_seconds,
+       count(*) AS tasks, sum(attempts) AS attempts
+FROM task_usage INDEXED BY task_usage_user
+WHERE (:user IS NULL OR user = :user)
+GROUP BY user;
+
+-- name: usage_running
+-- Attempts on the cluster now (no end, task active) that started before :now, with what
+-- their task's ended attempts used (NULL: none yet): all-history usage adds them up to :now.
+SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time,
+       a.failure_kind, u.gpu_seconds AS ended_gpu_seconds
+FROM attempts a INDEXED BY attempts_end_time
+JOIN tasks t ON t.task_id = a.task_id
+LEFT JOIN task_usage u ON u.task_id = a.task_id
+WHERE a.end_time IS NULL AND a.start_time < :now
+  AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+  AND (:user IS NULL OR t.user = :user);
+
+-- name: usage_top_ended_all
+-- The :limit tasks whose ended attempts used the most, ties by id (task_usage_all_top).
+SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_all_top
+ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
+
+-- name: usage_top_ended_of_user
+-- usage_top_ended_all of :user's tasks (task_usage_top).
+SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_top
+WHERE user = :user
+ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
+
 -- name: usage_spans_of_tasks
 -- usage_spans of the tasks in :task_ids (a JSON array) only.
 SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,

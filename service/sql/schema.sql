@@ -218,3 +218,16 @@ CREATE TABLE user_spec_bytes (
 -- A user's console sessions, oldest first: signing in past the per-user bound drops the
 -- oldest ones.
 CREATE INDEX ui_sessions_user ON ui_sessions (user, created_at);
+
+-- Each task's running usage totals of its ended attempts (migration 0009): all-history
+-- usage sums these instead of every attempt.
+CREATE TABLE task_usage (
+    task_id            TEXT    PRIMARY KEY REFERENCES tasks(task_id),
+    user               TEXT,
+    gpu_seconds        REAL    NOT NULL CHECK (gpu_seconds >= 0),
+    failed_gpu_seconds REAL    NOT NULL CHECK (failed_gpu_seconds >= 0),
+    attempts           INTEGER NOT NULL CHECK (attempts >= 0)
+) WITHOUT ROWID;
+CREATE INDEX task_usage_user ON task_usage (user, gpu_seconds, failed_gpu_seconds, attempts);
+CREATE INDEX task_usage_top ON task_usage (user, gpu_seconds DESC, task_id);
+CREATE INDEX task_usage_all_top ON task_usage (gpu_seconds DESC, task_id);

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .harness import good_spec
 
-MAX_BODY = 1 << 20  # the service's default v2.jobspec.max_body_bytes
+MAX_BODY = 256 << 10  # the service's default v2.jobspec.max_body_bytes
 
 
 @dataclass(frozen=True)

@@ -215,3 +215,37 @@ def test_the_time_limit_migration_keeps_attempts_and_takes_time_limit(tmp_path: 
     with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
         conn.execute("UPDATE tasks SET max_runtime_s = 0 WHERE task_id = 'old'")
     store.close()
+
+
+def test_the_usage_rollup_migration_counts_the_attempts_that_ended_before_it(
+        tmp_path: Path) -> None:
+    """A version-8 database with ended, failed, zero-length, unstarted and running
+    attempts: 0009 gives each task its running totals, the same the usage window sums."""
+    path = str(tmp_path / "db.sqlite3")
+    conn = _database_at(path, 8)
+    tasks = (("a", 4, "SUCCEEDED"), ("b", 2, "RUNNING"), ("c", 1, "FAILED"))
+    for task_id, gpus, state in tasks:
+        conn.execute("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, "
+                     "nnodes, n_gpus_per_node, user, created_at, updated_at, next_run_at, "
+                     "runnable_since, latest_attempt_no) "
+                     "VALUES (?, 'ppo', ?, 'y', '{}', 1, ?, 'alice', 1, 2, 3, 4, 2)",
+                     (task_id, state, gpus))
+    for task_id, n, kind, start, end in (
+            ("a", 1, "CLUSTER_LOST", 10, 40), ("a", 2, None, 50, 150),
+            ("b", 1, None, 10, 10),  # held its gang no time: not counted
+            ("b", 2, None, 20, None),  # running: counted up to now by the reader, not here
+            ("c", 1, "USER_ERROR", None, None)):  # never started
+        conn.execute("INSERT INTO attempts (task_id, attempt_no, ray_submission_id, "
+                     "ray_status, failure_kind, created_at, start_time, end_time) "
+                     "VALUES (?, ?, ?, 'FAILED', ?, 1, ?, ?)",
+                     (task_id, n, f"{task_id}--a0{n}", kind, start, end))
+    conn.close()
+    store = Store(path)
+    assert schema_version(store._conn) == len(migration_files())
+    assert _tuples(store._conn, "SELECT * FROM task_usage ORDER BY task_id") == [
+        ("a", "alice", 4 * 130.0, 4 * 30.0, 2)]
+    summary = store.usage_summary(0.0, 200.0, 200.0, None, 5)
+    [alice] = summary.users
+    assert (alice.gpu_seconds, alice.failed_gpu_seconds, alice.tasks, alice.attempts,
+            alice.running_attempts) == (4 * 130.0 + 2 * 180.0, 4 * 30.0, 2, 3, 1)
+    store.close()

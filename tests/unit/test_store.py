@@ -479,3 +479,17 @@ def test_request_preemption_marks_each_attempt_once(store: Store) -> None:
     assert kinds == [(low, "PREEMPTION_REQUESTED", {"attempt_no": 1, "for": high,
                                                     "priority": 9}),
                      (high, "PREEMPTING", {"victims": [low], "priority": 9})]
+
+
+@pytest.mark.parametrize(("name", "index", "params"), [
+    ("usage_ended_by_user", "COVERING INDEX task_usage_user", {"user": None}),
+    ("usage_top_ended_all", "COVERING INDEX task_usage_all_top", {"limit": 5}),
+    ("usage_top_ended_of_user", "COVERING INDEX task_usage_top", {"user": "u", "limit": 5}),
+])
+def test_all_history_usage_reads_the_running_totals_by_index(
+        store: Store, name: str, index: str, params: dict[str, object]) -> None:
+    """All-history usage costs one index entry per task (the sums) or :limit entries (the
+    top tasks): no attempt read, no sort."""
+    plan = _plan(store, QUERIES[name], params)
+    assert f"USING {index}" in plan and "attempts" not in plan, plan
+    assert "TEMP B-TREE" not in plan, plan

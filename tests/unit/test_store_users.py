@@ -327,9 +327,13 @@ def test_the_gpu_seconds_ledger_equals_the_sum_of_ended_attempts(store: Store) -
 @pytest.mark.parametrize(("window", "user", "limit"), [
     ((0, 10**7), None, 5), ((T0 + 3000, T0 + 6000), None, 3), ((0, 10**7), "bob", 100),
     ((T0 + 1000, T0 + 1500), "alice", 0),
+    # all history (to: now): from each task's running totals, no ended attempt read
+    ((0, None), None, 5), ((0, None), "bob", 3), ((0, None), "carol", 0),
+    ((0, None), None, 100),
 ])
 def test_usage_summed_in_sql_matches_accounting_attempt_by_attempt(
-        store: Store, window: tuple[float, float], user: str | None, limit: int) -> None:
+        store: Store, window: tuple[float, float | None], user: str | None, limit: int,
+        monkeypatch) -> None:
     """The usage route sums users in SQL and reads only the top tasks' attempts: the same
     figures as ``usage.account`` over every attempt (failed and running ones included)."""
     from service.api.views import usage_json
@@ -337,6 +341,12 @@ def test_usage_summed_in_sql_matches_accounting_attempt_by_attempt(
 
     now = _random_history(store, seed=11)
     lo, hi = window
+    if hi is None:
+        hi = now
+
+        def no_scan(*_: object) -> None:
+            raise AssertionError("all history must not scan the window's attempts")
+        monkeypatch.setattr(store, "_usage_totals", no_scan)
     summary = store.usage_summary(lo, hi, now, user, limit)
     got = usage_json(report_of(summary, lo, hi, now), now, limit)
     want = usage_json(account(store.usage_spans(lo, hi, user), lo, hi, now), now, limit)

@@ -22,7 +22,8 @@ from service.config import Settings
 from service.jobspec import JobSpecError, parse_jobspec
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTINGS = Settings()
+# the parser must hold hostile bodies up to a generous operator limit, past the default
+SETTINGS = Settings(max_body_bytes=1 << 20)
 GOOD = (
     "workload: ppo\ncode_path: /private/code\nmodel_id: Qwen/Qwen2.5-0.5B-Instruct\n"
     "train_file: /private/t.parquet\nval_file: /private/v.parquet\nnnodes: 1\n"
