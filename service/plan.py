@@ -14,6 +14,7 @@ from service.cluster import ClusterSnapshot
 from service.fairshare import Share
 from service.preemption import Running
 from service.rows import ActiveRow, RunnableRow
+from service.runtimes import RuntimeModel
 from service.timefmt import iso
 
 # A task may use kept nodes when its limit ends this long before they surely drain: the
@@ -54,6 +55,7 @@ class PlanInput:
     charges: dict[str | None, float]  # each user's fair-share charge now
     disabled: frozenset[str] = frozenset()  # users whose tasks may not start
     reservation: frozenset[str] = frozenset()  # the nodes the guard kept last tick
+    runtimes: RuntimeModel | None = None  # expected run times (None: estimates from limits)
 
 
 @dataclass

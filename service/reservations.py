@@ -25,10 +25,12 @@ from __future__ import annotations
 
 from service.admission import Decision, FreePool, Gang
 from service.fairshare import FairOrder
+from service.forecast import Placed, Releasing, expected_starts
 from service.passes import BasePass
-from service.plan import LIMIT_SLACK_S, Plan, PlanInput, Preemption, in_backoff
+from service.plan import LIMIT_SLACK_S, Plan, PlanInput, Preemption, Start, Wait, in_backoff
 from service.rows import ActiveRow, RunnableRow
 from service.rules import Rules
+from service.runtimes import RuntimeModel
 from service.timefmt import iso
 from service.timeline import INF, Timeline
 
@@ -40,7 +42,9 @@ class ReservationPass(BasePass):
         self.budget = self.sched.reservations  # reservations left this tick
         self.estimates: dict[str, float] = {}
         self.fallback_used = False  # the guard's fallback holds nodes for one gang
-        self.timeline = Timeline(self.now, self.pool.free_by_node())
+        self.free_now = self.pool.free_by_node()
+        self.timeline = Timeline(self.now, self.free_now)
+        self.placed: list[Placed] = []  # the decisions, in order: replayed for expected starts
         cpg = self.sched.cpus_per_gpu
         for row in inp.active:
             end = self.release_time(row)
@@ -78,13 +82,47 @@ class ReservationPass(BasePass):
         return INF if cand.max_runtime_s is None else cand.max_runtime_s + LIMIT_SLACK_S
 
     def result(self, preemption: Preemption | None) -> Plan:
-        return Plan(self.steps, preemption, estimates=self.estimates)
+        model = self.inp.runtimes
+        if model is None or not self.estimates:
+            return Plan(self.steps, preemption, estimates=self.estimates)
+        expected = expected_starts(self.now, self.free_now, self._releasing(model),
+                                   self.placed, model)
+        steps = [_with_expected(step, expected.get(step.cand.task_id),
+                                self.estimates.get(step.cand.task_id)) for step in self.steps]
+        estimates = {task_id: min(expected.get(task_id, bound), bound)
+                     for task_id, bound in self.estimates.items()}
+        return Plan(steps, preemption, estimates=estimates)
+
+    def _releasing(self, model: RuntimeModel) -> list[Releasing]:
+        """The attempts on the cluster, each ending when ``model`` expects."""
+        out = []
+        cpg = self.sched.cpus_per_gpu
+        for row in self.inp.active:
+            held = self.inp.snapshot.held_on.get(row.ray_submission_id, {})
+            if not held:
+                continue
+            end = self.release_time(row)
+            if end != INF and not (row.cancel_requested or row.stop_requested
+                                   or row.preempted_for is not None):
+                assert row.max_runtime_s is not None
+                start = row.start_time if row.start_time is not None else self.now
+                end = model.end(row.user, (row.nnodes, row.n_gpus_per_node),
+                                row.max_runtime_s, start, self.now)
+            out.append(Releasing({n: (g, g * cpg) for n, g in held.items()}, end))
+        return out
+
+    def _record(self, cand: RunnableRow, gang: Gang, nodes: tuple[str, ...] | None,
+                *, not_before: float | None = None, forever: bool = False) -> None:
+        self.placed.append(Placed(cand.task_id, cand.user, (gang.nnodes, gang.gpus_per_node),
+                                  gang.cpus_per_node, cand.max_runtime_s, nodes, not_before,
+                                  forever))
 
     def place(self, cand: RunnableRow, gang: Gang) -> None:
         if cand.task_id in self.first:  # its turn: placed anew, its budget already spent
             self.timeline.unhold(cand.task_id)
             self.estimates.pop(cand.task_id, None)
             self.budget += 1
+            self._record(cand, gang, ())
         shape = (cand.nnodes, cand.n_gpus_per_node)
         g, c, d = float(gang.gpus_per_node), gang.cpus_per_node, self.duration(cand)
         decision = self.pool.decide(gang, self.driver) if shape not in self.no_fit else None
@@ -92,10 +130,13 @@ class ReservationPass(BasePass):
             if in_backoff(cand, self.now):  # its room now is kept through the backoff
                 self._hold(decision.gang_nodes, gang, self.now,
                            (cand.retry_not_before or self.now) + d, cand.task_id)
+                self._record(cand, gang, tuple(decision.gang_nodes),
+                             not_before=cand.retry_not_before)
                 self.admit(cand, gang, decision)
                 return
             if self.timeline.fits(decision.gang_nodes, g, c, d):
                 self._hold(decision.gang_nodes, gang, self.now, self.now + d, cand.task_id)
+                self._record(cand, gang, tuple(decision.gang_nodes))
                 self.admit(cand, gang, decision)
                 return
             self._wait_planned(cand, gang, self._delays(decision, d), for_room=False)
@@ -155,6 +196,7 @@ class ReservationPass(BasePass):
         start, nodes = found
         self.budget -= 1
         self._hold(nodes, gang, start, start + d, cand.task_id)
+        self._record(cand, gang, None, not_before=cand.retry_not_before)
         self.estimates[cand.task_id] = start
         return start
 
@@ -172,3 +214,18 @@ class ReservationPass(BasePass):
             return
         self.fallback_used = True
         self._hold(nodes[: gang.nnodes], gang, self.now, INF, cand.task_id)
+        self._record(cand, gang, tuple(nodes[: gang.nnodes]), forever=True)
+
+
+def _with_expected(step: Start | Wait, expected: float | None, bound: float | None
+                   ) -> Start | Wait:
+    """A waiting task's reason with its expected start beside the limits' bound."""
+    if not isinstance(step, Wait) or expected is None or bound is None:
+        return step
+    said = f"; planned start by {iso(bound)} (from time limits)"
+    if said not in step.reason:
+        return step
+    likely = iso(round(min(expected, bound) / 60) * 60)  # the history is good to minutes
+    return Wait(step.cand, step.reason.replace(
+        said, f"; expected start about {likely} (from run history), by {iso(bound)} at the "
+              "latest (from time limits)"))

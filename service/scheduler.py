@@ -97,6 +97,7 @@ from service.fairshare import Ledger, Share, Span, decayed_usage
 from service.jobspec import JobSpec
 from service.plan import PlanInput, Preemption, Wait
 from service.planner import Planner
+from service.runtimes import RuntimeModel
 from service.states import ON_CLUSTER, FailureKind, RayStatus, TaskState
 from service.store import (
     ActiveRow,
@@ -118,6 +119,10 @@ BACKFILL_WINDOW = 500
 # Ray's job status says: after a head failover Ray may not monitor it again until another
 # job request (ray#65037), and it stays RUNNING with its supervisor dead.
 DRIVER_NODE_GONE_S = 60.0
+# the expected run times (``service.runtimes``) learn from the runs among the attempts that
+# ended last, read again once a minute
+RUNTIMES_SCAN = 2000
+RUNTIMES_EVERY_S = 60.0
 
 
 @dataclass
@@ -177,6 +182,8 @@ class Scheduler:
         # has been missing from the cluster's alive nodes
         self._driver_node: dict[str, str] = {}
         self._driver_gone_since: dict[str, float] = {}
+        # expected run times for the estimates, from recent runs (reservations only)
+        self._runtimes: tuple[float, RuntimeModel] | None = None  # (read at, model)
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -456,7 +463,8 @@ class Scheduler:
             self.last_estimates = {}
             return
         plan = self.planner.plan(PlanInput(now, candidates, active, snapshot, charges,
-                                           self.store.disabled_users(), self._reservation))
+                                           self.store.disabled_users(), self._reservation,
+                                           self._runtime_model(now)))
         waits: list[tuple[RunnableRow, str]] = []
         unreachable: str | None = None
         for step in plan.steps:
@@ -476,6 +484,14 @@ class Scheduler:
         self.last_shares = plan.shares
         self.last_estimates = plan.estimates
         self._wait(waits, now, report)
+
+    def _runtime_model(self, now: float) -> RuntimeModel | None:
+        """What recent runs say of run times, read again every ``RUNTIMES_EVERY_S``."""
+        if self.sched.reservations <= 0:
+            return None
+        if self._runtimes is None or now - self._runtimes[0] >= RUNTIMES_EVERY_S:
+            self._runtimes = (now, RuntimeModel(self.store.recent_runs(RUNTIMES_SCAN)))
+        return self._runtimes[1]
 
     # -- fair share ------------------------------------------------------------------------
     def _charges(self, active: list[ActiveRow], now: float) -> dict[str | None, float]:

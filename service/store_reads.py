@@ -36,6 +36,7 @@ from service.rows import (
     TokenRow,
     UserRow,
 )
+from service.runtimes import EndedRun
 from service.sql import QUERIES as Q
 from service.states import ON_CLUSTER, RUNNABLE, TaskState
 from service.usage import (
@@ -384,6 +385,13 @@ class StoreReads:
         top = [(r["task_id"], r["gpu_seconds"]) for r in conn.execute(
             Q[query], {"user": user, "limit": task_limit + len(running)})] if task_limit else []
         return all_history(ended, running, top, task_limit)
+
+    def recent_runs(self, scan: int) -> list[EndedRun]:
+        """Runs that ended on their own or at their limit, among the ``scan`` attempts that
+        ended last (``service.runtimes``)."""
+        return [EndedRun(r["user"], (r["nnodes"], r["n_gpus_per_node"]), r["runtime_s"],
+                         r["max_runtime_s"])
+                for r in self._reader().execute(Q["recent_runs"], {"scan": scan})]
 
     def gpus_in_use_by_user(self) -> dict[str | None, int]:
         """GPUs of each owner's active (SUBMITTING/SUBMITTED/RUNNING) tasks."""

@@ -699,6 +699,19 @@ WHERE a.task_id IN (SELECT value FROM json_each(:task_ids)) AND a.start_time < :
   AND (a.end_time > :from
        OR (a.end_time IS NULL AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')));
 
+-- name: recent_runs
+-- The runs that ended on their own (SUCCEEDED) or at their time limit among the :scan
+-- attempts that ended last (attempts_end_time, newest first): how long each took against
+-- its limit, for the expected starts (service.runtimes).
+SELECT t.user, t.nnodes, t.n_gpus_per_node, a.end_time - a.start_time AS runtime_s,
+       t.max_runtime_s
+FROM (SELECT task_id, start_time, end_time, ray_status, failure_kind
+      FROM attempts INDEXED BY attempts_end_time
+      WHERE end_time IS NOT NULL ORDER BY end_time DESC LIMIT :scan) a
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.start_time IS NOT NULL AND t.max_runtime_s IS NOT NULL
+  AND (a.ray_status = 'SUCCEEDED' OR a.failure_kind = 'TIME_LIMIT');
+
 -- name: recent_finished
 -- The ids of the newest :limit finished tasks (of :user when not NULL), each state read
 -- newest first through tasks_state_seq: a long runnable queue is never walked. The rows

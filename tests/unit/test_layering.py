@@ -68,6 +68,8 @@ PURE_MODULES = (
     "service.rules",
     "service.passes",
     "service.timeline",
+    "service.runtimes",
+    "service.forecast",
     "raypool.policy",
     "raypool.headrecord",
 )

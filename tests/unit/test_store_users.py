@@ -357,3 +357,24 @@ def test_usage_summed_in_sql_matches_accounting_attempt_by_attempt(
     for mine, theirs in zip(got["users"], want["users"], strict=True):
         assert mine == pytest.approx(theirs)
     assert len(summary.top_spans) <= sum(len(t["attempts"]) for t in want["tasks"][:limit])
+
+
+def test_recent_runs_are_those_that_ended_on_their_own_or_at_their_limit(store: Store) -> None:
+    """What the expected starts learn from: a run that succeeded or hit its limit, with
+    the task's limit; not a failed one, one still running, or a task without a limit."""
+    from service.runtimes import EndedRun
+
+    def limited(i: int, user: str, limit: float | None) -> str:
+        task_id = f"mvp2-ppo-20251223-143201-{i:04x}"
+        store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
+                          n_gpus_per_node=4, user=user, now=T0, max_runtime_s=limit)
+        return task_id
+
+    run_attempt(store, limited(1, "alice", 600.0), T0, T0 + 100)
+    run_attempt(store, limited(2, "bob", 600.0), T0, T0 + 630, kind="TIME_LIMIT")
+    run_attempt(store, limited(3, "bob", 600.0), T0, T0 + 50, kind="USER_ERROR")
+    run_attempt(store, limited(4, "carol", None), T0, T0 + 100)
+    run_attempt(store, limited(5, "carol", 600.0), T0, None)
+    assert sorted(store.recent_runs(100), key=lambda r: r.user) == [
+        EndedRun("alice", (1, 4), 100.0, 600.0), EndedRun("bob", (1, 4), 630.0, 600.0)]
+    assert len(store.recent_runs(1)) == 1  # only the attempts that ended last are read
