@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from service.plan import LIMIT_SLACK_S
 from service.runtimes import RuntimeModel, Shape
 from service.timeline import INF, Timeline
 
@@ -59,7 +60,7 @@ def expected_starts(now: float, free: Mapping[str, tuple[float, float]],
         out.pop(p.task_id, None)
         gpus = float(p.shape[1])
         length = INF if p.forever or p.limit_s is None else \
-            model.duration(p.user, p.shape, p.limit_s)
+            _length(model.duration(p.user, p.shape, p.limit_s), p.limit_s)
         if p.nodes is not None:
             start = max(now, p.not_before or now)
             for node in p.nodes:
@@ -73,3 +74,8 @@ def expected_starts(now: float, free: Mapping[str, tuple[float, float]],
             timeline.hold(node, start, start + length, gpus, p.cpus_per_node, p.task_id)
         out[p.task_id] = start
     return out
+
+
+def _length(expected: float | None, limit_s: float) -> float:
+    """An expected length, or with no basis the limit and the stop's slack, as planned."""
+    return limit_s + LIMIT_SLACK_S if expected is None else expected

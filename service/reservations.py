@@ -106,8 +106,9 @@ class ReservationPass(BasePass):
                                    or row.preempted_for is not None):
                 assert row.max_runtime_s is not None
                 start = row.start_time if row.start_time is not None else self.now
-                end = model.end(row.user, (row.nnodes, row.n_gpus_per_node),
-                                row.max_runtime_s, start, self.now)
+                expected = model.end(row.user, (row.nnodes, row.n_gpus_per_node),
+                                     row.max_runtime_s, start, self.now)
+                end = end if expected is None else expected
             out.append(Releasing({n: (g, g * cpg) for n, g in held.items()}, end))
         return out
 

@@ -70,20 +70,18 @@ class RuntimeModel:
         longer = shares[bisect.bisect_right(shares, elapsed):]
         return statistics.fmean(longer) if longer else (elapsed + 1.0) / 2
 
-    def duration(self, user: str | None, shape: Shape, limit_s: float) -> float:
-        """A new run's expected length (its limit when there is no basis)."""
+    def duration(self, user: str | None, shape: Shape, limit_s: float) -> float | None:
+        """A new run's expected length (None: no basis)."""
         share = self.share(user, shape)
-        return limit_s if share is None else share * limit_s
+        return None if share is None else share * limit_s
 
     def end(self, user: str | None, shape: Shape, limit_s: float, start: float,
-            now: float) -> float:
+            now: float) -> float | None:
         """When a run that started at ``start`` is expected to end, knowing it has not
-        yet (never after its limit, never before now)."""
+        yet (never after its limit, never before now; None: no basis)."""
         elapsed = min(1.0, max(0.0, (now - start) / limit_s)) if limit_s > 0 else 1.0
         share = self.share(user, shape, elapsed)
-        if share is None:
-            return max(now, start + limit_s)
-        return max(now, start + min(share, 1.0) * limit_s)
+        return None if share is None else max(now, start + min(share, 1.0) * limit_s)
 
 
 def _trusted(groups: dict[tuple[str | None, Shape] | str | None, list[float]]) -> dict:

@@ -34,7 +34,8 @@ def test_share_of_the_limit(runs, user, shape, want) -> None:
 def test_duration_and_end() -> None:
     model = RuntimeModel(ALICE_1x4)
     assert model.duration("alice", (1, 4), 2000.0) == pytest.approx(600.0)
-    assert RuntimeModel([]).duration("alice", (1, 4), 2000.0) == 2000.0  # no basis: the limit
+    assert RuntimeModel([]).duration("alice", (1, 4), 2000.0) is None  # no basis
+    assert RuntimeModel([]).end("alice", (1, 4), 2000.0, start=0.0, now=10.0) is None
     # started 100 s ago, expected 600 s: ends at start + 600
     assert model.end("alice", (1, 4), 2000.0, start=0.0, now=100.0) == pytest.approx(600.0)
     # longer than any run so far: halfway from where it is to its limit
@@ -60,9 +61,15 @@ def test_replay_started_now_holds_and_replacement() -> None:
     placed = [Placed("s", "alice", (1, 4), 12.0, 1000.0, nodes=("w1",)),  # started now
               Placed("t1", "alice", (1, 4), 12.0, 1000.0),
               Placed("t1", "alice", (1, 4), 12.0, 1000.0, nodes=()),  # its turn: placed anew
-              Placed("t2", "alice", (1, 4), 12.0, None)]  # no limit: runs for good
+              Placed("t2", "alice", (1, 4), 12.0, None),  # no limit: runs for good
+              Placed("t3", "bob", (1, 4), 12.0, 600.0)]  # after it: never
     got = expected_starts(0.0, {"w1": (4.0, 12.0)}, [], placed, model)
     assert got == {"t2": pytest.approx(300.0)}
+    # no basis for bob: his task holds its limit and the stop's slack, as planned
+    placed = [Placed("b", "bob", (1, 4), 12.0, 600.0, nodes=("w1",)),
+              Placed("t1", "alice", (1, 4), 12.0, 1000.0)]
+    got = expected_starts(0.0, {"w1": (4.0, 12.0)}, [], placed, RuntimeModel(ALICE_1x4[:2]))
+    assert got == {"t1": pytest.approx(600.0 + LIMIT_SLACK_S)}
 
 
 def test_the_plan_shows_the_expected_start_beside_the_limits_bound() -> None:
