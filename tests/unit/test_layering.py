@@ -67,6 +67,13 @@ PURE_MODULES = (
     "service.rules",
     "service.passes",
     "service.timeline",
+    "service.ssrf",
+    "service.webhooks.events",
+    "service.webhooks.signing",
+    "service.webhooks.policy",
+    "service.webhooks.settings",
+    "service.webhooks.rows",
+    "service.webhooks.schemas",
     "raypool.policy",
     "raypool.headrecord",
 )
