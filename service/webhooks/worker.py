@@ -52,8 +52,8 @@ class DeliveryWorker:
         self._inflight: set[asyncio.Task[None]] = set()
         self._client: aiohttp.ClientSession | None = None
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Deliver until ``stop`` is set; then let the tries in flight finish."""
+    async def open(self) -> None:
+        """Void the leases of a process that is gone and open the HTTP client."""
         s = self.settings
         released = await self._lane.run(self.store.release_webhook_leases)
         if released:
@@ -61,6 +61,18 @@ class DeliveryWorker:
                      released)
         self._client = transport.session(s.allow_networks, timeout_s=s.timeout_s,
                                          concurrency=s.concurrency, per_host=s.per_host)
+
+    async def close(self) -> None:
+        """Let the tries in flight finish (bounded by the timeout), then close."""
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=self.settings.timeout_s + 1)
+        if self._client is not None:
+            await self._client.close()
+        self._lane.close()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until ``stop`` is set."""
+        await self.open()
         pruned_at = float("-inf")
         try:
             while not stop.is_set():
@@ -69,16 +81,13 @@ class DeliveryWorker:
                     if self.clock() - pruned_at >= PRUNE_EVERY_S:
                         pruned_at = self.clock()
                         await self._lane.run(self.store.prune_webhook_deliveries,
-                                             pruned_at - s.keep_s)
+                                             pruned_at - self.settings.keep_s)
                 except Exception:  # a storage fault: the rows wait, nothing is lost
                     log.exception("webhooks: the delivery loop failed; trying again")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), s.poll_s)
+                    await asyncio.wait_for(stop.wait(), self.settings.poll_s)
         finally:
-            if self._inflight:
-                await asyncio.wait(self._inflight, timeout=s.timeout_s + 1)
-            await self._client.close()
-            self._lane.close()
+            await self.close()
 
     async def step(self) -> int:
         """Claim what is due, as far as the concurrency allows, and start sending it;
@@ -100,7 +109,7 @@ class DeliveryWorker:
         return len(claims)
 
     async def drain(self) -> None:
-        """Wait for the tries in flight (tests)."""
+        """Wait for the tries in flight (a test's step by step drive)."""
         while self._inflight:
             await asyncio.wait(set(self._inflight))
 
