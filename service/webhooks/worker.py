@@ -13,7 +13,6 @@ row is sent again, with the same ``webhook-id``: at least once, never never.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import random
@@ -51,6 +50,7 @@ class DeliveryWorker:
         self._lane = Offload("argus-webhooks", 1)
         self._inflight: set[asyncio.Task[None]] = set()
         self._client: aiohttp.ClientSession | None = None
+        self._freed = asyncio.Event()  # a try ended: its slot may take the next one
 
     async def open(self) -> None:
         """Void the leases of a process that is gone and open the HTTP client."""
@@ -84,10 +84,21 @@ class DeliveryWorker:
                                              pruned_at - self.settings.keep_s)
                 except Exception:  # a storage fault: the rows wait, nothing is lost
                     log.exception("webhooks: the delivery loop failed; trying again")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.settings.poll_s)
+                await self._pause(stop)
         finally:
             await self.close()
+
+    async def _pause(self, stop: asyncio.Event) -> None:
+        """Until ``poll_s`` passed, ``stop`` is set, or a try ended (a backlog drains at
+        the receivers' pace, not one claim per poll)."""
+        self._freed.clear()
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._freed.wait())]
+        try:
+            await asyncio.wait(waits, timeout=self.settings.poll_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waits:
+                waiter.cancel()
 
     async def step(self) -> int:
         """Claim what is due, as far as the concurrency allows, and start sending it;
@@ -105,8 +116,12 @@ class DeliveryWorker:
             task = asyncio.create_task(self._deliver(claim),
                                        name=f"argus-webhook-{claim.delivery_id}")
             self._inflight.add(task)
-            task.add_done_callback(self._inflight.discard)
+            task.add_done_callback(self._done)
         return len(claims)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._freed.set()
 
     async def drain(self) -> None:
         """Wait for the tries in flight (a test's step by step drive)."""
