@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from service.api.body import read_json_object, unknown_fields
-from service.api.deps import deps_of, principal_of
+from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.handlers import user_filter
 from service.api.middlewares import ApiError
 from service.api.params import parse_uint
@@ -52,10 +52,20 @@ def delivery_json(d: DeliveryRow) -> dict[str, Any]:
     }
 
 
-async def create_webhook(request: web.Request) -> web.Response:
-    deps = deps_of(request)
-    who = principal_of(request)
-    doc = await read_json_object(request, required=True)
+class Refusal(Exception):
+    """A registration refused: the HTTP status, a message, the fields and why."""
+
+    def __init__(self, status: int, message: str,
+                 details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.details = details or []
+
+
+async def register(deps: AppDeps, owner: str, doc: dict[str, Any]) -> WebhookRow:
+    """Register ``doc`` (url, events, format) for ``owner``: the one path of the API and
+    the console. Raises ``Refusal`` (400 bad input or a refused target, 409 the limit)."""
     errors = unknown_fields(doc, FIELDS)
     url = doc.get("url")
     problem = url_problem(url)
@@ -69,21 +79,29 @@ async def create_webhook(request: web.Request) -> web.Response:
         errors.append({"field": "format", "message": f"must be standard or slack, got "
                                                     f"{str(fmt)[:40]!r}"})
     if errors:
-        raise ApiError(400, "invalid webhook", details=errors)
+        raise Refusal(400, "invalid webhook", errors)
     problem = await registration_problem(url, deps.settings.webhooks.allow_networks)
     if problem:
-        raise ApiError(400, "webhook target refused", details=[{"field": "url",
-                                                               "message": problem}])
+        raise Refusal(400, "webhook target refused", [{"field": "url", "message": problem}])
     try:
         hook = await deps.store.create_webhook(
-            owner=who.name, url=url, events=[t.value for t in types], fmt=fmt,
+            owner=owner, url=url, events=[t.value for t in types], fmt=fmt,
             now=deps.clock(), max_per_user=deps.settings.webhooks.max_per_user)
     except TooManyWebhooks as exc:
-        raise ApiError(409, str(exc)) from exc
+        raise Refusal(409, str(exc)) from exc
     except WebhookOwnerUnknown as exc:
-        raise ApiError(404, str(exc)) from exc
-    log.info("webhook %s of %s created (host %s)", hook.hook_id, who.name,
+        raise Refusal(404, str(exc)) from exc
+    log.info("webhook %s of %s created (host %s)", hook.hook_id, owner,
              urlsplit(url).hostname)
+    return hook
+
+
+async def create_webhook(request: web.Request) -> web.Response:
+    doc = await read_json_object(request, required=True)
+    try:
+        hook = await register(deps_of(request), principal_of(request).name, doc)
+    except Refusal as exc:
+        raise ApiError(exc.status, exc.message, details=exc.details or None) from exc
     return web.json_response({**webhook_json(hook), "secret": hook.secret}, status=201)
 
 
