@@ -28,6 +28,7 @@ from service.webhooks.policy import TryResult
 
 MAX_RESPONSE_BYTES = 64 * 1024
 MAX_RETRY_AFTER_S = 86400.0
+RESOLVE_TIMEOUT_S = 5.0  # a registration waits at most this long for DNS
 
 
 class BlockedAddress(OSError):
@@ -74,9 +75,11 @@ async def registration_problem(url: str, allow: Sequence[IPNetwork]) -> str | No
     parts = urlsplit(url)
     host = parts.hostname or ""
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(
+        infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(
             host, parts.port or (443 if parts.scheme == "https" else 80),
-            type=socket.SOCK_STREAM)
+            type=socket.SOCK_STREAM), RESOLVE_TIMEOUT_S)
+    except TimeoutError:
+        return f"host {host} did not resolve within {RESOLVE_TIMEOUT_S:g} s"
     except OSError as exc:
         return f"host {host} does not resolve ({exc.strerror or exc})"
     for info in infos:
