@@ -153,6 +153,14 @@ class DeliveryWorker:
                         claim.event_type, hook.owner, decision.why)
 
 
+def _report_end(task: asyncio.Task[None]) -> None:
+    """A worker that stopped on its own is said loudly (the outbox keeps filling and is
+    delivered after the next start)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("webhooks: the delivery worker stopped: %r; deliveries wait for a "
+                  "restart", task.exception())
+
+
 def attach(app: web.Application, store: Store, settings: WebhookSettings) -> DeliveryWorker:
     """Run a worker for ``app``'s lifetime (started with it, stopped before its cleanup
     closes the store)."""
@@ -161,6 +169,7 @@ def attach(app: web.Application, store: Store, settings: WebhookSettings) -> Del
     async def lifetime(_: web.Application) -> AsyncIterator[None]:
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop), name="argus-webhooks")
+        task.add_done_callback(_report_end)
         yield
         stop.set()
         await task

@@ -263,3 +263,15 @@ async def test_run_delivers_until_stopped(store, receiver) -> None:
     stop.set()
     await asyncio.wait_for(task, 10)
     assert len(r.got) == 1 and worker.delivered == 1
+
+
+async def test_a_worker_that_stops_on_its_own_is_reported(caplog) -> None:
+    from service.webhooks.worker import _report_end
+
+    async def dies() -> None:
+        raise RuntimeError("disk gone")
+
+    task = asyncio.create_task(dies())
+    await asyncio.wait([task])
+    _report_end(task)
+    assert "the delivery worker stopped" in caplog.text and "disk gone" in caplog.text
