@@ -20,7 +20,7 @@ from typing import Any
 from service.sql import QUERIES as Q
 from service.webhooks.events import EventType, TaskFacts, task_data, webhook_type
 from service.webhooks.policy import Decision
-from service.webhooks.rows import ClaimedDelivery, DeliveryRow, WebhookRow
+from service.webhooks.rows import ClaimedDelivery, DeliveryRow, TryRow, WebhookRow
 from service.webhooks.signing import new_secret
 
 MAX_ERROR_CHARS = 500
@@ -46,8 +46,11 @@ def _hook(r: sqlite3.Row) -> WebhookRow:
                       secret=r["secret"], created_at=r["created_at"])
 
 
-def _delivery(r: sqlite3.Row) -> DeliveryRow:
-    return DeliveryRow(**{k: r[k] for k in DeliveryRow.__slots__})  # type: ignore[attr-defined]
+_DELIVERY_COLUMNS = tuple(f for f in DeliveryRow.__slots__ if f != "tries")  # type: ignore[attr-defined]
+
+
+def _delivery(r: sqlite3.Row, tries: tuple[TryRow, ...]) -> DeliveryRow:
+    return DeliveryRow(**{k: r[k] for k in _DELIVERY_COLUMNS}, tries=tries)
 
 
 def enqueue(conn: sqlite3.Connection, event_id: int, task_id: str, now: float, kind: str,
@@ -73,6 +76,7 @@ class WebhookStore:
     """The store's webhook methods (mixed into ``Store``, which supplies these two)."""
 
     _tx: Callable[[], AbstractContextManager[sqlite3.Connection]]
+    _snapshot: Callable[[], AbstractContextManager[sqlite3.Connection]]
     _reader: Callable[[], sqlite3.Connection]
 
     # -- hooks -------------------------------------------------------------------------
@@ -109,10 +113,16 @@ class WebhookStore:
             return conn.execute(Q["webhook_delete"], {"hook_id": hook_id}).rowcount == 1
 
     def webhook_deliveries(self, hook_id: str, limit: int) -> list[DeliveryRow]:
-        """A hook's newest ``limit`` deliveries, newest first."""
-        rows = self._reader().execute(Q["webhook_deliveries_of_hook"],
-                                      {"hook_id": hook_id, "limit": limit})
-        return [_delivery(r) for r in rows]
+        """A hook's newest ``limit`` deliveries, newest first, each with its tries."""
+        with self._snapshot() as conn:
+            rows = conn.execute(Q["webhook_deliveries_of_hook"],
+                                {"hook_id": hook_id, "limit": limit}).fetchall()
+            ids = json.dumps([r["delivery_id"] for r in rows])
+            tries: dict[int, list[TryRow]] = {}
+            for t in conn.execute(Q["webhook_tries_of"], {"ids": ids}):
+                tries.setdefault(t["delivery_id"], []).append(
+                    TryRow(t["attempt"], t["at"], t["status"], t["error"]))
+        return [_delivery(r, tuple(tries.get(r["delivery_id"], ()))) for r in rows]
 
     # -- the delivery worker ---------------------------------------------------------------
     def next_webhook_due(self) -> float | None:
@@ -139,16 +149,21 @@ class WebhookStore:
             return conn.execute(Q["webhook_release_leases"]).rowcount
 
     def record_webhook_try(self, claim: ClaimedDelivery, decision: Decision,
-                           status: int | None) -> bool:
-        """The outcome of the try ``claim`` was for; False when the row moved on meanwhile
-        (deleted with its hook, or a newer try)."""
+                           status: int | None, at: float) -> bool:
+        """The outcome of the try ``claim`` was for (begun at ``at``), on the delivery and
+        in its tries; False when the row moved on meanwhile (deleted with its hook, or a
+        newer try) and nothing is written."""
         ended = decision.next_at if decision.state != "PENDING" else None
         why = None if decision.why is None else decision.why[:MAX_ERROR_CHARS]
+        key = {"delivery_id": claim.delivery_id, "attempts": claim.attempts}
         with self._tx() as conn:
-            return conn.execute(Q["webhook_record"], {
-                "delivery_id": claim.delivery_id, "attempts": claim.attempts,
-                "state": decision.state, "next_at": decision.next_at, "status": status,
-                "error": why, "ended_at": ended}).rowcount == 1
+            if conn.execute(Q["webhook_record"], {
+                    **key, "state": decision.state, "next_at": decision.next_at,
+                    "status": status, "error": why, "ended_at": ended}).rowcount != 1:
+                return False
+            conn.execute(Q["webhook_insert_try"], {**key, "at": at, "status": status,
+                                                   "error": why})
+            return True
 
     def prune_webhook_deliveries(self, before: float, limit: int = 1000) -> int:
         """Delete up to ``limit`` deliveries that ended before ``before``."""

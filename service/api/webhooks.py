@@ -49,6 +49,8 @@ def delivery_json(d: DeliveryRow) -> dict[str, Any]:
         "last_attempt_at": iso(d.last_attempt_at),
         "next_retry_at": iso(d.next_at) if d.state == "PENDING" else None,
         "ended_at": iso(d.ended_at),
+        "tries": [{"attempt": t.attempt, "at": iso(t.at), "status_code": t.status,
+                   "error": t.error} for t in d.tries],
     }
 
 

@@ -802,6 +802,16 @@ UPDATE webhook_deliveries SET state = :state, next_at = :next_at, lease_until = 
     last_status = :status, last_error = :error, ended_at = :ended_at
 WHERE delivery_id = :delivery_id AND state = 'PENDING' AND attempts = :attempts;
 
+-- name: webhook_insert_try
+INSERT INTO webhook_tries (delivery_id, attempt, at, status, error)
+VALUES (:delivery_id, :attempts, :at, :status, :error);
+
+-- The tries of the deliveries named (a JSON array of ids), oldest first.
+-- name: webhook_tries_of
+SELECT delivery_id, attempt, at, status, error FROM webhook_tries
+WHERE delivery_id IN (SELECT value FROM json_each(:ids))
+ORDER BY delivery_id, attempt;
+
 -- name: webhook_deliveries_of_hook
 SELECT delivery_id, hook_id, event_id, event_type, event_ts, state, attempts, next_at,
        last_attempt_at, last_status, last_error, ended_at

@@ -17,6 +17,16 @@ class WebhookRow:
 
 
 @dataclass(frozen=True, slots=True)
+class TryRow:
+    """One try of a delivery and its outcome."""
+
+    attempt: int
+    at: float
+    status: int | None  # HTTP status (None: no answer)
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class DeliveryRow:
     delivery_id: int
     hook_id: str
@@ -30,6 +40,7 @@ class DeliveryRow:
     last_status: int | None
     last_error: str | None
     ended_at: float | None
+    tries: tuple[TryRow, ...] = ()  # oldest first
 
 
 @dataclass(frozen=True, slots=True)

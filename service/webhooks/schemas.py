@@ -60,6 +60,11 @@ SCHEMAS: dict[str, Any] = {
             "last_attempt_at": _TS,
             "next_retry_at": {**_TS, "description": "while PENDING"},
             "ended_at": _TS,
+            "tries": {"type": "array", "description": "every try, oldest first", "items": {
+                "type": "object", "required": ["attempt", "at"],
+                "properties": {"attempt": {"type": "integer", "minimum": 1}, "at": _TS,
+                               "status_code": {"type": ["integer", "null"]},
+                               "error": {"type": ["string", "null"]}}}},
         },
     },
     "DeliveryList": {"type": "object", "required": ["webhook", "deliveries"], "properties": {

@@ -134,14 +134,15 @@ class DeliveryWorker:
         body = events.body(hook.format, claim.event_type, claim.event_ts,
                            json.loads(claim.data_json))
         msg_id = signing.message_id(claim.delivery_id)
-        headers = signing.headers(hook.secret, msg_id, int(self.clock()), body)
+        began = self.clock()
+        headers = signing.headers(hook.secret, msg_id, int(began), body)
         result = await transport.send(self._client, hook.url, headers, body,
                                       allow=self.settings.allow_networks, now=self.clock())
         decision = decide(result, attempts=claim.attempts, event_ts=claim.event_ts,
                           now=self.clock(), policy=self.settings.retry, rand=self.rand())
         try:
             await self._lane.run(self.store.record_webhook_try, claim, decision,
-                                 result.status)
+                                 result.status, began)
         except Exception:  # the lease runs out and the row is tried again
             log.exception("webhooks: recording the try of %s failed", msg_id)
             return

@@ -159,6 +159,7 @@ async def test_a_state_change_shows_in_the_deliveries(client, world) -> None:
     [delivery] = body["deliveries"]
     assert delivery["event_type"] == "task.canceled" and delivery["outcome"] == "PENDING"
     assert delivery["attempts"] == 0 and delivery["next_retry_at"] is not None
+    assert delivery["tries"] == []
     assert delivery["id"] == "msg_1" and body["webhook"]["id"] == hook["id"]
     bad = await client.get(f"/api/v2/webhooks/{hook['id']}/deliveries?limit=0",
                            headers=world.auth("alice"))

@@ -148,16 +148,22 @@ def test_claims_hold_a_lease_a_restart_voids_it_and_stale_outcomes_change_nothin
     assert store.release_webhook_leases() == 1  # the process that held it is gone
     [second] = store.claim_webhook_deliveries(14.0, 10, 60.0)
     assert second.attempts == 2
-    assert not store.record_webhook_try(first, Decision("DELIVERED", 15.0, None), 204)
-    assert store.record_webhook_try(second, Decision("PENDING", 99.0, "HTTP 503"), 503)
+    assert not store.record_webhook_try(first, Decision("DELIVERED", 15.0, None), 204,
+                                    12.0)
+    assert store.record_webhook_try(second, Decision("PENDING", 99.0, "HTTP 503"), 503,
+                                    14.0)
     assert store.claim_webhook_deliveries(98.0, 10, 60.0) == []  # not due yet
     [row] = store.webhook_deliveries(mine, 10)
     assert (row.state, row.attempts, row.next_at, row.last_status, row.last_error) == (
         "PENDING", 2, 99.0, 503, "HTTP 503")
     [third] = store.claim_webhook_deliveries(99.0, 10, 60.0)
-    assert store.record_webhook_try(third, Decision("DELIVERED", 100.0, None), 200)
+    assert store.record_webhook_try(third, Decision("DELIVERED", 100.0, None), 200, 99.0)
     assert store.next_webhook_due() is None
+    [row] = store.webhook_deliveries(mine, 10)
+    assert [(t.attempt, t.at, t.status, t.error) for t in row.tries] == [
+        (2, 14.0, 503, "HTTP 503"), (3, 99.0, 200, None)]  # the stale first try: none
     assert store.prune_webhook_deliveries(before=100.5) == 1
+    assert store._conn.execute("SELECT count(*) FROM webhook_tries").fetchone()[0] == 0
 
 
 def test_deleting_a_hook_drops_its_deliveries(store: Store) -> None:

@@ -140,6 +140,7 @@ async def test_retries_5xx_with_backoff_then_delivers_with_the_same_id(store,
         await worker.close()
     [row] = store.webhook_deliveries(hook_id, 10)
     assert (row.state, row.attempts, row.last_status) == ("DELIVERED", 3, 204)
+    assert [(t.attempt, t.status) for t in row.tries] == [(1, 503), (2, 429), (3, 204)]
     assert len({h["webhook-id"] for h, _ in r.got}) == 1  # the receiver drops duplicates
     for headers, body in r.got:
         Webhook(secret).verify(body, headers)

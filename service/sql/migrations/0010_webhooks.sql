@@ -39,3 +39,14 @@ CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_at) WHERE state 
 CREATE INDEX webhook_deliveries_hook ON webhook_deliveries (hook_id, delivery_id);
 CREATE INDEX webhook_deliveries_ended ON webhook_deliveries (ended_at)
     WHERE ended_at IS NOT NULL;
+
+-- Every try of a delivery and its outcome (the delivery row keeps the latest).
+CREATE TABLE webhook_tries (
+    delivery_id INTEGER NOT NULL REFERENCES webhook_deliveries (delivery_id)
+                ON DELETE CASCADE,
+    attempt     INTEGER NOT NULL,
+    at          REAL    NOT NULL,
+    status      INTEGER,                            -- HTTP status (NULL: no answer)
+    error       TEXT,
+    PRIMARY KEY (delivery_id, attempt)
+) WITHOUT ROWID;
