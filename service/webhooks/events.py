@@ -76,7 +76,8 @@ def parse_types(raw: object) -> tuple[tuple[EventType, ...], str | None]:
     """A subscription's event list from input: (sorted unique types, problem or None)."""
     if not isinstance(raw, list) or not raw:
         return (), f"must be a non-empty list of event types: {', '.join(EventType)}"
-    bad = [str(v)[:40] for v in raw if v not in EventType._value2member_map_]
+    known = {t.value for t in EventType}
+    bad = [str(v)[:40] for v in raw if not isinstance(v, str) or v not in known]
     if bad:
         return (), f"unknown event types {bad}; known: {', '.join(EventType)}"
     return tuple(sorted({EventType(v) for v in raw})), None

@@ -117,6 +117,8 @@ async def test_the_per_user_limit_is_a_409_saying_so(client, world) -> None:
     ({"events": []}, ["events"]),
     ({"events": ["task.exploded"]}, ["events"]),
     ({"events": "task.failed"}, ["events"]),
+    ({"events": [["task.failed"], {"a": 1}, None]}, ["events"]),  # unhashable values
+    ({"url": {}, "format": None}, ["url", "format"]),
     ({"format": "xml"}, ["format"]),
     ({"secret": "mine"}, ["secret"]),
     ({"url": "gopher://x", "events": [], "format": 1}, ["url", "events", "format"]),
