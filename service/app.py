@@ -19,6 +19,7 @@ from aiohttp import web
 from service import failure_guard, ui
 from service.api import accounts as a
 from service.api import handlers as h
+from service.api import webhooks as wh
 from service.api.auth import Access, Authenticator
 from service.api.body import expect_continue
 from service.api.deps import DEPS, AppDeps, SchedulerLoopView
@@ -40,6 +41,7 @@ API = "/api/v2"
 TASK_ID = "{task_id:[^/:]+}"
 NAME = "{name:[^/:]+}"
 TOKEN_ID = "{token_id:[^/:]+}"
+HOOK_ID = "{hook_id:[^/:]+}"
 CLUSTER_THREADS = 4
 WORK_THREADS = 3  # one party uses at most 2 (offload's fair share)
 WAKE_INTERVAL_S = 0.1
@@ -48,8 +50,8 @@ P, U, ADMIN = Access.PUBLIC, Access.USER, Access.ADMIN
 
 # (method, path, handler, access): the whole API, in one table (the OpenAPI test compares
 # it). Cancel, logs and a priority change (PATCH) are for the task's owner or an admin, a
-# user's own records for that user or an admin: their handlers check that on top of
-# ``access``.
+# user's own records for that user or an admin, a webhook's deliveries and its deletion
+# for its owner or an admin: their handlers check that on top of ``access``.
 ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("POST", f"{API}/tasks", h.submit_task, U),
     ("GET", f"{API}/tasks", h.list_tasks, U),
@@ -72,6 +74,10 @@ ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("POST", f"{API}/users/{NAME}/tokens", a.create_token, U),
     ("POST", f"{API}/users/{NAME}/tokens/{TOKEN_ID}:revoke", a.revoke_token, U),
     ("GET", f"{API}/usage", a.usage, U),
+    ("POST", f"{API}/webhooks", wh.create_webhook, U),
+    ("GET", f"{API}/webhooks", wh.list_webhooks, U),
+    ("DELETE", f"{API}/webhooks/{HOOK_ID}", wh.delete_webhook, U),
+    ("GET", f"{API}/webhooks/{HOOK_ID}/deliveries", wh.list_deliveries, U),
     ("GET", f"{API}/openapi.json", h.openapi, U),
     ("GET", "/metrics", h.metrics, U),
     ("GET", "/healthz", h.healthz, P),

@@ -5,7 +5,8 @@
 Commands: submit FILE|-, status ID, attempts ID, events ID, logs ID [--attempt N] [--tail N]
 [--follow], cancel ID, priority ID N, queue [--user U], list [--state S] [--user U] [--limit N]
 [--cursor C], wait ID [--timeout S] [--quiet] (a live progress line on stderr); and
-(``service.cli_accounts``) me, user ..., token ..., usage. ``--user`` of list and queue:
+(``service.cli_accounts``) me, user ..., token ..., usage; (``service.cli_webhooks``)
+webhook add|list|rm|deliveries. ``--user`` of list and queue:
 ``mine`` (the default), ``all``, or a user's name.
 
 The server URL comes from ``--url``, else ``$ARGUS_URL``, else http://127.0.0.1:8080; the
@@ -462,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     from service import cli_accounts  # it builds on this module's Ctx and table
 
     cli_accounts.add_commands(sub, add_parser)
+    from service import cli_webhooks  # argus webhook ...: one module, registered here
+
+    cli_webhooks.add_commands(sub, add_parser)
     return p
 
 

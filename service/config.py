@@ -22,6 +22,7 @@ Shape::
         limits: {max_running_tasks: 0, max_gpus: 0}   # every user's (0: no limit)
         per_user: {alice: {max_gpus: 8}}  # overrides, key by key
       progress: {enabled: true, poll_s: 5, max_points: 500, max_read_chars: 1048576}
+      webhooks: {allow_networks: [], max_per_user: 10, ...}   # service/webhooks/settings.py
       ...
 
 Precedence: defaults < file < environment (``ARGUS_*``) < command-line flags.
@@ -42,6 +43,7 @@ import yaml
 from service.priorities import range_problem
 from service.quotas import Limits
 from service.users import name_problem
+from service.webhooks.settings import WebhookSettings, webhook_settings
 from service.workloads import DEFAULT_OVERRIDES, WORKLOAD_NAMES
 
 WORKLOADS = WORKLOAD_NAMES  # the workload keys of v2.verl.default_overrides
@@ -213,6 +215,7 @@ class Settings:
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
     users: UserSettings = field(default_factory=UserSettings)
     progress: ProgressSettings = field(default_factory=ProgressSettings)
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)
 
     # -- derived ----------------------------------------------------------------
     @property
@@ -492,6 +495,10 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     kw["scheduler"] = _scheduler(_section(v2, "scheduler", "v2."))
     kw["users"] = _users(_section(v2, "users", "v2."))
     kw["progress"] = _progress(_section(v2, "progress", "v2."))
+    try:
+        kw["webhooks"] = webhook_settings(_section(v2, "webhooks", "v2."))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     return Settings(**kw)
 
 

@@ -40,6 +40,7 @@ from service.progress_follower import FollowerLoop, LogFollower
 from service.scheduler import Scheduler, SchedulerLoop
 from service.store import Store
 from service.users import MAX_TOKEN_LEN, presentable
+from service.webhooks import worker as webhook_worker
 
 log = logging.getLogger("argus.api")
 
@@ -100,8 +101,9 @@ def read_token(settings: Settings, environ: Mapping[str, str]) -> str:
 
 
 def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Application:
-    """Store + artifacts + scheduler loop + API on ``cluster``; the loop starts with the
-    app and stops (then the store closes) on shutdown."""
+    """Store + artifacts + scheduler loop + API (+ the webhook delivery worker) on
+    ``cluster``; the loops start with the app and stop (then the store closes) on
+    shutdown."""
     store = Store(settings.resolved_db_path, synchronous=settings.sqlite_synchronous)
     artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
@@ -114,6 +116,8 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     follower = FollowerLoop(LogFollower(
         store, cluster, artifacts, max_points=settings.progress.max_points,
         max_read_chars=settings.progress.max_read_chars), settings.progress.poll_s)
+    if settings.webhooks.enabled:  # stops before stop_loop closes the store
+        webhook_worker.attach(app, store, settings.webhooks)
 
     async def start_loop(_: web.Application) -> None:
         loop.start()

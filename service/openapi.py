@@ -18,6 +18,7 @@ from service.layout import users_root
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.states import FailureKind, RayStatus, TaskState
 from service.users import MAX_TOKEN_LIFETIME_S, MIN_TOKEN_LIFETIME_S
+from service.webhooks.schemas import SCHEMAS as WEBHOOK_SCHEMAS
 
 VERSION = "2.3.0"
 
@@ -56,6 +57,10 @@ _NAME_PARAM = {
     "name": "name", "in": "path", "required": True,
     "schema": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$"},
     "description": "a user name, or me for the caller", "example": "alice",
+}
+_HOOK_ID_PARAM = {
+    "name": "hook_id", "in": "path", "required": True,
+    "schema": {"type": "string", "pattern": "^[^/:]+$"}, "example": "wh_3f9a1c2b7d4e",
 }
 _TOKEN_ID_PARAM = {
     "name": "token_id", "in": "path", "required": True,
@@ -420,7 +425,7 @@ _RESPONSES = {
         "NotFound": "No such task, attempt, logs, user or token",
         "MethodNotAllowed": "Not possible on this resource (the message says why)",
         "Conflict": "The task is already terminal (or, for a priority change, no longer "
-                    "waiting); the user exists or is disabled; too many tokens",
+                    "waiting); the user exists or is disabled; too many tokens or webhooks",
         "PayloadTooLarge": "Body over the configured size limit",
         "RequestTimeout": "Body not received within the body timeout",
         "UnsupportedMediaType": "Body is not of the accepted content type (YAML for a "
@@ -479,6 +484,39 @@ def _jobspec_schema(settings: Settings | None) -> dict[str, Any]:
     schema["description"] = ("The YAML body's document. YAML limits: a flat mapping; no "
                              "anchors, aliases, merge keys, tags or complex keys.")
     return schema
+
+
+def _webhook_paths() -> dict[str, Any]:
+    """``/api/v2/webhooks``: a hook is its owner's (or an admin's) to read and delete."""
+    return {
+        "/api/v2/webhooks": {
+            "post": _op(
+                "Register a webhook for the caller; its signing secret is in this answer only",
+                {"201": _json(_ref("CreatedWebhook"), "Created")},
+                "400:BadRequest", "408:RequestTimeout", "409:Conflict",
+                "413:PayloadTooLarge", "415:UnsupportedMediaType",
+                requestBody={"required": True, "content": {
+                    "application/json": {"schema": _ref("NewWebhook")}}},
+            ),
+            "get": _op("The caller's webhooks (an admin: everyone's), never their secrets",
+                       {"200": _json(_ref("WebhookList"), "Webhooks, oldest first")},
+                       "400:BadRequest", params=[_USER_QUERY]),
+        },
+        "/api/v2/webhooks/{hook_id}": {"delete": _op(
+            "Delete a webhook and its deliveries (pending ones are not sent)",
+            {"200": _json(_ref("DeletedWebhook"), "Deleted")}, "404:NotFound",
+            access="owner", params=[_HOOK_ID_PARAM],
+        )},
+        "/api/v2/webhooks/{hook_id}/deliveries": {"get": _op(
+            "A webhook's recent deliveries, newest first: outcome, status code, tries, "
+            "next retry",
+            {"200": _json(_ref("DeliveryList"), "Deliveries")}, "400:BadRequest",
+            "404:NotFound", access="owner",
+            params=[_HOOK_ID_PARAM, _query("limit", {"type": "integer", "minimum": 1,
+                                                     "maximum": 500, "default": 50},
+                                           "how many")],
+        )},
+    }
 
 
 def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
@@ -655,6 +693,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
                                  "default": 100}, "how many tasks to detail"),
             ],
         )},
+        **_webhook_paths(),
         "/api/v2/openapi.json": {"get": _op(
             "This document", {"200": _json({"type": "object"}, "OpenAPI 3.1 document")},
         )},
@@ -689,7 +728,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
-            "schemas": {**_SCHEMAS, "JobSpec": _jobspec_schema(settings)},
+            "schemas": {**_SCHEMAS, **WEBHOOK_SCHEMAS, "JobSpec": _jobspec_schema(settings)},
             "responses": _RESPONSES,
         },
     })

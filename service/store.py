@@ -4,7 +4,8 @@
   exactly one writer. Every state change is ``states.check_transition`` followed by a
   compare-and-set (``UPDATE tasks ... WHERE task_id = :task_id AND state = :expected``);
   zero rows raises ``StaleState``. The transition's event row is written in the same
-  transaction.
+  transaction, and with it the webhook deliveries the event causes (the outbox:
+  ``service.store_webhooks``).
 * Reads come from ``StoreReads`` (``service.store_reads``): per-thread connections that
   never wait for this writer.
 * The statements are the named queries of ``service/sql/queries.sql``; the schema and the
@@ -61,6 +62,8 @@ from service.sql import QUERIES as Q
 from service.states import RUNNABLE, RayStatus, TaskState, check_transition
 from service.store_reads import ACTIVE, MAX_SEQ, StoreReads, token_row, user_row
 from service.store_reads import _task as task_row
+from service.store_webhooks import WebhookStore
+from service.store_webhooks import enqueue as enqueue_webhooks
 from service.users import Role, label_problem, name_problem, new_token
 
 # The store's API: the class, its errors, and the rows it takes and returns.
@@ -173,7 +176,7 @@ def truncate_message(text: str | None) -> str | None:
     return f"{text[:MESSAGE_HEAD]}\n...[{cut} characters truncated]...\n{text[-MESSAGE_TAIL:]}"
 
 
-class Store(StoreReads):
+class Store(StoreReads, WebhookStore):
     """Thread-safe access to the service database (see the module docstring)."""
 
     def __init__(self, db_path: str, *, synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
@@ -269,10 +272,12 @@ class Store(StoreReads):
     @staticmethod
     def _event(conn: sqlite3.Connection, task_id: str, now: float, kind: str,
                payload: Mapping[str, Any]) -> None:
-        conn.execute(Q["insert_event"], {
+        cur = conn.execute(Q["insert_event"], {
             "task_id": task_id, "ts": now, "event_type": kind,
             "payload_json": json.dumps(payload, sort_keys=True, default=str),
         })
+        # the webhook outbox, in this same transaction (never lost, never early)
+        enqueue_webhooks(conn, cur.lastrowid, task_id, now, kind, payload)
 
     def _transition(self, conn: sqlite3.Connection, task_id: str, src: TaskState,
                     dst: TaskState, now: float, payload: Mapping[str, Any] | None = None,

@@ -23,7 +23,7 @@ the ``Store`` it handed in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from service.curves import Point
@@ -49,6 +49,7 @@ from service.states import TaskState
 from service.store import Store
 from service.usage import Summary
 from service.users import Role
+from service.webhooks.rows import DeliveryRow, WebhookRow
 
 READ_THREADS = 3
 HEAVY_THREADS = 2
@@ -213,3 +214,22 @@ class AsyncStore:
 
     async def touch_token(self, token_id: str, now: float) -> None:
         await self._writes.run(self._store.touch_token, token_id, now)
+
+    # -- webhooks ------------------------------------------------------------------------
+    async def create_webhook(self, *, owner: str, url: str, events: Sequence[str], fmt: str,
+                             now: float, max_per_user: int) -> WebhookRow:
+        return await self._writes.run(lambda: self._store.create_webhook(
+            owner=owner, url=url, events=events, fmt=fmt, now=now,
+            max_per_user=max_per_user))
+
+    async def delete_webhook(self, hook_id: str) -> bool:
+        return await self._writes.run(self._store.delete_webhook, hook_id)
+
+    async def get_webhook(self, hook_id: str) -> WebhookRow | None:
+        return await self._reads.run(self._store.get_webhook, hook_id)
+
+    async def list_webhooks(self, owner: str | None) -> list[WebhookRow]:
+        return await self._reads.run(self._store.list_webhooks, owner)
+
+    async def webhook_deliveries(self, hook_id: str, limit: int) -> list[DeliveryRow]:
+        return await self._reads.run(self._store.webhook_deliveries, hook_id, limit)

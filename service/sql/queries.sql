@@ -804,3 +804,86 @@ FROM metric_series s
 JOIN metric_points m ON m.series_id = s.series_id
 WHERE s.task_id = :task_id AND s.key IN (SELECT value FROM json_each(:keys))
 ORDER BY s.attempt_no, s.key, m.step;
+
+-- ==== webhooks (service/store_webhooks.py) ====================================================
+
+-- name: webhook_insert
+INSERT INTO webhooks (hook_id, owner, url, events, format, secret, created_at)
+VALUES (:hook_id, :owner, :url, :events, :format, :secret, :now);
+
+-- name: webhook_count_owner
+SELECT count(*) AS n FROM webhooks WHERE owner = :owner;
+
+-- name: webhook_get
+SELECT hook_id, owner, url, events, format, secret, created_at FROM webhooks
+WHERE hook_id = :hook_id;
+
+-- name: webhook_list
+SELECT hook_id, owner, url, events, format, secret, created_at FROM webhooks
+WHERE :owner IS NULL OR owner = :owner
+ORDER BY created_at, hook_id;
+
+-- name: webhook_delete
+DELETE FROM webhooks WHERE hook_id = :hook_id;
+
+-- What a task event's webhook data names (the task's owner, workload and summary).
+-- name: webhook_task_facts
+SELECT user, workload, state, error_summary, latest_attempt_no FROM tasks
+WHERE task_id = :task_id;
+
+-- The outbox: one delivery per hook of the owner that subscribed to the event type (an
+-- indexed lookup of the owner's few hooks), in the transaction of the event itself.
+-- name: webhook_enqueue
+INSERT INTO webhook_deliveries (hook_id, event_id, event_type, event_ts, data_json, next_at)
+SELECT h.hook_id, :event_id, :event_type, :now, :data_json, :now
+FROM webhooks AS h INDEXED BY webhooks_owner
+WHERE h.owner = :owner
+  AND EXISTS (SELECT 1 FROM json_each(h.events) WHERE json_each.value = :event_type);
+
+-- name: webhook_next_due
+SELECT min(next_at) AS next_at FROM webhook_deliveries INDEXED BY webhook_deliveries_due
+WHERE state = 'PENDING';
+
+-- Claim the due deliveries nobody holds, oldest due first: a lease, and the try counted.
+-- name: webhook_claim
+UPDATE webhook_deliveries SET lease_until = :lease_until, attempts = attempts + 1,
+    last_attempt_at = :now
+WHERE delivery_id IN (
+    SELECT delivery_id FROM webhook_deliveries INDEXED BY webhook_deliveries_due
+    WHERE state = 'PENDING' AND next_at <= :now
+      AND (lease_until IS NULL OR lease_until <= :now)
+    ORDER BY next_at LIMIT :limit)
+RETURNING delivery_id, hook_id, event_id, event_type, event_ts, data_json, attempts;
+
+-- A restart: every lease was held by a process that is gone (one service per database).
+-- name: webhook_release_leases
+UPDATE webhook_deliveries SET lease_until = NULL
+WHERE state = 'PENDING' AND lease_until IS NOT NULL;
+
+-- The outcome of one try, guarded by the try it belongs to (a stale worker changes nothing).
+-- name: webhook_record
+UPDATE webhook_deliveries SET state = :state, next_at = :next_at, lease_until = NULL,
+    last_status = :status, last_error = :error, ended_at = :ended_at
+WHERE delivery_id = :delivery_id AND state = 'PENDING' AND attempts = :attempts;
+
+-- name: webhook_insert_try
+INSERT INTO webhook_tries (delivery_id, attempt, at, status, error)
+VALUES (:delivery_id, :attempts, :at, :status, :error);
+
+-- The tries of the deliveries named (a JSON array of ids), oldest first.
+-- name: webhook_tries_of
+SELECT delivery_id, attempt, at, status, error FROM webhook_tries
+WHERE delivery_id IN (SELECT value FROM json_each(:ids))
+ORDER BY delivery_id, attempt;
+
+-- name: webhook_deliveries_of_hook
+SELECT delivery_id, hook_id, event_id, event_type, event_ts, state, attempts, next_at,
+       last_attempt_at, last_status, last_error, ended_at
+FROM webhook_deliveries INDEXED BY webhook_deliveries_hook
+WHERE hook_id = :hook_id
+ORDER BY delivery_id DESC LIMIT :limit;
+
+-- name: webhook_prune_ended
+DELETE FROM webhook_deliveries WHERE delivery_id IN (
+    SELECT delivery_id FROM webhook_deliveries INDEXED BY webhook_deliveries_ended
+    WHERE ended_at IS NOT NULL AND ended_at < :before LIMIT :limit);

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from service.api.deps import DEPS
 from service.failure_guard import FailureGuard
-from service.ui import live, pages
+from service.ui import live, pages, webhooks_view
 from service.ui.changes import ChangeFeed
 from service.ui.sessions import fingerprint
 from service.ui.slots import StreamSlots
@@ -63,6 +63,9 @@ ROUTES: tuple[tuple[str, str, pages.PageHandler], ...] = (
     ("POST", f"/ui/tasks/{TASK}/priority", pages.set_priority),
     ("GET", "/ui/cluster", pages.cluster_page),
     ("GET", "/ui/charts", pages.charts_page),
+    ("GET", "/ui/webhooks", webhooks_view.webhooks_page),
+    ("POST", "/ui/webhooks", webhooks_view.create),
+    ("POST", "/ui/webhooks/{hook_id:[^/:]+}/delete", webhooks_view.delete),
     ("GET", "/ui/live", live.live),
     ("GET", "/ui/static/{name}", None),  # filled in by setup (the assets, read once)
 )

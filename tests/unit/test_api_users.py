@@ -140,12 +140,17 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
                                               "bootstrap": 201},
     ("POST", "/api/v2/users/{name}/tokens/{token_id}:revoke"): OWNER,
     ("GET", "/api/v2/usage"): OK_ALL,
+    ("POST", "/api/v2/webhooks"): {k: 201 for k in OK_ALL},
+    ("GET", "/api/v2/webhooks"): OK_ALL,
+    ("DELETE", "/api/v2/webhooks/{hook_id}"): OWNER,  # alice's hook
+    ("GET", "/api/v2/webhooks/{hook_id}/deliveries"): OWNER,
     ("GET", "/api/v2/openapi.json"): OK_ALL,
     ("GET", "/metrics"): OK_ALL,
     ("GET", "/healthz"): {**OK_ALL, "anonymous": 200, "carol": 200},
     ("GET", "/readyz"): {**OK_ALL, "anonymous": 200, "carol": 200},
 }
 CASES = [(m, p, who) for (m, p) in EXPECTED for who in CALLERS]
+PUBLIC_HOOK = "https://93.184.215.14/hook"  # a public IP literal: no DNS, never called
 
 
 def test_the_table_covers_every_route_and_agrees_with_its_access() -> None:
@@ -166,14 +171,18 @@ async def test_route_authorization(client, world: World, method: str, path: str,
     world.tick()  # submitted to the fake Ray: it has an attempt, hence logs
     world.cluster.write_log(f"{task}--a01", "step 1\n")
     spare = world.store.create_token("alice", "spare", None, T0, max_live=10).row.token_id
+    hook = world.store.create_webhook(owner="alice", url=PUBLIC_HOOK, events=["task.failed"],
+                                      fmt="standard", now=T0, max_per_user=10).hook_id
     concrete = (path.replace("{task_id}", task).replace("{name}", "alice")
-                .replace("{token_id}", spare))
+                .replace("{token_id}", spare).replace("{hook_id}", hook))
     kw: dict[str, Any] = {"headers": world.auth(who)}
     if (method, path) == ("POST", "/api/v2/tasks"):
         kw = {"headers": {**kw["headers"], "Content-Type": "application/yaml"},
               "data": jobspec(world.shared)}
     elif (method, path) == ("POST", "/api/v2/users"):
         kw["json"] = {"name": "dave"}
+    elif (method, path) == ("POST", "/api/v2/webhooks"):
+        kw["json"] = {"url": PUBLIC_HOOK, "events": ["task.succeeded"]}
     elif method == "PATCH":
         kw["json"] = {"priority": -1}
     resp = await client.request(method, concrete, **kw)

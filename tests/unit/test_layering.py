@@ -70,6 +70,13 @@ PURE_MODULES = (
     "service.timeline",
     "service.runtimes",
     "service.forecast",
+    "service.ssrf",
+    "service.webhooks.events",
+    "service.webhooks.signing",
+    "service.webhooks.policy",
+    "service.webhooks.settings",
+    "service.webhooks.rows",
+    "service.webhooks.schemas",
     "raypool.policy",
     "raypool.headrecord",
 )

@@ -1,0 +1,103 @@
+"""``argus webhook ...``: a user's webhooks from the command line.
+
+    argus webhook add URL --events task.failed,task.succeeded [--format standard|slack]
+    argus webhook list [--user NAME|all]      (admins: everyone's by default)
+    argus webhook rm ID
+    argus webhook deliveries ID [--limit N]
+
+The signing secret of a new hook is printed once, on its own line. This module uses only
+``Ctx``, ``Client`` and ``table`` of the CLI and registers itself through
+``add_commands``, so it moves with the CLI as a unit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from service.cli import Ctx, table
+
+EVENT_TYPES = ("task.succeeded", "task.failed", "task.canceled", "task.preempted",
+               "task.time_limit", "task.retried", "pipeline.ended")
+BASE = "/api/v2/webhooks"
+
+
+def _events(text: str) -> list[str]:
+    names = [e.strip() for e in text.split(",") if e.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("at least one event type")
+    if names == ["all"]:
+        return list(EVENT_TYPES)
+    return names  # the server names the unknown ones
+
+
+def created_text(hook: dict[str, Any]) -> str:
+    return (f"webhook {hook['id']} -> {hook['url']} ({hook['format']}): "
+            f"{', '.join(hook['events'])}\nsigning secret:\n{hook['secret']}\n"
+            "(shown this once: keep it now; receivers verify webhook-signature with it)")
+
+
+def hooks_table(data: dict[str, Any]) -> str:
+    return table(["ID", "OWNER", "URL", "FORMAT", "EVENTS", "CREATED"],
+                 [[h["id"], h["owner"], h["url"], h["format"], ",".join(h["events"]),
+                   h.get("created_at")] for h in data["webhooks"]])
+
+
+def deliveries_table(data: dict[str, Any]) -> str:
+    return table(["ID", "EVENT", "AT", "OUTCOME", "TRIES", "STATUS", "NEXT RETRY", "ERROR"],
+                 [[d["id"], d["event_type"], d.get("event_at"), d["outcome"], d["attempts"],
+                   d.get("status_code"), d.get("next_retry_at"), d.get("error")]
+                  for d in data["deliveries"]])
+
+
+def cmd_add(ctx: Ctx) -> int:
+    a = ctx.args
+    body = json.dumps({"url": a.target, "events": a.events, "format": a.format}).encode()
+    data = ctx.client.json("POST", BASE, body=body, content_type="application/json")
+    ctx.emit(data, created_text)
+    return 0
+
+
+def cmd_list(ctx: Ctx) -> int:
+    query = {"user": None if ctx.args.user == "all" else ctx.args.user}
+    ctx.emit(ctx.client.json("GET", BASE, query=query), hooks_table)
+    return 0
+
+
+def cmd_rm(ctx: Ctx) -> int:
+    data = ctx.client.json("DELETE", f"{BASE}/{ctx.args.id}")
+    ctx.emit(data, lambda d: f"deleted {d['deleted']}")
+    return 0
+
+
+def cmd_deliveries(ctx: Ctx) -> int:
+    data = ctx.client.json("GET", f"{BASE}/{ctx.args.id}/deliveries",
+                           query={"limit": ctx.args.limit})
+    ctx.emit(data, deliveries_table)
+    return 0
+
+
+def add_commands(sub: Any, add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    """Register ``webhook`` on the main parser's subparsers."""
+    hook = add_parser(sub, "webhook", "signed HTTP notifications when your tasks end")
+    hooks = hook.add_subparsers(dest="webhook_command", required=True, metavar="ACTION")
+    add = add_parser(hooks, "add", "register a webhook (its signing secret is shown once)")
+    # dest "target": "url" is the global --url (the API's address)
+    add.add_argument("target", metavar="URL", help="http(s) URL the events are POSTed to")
+    add.add_argument("--events", type=_events, required=True, metavar="E1,E2",
+                     help=f"comma-separated, or all: {', '.join(EVENT_TYPES)}")
+    add.add_argument("--format", choices=("standard", "slack"), default="standard",
+                     help="body: standard {type, timestamp, data} or slack {text}")
+    add.set_defaults(run=cmd_add)
+    lst = add_parser(hooks, "list", "list your webhooks (admins: everyone's)")
+    lst.add_argument("--user", help="only this user's (admins; all: everyone's)")
+    lst.set_defaults(run=cmd_list)
+    rm = add_parser(hooks, "rm", "delete a webhook (pending deliveries are dropped)")
+    rm.add_argument("id")
+    rm.set_defaults(run=cmd_rm)
+    dl = add_parser(hooks, "deliveries", "recent deliveries of a webhook and their outcome")
+    dl.add_argument("id")
+    dl.add_argument("--limit", type=int, default=50, help="how many (1..500)")
+    dl.set_defaults(run=cmd_deliveries)
