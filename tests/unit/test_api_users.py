@@ -140,7 +140,7 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
                                               "bootstrap": 201},
     ("POST", "/api/v2/users/{name}/tokens/{token_id}:revoke"): OWNER,
     ("GET", "/api/v2/usage"): OK_ALL,
-    ("GET", "/api/v2/openapi.json"): OK_ALL,
+    ("GET", "/api/v2/openapi.json"): {**OK_ALL, "anonymous": 200, "carol": 200},
     ("GET", "/metrics"): OK_ALL,
     ("GET", "/healthz"): {**OK_ALL, "anonymous": 200, "carol": 200},
     ("GET", "/readyz"): {**OK_ALL, "anonymous": 200, "carol": 200},
