@@ -30,13 +30,13 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
                   for o in a.option_strings)
 
 
-def walk(parser: argparse.ArgumentParser, path: str = "") -> Iterator[tuple[str, list[str],
-                                                                           list[str]]]:
+def walk(parser: argparse.ArgumentParser, path: str = "argus"
+         ) -> Iterator[tuple[str, list[str], list[str]]]:
     """(command path, its subcommands, its options) for the parser and every subparser."""
     subs = _subparsers(parser)
     yield path, sorted(subs), _options(parser)
     for name, sub in subs.items():
-        yield from walk(sub, f"{path} {name}".strip())
+        yield from walk(sub, f"{path} {name}")
 
 
 def bash_script(parser: argparse.ArgumentParser) -> str:
@@ -49,10 +49,10 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
         "_argus() {",
         "  local -A subs=(", *subs, "  )",
         "  local -A opts=(", *opts, "  )",
-        '  local cur="${COMP_WORDS[COMP_CWORD]}" path="" w i',
+        '  local cur="${COMP_WORDS[COMP_CWORD]}" path=argus w i',
         "  for ((i = 1; i < COMP_CWORD; i++)); do",
         '    w="${COMP_WORDS[i]}"',
-        '    if [[ " ${subs[$path]} " == *" $w "* ]]; then path="${path:+$path }$w"; fi',
+        '    if [[ " ${subs[$path]} " == *" $w "* ]]; then path="$path $w"; fi',
         "  done",
         '  if [[ $cur == -* ]]; then',
         '    COMPREPLY=($(compgen -W "${opts[$path]}" -- "$cur"))',
