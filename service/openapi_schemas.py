@@ -61,7 +61,7 @@ _TOKEN_PROPS: dict[str, Any] = {
                "description": "what lists show of the token (the secret is never shown)"},
     "user": {"type": "string"},
     "label": {"type": "string"},
-    "state": {"type": "string", "enum": ["active", "revoked", "expired"]},
+    "state": ref("TokenState"),
     "created_at": TS,
     "last_used_at": {**TS, "description": "recorded at most once a minute"},
     "expires_at": {**TS, "description": "null: never"},
@@ -117,6 +117,7 @@ SCHEMAS: dict[str, Any] = {
     "FailureKind": {"type": "string", "enum": [k.value for k in FailureKind]},
     "Workload": {"type": "string", "enum": list(WORKLOAD_NAMES)},
     "Role": {"type": "string", "enum": ["admin", "user"]},
+    "TokenState": {"type": "string", "enum": ["active", "revoked", "expired"]},
     "Submitted": {
         "type": "object", "required": ["task_id", "state"],
         "properties": {"task_id": {"type": "string"}, "state": {"const": "QUEUED"}},
@@ -367,17 +368,20 @@ SCHEMAS: dict[str, Any] = {
                                       "(disk full, read-only, locked); the service resumes "
                                       "by itself once it can"},
             "reason": {"type": "string", "description": "why degraded"},
-            "scheduler": {"type": ["object", "null"], "properties": {
-                "alive": {"type": "boolean", "description": "scheduler thread running"},
-                "ticks": {"type": "integer"},
-                "errors": {"type": "integer", "description": "ticks that raised"},
-                "last_tick_duration_s": {"type": ["number", "null"]},
-                "last_error": {"type": ["string", "null"]},
-            }},
+            "scheduler": nullable(ref("SchedulerHealth")),
         },
     },
 }
 
+SCHEMAS["SchedulerHealth"] = {
+    "type": "object", "properties": {
+        "alive": {"type": "boolean", "description": "scheduler thread running"},
+        "ticks": {"type": "integer"},
+        "errors": {"type": "integer", "description": "ticks that raised"},
+        "last_tick_duration_s": {"type": ["number", "null"]},
+        "last_error": {"type": ["string", "null"]},
+    },
+}
 SCHEMAS["Readiness"] = {
     "type": "object", "required": ["status", "reasons", "read_s", "work_s"],
     "properties": {
