@@ -19,7 +19,7 @@ import pytest
 
 from argus_client.cli import main as cli
 from argus_client.cli.exits import Exit
-from argus_client.client import DEFAULT_URL
+from argus_client.env import DEFAULT_URL
 from service.app import create_app
 from service.artifacts import Artifacts
 from service.cluster_fake import FakeCluster

@@ -1,44 +1,34 @@
-"""The Python SDK of the Argus task service (standard library only)."""
+"""The Python SDK of the Argus task service (standard library only).
 
-from argus_client.client import ArgusClient, WaitTimeout
-from argus_client.errors import (
-    ApiError,
-    ArgusConnectionError,
-    ArgusError,
-    AuthError,
-    Conflict,
-    InvalidRequest,
-    NotArgusError,
-    NotFound,
-    PermissionDenied,
-    RateLimited,
-    ServerError,
-)
-from argus_client.models import (
-    Attempt,
-    CancelResult,
-    Event,
-    LogChunk,
-    Me,
-    NewToken,
-    Progress,
-    Queue,
-    Submitted,
-    Task,
-    TaskPage,
-    Token,
-    TokenList,
-    Usage,
-    User,
-)
+    from argus_client import ArgusClient
+    client = ArgusClient()                        # $ARGUS_URL, $ARGUS_API_TOKEN
+    task = client.wait(client.submit("job.yaml").task_id, on_update=print)
 
-ConnectionError = ArgusConnectionError  # the short name; it shadows the builtin only here
+Names load on first use (PEP 562): ``argus --help`` and ``argus completion`` start
+without the HTTP stack.
+"""
 
-__all__ = [
-    "ApiError", "ArgusClient", "ArgusConnectionError", "ArgusError", "Attempt", "AuthError",
-    "CancelResult", "Conflict", "ConnectionError", "Event", "InvalidRequest", "LogChunk",
-    "Me", "NewToken", "NotArgusError", "NotFound", "PermissionDenied", "Progress", "Queue",
-    "RateLimited", "ServerError", "Submitted", "Task", "TaskPage", "Token", "TokenList",
-    "Usage", "User",
-    "WaitTimeout",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOMES = {
+    "argus_client.client": ("ArgusClient", "WaitTimeout"),
+    "argus_client.errors": ("ApiError", "ArgusConnectionError", "ArgusError", "AuthError",
+                            "Conflict", "InvalidRequest", "NotArgusError", "NotFound",
+                            "PermissionDenied", "RateLimited", "ServerError"),
+    "argus_client.models": ("Attempt", "CancelResult", "Event", "LogChunk", "Me", "NewToken",
+                            "Progress", "Queue", "Submitted", "Task", "TaskPage", "Token",
+                            "TokenList", "Usage", "User"),
+}
+_WHERE = {name: module for module, names in _HOMES.items() for name in names}
+__all__ = sorted([*_WHERE, "ConnectionError"])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ConnectionError":  # the short name of ArgusConnectionError
+        name = "ArgusConnectionError"
+    if name not in _WHERE:
+        raise AttributeError(f"module 'argus_client' has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

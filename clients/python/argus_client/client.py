@@ -11,11 +11,11 @@ import functools
 import json
 import os
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from argus_client.env import DEFAULT_URL, TOKEN_ENV, URL_ENV
 from argus_client.errors import ArgusError, NotFound
 from argus_client.models import (
     Attempt,
@@ -37,9 +37,6 @@ from argus_client.models import (
 from argus_client.retry import OnRetry, retrying
 from argus_client.transport import Opener, Transport
 
-DEFAULT_URL = "http://127.0.0.1:8080"
-URL_ENV = "ARGUS_URL"
-TOKEN_ENV = "ARGUS_API_TOKEN"
 API = "/api/v2"
 YAML = "application/yaml"
 JSON = "application/json"
@@ -89,7 +86,7 @@ class ArgusClient:
     ``wait`` and ``follow_logs`` wait with (tests inject their own)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
-                 timeout: float = 30.0, opener: Opener = urllib.request.urlopen,
+                 timeout: float = 30.0, opener: Opener | None = None,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
         url = url or os.environ.get(URL_ENV) or DEFAULT_URL

@@ -33,6 +33,8 @@ class _Model:
 
 @dataclass(frozen=True)
 class Submitted(_Model):
+    """Submitted, as the API answers it."""
+
     task_id: str
     state: str
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -40,6 +42,8 @@ class Submitted(_Model):
 
 @dataclass(frozen=True)
 class Progress(_Model):
+    """Progress, as the API answers it."""
+
     attempt_no: int | None
     step: int | None
     total_steps: int | None
@@ -52,6 +56,8 @@ class Progress(_Model):
 
 @dataclass(frozen=True)
 class Attempt(_Model):
+    """Attempt, as the API answers it."""
+
     attempt_no: int
     ray_submission_id: str
     ray_status: str | None
@@ -66,6 +72,8 @@ class Attempt(_Model):
 
 @dataclass(frozen=True)
 class Task(_Model):
+    """Task, as the API answers it."""
+
     task_id: str
     state: str
     workload: str
@@ -97,6 +105,8 @@ class Task(_Model):
 
 @dataclass(frozen=True)
 class TaskPage(_Model):
+    """TaskPage, as the API answers it."""
+
     tasks: list[Task]
     next_cursor: str | None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -105,6 +115,8 @@ class TaskPage(_Model):
 
 @dataclass(frozen=True)
 class FairShare(_Model):
+    """FairShare, as the API answers it."""
+
     user: str | None
     gpus: float
     share: float
@@ -126,6 +138,8 @@ class Queue(_Model):
 
 @dataclass(frozen=True)
 class Event(_Model):
+    """Event, as the API answers it."""
+
     id: int
     ts: str
     type: str
@@ -135,6 +149,8 @@ class Event(_Model):
 
 @dataclass(frozen=True)
 class CancelResult(_Model):
+    """CancelResult, as the API answers it."""
+
     task_id: str
     state: str
     cancel_requested: bool | None
@@ -143,6 +159,8 @@ class CancelResult(_Model):
 
 @dataclass(frozen=True)
 class User(_Model):
+    """User, as the API answers it."""
+
     name: str
     role: str
     enabled: bool
@@ -154,6 +172,8 @@ class User(_Model):
 
 @dataclass(frozen=True)
 class UserStatus(_Model):
+    """UserStatus, as the API answers it."""
+
     user: User
     changed: bool
     effect: str
@@ -163,6 +183,8 @@ class UserStatus(_Model):
 
 @dataclass(frozen=True)
 class Token(_Model):
+    """Token, as the API answers it."""
+
     token_id: str | None
     prefix: str | None
     user: str | None
@@ -177,6 +199,8 @@ class Token(_Model):
 
 @dataclass(frozen=True)
 class TokenList(_Model):
+    """TokenList, as the API answers it."""
+
     user: str
     tokens: list[Token]
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -198,6 +222,8 @@ class NewToken(_Model):
 
 @dataclass(frozen=True)
 class RevokedToken(_Model):
+    """RevokedToken, as the API answers it."""
+
     token_id: str
     prefix: str
     state: str
@@ -207,6 +233,8 @@ class RevokedToken(_Model):
 
 @dataclass(frozen=True)
 class Me(_Model):
+    """Me, as the API answers it."""
+
     name: str
     role: str
     limits: dict[str, int] | None
@@ -216,6 +244,8 @@ class Me(_Model):
 
 @dataclass(frozen=True)
 class UsageUser(_Model):
+    """UsageUser, as the API answers it."""
+
     user: str | None
     gpu_seconds: float
     gpu_hours: float
@@ -228,6 +258,8 @@ class UsageUser(_Model):
 
 @dataclass(frozen=True)
 class Usage(_Model):
+    """Usage, as the API answers it."""
+
     from_: str | None
     to: str | None
     users: list[UsageUser]

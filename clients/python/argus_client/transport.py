@@ -33,11 +33,11 @@ class Transport:
     """Sends requests with the bearer token; raises the SDK's errors."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 30.0,
-                 opener: Opener = urllib.request.urlopen) -> None:
+                 opener: Opener | None = None) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
-        self._open = opener
+        self._open = opener or urllib.request.urlopen
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                 body: bytes | None = None, content_type: str | None = None) -> Response:

@@ -6,9 +6,10 @@ import argparse
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from argus_client.client import ArgusClient
+if TYPE_CHECKING:
+    from argus_client.client import ArgusClient
 
 
 @dataclass

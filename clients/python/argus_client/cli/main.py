@@ -20,18 +20,19 @@ import json
 import os
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from argus_client.cli import accounts, completion, tasks
 from argus_client.cli.context import Ctx
 from argus_client.cli.exits import exit_for
 from argus_client.cli.tasks import positive_float
-from argus_client.client import DEFAULT_URL, TOKEN_ENV, URL_ENV, ArgusClient
+from argus_client.env import DEFAULT_URL, TOKEN_ENV, URL_ENV
 from argus_client.errors import ApiError, ArgusError
-from argus_client.transport import Opener
+
+if TYPE_CHECKING:
+    from argus_client.transport import Opener
 
 COMMAND_MODULES: tuple[ModuleType, ...] = (tasks, accounts, completion)
 
@@ -91,7 +92,7 @@ def _code(exc: ArgusError) -> str:
 def main(
     argv: Sequence[str] | None = None,
     *,
-    opener: Opener = urllib.request.urlopen,
+    opener: Opener | None = None,
     out: TextIO | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
@@ -106,6 +107,8 @@ def main(
     token = os.environ.get(args.token_env, "").strip()
     if not token:
         parser.error(f"no API token: set the environment variable {args.token_env}")
+    from argus_client.client import ArgusClient  # the HTTP stack: only for a request
+
     client = ArgusClient(args.url, token, timeout=args.http_timeout, opener=opener,
                          sleep=sleep, clock=clock)
     ctx = Ctx(client, args, out, err)

@@ -7,16 +7,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from argus_client.cli.context import AddParser, Command, Ctx
 from argus_client.cli.exits import Exit
 from argus_client.cli.output import key_values, table
 from argus_client.cli.progress import progress_cell, progress_summary, wait_line
 from argus_client.cli.terminal import safe_for_terminal
-from argus_client.client import WaitTimeout
-from argus_client.models import Task
-from argus_client.retry import OnRetry
+
+if TYPE_CHECKING:
+    from argus_client.models import Task
+    from argus_client.retry import OnRetry
 
 # -- rendering ----------------------------------------------------------------------------
 
@@ -201,6 +202,8 @@ def cmd_logs(ctx: Ctx) -> int:
 
 
 def cmd_wait(ctx: Ctx) -> int:
+    from argus_client.client import WaitTimeout
+
     a = ctx.args
     live = LiveLine(ctx.err, enabled=not a.quiet)
     try:
