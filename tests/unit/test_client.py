@@ -24,6 +24,7 @@ from test_cli import TOKEN, Server, run, server, submitted  # noqa: F401
 from argus_client import (
     ArgusClient,
     ArgusConnectionError,
+    ArgusError,
     AuthError,
     InvalidRequest,
     NotArgusError,
@@ -34,6 +35,7 @@ from argus_client import (
 )
 from argus_client.cli import main as cli
 from argus_client.cli.exits import Exit
+from argus_client.client import jobspec_body
 from argus_client.errors import RateLimited
 from argus_client.retry import backoff, retrying
 from service.states import RayStatus
@@ -83,6 +85,16 @@ async def test_submit_a_dict_a_yaml_string_and_files(server, tmp_path):
     task = await sdk(client.get, as_dict.task_id)
     assert isinstance(task, Task) and task.state == "QUEUED" and task.total_gpus == 2
     assert task.queue_position == 1 and task.latest_attempt is None and not task.is_terminal
+
+
+def test_what_a_submit_sends(tmp_path) -> None:
+    (tmp_path / "job.json").write_text('{"workload": "ppo"}')
+    assert jobspec_body({"nnodes": 1}) == (b'{"nnodes": 1}', "application/json")
+    assert jobspec_body(tmp_path / "job.json") == (b'{"workload": "ppo"}', "application/json")
+    assert jobspec_body("workload: ppo") == (b"workload: ppo", "application/yaml")
+    assert jobspec_body("{workload: ppo}")[1] == "application/yaml"
+    with pytest.raises(ArgusError, match=r"cannot read .*absent\.yaml"):
+        jobspec_body(str(tmp_path / "absent.yaml"))  # a path, not a YAML document
 
 
 async def test_errors_carry_the_status_and_the_api_code(server):

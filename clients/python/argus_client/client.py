@@ -64,13 +64,13 @@ def _user_path(name: str | None, suffix: str = "") -> str:
 
 def jobspec_body(spec: JobSpecInput) -> tuple[bytes, str]:
     """The body and content type of a submit: a mapping goes as JSON; a path (a ``Path``,
-    or a one-line string naming a file) as its bytes, JSON for ``*.json``, else YAML;
-    any other string or bytes as YAML text."""
+    or a one-line string without ``": "``) as the file's bytes, JSON for ``*.json``, else
+    YAML; any other string (a YAML document) or bytes as YAML text."""
     if isinstance(spec, Mapping):
         return json.dumps(dict(spec)).encode(), JSON
     if isinstance(spec, bytes):
         return spec, YAML
-    if isinstance(spec, str) and ("\n" in spec or not os.path.isfile(spec)):
+    if isinstance(spec, str) and ("\n" in spec or ": " in spec or spec.lstrip()[:1] == "{"):
         return spec.encode(), YAML
     path = Path(spec)
     try:
