@@ -127,8 +127,8 @@ dirs = [d for d in site.getsitepackages() if d]
 with open(sys.argv[1], "w") as out:
     out.writelines(f"import site; site.addsitedir({d!r})\n" for d in dirs)
 PY
-printf '%s\n' "$REPO" >"$venv_site/argus-repo.pth"
-for tool in argus:service.cli argus-api:service.main argus-node:raypool.cli; do
+printf '%s\n' "$REPO" "$REPO/clients/python" >"$venv_site/argus-repo.pth"
+for tool in argus:argus_client.cli argus-api:service.main argus-node:raypool.cli; do
     printf '#!/bin/sh\nexec "%s" -m %s "$@"\n' "$VPY" "${tool#*:}" >"$VENV/bin/${tool%%:*}"
     chmod +x "$VENV/bin/${tool%%:*}"
 done

@@ -1,6 +1,7 @@
-"""JobSpec: the YAML body of ``POST /api/v2/tasks``, parsed and validated.
+"""JobSpec: the YAML (or JSON) body of ``POST /api/v2/tasks``, parsed and validated.
 
-``parse_jobspec`` never stops at the first problem: ``JobSpecError.details`` lists every
+``parse_jobspec`` (YAML) and ``parse_jobspec_json`` (a JSON object: the same fields, the
+same validator and size limit) never stop at the first problem: ``JobSpecError.details`` lists every
 offending field with the reason, so a user fixes a spec in one round trip.
 
 Rules beyond the field table, and why:
@@ -39,6 +40,7 @@ document and for generators of valid specs); a unit test keeps the two in step.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -166,11 +168,43 @@ def parse_jobspec(text: str | bytes, settings: Settings, user: str | None = None
     return _Validator(doc, path_rules(settings, user)).run()
 
 
+def parse_jobspec_json(text: str | bytes, settings: Settings, user: str | None = None
+                       ) -> JobSpec:
+    """The same JobSpec sent as a JSON object: the same size limit and the same
+    validator (a JSON body is never parsed as YAML). Duplicate keys, NaN and Infinity,
+    which JSON parsers disagree on, are refused."""
+    text = _text_within(text, settings.max_body_bytes)
+    try:
+        doc = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except RecursionError as exc:
+        raise JobSpecError([_detail("body", "JSON nested too deeply")]) from exc
+    except ValueError as exc:
+        raise JobSpecError([_detail("body", f"not valid JSON: {str(exc)[:200]}")]) from exc
+    if not isinstance(doc, dict):
+        message = f"must be a JSON object of JobSpec fields, got {type(doc).__name__}"
+        raise JobSpecError([_detail("body", message)])
+    return _Validator(doc, path_rules(settings, user)).run()
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise ValueError(f"duplicate key {key[:64]!r}")
+        doc[key] = value
+    return doc
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
 def _detail(field: str, message: str) -> dict[str, Any]:
     return {"field": field, "message": message}
 
 
-def _load_yaml(text: str | bytes, max_bytes: int) -> Any:
+def _text_within(text: str | bytes, max_bytes: int) -> str:
+    """The body as text, once it is known to be within the size limit (413) and UTF-8."""
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise JobSpecError(
@@ -179,11 +213,16 @@ def _load_yaml(text: str | bytes, max_bytes: int) -> Any:
         )
     if isinstance(text, bytes):
         try:
-            text = text.decode("utf-8-sig")
+            return text.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise JobSpecError(
                 [_detail("body", f"body is not valid UTF-8 (byte {exc.start})")]
             ) from exc
+    return text
+
+
+def _load_yaml(text: str | bytes, max_bytes: int) -> Any:
+    text = _text_within(text, max_bytes)
     try:
         return yamldoc.load(text, YAML_LIMITS)
     except yamldoc.YamlDocError as exc:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from service.api.body import read_body, read_json_object, unknown_fields
+from service.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unknown_fields
 from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.middlewares import ApiError
 from service.api.params import SQLITE_MAX_INT, parse_uint
@@ -41,7 +41,7 @@ from service.api.views import (
 from service.cluster import ClusterError, ClusterUnavailable
 from service.curves import default_keys, join
 from service.db import storage_fault
-from service.jobspec import JobSpec, JobSpecError, parse_jobspec
+from service.jobspec import JobSpec, JobSpecError, parse_jobspec, parse_jobspec_json
 from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from service.priorities import allowance_problem, range_problem
 from service.rows import AttemptRow, CancelKind, TaskRow
@@ -58,6 +58,7 @@ UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
 QUEUE_LIMIT_DEFAULT, QUEUE_LIMIT_MAX = 500, 1000  # waiting tasks per /queue page
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
+LOG_ATTEMPT_HEADER, LOG_END_HEADER = "X-Argus-Attempt", "X-Argus-Log-End"
 PRIORITY_FIELDS = ("priority",)
 
 
@@ -88,9 +89,11 @@ async def _json_off_loop(deps: AppDeps, build: Callable[[], Any]) -> web.Respons
     return web.Response(text=text, content_type="application/json")
 
 
-async def _parse_jobspec(deps: AppDeps, text: str, user: str) -> JobSpec:
-    """The JobSpec of a submit, parsed off the event loop: YAML is parsed by CPU."""
-    return await _off_loop(deps, parse_jobspec, text, deps.settings, user)
+async def _parse_jobspec(deps: AppDeps, text: str, user: str, *, as_json: bool) -> JobSpec:
+    """The JobSpec of a submit, parsed off the event loop: parsing is CPU work. The body
+    is stored as received, YAML or JSON (the console shows it as sent)."""
+    parse = parse_jobspec_json if as_json else parse_jobspec
+    return await _off_loop(deps, parse, text, deps.settings, user)
 
 
 async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
@@ -192,11 +195,12 @@ def _tail(text: str, lines: int) -> str:
 
 async def submit_task(request: web.Request) -> web.Response:
     deps = deps_of(request)
-    if request.content_type not in YAML_CONTENT_TYPES:
+    as_json = request.content_type == JSON_CONTENT_TYPE
+    if not as_json and request.content_type not in YAML_CONTENT_TYPES:
         raise ApiError(
             415,
             f"content type {request.content_type!r} is not accepted; send the JobSpec as "
-            + " or ".join(sorted(YAML_CONTENT_TYPES)),
+            + " or ".join(sorted({*YAML_CONTENT_TYPES, JSON_CONTENT_TYPE})),
         )
     charset = request.charset
     if charset is not None and charset.lower() not in UTF8_CHARSETS:
@@ -213,7 +217,7 @@ async def submit_task(request: web.Request) -> web.Response:
     principal = principal_of(request)
     owner = principal.name
     try:
-        spec = await _parse_jobspec(deps, text, owner)
+        spec = await _parse_jobspec(deps, text, owner, as_json=as_json)
     except JobSpecError as exc:
         status = exc.status if exc.status in (400, 413) else 400
         raise ApiError(
@@ -387,6 +391,8 @@ async def task_logs(request: web.Request) -> web.Response:
             errors[0]["message"] = ("must be 'latest' or an integer between 1 and "
                                     f"{SQLITE_MAX_INT}, got {request.query['attempt'][:40]!r}")
     tail = _int_param(request, "tail", LOG_TAIL_DEFAULT, 1, LOG_TAIL_MAX, errors)
+    offset = (None if "offset" not in request.query
+              else _int_param(request, "offset", 0, 0, SQLITE_MAX_INT, errors))
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     task = await _own_task(request, task_id, "read the logs of")
@@ -397,7 +403,13 @@ async def task_logs(request: web.Request) -> web.Response:
     text = await _attempt_log(deps, attempt, task.user)
     if text is None:
         raise ApiError(404, f"no logs for {attempt.ray_submission_id} (live or archived)")
-    return web.Response(text=_tail(text, tail), content_type="text/plain", charset="utf-8")
+    data = text.encode("utf-8", "replace")
+    # where this answer ends in the log: a follower asks for ?offset=<it> next, and gets
+    # only what was written since (a new attempt starts a new log: X-Argus-Attempt)
+    headers = {LOG_ATTEMPT_HEADER: str(attempt.attempt_no), LOG_END_HEADER: str(len(data))}
+    body = data[offset:] if offset is not None else _tail(text, tail).encode("utf-8", "replace")
+    return web.Response(body=body, content_type="text/plain", charset="utf-8",
+                        headers=headers)
 
 
 async def _attempt_log(deps: AppDeps, attempt: AttemptRow, user: str | None) -> str | None:

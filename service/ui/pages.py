@@ -29,7 +29,6 @@ from service.api.auth import AuthFailure
 from service.api.deps import AppDeps, deps_of
 from service.api.handlers import _attempt_log, _on_cluster, _tail
 from service.api.params import parse_uint
-from service.cli_progress import progress_summary
 from service.cluster import ClusterError
 from service.config import SchedulerSettings
 from service.failure_guard import FailureGuard
@@ -43,6 +42,7 @@ from service.store import StaleState, TaskNotFound
 from service.timefmt import duration, iso
 from service.ui import charts, progress_view
 from service.ui.changes import ChangeFeed
+from service.ui.progress_text import progress_summary
 from service.ui.sessions import (
     Signed,
     clear_cookie,

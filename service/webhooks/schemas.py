@@ -8,9 +8,9 @@ from typing import Any
 from service.webhooks.events import DESCRIPTIONS, EventType
 
 _TS = {"type": ["string", "null"], "format": "date-time"}
-_EVENT_TYPE = {"enum": [t.value for t in EventType],
+_EVENT_TYPE = {"type": "string", "enum": [t.value for t in EventType],
                "description": "; ".join(f"{t.value}: {d}" for t, d in DESCRIPTIONS.items())}
-_FORMAT = {"enum": ["standard", "slack"], "default": "standard",
+_FORMAT = {"type": "string", "enum": ["standard", "slack"], "default": "standard",
            "description": "standard: {type, timestamp, data} (Standard Webhooks); slack: "
                           "{text} for a Slack incoming webhook. Both are signed."}
 
@@ -52,7 +52,7 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "id": {"type": "string", "description": "the webhook-id header it is sent with"},
             "event_id": {"type": "integer"}, "event_type": _EVENT_TYPE, "event_at": _TS,
-            "outcome": {"enum": ["PENDING", "DELIVERED", "FAILED"]},
+            "outcome": {"type": "string", "enum": ["PENDING", "DELIVERED", "FAILED"]},
             "attempts": {"type": "integer", "minimum": 0},
             "status_code": {"type": ["integer", "null"],
                             "description": "HTTP status of the latest try"},

@@ -8,6 +8,7 @@ tests assert generous bounds (a shared 2-core CI machine makes timing floors fla
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,10 +61,26 @@ def openapi_doc(argus: Service) -> dict:
     return json.loads(body)
 
 
+def with_deployment_paths(doc: dict, shared: Path) -> dict:
+    """The document with ``JobSpecPath`` (any normalised absolute path, the roots in
+    prose: the document is the same for every install) narrowed to this service's
+    allowed roots, so that the specs drawn from it are ones the service accepts."""
+    from service.config import Settings
+    from service.jobspec import jobspec_json_schema
+    from service.layout import users_root
+
+    settings = Settings(shared_root=str(shared))
+    path = jobspec_json_schema(settings.resolved_allowed_roots,
+                               users_root(settings.shared_root))["properties"]["train_file"]
+    doc = copy.deepcopy(doc)
+    doc["components"]["schemas"]["JobSpecPath"] = path
+    return doc
+
+
 @pytest.fixture(scope="session")
 def api_schema(argus: Service, openapi_doc: dict):
     import schemathesis
 
-    schema = schemathesis.openapi.from_dict(openapi_doc)
+    schema = schemathesis.openapi.from_dict(with_deployment_paths(openapi_doc, argus.shared))
     schema.config.base_url = f"http://127.0.0.1:{argus.port}"
     return schema

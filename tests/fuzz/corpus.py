@@ -93,9 +93,19 @@ def build(auth: bytes, shared: Path, task_id: str) -> list[Case]:
                       post_yaml(auth, good_spec(shared).replace("nnodes: 1\n", "")
                                 + "<<: {nnodes: 1}\n"), bad))
     cases.append(Case("body not UTF-8", post_yaml(auth, b"workload: \xff\xfe\n"), bad))
-    cases.append(Case("JSON instead of YAML", request(
+    cases.append(Case("an empty JSON JobSpec", request(
         "POST", "/api/v2/tasks", body=b"{}",
-        headers=auth + b"Content-Type: application/json\r\n"), frozenset({415})))
+        headers=auth + b"Content-Type: application/json\r\n"), bad))
+    cases.append(Case("a JSON JobSpec nested deep", request(
+        "POST", "/api/v2/tasks", body=b"[" * 60_000,
+        headers=auth + b"Content-Type: application/json\r\n"), bad))
+    cases.append(Case("JSON with a duplicate key", request(
+        "POST", "/api/v2/tasks", body=b'{"workload": "ppo", "workload": "sft"}',
+        headers=auth + b"Content-Type: application/json\r\n"), bad))
+    cases.append(Case("a JobSpec as form data", request(
+        "POST", "/api/v2/tasks", body=b"workload=ppo",
+        headers=auth + b"Content-Type: application/x-www-form-urlencoded\r\n"),
+        frozenset({415})))
     cases.append(Case("body of exactly the limit", post_yaml(auth, b"#" * MAX_BODY), bad))
     cases.append(Case("body one byte over the limit", post_yaml(auth, b"#" * (MAX_BODY + 1)),
                       frozenset({413})))

@@ -74,7 +74,8 @@ def test_every_operation_with_a_non_admin_token(argus, api_schema, user_token):
     seen: set[int] = set()
     for result in api_schema.get_all_operations():
         operation = result.ok()
-        no_input = operation.path in ("/healthz", "/readyz")  # nothing to make invalid
+        # nothing to make invalid (no parameter, body or credentials)
+        no_input = operation.path in ("/healthz", "/readyz", "/api/v2/openapi.json")
         for mode in (GenerationMode.POSITIVE, *(() if no_input else (
                 GenerationMode.NEGATIVE,))):
 

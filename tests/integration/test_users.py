@@ -26,7 +26,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def cli(argus: Any, token: str, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ARGUS_URL": argus.url, "ARGUS_API_TOKEN": token}
-    return subprocess.run([sys.executable, "-m", "service.cli", *argv], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "argus_client.cli", *argv], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -4,6 +4,7 @@ by tick with an injected clock, and FakeCluster at the Ray boundary. No sleeps."
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 import time
@@ -23,12 +24,14 @@ from service.artifacts import Artifacts
 from service.cluster_fake import FakeCluster
 from service.config import Settings
 from service.metrics import MeteredScheduler, ServiceMetrics
+from service.openapi import build_openapi
 from service.scheduler import Scheduler
 from service.states import RayStatus, TaskState
 from service.store import BulkTask, Store
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+REPO = Path(__file__).resolve().parents[2]
 YAML = {**AUTH, "Content-Type": "application/yaml"}
 T0 = 1_766_000_000.0
 TASK_ID_RE = re.compile(r"mvp2-admin-(ppo|grpo|sft)-\d{8}-\d{6}-[0-9a-f]{4}")
@@ -703,14 +706,56 @@ async def test_openapi_security_and_error_schema(client, env):
     assert error["properties"]["error"]["required"] == ["code", "message", "details"]
     for path, ops in doc["paths"].items():
         for method, op in ops.items():
-            if path not in ("/healthz", "/readyz"):
+            if path not in ("/healthz", "/readyz", "/api/v2/openapi.json"):
                 assert "401" in op["responses"], (method, path)
             for ref in re.findall(r'"\$ref": "#/components/(\w+)/(\w+)"', str(op).replace(
                     "'", '"')):
                 assert ref[1] in doc["components"][ref[0]], ref
     params = {p["name"] for p in doc["paths"]["/api/v2/tasks/{task_id}/logs"]["get"][
         "parameters"]}
-    assert params == {"task_id", "attempt", "tail"}
+    assert params == {"task_id", "attempt", "tail", "offset"}
+
+
+async def test_the_committed_document_is_the_served_one_and_needs_no_token(client, env):
+    resp = await client.get("/api/v2/openapi.json")  # no Authorization header
+    assert resp.status == 200
+    served = await resp.json()
+    committed = json.loads((REPO / "clients" / "openapi.json").read_text(encoding="utf-8"))
+    assert served == committed, "clients/openapi.json is stale: scripts/openapi_export.py"
+    assert str(env.shared) not in json.dumps(served)  # no deployment paths
+
+
+def _schemas_in(node: Any) -> list[dict[str, Any]]:
+    found = []
+    if isinstance(node, dict):
+        found.append(node)
+        for value in node.values():
+            found += _schemas_in(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _schemas_in(value)
+    return found
+
+
+def test_every_operation_has_an_id_and_a_tag_and_no_enum_is_nullable():
+    doc = build_openapi()
+    ops = [(p, m, op) for p, item in doc["paths"].items() for m, op in item.items()]
+    ids = [op["operationId"] for _, _, op in ops]
+    assert len(set(ids)) == len(ids) == len(ROUTES)
+    tags = {t["name"] for t in doc["tags"]}
+    for path, method, op in ops:
+        assert len(op["tags"]) == 1 and op["tags"][0] in tags, (method, path)
+        internal = path in ("/metrics", "/healthz", "/readyz", "/api/v2/openapi.json")
+        assert (op["tags"] == ["operations"]) is internal, (method, path)
+        assert op.get("x-internal", False) is internal, (method, path)
+    for schema in _schemas_in(doc):
+        if "enum" in schema:
+            assert None not in schema["enum"] and schema.get("type") == "string", schema
+    jobspec = doc["components"]["schemas"]["JobSpec"]
+    assert jobspec["discriminator"]["propertyName"] == "workload"
+    assert [r["$ref"].rsplit("/", 1)[1] for r in jobspec["oneOf"]] == [
+        "JobSpecPpo", "JobSpecGrpo", "JobSpecSft"]
+    assert "/private" not in json.dumps(doc)  # the default settings' root
 
 
 async def test_metrics_exposition(client, env):

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from service.api.auth import Access
 from service.app import ROUTES, create_app
 from service.artifacts import Artifacts
 from service.cluster_fake import FakeCluster
 from service.config import Settings
+from service.jobspec import JobSpecError, parse_jobspec_json
 from service.store import Store
 
 TOKEN = "t0ken-for-tests"
@@ -68,7 +72,7 @@ def _concrete(path: str) -> str:
     return re.sub(r"\{token_id:[^}]+\}", "0123456789ab", path)
 
 
-PROTECTED = [(m, _concrete(p)) for m, p, _, _ in ROUTES if p not in ("/healthz", "/readyz")]
+PROTECTED = [(m, _concrete(p)) for m, p, _, who in ROUTES if who is not Access.PUBLIC]
 BAD_HEADERS = {
     "missing": {},
     "wrong token": {"Authorization": "Bearer not-the-token"},
@@ -80,10 +84,10 @@ BAD_HEADERS = {
 }
 
 
-def test_route_table_protects_all_but_the_probes():
-    assert len(PROTECTED) == len(ROUTES) - 2
+def test_route_table_protects_all_but_the_probes_and_the_document():
+    assert len(PROTECTED) == len(ROUTES) - 3
     assert ("GET", "/metrics") in PROTECTED
-    assert ("GET", "/api/v2/openapi.json") in PROTECTED
+    assert ("GET", "/api/v2/openapi.json") not in PROTECTED
 
 
 @pytest.mark.parametrize("method, path", PROTECTED)
@@ -214,7 +218,7 @@ async def test_body_at_the_limit_is_accepted(client, shared, store):
 
 
 @pytest.mark.parametrize("content_type", [
-    "application/json", "text/plain", "application/octet-stream",
+    "text/plain", "application/octet-stream",
     "application/yaml; charset=latin-1",
 ])
 async def test_415_wrong_content_type(client, shared, content_type):
@@ -222,6 +226,29 @@ async def test_415_wrong_content_type(client, shared, content_type):
                              headers={**AUTH, "Content-Type": content_type})
     err = await error_of(resp, 415, "unsupported_media_type")
     assert "yaml" in err["message"].lower() or "utf-8" in err["message"].lower()
+
+
+async def test_a_json_submit_is_validated_and_stored_as_sent(client, shared, store):
+    spec = yaml.safe_load(good_spec(shared))
+    body = json.dumps(spec)
+    resp = await client.post("/api/v2/tasks", data=body,
+                             headers={**AUTH, "Content-Type": "application/json"})
+    assert resp.status == 201, await resp.text()
+    task_id = (await resp.json())["task_id"]
+    assert store.task_jobspec(task_id) == body  # stored as received, like a YAML body
+    assert store.get_task(task_id).workload == spec["workload"]
+    for bad, field in ((json.dumps({**spec, "nnodes": 0}), "nnodes"),
+                       ('{"workload": "ppo", "workload": "sft"}', "body"),
+                       (json.dumps({**spec, "nnodes": float("nan")}), "body"),
+                       ("[1, 2]", "body"),
+                       (json.dumps({**spec, "nnodes": 2.0}), "nnodes")):
+        resp = await client.post("/api/v2/tasks", data=bad,
+                                 headers={**AUTH, "Content-Type": "application/json"})
+        err = await error_of(resp, 400, "bad_request")
+        assert field in [d["field"] for d in err["details"]], (bad[:60], err)
+    with pytest.raises(JobSpecError) as deep:  # under a larger limit
+        parse_jobspec_json("[" * 200_000, Settings(max_body_bytes=1 << 20))
+    assert deep.value.details == [{"field": "body", "message": "JSON nested too deeply"}]
 
 
 async def test_415_missing_content_type(client, shared):

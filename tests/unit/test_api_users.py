@@ -144,7 +144,7 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("GET", "/api/v2/webhooks"): OK_ALL,
     ("DELETE", "/api/v2/webhooks/{hook_id}"): OWNER,  # alice's hook
     ("GET", "/api/v2/webhooks/{hook_id}/deliveries"): OWNER,
-    ("GET", "/api/v2/openapi.json"): OK_ALL,
+    ("GET", "/api/v2/openapi.json"): {**OK_ALL, "anonymous": 200, "carol": 200},
     ("GET", "/metrics"): OK_ALL,
     ("GET", "/healthz"): {**OK_ALL, "anonymous": 200, "carol": 200},
     ("GET", "/readyz"): {**OK_ALL, "anonymous": 200, "carol": 200},

@@ -1,4 +1,5 @@
-"""The ``argus`` CLI against a running test server (real app, Store, FakeCluster).
+"""The ``argus`` CLI (``argus_client.cli``) against a running test server (real app,
+Store, FakeCluster).
 
 The CLI is synchronous (urllib), so each call runs in a worker thread while the test's
 event loop serves the requests. ``wait`` and ``logs --follow`` get an injected sleep that
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from service import cli
+from argus_client.cli import main as cli
+from argus_client.cli.exits import Exit
+from argus_client.env import DEFAULT_URL
 from service.app import create_app
 from service.artifacts import Artifacts
 from service.cluster_fake import FakeCluster
@@ -99,7 +102,7 @@ async def test_submit_stdin(server, tmp_path, monkeypatch):
 async def test_submit_invalid_prints_error_and_details(server, tmp_path, capsys):
     path = server.spec_file(tmp_path, nnodes=0, code_path="rel/path")
     code, out = await run(server, "submit", str(path))
-    assert code == 1 and out == ""
+    assert code == Exit.ERROR and out == ""
     err = capsys.readouterr().err
     assert "HTTP 400: invalid JobSpec" in err
     assert "  nnodes:" in err and "  code_path:" in err
@@ -107,7 +110,7 @@ async def test_submit_invalid_prints_error_and_details(server, tmp_path, capsys)
 
 async def test_submit_missing_file(server, tmp_path, capsys):
     code, _ = await run(server, "submit", str(tmp_path / "absent.yaml"))
-    assert code == 1
+    assert code == Exit.ERROR
     assert "cannot read" in capsys.readouterr().err
 
 
@@ -122,9 +125,9 @@ async def test_status_table_and_json(server, tmp_path):
     assert code == 0 and json.loads(out)["desired_resources"]["total_gpus"] == 2
 
 
-async def test_status_unknown_task_is_exit_1(server, capsys):
+async def test_status_unknown_task_is_exit_not_found(server, capsys):
     code, _ = await run(server, "status", "mvp2-sft-20250101-000000-beef")
-    assert code == 1
+    assert code == Exit.NOT_FOUND
     assert "HTTP 404" in capsys.readouterr().err
 
 
@@ -187,7 +190,7 @@ async def test_cancel(server, tmp_path):
     code, out = await run(server, "cancel", task_id)
     assert (code, out.split()) == (0, [task_id, "CANCELED"])
     code, out = await run(server, "cancel", task_id)
-    assert code == 1  # already terminal: 409
+    assert code == Exit.ERROR  # already terminal: 409
 
 
 async def test_cancel_running_says_stop_requested(server, tmp_path):
@@ -225,7 +228,7 @@ async def test_queue_follows_the_pages_of_a_long_queue(server, tmp_path, monkeyp
 
 
 def test_queue_shows_the_fair_shares() -> None:
-    from service.cli import _fair_share
+    from argus_client.cli.tasks import fair_share_text as _fair_share
 
     text = _fair_share([{"user": "bob", "gpus": 1.0, "share": 0.125, "weight": 1.0,
                          "weighted_share": 0.125},
@@ -263,20 +266,22 @@ async def test_priority_refusals_print_the_servers_message(server, tmp_path, mon
     admins = await submitted(server, tmp_path)
     capsys.readouterr()
     cases = [
-        (alice, task_id, "5", "HTTP 403: priority 5 is above what users may ask for (0)"),
-        (alice, admins, "-1", "HTTP 403: only its owner (admin) or an admin"),
-        ("ARGUS_API_TOKEN", task_id, "5000", "HTTP 400: invalid priority request\n"
-                                             "  priority: must be from -1000 to 1000"),
+        (alice, task_id, "5", Exit.AUTH,
+         "HTTP 403: priority 5 is above what users may ask for (0)"),
+        (alice, admins, "-1", Exit.AUTH, "HTTP 403: only its owner (admin) or an admin"),
+        ("ARGUS_API_TOKEN", task_id, "5000", Exit.ERROR, "HTTP 400: invalid priority request\n"
+                                                         "  priority: must be from -1000 to 1000"),
     ]
-    for var, target, priority, needle in cases:
+    for var, target, priority, exit_code, needle in cases:
         code, out = await run(server, "--token-env", var, "priority", target, priority)
-        assert (code, out) == (1, "")
+        assert (code, out) == (exit_code, "")
         assert needle in capsys.readouterr().err
     code, out = await run(server, "--token-env", alice, "priority", task_id, "-1")
     assert code == 0 and "priority -1" in out
     server.tick()  # submitted: no longer waiting
     code, _ = await run(server, "--token-env", alice, "priority", task_id, "-2")
-    assert code == 1 and f"HTTP 409: task {task_id} is SUBMITTED" in capsys.readouterr().err
+    assert code == Exit.ERROR
+    assert f"HTTP 409: task {task_id} is SUBMITTED" in capsys.readouterr().err
     assert server.store.get_task(task_id).priority == -1
 
 
@@ -296,7 +301,7 @@ async def test_list_with_state_limit_and_cursor(server, tmp_path):
     code, out = await run(server, "list", "--state", "CANCELED", "--json")
     assert json.loads(out)["tasks"] == []
     code, _ = await run(server, "list", "--state", "BOGUS")
-    assert code == 1
+    assert code == Exit.ERROR
 
 
 async def test_wait_until_succeeded(server, tmp_path):
@@ -315,13 +320,13 @@ async def test_wait_until_succeeded(server, tmp_path):
     assert "SUCCEEDED" in out and steps == []
 
 
-async def test_wait_failed_task_exits_1(server, tmp_path):
+async def test_wait_failed_task_exits_task_failed(server, tmp_path):
     task_id = await submitted(server, tmp_path)
     server.tick()
     server.cluster.finish(f"{task_id}--a01", RayStatus.FAILED, message="Traceback: boom")
     server.tick()
     code, out = await run(server, "wait", task_id, sleep=lambda _: None)
-    assert code == 1 and "FAILED" in out
+    assert code == Exit.TASK_FAILED and "FAILED" in out
 
 
 async def test_wait_times_out_with_a_deadline(server, tmp_path, capsys):
@@ -335,15 +340,15 @@ async def test_wait_times_out_with_a_deadline(server, tmp_path, capsys):
 
     code, _ = await run(server, "wait", task_id, "--timeout", "10", "--interval", "3",
                         sleep=fake_sleep, clock=lambda: now[0])
-    assert code == 1
+    assert code == Exit.TIMEOUT
     assert sleeps == [3, 3, 3, 1]
     assert "still QUEUED after 10s" in capsys.readouterr().err
 
 
-async def test_wrong_token_is_exit_1(server, monkeypatch, capsys):
+async def test_wrong_token_is_exit_auth(server, monkeypatch, capsys):
     monkeypatch.setenv("OTHER_TOKEN", "nope")
     code, _ = await run(server, "--token-env", "OTHER_TOKEN", "queue")
-    assert code == 1
+    assert code == Exit.AUTH
     assert "HTTP 401" in capsys.readouterr().err
 
 
@@ -372,10 +377,10 @@ def test_usage_errors_exit_2(monkeypatch, argv):
     assert exc.value.code == 2
 
 
-def test_unreachable_server_is_exit_1(monkeypatch, capsys, unused_tcp_port):
+def test_unreachable_server_is_exit_connection(monkeypatch, capsys, unused_tcp_port):
     monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
     code = cli.main(["--url", f"http://127.0.0.1:{unused_tcp_port}", "queue"])
-    assert code == 1
+    assert code == Exit.CONNECTION
     assert "cannot reach" in capsys.readouterr().err
 
 
@@ -383,12 +388,7 @@ def test_url_from_environment(monkeypatch):
     monkeypatch.setenv("ARGUS_URL", "http://argus.example:9000")
     assert cli.build_parser().parse_args(["queue"]).url == "http://argus.example:9000"
     monkeypatch.delenv("ARGUS_URL")
-    assert cli.build_parser().parse_args(["queue"]).url == cli.DEFAULT_URL
-
-
-def test_non_json_error_body_is_reported():
-    failure = cli._failure(502, b"<html>Bad Gateway</html>")
-    assert failure.status == 502 and "Bad Gateway" in failure.message
+    assert cli.build_parser().parse_args(["queue"]).url == DEFAULT_URL
 
 
 # -- users, tokens, usage ----------------------------------------------------------------------
@@ -442,7 +442,8 @@ async def test_two_users_see_each_other_but_cancel_only_their_own(server, tmp_pa
     assert [t["task_id"] for t in json.loads(out)["tasks"]] == [b_task]
     capsys.readouterr()
     code, _ = await as_(alice, "cancel", b_task)
-    assert code == 1 and "HTTP 403: only its owner (bob) or an admin" in capsys.readouterr().err
+    assert code == Exit.AUTH
+    assert "HTTP 403: only its owner (bob) or an admin" in capsys.readouterr().err
     code, out = await run(server, "cancel", b_task)  # the admin may
     assert code == 0 and "CANCELED" in out
 
@@ -461,7 +462,7 @@ async def test_token_create_list_revoke(server, monkeypatch, capsys):
     assert code == 0 and "(already)" in out
     capsys.readouterr()
     code, _ = await run(server, "--token-env", alice, "token", "create", "--user", "admin")
-    assert code == 1 and "HTTP 403" in capsys.readouterr().err
+    assert code == Exit.AUTH and "HTTP 403" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         await run(server, "token", "create", "--expires-in", "soon")
     assert exc.value.code == 2 and "must be a duration" in capsys.readouterr().err
@@ -475,11 +476,11 @@ async def test_user_list_disable_enable(server, monkeypatch, capsys):
     assert code == 0 and "bob  disabled: the user's tokens are refused" in out
     capsys.readouterr()
     code, _ = await run(server, "--token-env", bob, "me")
-    assert code == 1 and "HTTP 401: user bob is disabled" in capsys.readouterr().err
+    assert code == Exit.AUTH and "HTTP 401: user bob is disabled" in capsys.readouterr().err
     code, out = await run(server, "user", "enable", "bob")
     assert code == 0 and "enabled" in out
     code, _ = await run(server, "--token-env", bob, "user", "list")
-    assert code == 1 and "HTTP 403" in capsys.readouterr().err
+    assert code == Exit.AUTH and "HTTP 403" in capsys.readouterr().err
 
 
 async def test_usage_table(server, tmp_path, monkeypatch):
@@ -506,7 +507,7 @@ async def test_usage_table(server, tmp_path, monkeypatch):
 
 
 def test_durations_and_times() -> None:
-    from service.cli_accounts import duration, token_id_of, when
+    from argus_client.cli.accounts import duration, token_id_of, when
 
     assert duration("90s") == 90 and duration("2w") == 14 * 86400 and duration("1.5h") == 5400
     for bad in ("", "5", "0d", "-1d", "1y"):
@@ -529,7 +530,8 @@ HOSTILE_LOG = ("\x1b[32mok\x1b[0m\n\x1b]0;pwned\x07retitle\n\x1b[2J\x1b[Hwipe\r\
 
 
 def test_logs_on_a_terminal_show_control_sequences_instead_of_obeying_them():
-    from service.terminal import safe_for_terminal
+    from argus_client.cli.terminal import safe_for_terminal
+
     assert safe_for_terminal(HOSTILE_LOG) == (
         "ok\n\\x1b]0;pwned\\x07retitle\n\\x1b[2J\\x1b[Hwipe\nbar\\r50%\n\\x9b31mC1\n")
     assert safe_for_terminal("plain\ttext\n") == "plain\ttext\n"

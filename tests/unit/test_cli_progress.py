@@ -12,7 +12,7 @@ import pytest
 # its name in the module; the test parameters then shadow the import).
 from test_cli import run, server, submitted  # noqa: F401
 
-from service.cli_progress import bar, progress_cell, wait_line
+from argus_client.cli.progress import bar, progress_cell, wait_line
 from service.progress_follower import LogFollower
 from service.states import RayStatus
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from service import cli
+from argus_client.cli import main as cli
 from service.app import create_app
 from service.artifacts import Artifacts
 from service.cluster_fake import FakeCluster
@@ -72,16 +72,16 @@ async def test_add_list_deliveries_rm(server: tuple[str, Store]) -> None:
     assert json.loads(out) == {"webhooks": []}
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["webhook", "add", "http://10.0.0.1/x", "--events", "task.failed"], "private"),
-    (["webhook", "add", "http://127.0.0.1:9/x", "--events", "task.nope"], "unknown event"),
-    (["webhook", "rm", "wh_000000000000"], "not found"),
+@pytest.mark.parametrize(("argv", "message", "exit_code"), [
+    (["webhook", "add", "http://10.0.0.1/x", "--events", "task.failed"], "private", 1),
+    (["webhook", "add", "http://127.0.0.1:9/x", "--events", "task.nope"], "unknown event", 1),
+    (["webhook", "rm", "wh_000000000000"], "not found", 3),
 ])
-async def test_refusals_are_exit_1_with_the_reason(server, capsys, argv: list[str],
-                                                   message: str) -> None:
+async def test_refusals_exit_with_their_code_and_reason(server, capsys, argv: list[str],
+                                                        message: str, exit_code: int) -> None:
     url, _ = server
     code, _ = await run(url, *argv)
-    assert code == 1
+    assert code == exit_code
     assert message in capsys.readouterr().err
 
 

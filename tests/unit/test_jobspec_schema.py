@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema
@@ -64,18 +65,24 @@ def test_generated_specs_are_accepted_under_configured_roots(doc: dict[str, Any]
     _accepts(doc, TWO_ROOTS)
 
 
-def test_openapi_request_body_is_the_jobspec_schema() -> None:
-    doc = build_openapi(TWO_ROOTS)
+def test_openapi_request_body_is_one_jobspec_schema_per_workload() -> None:
+    doc = build_openapi()
     body = doc["paths"]["/api/v2/tasks"]["post"]["requestBody"]
     assert {t: c["schema"] for t, c in body["content"].items()} == {
         t: {"$ref": "#/components/schemas/JobSpec"}
-        for t in ("application/yaml", "text/yaml", "application/x-yaml")
+        for t in ("application/json", "application/yaml", "text/yaml", "application/x-yaml")
     }
-    schema = doc["components"]["schemas"]["JobSpec"]
-    assert schema["properties"]["code_path"]["pattern"].startswith(r"^(/data/team-a|/mnt/")
-    jsonschema.validate({**GOOD, "code_path": "/data/team-a/verl", "train_file": "/data/team-a/t",
-                         "val_file": "/mnt/models.v2/v"}, schema)
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(GOOD, schema)  # /private is not a root there
-    assert build_openapi()["components"]["schemas"]["JobSpec"]["properties"]["code_path"][
-        "pattern"].startswith("^(/private)")
+    schemas = doc["components"]["schemas"]
+    text = json.dumps(schemas).replace("#/components/schemas/", "#/$defs/")
+    resolved = json.loads(text)
+
+    def validate(spec: dict[str, Any]) -> None:
+        jsonschema.validate(spec, {**resolved["JobSpec"], "$defs": resolved})
+
+    validate(GOOD)
+    validate({**GOOD, "workload": "sft", "val_file": None, "trainer_device": "cpu"})
+    for bad in ({**GOOD, "val_file": None}, {**GOOD, "trainer_device": "cpu"},
+                {**GOOD, "code_path": "rel/x"}, {**GOOD, "colour": "blue"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(bad)
+    assert build_openapi() == doc

@@ -7,6 +7,8 @@ Rules:
 (b) A pure module (:data:`PURE_MODULES`) imports no I/O module, directly or through the
     project modules it imports, and touches no file itself.
 (c) Within ``service``, only ``service/ray_cluster.py`` imports ``ray``.
+(d) The client package (``clients/python/argus_client``, installed alone by users)
+    imports only the standard library and itself, and neither server package imports it.
 
 Imports are read with ``ast`` from the source of every module of both packages: every
 ``import``/``from ... import`` statement counts wherever it stands (top level, inside a
@@ -26,6 +28,7 @@ clock types (``datetime``, ``time``) are not I/O here.
 from __future__ import annotations
 
 import ast
+import sys
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +54,7 @@ PURE_MODULES = (
     "service.timefmt",
     "service.progress",
     "service.curves",
-    "service.terminal",
+    "service.ui.progress_text",
     "service.ui.slots",
     "service.failure_guard",
     "service.ray_mapping",
@@ -285,6 +288,40 @@ def test_only_the_ray_adapter_imports_ray(modules):
     assert RAY_ADAPTER in modules
     assert io_chain(RAY_ADAPTER, modules) is not None  # it does import ray
     assert ray_violations(modules) == []
+
+
+CLIENT_ROOT = ROOT / "clients" / "python"
+CLIENT = "argus_client"
+
+
+def client_violations(client: dict[str, Module], server: dict[str, Module]) -> list[str]:
+    """(d): what the client imports beyond the standard library, and who imports it."""
+    problems = [f"{m.name} (line {imp.line}) imports {imp.name}: the client package uses "
+                "the standard library only"
+                for m in client.values() for imp in m.imports
+                if imp.name.split(".")[0] not in (*sys.stdlib_module_names, CLIENT)]
+    problems += [f"{m.name} (line {imp.line}) imports {imp.name}: the server never imports "
+                 "the client" for m in server.values() for imp in m.imports
+                 if imp.name.split(".")[0] == CLIENT]
+    return problems
+
+
+def test_the_client_package_stands_alone(modules):
+    client = load_modules(CLIENT_ROOT, (CLIENT,))
+    assert f"{CLIENT}.cli.main" in client
+    assert client_violations(client, modules) == []
+
+
+def test_checker_flags_a_client_importing_the_server(tmp_path):
+    make_tree(tmp_path, {"argus_client/__init__.py": "import service.jobspec\n",
+                         "argus_client/x.py": "import json, yaml\n",
+                         "service/__init__.py": "from argus_client import x\n"})
+    tree = load_modules(tmp_path, (CLIENT, "service"))
+    client = {k: v for k, v in tree.items() if k.startswith(CLIENT)}
+    server = {k: v for k, v in tree.items() if not k.startswith(CLIENT)}
+    found = client_violations(client, server)
+    assert [p.split(" imports ")[1].split(":")[0] for p in found] == [
+        "service.jobspec", "yaml", "argus_client.x"]
 
 
 # --- the checker itself, on small made-up trees ------------------------------------------

@@ -5,23 +5,19 @@
     argus webhook rm ID
     argus webhook deliveries ID [--limit N]
 
-The signing secret of a new hook is printed once, on its own line. This module uses only
-``Ctx``, ``Client`` and ``table`` of the CLI and registers itself through
-``add_commands``, so it moves with the CLI as a unit.
+The signing secret of a new hook is printed once, on its own line.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Callable
 from typing import Any
 
-from service.cli import Ctx, table
+from argus_client.cli.context import AddParser, Ctx
+from argus_client.cli.output import table
 
 EVENT_TYPES = ("task.succeeded", "task.failed", "task.canceled", "task.preempted",
                "task.time_limit", "task.retried", "pipeline.ended")
-BASE = "/api/v2/webhooks"
 
 
 def _events(text: str) -> list[str]:
@@ -54,32 +50,27 @@ def deliveries_table(data: dict[str, Any]) -> str:
 
 def cmd_add(ctx: Ctx) -> int:
     a = ctx.args
-    body = json.dumps({"url": a.target, "events": a.events, "format": a.format}).encode()
-    data = ctx.client.json("POST", BASE, body=body, content_type="application/json")
-    ctx.emit(data, created_text)
+    ctx.emit(ctx.client.create_webhook(a.target, a.events, a.format), created_text)
     return 0
 
 
 def cmd_list(ctx: Ctx) -> int:
-    query = {"user": None if ctx.args.user == "all" else ctx.args.user}
-    ctx.emit(ctx.client.json("GET", BASE, query=query), hooks_table)
+    user = None if ctx.args.user == "all" else ctx.args.user
+    ctx.emit(ctx.client.list_webhooks(user), hooks_table)
     return 0
 
 
 def cmd_rm(ctx: Ctx) -> int:
-    data = ctx.client.json("DELETE", f"{BASE}/{ctx.args.id}")
-    ctx.emit(data, lambda d: f"deleted {d['deleted']}")
+    ctx.emit(ctx.client.delete_webhook(ctx.args.id), lambda d: f"deleted {d['deleted']}")
     return 0
 
 
 def cmd_deliveries(ctx: Ctx) -> int:
-    data = ctx.client.json("GET", f"{BASE}/{ctx.args.id}/deliveries",
-                           query={"limit": ctx.args.limit})
-    ctx.emit(data, deliveries_table)
+    ctx.emit(ctx.client.webhook_deliveries(ctx.args.id, ctx.args.limit), deliveries_table)
     return 0
 
 
-def add_commands(sub: Any, add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+def register(sub: Any, add_parser: AddParser) -> None:
     """Register ``webhook`` on the main parser's subparsers."""
     hook = add_parser(sub, "webhook", "signed HTTP notifications when your tasks end")
     hooks = hook.add_subparsers(dest="webhook_command", required=True, metavar="ACTION")

@@ -5,9 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.timefmt import duration
-
 BAR_WIDTH = 20
+
+
+def duration(seconds: float | None) -> str:
+    """``42s``, ``5m 03s``, ``2h 05m``, ``3d 04h`` (as the console writes a span)."""
+    if seconds is None:
+        return ""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
 
 
 def bar(fraction: float, width: int = BAR_WIDTH) -> str:

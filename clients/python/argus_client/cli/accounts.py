@@ -16,18 +16,19 @@ seconds, or a duration meaning that long ago (``--from 7d``).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from service.cli import Ctx, table, user_query
+from argus_client.cli.context import AddParser, Ctx
+from argus_client.cli.exits import Exit
+from argus_client.cli.output import key_values, table
+from argus_client.cli.tasks import user_query
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
-ME = "me"
 
 
 def duration(text: str) -> float:
@@ -48,24 +49,7 @@ def when(text: str, now: Callable[[], float] = time.time) -> str:
     return text
 
 
-def _json_body(data: dict[str, Any]) -> dict[str, Any]:
-    return {"body": json.dumps(data).encode(), "content_type": "application/json"}
-
-
-def _user_path(name: str | None, suffix: str = "") -> str:
-    return f"/api/v2/users/{name or ME}{suffix}"
-
-
 # -- rendering ----------------------------------------------------------------------------
-
-
-def _cell(value: Any) -> str:
-    return "-" if value is None or value == "" else str(value)
-
-
-def _kv(rows: list[tuple[str, Any]]) -> str:
-    width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k.ljust(width)}  {_cell(v)}" for k, v in rows)
 
 
 def _limits(user: dict[str, Any]) -> str:
@@ -79,7 +63,7 @@ def _limits(user: dict[str, Any]) -> str:
 
 
 def show_user(user: dict[str, Any]) -> str:
-    return _kv([
+    return key_values([
         ("name", user.get("name")), ("role", user.get("role")),
         ("enabled", user.get("enabled")), ("created_at", user.get("created_at")),
         ("disabled_at", user.get("disabled_at")), ("limits", _limits(user)),
@@ -91,7 +75,7 @@ def show_me(me: dict[str, Any]) -> str:
     which = (token.get("label") if token.get("bootstrap")
              else f"{token.get('prefix')} ({token.get('label')}, expires "
                   f"{token.get('expires_at') or 'never'})")
-    return _kv([("name", me.get("name")), ("role", me.get("role")),
+    return key_values([("name", me.get("name")), ("role", me.get("role")),
                 ("limits", _limits(me)), ("token", which)])
 
 
@@ -137,70 +121,58 @@ def _attempt_text(a: dict[str, Any]) -> str:
 
 
 def cmd_me(ctx: Ctx) -> int:
-    ctx.emit(ctx.client.json("GET", "/api/v2/me"), show_me)
-    return 0
-
-
-def _token_request(args: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = {"label": args.label}
-    if args.expires_in is not None:
-        body["expires_in_s"] = args.expires_in
-    return body
+    ctx.emit(ctx.client.me().raw, show_me)
+    return Exit.OK
 
 
 def cmd_user_create(ctx: Ctx) -> int:
     a = ctx.args
-    user = ctx.client.json("POST", "/api/v2/users", **_json_body({"name": a.name,
-                                                                   "role": a.role}))
-    token = None
-    if not a.no_token:
-        token = ctx.client.json("POST", _user_path(a.name, "/tokens"),
-                                **_json_body(_token_request(a)))
-    data = {"user": user, "token": token}
+    user = ctx.client.create_user(a.name, role=a.role)
+    token = None if a.no_token else ctx.client.create_token(
+        a.name, label=a.label, expires_in_s=a.expires_in)
+    data = {"user": user.raw, "token": None if token is None else token.raw}
     ctx.emit(data, lambda d: show_user(d["user"]) + (
         "\n\n" + new_token_text(d["token"]) if d["token"] else
         f"\n\n(no token yet: argus token create --user {a.name})"))
-    return 0
+    return Exit.OK
 
 
 def cmd_user_list(ctx: Ctx) -> int:
-    data = ctx.client.json("GET", "/api/v2/users")
+    data = {"users": [u.raw for u in ctx.client.users()]}
     ctx.emit(data, lambda d: table(
         ["NAME", "ROLE", "ENABLED", "CREATED", "LIMITS"],
         [[u.get("name"), u.get("role"), u.get("enabled"), u.get("created_at"), _limits(u)]
          for u in d["users"]]))
-    return 0
+    return Exit.OK
 
 
 def cmd_user_show(ctx: Ctx) -> int:
-    ctx.emit(ctx.client.json("GET", _user_path(ctx.args.name)), show_user)
-    return 0
-
-
-def _set_enabled(ctx: Ctx, verb: str) -> int:
-    data = ctx.client.json("POST", _user_path(ctx.args.name, f":{verb}"))
-    ctx.emit(data, lambda d: f"{d['user']['name']}  {verb}d: {d['effect']}")
-    return 0
+    ctx.emit(ctx.client.user(ctx.args.name).raw, show_user)
+    return Exit.OK
 
 
 def cmd_user_disable(ctx: Ctx) -> int:
-    return _set_enabled(ctx, "disable")
+    data = ctx.client.disable_user(ctx.args.name).raw
+    ctx.emit(data, lambda d: f"{d['user']['name']}  disabled: {d['effect']}")
+    return Exit.OK
 
 
 def cmd_user_enable(ctx: Ctx) -> int:
-    return _set_enabled(ctx, "enable")
+    data = ctx.client.enable_user(ctx.args.name).raw
+    ctx.emit(data, lambda d: f"{d['user']['name']}  enabled: {d['effect']}")
+    return Exit.OK
 
 
 def cmd_token_create(ctx: Ctx) -> int:
-    data = ctx.client.json("POST", _user_path(ctx.args.user, "/tokens"),
-                           **_json_body(_token_request(ctx.args)))
-    ctx.emit(data, new_token_text)
-    return 0
+    a = ctx.args
+    token = ctx.client.create_token(a.user, label=a.label, expires_in_s=a.expires_in)
+    ctx.emit(token.raw, new_token_text)
+    return Exit.OK
 
 
 def cmd_token_list(ctx: Ctx) -> int:
-    ctx.emit(ctx.client.json("GET", _user_path(ctx.args.user, "/tokens")), tokens_table)
-    return 0
+    ctx.emit(ctx.client.tokens(ctx.args.user).raw, tokens_table)
+    return Exit.OK
 
 
 def token_id_of(text: str) -> str:
@@ -210,26 +182,25 @@ def token_id_of(text: str) -> str:
 
 
 def cmd_token_revoke(ctx: Ctx) -> int:
-    token_id = token_id_of(ctx.args.token)
-    data = ctx.client.json("POST", _user_path(ctx.args.user, f"/tokens/{token_id}:revoke"))
+    data = ctx.client.revoke_token(token_id_of(ctx.args.token), user=ctx.args.user).raw
     ctx.emit(data, lambda d: f"{d['prefix']}  {d['state']}"
              + ("" if d.get("changed") else " (already)"))
-    return 0
+    return Exit.OK
 
 
 def cmd_usage(ctx: Ctx) -> int:
     a = ctx.args
-    query = {"user": user_query(a.user), "tasks": a.tasks,
-             "from": None if a.from_ is None else when(a.from_),
-             "to": None if a.to is None else when(a.to)}
-    ctx.emit(ctx.client.json("GET", "/api/v2/usage", query=query), usage_text)
-    return 0
+    usage = ctx.client.usage(user=user_query(a.user), tasks=a.tasks,
+                             from_=None if a.from_ is None else when(a.from_),
+                             to=None if a.to is None else when(a.to))
+    ctx.emit(usage.raw, usage_text)
+    return Exit.OK
 
 
 # -- parsers --------------------------------------------------------------------------------
 
 
-def add_commands(sub: Any, add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+def register(sub: Any, add_parser: AddParser) -> None:
     """Register the commands on the main parser's subparsers (``add_parser(sub, name,
     help)`` makes one that takes ``--json``)."""
     me = add_parser(sub, "me", "who your token signs in as (user, role, limits)")

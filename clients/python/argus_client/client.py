@@ -1,0 +1,294 @@
+"""``ArgusClient``: the SDK of the ``/api/v2`` API.
+
+    from argus_client import ArgusClient
+    client = ArgusClient()                        # $ARGUS_URL, $ARGUS_API_TOKEN
+    task = client.wait(client.submit("job.yaml").task_id, on_update=print)
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from argus_client.env import DEFAULT_URL, TOKEN_ENV, URL_ENV
+from argus_client.errors import ArgusError, NotFound
+from argus_client.models import (
+    Attempt,
+    CancelResult,
+    Event,
+    LogChunk,
+    Me,
+    NewToken,
+    Queue,
+    RevokedToken,
+    Submitted,
+    Task,
+    TaskPage,
+    TokenList,
+    Usage,
+    User,
+    UserStatus,
+)
+from argus_client.retry import OnRetry, retrying
+from argus_client.transport import Opener, Transport
+
+API = "/api/v2"
+YAML = "application/yaml"
+JSON = "application/json"
+LOG_ATTEMPT_HEADER = "X-Argus-Attempt"
+LOG_END_HEADER = "X-Argus-Log-End"
+JobSpecInput = Mapping[str, Any] | str | bytes | os.PathLike[str]
+
+
+class WaitTimeout(ArgusError):
+    """``wait`` reached its deadline; ``task`` is the last state seen."""
+
+    def __init__(self, task: Task, timeout_s: float) -> None:
+        super().__init__(f"{task.task_id} still {task.state} after {timeout_s:g}s")
+        self.task = task
+        self.timeout_s = timeout_s
+
+
+def _task_path(task_id: str, suffix: str = "") -> str:
+    return f"{API}/tasks/{task_id}{suffix}"
+
+
+def _user_path(name: str | None, suffix: str = "") -> str:
+    return f"{API}/users/{name or 'me'}{suffix}"
+
+
+def jobspec_body(spec: JobSpecInput) -> tuple[bytes, str]:
+    """The body and content type of a submit: a mapping goes as JSON; a path (a ``Path``,
+    or a one-line string without ``": "``) as the file's bytes, JSON for ``*.json``, else
+    YAML; any other string (a YAML document) or bytes as YAML text."""
+    if isinstance(spec, Mapping):
+        return json.dumps(dict(spec)).encode(), JSON
+    if isinstance(spec, bytes):
+        return spec, YAML
+    if isinstance(spec, str) and ("\n" in spec or ": " in spec or spec.lstrip()[:1] == "{"):
+        return spec.encode(), YAML
+    path = Path(spec)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ArgusError(f"cannot read {path}: {exc.strerror}") from None
+    return data, JSON if path.suffix.lower() == ".json" else YAML
+
+
+class ArgusClient:
+    """A client of one Argus service. ``url`` and ``token`` default to ``$ARGUS_URL``
+    (else http://127.0.0.1:8080) and ``$ARGUS_API_TOKEN``. ``sleep``/``clock`` are what
+    ``wait`` and ``follow_logs`` wait with (tests inject their own)."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *,
+                 timeout: float = 30.0, opener: Opener | None = None,
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        url = url or os.environ.get(URL_ENV) or DEFAULT_URL
+        token = token if token is not None else os.environ.get(TOKEN_ENV, "").strip()
+        if not token:
+            raise ArgusError(f"no API token: pass token= or set {TOKEN_ENV}")
+        self.http = Transport(url, token, timeout=timeout, opener=opener)
+        self.sleep = sleep
+        self.clock = clock
+
+    @property
+    def url(self) -> str:
+        return self.http.url
+
+    def request_json(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                     body: Any = None) -> Any:
+        """Any JSON operation of the API (``body``: a JSON value, or None for no body)."""
+        data = None if body is None else json.dumps(body).encode()
+        return self.http.json(method, path, query=query, body=data,
+                              content_type=None if data is None else JSON)
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpecInput) -> Submitted:
+        """Submit a JobSpec: a dict (sent as JSON), a YAML string, or a file path."""
+        body, content_type = jobspec_body(spec)
+        return Submitted.from_json(self.http.json("POST", f"{API}/tasks", body=body,
+                                                  content_type=content_type))
+
+    def get(self, task_id: str) -> Task:
+        return Task.from_json(self.http.json("GET", _task_path(task_id)))
+
+    def list(self, *, state: str | None = None, user: str | None = None,
+             limit: int | None = None, cursor: str | None = None) -> TaskPage:
+        """One page of tasks, newest first (``user``: a name, ``me`` or ``all``)."""
+        return TaskPage.from_json(self.http.json(
+            "GET", f"{API}/tasks",
+            query={"state": state, "user": user, "limit": limit, "cursor": cursor}))
+
+    def iter_tasks(self, *, state: str | None = None, user: str | None = None
+                   ) -> Iterator[Task]:
+        """Every task, newest first, a page at a time."""
+        cursor = None
+        while True:
+            page = self.list(state=state, user=user, cursor=cursor)
+            yield from page.tasks
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def queue(self, *, user: str | None = None) -> Queue:
+        """The waiting tasks in admission order (every page) and the running ones."""
+        query: dict[str, Any] = {"user": user}
+        data = self.http.json("GET", f"{API}/queue", query=query)
+        while data.get("next_cursor"):
+            query["cursor"] = data["next_cursor"]
+            page = self.http.json("GET", f"{API}/queue", query=query)
+            data = {**page, "pending": data["pending"] + page["pending"]}
+        return Queue.from_json(data)
+
+    def events(self, task_id: str) -> list[Event]:
+        data = self.http.json("GET", _task_path(task_id, "/events"))
+        return [Event.from_json(e) for e in data["events"]]
+
+    def attempts(self, task_id: str) -> list[Attempt]:
+        data = self.http.json("GET", _task_path(task_id, "/attempts"))
+        return [Attempt.from_json(a) for a in data["attempts"]]
+
+    def cancel(self, task_id: str) -> CancelResult:
+        return CancelResult.from_json(self.http.json("POST", _task_path(task_id, ":cancel")))
+
+    def set_priority(self, task_id: str, priority: int) -> Task:
+        return Task.from_json(self.request_json("PATCH", _task_path(task_id),
+                                                body={"priority": priority}))
+
+    # -- logs ------------------------------------------------------------------------------
+
+    def logs(self, task_id: str, *, attempt: int | None = None, tail: int | None = None,
+             offset: int | None = None) -> LogChunk:
+        """An attempt's driver log (the latest attempt by default): its last ``tail`` lines
+        (server default 2000), or with ``offset`` everything after that byte."""
+        resp = self.http.request("GET", _task_path(task_id, "/logs"), query={
+            "attempt": attempt or "latest", "tail": tail, "offset": offset})
+        headers = {k.lower(): v for k, v in resp.headers.items()}
+        number = headers.get(LOG_ATTEMPT_HEADER.lower())
+        end = headers.get(LOG_END_HEADER.lower())
+        return LogChunk(resp.text(), int(number) if number else None,
+                        int(end) if end else None)
+
+    def follow_logs(self, task_id: str, *, tail: int = 100, interval: float = 2.0,
+                    on_retry: OnRetry | None = None) -> Iterator[LogChunk]:
+        """The latest attempt's log as it grows, until the task ends: first its last
+        ``tail`` lines, then only what is new (a new attempt starts from its first byte).
+        Transient network errors are retried for as long as the log is followed."""
+        attempt: int | None = None
+        end: int | None = None
+        while True:
+            state = self._retrying(lambda: self.get(task_id), on_retry).state
+            try:
+                chunk = self._retrying(functools.partial(
+                    self.logs, task_id, tail=tail if end is None else None, offset=end),
+                    on_retry)
+            except NotFound:  # no attempt or no log yet
+                chunk = None
+            if chunk is not None:
+                if end is not None and (chunk.attempt != attempt or chunk.end is None
+                                        or chunk.end < end):
+                    # a new attempt (or a log that shrank): from its beginning
+                    chunk = self.logs(task_id, offset=0)
+                attempt, end = chunk.attempt, chunk.end
+                if chunk.text:
+                    yield chunk
+            if state in ("SUCCEEDED", "FAILED", "CANCELED"):
+                return
+            self.sleep(interval)
+
+    def _retrying(self, call: Callable[[], Any], on_retry: OnRetry | None,
+                  patience_s: float = 300.0) -> Any:
+        return retrying(call, deadline=self.clock() + patience_s, clock=self.clock,
+                        sleep=self.sleep, on_retry=on_retry)
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def wait(self, task_id: str, *, timeout: float = 3600.0, interval: float = 2.0,
+             on_update: Callable[[Task], None] | None = None,
+             on_retry: OnRetry | None = None) -> Task:
+        """Poll until the task ends and return it; ``on_update(task)`` after each poll.
+        Transient errors (nothing answered, 5xx, 429) are retried with backoff until the
+        deadline; ``WaitTimeout`` (with the last task seen) when it passes first."""
+        deadline = self.clock() + timeout
+        while True:
+            task = retrying(lambda: self.get(task_id), deadline=deadline, clock=self.clock,
+                            sleep=self.sleep, on_retry=on_retry)
+            if on_update is not None:
+                on_update(task)
+            if task.is_terminal:
+                return task
+            left = deadline - self.clock()
+            if left <= 0:
+                raise WaitTimeout(task, timeout)
+            self.sleep(min(interval, left))
+
+    # -- users, tokens, usage --------------------------------------------------------------
+
+    def me(self) -> Me:
+        return Me.from_json(self.http.json("GET", f"{API}/me"))
+
+    def users(self) -> list[User]:
+        return [User.from_json(u) for u in self.http.json("GET", f"{API}/users")["users"]]
+
+    def user(self, name: str) -> User:
+        return User.from_json(self.http.json("GET", _user_path(name)))
+
+    def create_user(self, name: str, *, role: str = "user") -> User:
+        return User.from_json(self.request_json("POST", f"{API}/users",
+                                                body={"name": name, "role": role}))
+
+    def disable_user(self, name: str) -> UserStatus:
+        return UserStatus.from_json(self.http.json("POST", _user_path(name, ":disable")))
+
+    def enable_user(self, name: str) -> UserStatus:
+        return UserStatus.from_json(self.http.json("POST", _user_path(name, ":enable")))
+
+    def tokens(self, user: str | None = None) -> TokenList:
+        """A user's tokens (default: the caller's), never their secrets."""
+        return TokenList.from_json(self.http.json("GET", _user_path(user, "/tokens")))
+
+    def create_token(self, user: str | None = None, *, label: str = "default",
+                     expires_in_s: float | None = None) -> NewToken:
+        """A new token (for ``user``, default: the caller); its secret is in ``.token``."""
+        body: dict[str, Any] = {"label": label}
+        if expires_in_s is not None:
+            body["expires_in_s"] = expires_in_s
+        return NewToken.from_json(self.request_json("POST", _user_path(user, "/tokens"),
+                                                    body=body))
+
+    def revoke_token(self, token_id: str, *, user: str | None = None) -> RevokedToken:
+        return RevokedToken.from_json(self.http.json(
+            "POST", _user_path(user, f"/tokens/{token_id}:revoke")))
+
+    def usage(self, *, from_: str | None = None, to: str | None = None,
+              user: str | None = None, tasks: int | None = None) -> Usage:
+        """GPU-seconds per user and the biggest tasks in a window (ISO-8601 or epoch)."""
+        return Usage.from_json(self.http.json("GET", f"{API}/usage", query={
+            "from": from_, "to": to, "user": user, "tasks": tasks}))
+
+    # -- webhooks (docs/webhooks.md) ---------------------------------------------------------
+
+    def create_webhook(self, url: str, events: list[str], format: str = "standard"
+                       ) -> dict[str, Any]:
+        """Register a webhook for the caller; the answer holds its signing secret, once."""
+        return self.request_json("POST", f"{API}/webhooks",
+                                 body={"url": url, "events": events, "format": format})
+
+    def list_webhooks(self, user: str | None = None) -> dict[str, Any]:
+        """The caller's webhooks (an admin: everyone's, or ``user``'s), never secrets."""
+        return self.request_json("GET", f"{API}/webhooks", query={"user": user})
+
+    def delete_webhook(self, hook_id: str) -> dict[str, Any]:
+        return self.request_json("DELETE", f"{API}/webhooks/{hook_id}")
+
+    def webhook_deliveries(self, hook_id: str, limit: int = 50) -> dict[str, Any]:
+        """A webhook's recent deliveries, newest first, with their outcome."""
+        return self.request_json("GET", f"{API}/webhooks/{hook_id}/deliveries",
+                                 query={"limit": limit})
