@@ -22,6 +22,7 @@ from service.observed import REASON_CLASSES, reason_class
 from service.rows import Sample
 from service.sampling import Sampler
 from service.scheduler import Scheduler
+from service.states import TaskState
 from service.store import Store
 from service.ui.charts import bar_chart, line_chart, nice_max
 from service.ui.pages import duration
@@ -133,6 +134,37 @@ def test_the_dashboard_names_only_metrics_that_exist(world):
                    "argus_oldest_pending_task_age_seconds", "argus_node_gpus_in_use",
                    "argus_node_gpus_free", "argus_node_cpus_in_use", "argus_node_cpus_free"):
         assert needed in named
+
+
+def test_every_known_user_has_every_per_user_series_from_zero(world):
+    from service.users import Role
+
+    world.store.create_user("alice", Role.USER, T0)
+    got = world.samples()
+    users = {labels["user"] for labels, _ in got["argus_user_gpus_in_use"]}
+    assert users == {"admin", "alice"}
+    for name in ("argus_user_gpus_in_use", "argus_user_gpu_seconds_total"):
+        assert sorted(got[name], key=lambda s: s[0]["user"]) == [
+            ({"user": "admin"}, 0.0), ({"user": "alice"}, 0.0)]
+    alice = {labels["state"]: v for labels, v in got["argus_user_tasks"]
+             if labels["user"] == "alice"}
+    assert alice == {s.value: 0.0 for s in TaskState}
+    world.store.create_user("bob", Role.USER, T0)  # a new user: there at the next scrape
+    assert ({"user": "bob"}, 0.0) in world.samples()["argus_user_gpu_seconds_total"]
+
+
+def test_no_created_series_process_metrics_and_5xx_from_zero(world):
+    text = world.metrics.render().decode()
+    assert "_created" not in text
+    got = world.samples()
+    assert got["process_resident_memory_bytes"][0][1] > 0
+    assert "process_cpu_seconds_total" in got
+    classes = dict((labels["class"], v) for labels, v in got["argus_http_responses_total"])
+    assert classes == {"2xx": 0.0, "3xx": 0.0, "4xx": 0.0, "5xx": 0.0}
+    world.metrics.observe_request("GET", "/api/v2/tasks", 503)
+    classes = dict((labels["class"], v) for labels, v in
+                   world.samples()["argus_http_responses_total"])
+    assert classes["5xx"] == 1.0
 
 
 @pytest.mark.parametrize(("reason", "cls"), [
