@@ -128,7 +128,7 @@ def test_the_dashboard_names_only_metrics_that_exist(world):
     doc = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
     assert len(exprs) >= 10
-    named = {m for e in exprs for m in re.findall(r"\bargus_[a-z0-9_]+", e)}
+    named = {m for e in exprs for m in re.findall(r"\b(?:argus|process)_[a-z0-9_]+", e)}
     assert named and named <= exposed, sorted(named - exposed)
     for needed in ("argus_admission_wait_seconds_bucket", "argus_pending_tasks",
                    "argus_oldest_pending_task_age_seconds", "argus_node_gpus_in_use",
@@ -165,6 +165,41 @@ def test_no_created_series_process_metrics_and_5xx_from_zero(world):
     classes = dict((labels["class"], v) for labels, v in
                    world.samples()["argus_http_responses_total"])
     assert classes["5xx"] == 1.0
+
+
+def test_the_dashboard_provisions_from_a_file():
+    """Grafana's file provisioning resolves no ``__inputs``: the dashboard picks its
+    Prometheus through a datasource variable, in every panel and every query."""
+    import yaml
+
+    text = DASHBOARD.read_text()
+    doc = json.loads(text)
+    assert "__inputs" not in doc and "DS_PROMETHEUS" not in text
+    assert doc["templating"]["list"][0] | {"type": "datasource", "name": "datasource",
+                                           "query": "prometheus"} == doc["templating"]["list"][0]
+    wanted = {"type": "prometheus", "uid": "${datasource}"}
+    for panel in doc["panels"]:
+        assert panel["datasource"] == wanted, panel["title"]
+        assert all(t["datasource"] == wanted for t in panel["targets"]), panel["title"]
+    provisioning = DASHBOARD.parent / "provisioning"
+    sources = yaml.safe_load((provisioning / "datasources" / "argus.yaml").read_text())
+    assert sources["datasources"][0]["type"] == "prometheus"
+    boards = yaml.safe_load((provisioning / "dashboards" / "argus.yaml").read_text())
+    assert boards["providers"][0]["type"] == "file"
+
+
+def test_promtool_accepts_the_example_scrape_config(tmp_path):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    example = DASHBOARD.parents[1] / "prometheus" / "prometheus.yml"
+    token = tmp_path / "argus-token"
+    token.write_text("secret\n")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(example.read_text().replace("/etc/prometheus/argus-token", str(token)))
+    result = subprocess.run([promtool, "check", "config", str(config)], capture_output=True,
+                            timeout=30, check=False)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
 
 @pytest.mark.parametrize(("reason", "cls"), [
