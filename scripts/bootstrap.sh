@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything Argus needs on a fresh machine: Debian tools the node runtime and its
 # tests use (ip, unshare), chromium + chromium-driver for the browser tier, prometheus (and
-# its promtool) for the Prometheus tier, and a virtualenv at .venv with the project and its dev extras at the versions uv.lock pins.
+# its promtool) for the Prometheus tier, and a virtualenv at .venv with the project and
+# its dev extras at the versions uv.lock pins.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
