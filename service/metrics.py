@@ -53,7 +53,7 @@ from service.cluster import ClusterSnapshot, ClusterUnavailable
 from service.db import storage_fault
 from service.fairshare import Share
 from service.observed import REASON_CLASSES, RESOURCES, Observed, reason_class, total_of
-from service.rows import UserRow
+from service.rows import PendingGroup, UserRow
 from service.sampling import Sampler, SampleStore
 from service.states import TaskState
 
@@ -99,36 +99,43 @@ class UserStatsSource(Protocol):
 class QueueStatsSource(SampleStore, Protocol):
     """The queue figures ``/metrics`` and the sampler read (``store.Store``)."""
 
-    def pending_reasons(self) -> Mapping[str | None, int]: ...
-
-    def oldest_pending_since(self) -> float | None: ...
+    def pending_groups(self) -> Sequence[PendingGroup]: ...
 
 
 class _QueueCollector(Collector):
     """Pending tasks by reason class, the oldest pending task's age, and per node what
-    admission saw at the scheduler's last tick."""
+    admission saw at the scheduler's last tick.
+
+    ``waiting`` is told each (workload, owner) with a task waiting, before the admission
+    histogram is collected (it is registered after this collector): the pair's series is
+    then exported from 0 before that task's admission adds to it, so ``rate()`` counts
+    the admission (a series born at 1 hides its first observation)."""
 
     def __init__(self, source: QueueStatsSource, observed: Observed,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], waiting: Callable[[str, str], object]) -> None:
         self._source = source
         self._observed = observed
         self._clock = clock
+        self._waiting = waiting
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         by_class = dict.fromkeys(REASON_CLASSES, 0)
-        for reason, n in self._source.pending_reasons().items():
-            by_class[reason_class(reason)] += n
+        oldest: float | None = None
+        for group in self._source.pending_groups():
+            by_class[reason_class(group.reason)] += group.tasks
+            if group.since is not None:
+                oldest = group.since if oldest is None else min(oldest, group.since)
+            self._waiting(group.workload, group.user or "")
         pending = GaugeMetricFamily(
             "argus_pending_tasks", "Runnable tasks by the class of their pending reason "
             "(new: not examined yet).", labels=["reason"])
         for cls, n in by_class.items():
             pending.add_metric([cls], float(n))
         yield pending
-        since = self._source.oldest_pending_since()
         yield GaugeMetricFamily(
             "argus_oldest_pending_task_age_seconds",
             "Seconds the longest-waiting runnable task has been runnable (0: none).",
-            value=0.0 if since is None else max(0.0, self._clock() - since))
+            value=0.0 if oldest is None else max(0.0, self._clock() - oldest))
         seen = self._observed.last
         snapshot = None if seen is None else seen.snapshot
         yield from _node_families(snapshot)
@@ -274,11 +281,13 @@ class ServiceMetrics:
             "argus_admission_wait_seconds",
             "Seconds a task waited, from becoming runnable to being admitted (its attempt "
             "claimed for Ray), by workload and user.",
-            ["workload", "user"], buckets=WAIT_BUCKETS, registry=self.registry,
+            ["workload", "user"], buckets=WAIT_BUCKETS, registry=None,
         )
         self.registry.register(_TaskStateCollector(counts_by_state))
         if queue is not None:
-            self.registry.register(_QueueCollector(queue, self.observed, clock))
+            self.registry.register(_QueueCollector(queue, self.observed, clock,
+                                                   self.admission_wait.labels))
+        self.registry.register(self.admission_wait)  # after the queue: see _QueueCollector
         if users is not None:
             self.registry.register(_UserCollector(users))
         if scheduler_loop is not None:
