@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything Argus needs on a fresh machine: Debian tools the node runtime and its
-# tests use (ip, unshare), chromium + chromium-driver for the browser tier, and a virtualenv
-# at .venv with the project and its dev extras at the versions uv.lock pins.
+# tests use (ip, unshare), chromium + chromium-driver for the browser tier, prometheus (and
+# its promtool) for the Prometheus tier, and a virtualenv at .venv with the project and
+# its dev extras at the versions uv.lock pins.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,8 @@ command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
 # the browser tier (tests/browser): headless Chromium and its WebDriver, from Debian
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
+# the Prometheus tier (tests/prometheus) and promtool's checks in the unit tier
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "bootstrap: installing Debian packages: ${need_apt[*]}"

@@ -18,17 +18,34 @@ one process independent. Families:
   admission saw them at the last tick (never a Ray call per scrape).
 
 The ``user`` label's values are the users' names: users are created by admins, a few to
-some hundreds, so the label stays bounded (users x 8 states at most for the task counts).
+some hundreds, so the label stays bounded (users x 8 states for the task counts).
+
+Every series a dashboard sums is there from zero: each known user (the users table, read
+at every scrape, so a new user appears at the next one) has all three per-user families
+at 0 before their first task, and the responses by status class start at 0. A counter
+that appeared only with its first increment would hide that increment from Prometheus'
+``increase()`` (the first sample is its baseline), so "GPU-hours per user" undercounted.
+Counters carry no ``_created`` series (prometheus_client's switch for that is
+process-wide); the process families (``process_*``: CPU, memory, descriptors) are on the
+app's registry. The task counts come from a table the store keeps by trigger, so a scrape
+never counts the tasks table.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -36,6 +53,7 @@ from service.cluster import ClusterSnapshot, ClusterUnavailable
 from service.db import storage_fault
 from service.fairshare import Share
 from service.observed import REASON_CLASSES, RESOURCES, Observed, reason_class, total_of
+from service.rows import PendingGroup, UserRow
 from service.sampling import Sampler, SampleStore
 from service.states import TaskState
 
@@ -49,7 +67,11 @@ TICK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0,
                 14400.0, 43200.0, 86400.0)
 
+STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
+
 log = logging.getLogger(__name__)
+
+disable_created_metrics()
 
 
 class LoopCounters(Protocol):
@@ -65,6 +87,8 @@ class LoopCounters(Protocol):
 class UserStatsSource(Protocol):
     """The per-user figures ``/metrics`` reads (``store.Store`` provides them)."""
 
+    def list_users(self) -> Sequence[UserRow]: ...
+
     def counts_by_user_and_state(self) -> Mapping[tuple[str | None, str], int]: ...
 
     def gpu_seconds_by_user(self) -> Mapping[str | None, float]: ...
@@ -75,36 +99,43 @@ class UserStatsSource(Protocol):
 class QueueStatsSource(SampleStore, Protocol):
     """The queue figures ``/metrics`` and the sampler read (``store.Store``)."""
 
-    def pending_reasons(self) -> Mapping[str | None, int]: ...
-
-    def oldest_pending_since(self) -> float | None: ...
+    def pending_groups(self) -> Sequence[PendingGroup]: ...
 
 
 class _QueueCollector(Collector):
     """Pending tasks by reason class, the oldest pending task's age, and per node what
-    admission saw at the scheduler's last tick."""
+    admission saw at the scheduler's last tick.
+
+    ``waiting`` is told each (workload, owner) with a task waiting, before the admission
+    histogram is collected (it is registered after this collector): the pair's series is
+    then exported from 0 before that task's admission adds to it, so ``rate()`` counts
+    the admission (a series born at 1 hides its first observation)."""
 
     def __init__(self, source: QueueStatsSource, observed: Observed,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], waiting: Callable[[str, str], object]) -> None:
         self._source = source
         self._observed = observed
         self._clock = clock
+        self._waiting = waiting
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         by_class = dict.fromkeys(REASON_CLASSES, 0)
-        for reason, n in self._source.pending_reasons().items():
-            by_class[reason_class(reason)] += n
+        oldest: float | None = None
+        for group in self._source.pending_groups():
+            by_class[reason_class(group.reason)] += group.tasks
+            if group.since is not None:
+                oldest = group.since if oldest is None else min(oldest, group.since)
+            self._waiting(group.workload, group.user or "")
         pending = GaugeMetricFamily(
             "argus_pending_tasks", "Runnable tasks by the class of their pending reason "
             "(new: not examined yet).", labels=["reason"])
         for cls, n in by_class.items():
             pending.add_metric([cls], float(n))
         yield pending
-        since = self._source.oldest_pending_since()
         yield GaugeMetricFamily(
             "argus_oldest_pending_task_age_seconds",
             "Seconds the longest-waiting runnable task has been runnable (0: none).",
-            value=0.0 if since is None else max(0.0, self._clock() - since))
+            value=0.0 if oldest is None else max(0.0, self._clock() - oldest))
         seen = self._observed.last
         snapshot = None if seen is None else seen.snapshot
         yield from _node_families(snapshot)
@@ -132,37 +163,37 @@ def _node_families(snapshot: ClusterSnapshot | None) -> Iterator[GaugeMetricFami
 
 
 class _UserCollector(Collector):
-    """Per-user families, computed at scrape time (tasks without an owner are left out)."""
+    """Per-user families, computed at scrape time: every known user from zero (tasks
+    without an owner are left out)."""
 
     def __init__(self, source: UserStatsSource) -> None:
         self._source = source
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        counts = self._source.counts_by_user_and_state()
+        in_use = self._source.gpus_in_use_by_user()
+        seconds = self._source.gpu_seconds_by_user()
+        owners = {user for user, _ in counts} | set(in_use) | set(seconds)
+        users = sorted({u.name for u in self._source.list_users()}
+                       | {user for user in owners if user is not None})
         tasks = GaugeMetricFamily("argus_user_tasks", "Tasks by owner and state.",
                                   labels=["user", "state"])
-        for (user, state), n in sorted(self._source.counts_by_user_and_state().items(),
-                                       key=lambda kv: (kv[0][0] or "", kv[0][1])):
-            if user is not None:
-                tasks.add_metric([user, state], float(n))
-        yield tasks
-        in_use = GaugeMetricFamily(
+        gpus = GaugeMetricFamily(
             "argus_user_gpus_in_use",
             "GPUs of the owner's SUBMITTING/SUBMITTED/RUNNING tasks (held or about to be).",
             labels=["user"])
-        for user, gpus in sorted(self._source.gpus_in_use_by_user().items(),
-                                 key=lambda kv: kv[0] or ""):
-            if user is not None:
-                in_use.add_metric([user], float(gpus))
-        yield in_use
-        seconds = CounterMetricFamily(
+        total = CounterMetricFamily(
             "argus_user_gpu_seconds",
             "GPU-seconds of the owner's ended attempts (failed ones included): gang GPUs "
             "x (end - start).", labels=["user"])
-        for user, total in sorted(self._source.gpu_seconds_by_user().items(),
-                                  key=lambda kv: kv[0] or ""):
-            if user is not None:
-                seconds.add_metric([user], float(total))
-        yield seconds
+        for user in users:
+            for state in TaskState:
+                tasks.add_metric([user, state.value], float(counts.get((user, state.value), 0)))
+            gpus.add_metric([user], float(in_use.get(user, 0)))
+            total.add_metric([user], float(seconds.get(user, 0.0)))
+        yield tasks
+        yield gpus
+        yield total
 
 
 class _TaskStateCollector(Collector):
@@ -216,6 +247,14 @@ class ServiceMetrics:
             ["method", "route", "status"],
             registry=self.registry,
         )
+        self.http_responses = Counter(
+            "argus_http_responses",
+            "HTTP responses by status class (2xx..5xx), every class from zero.",
+            ["class"], registry=self.registry,
+        )
+        for cls in STATUS_CLASSES:
+            self.http_responses.labels(cls)
+        ProcessCollector(registry=self.registry)
         self.submits = Counter(
             "argus_task_submits", "Tasks accepted by POST /api/v2/tasks.", registry=self.registry
         )
@@ -242,11 +281,13 @@ class ServiceMetrics:
             "argus_admission_wait_seconds",
             "Seconds a task waited, from becoming runnable to being admitted (its attempt "
             "claimed for Ray), by workload and user.",
-            ["workload", "user"], buckets=WAIT_BUCKETS, registry=self.registry,
+            ["workload", "user"], buckets=WAIT_BUCKETS, registry=None,
         )
         self.registry.register(_TaskStateCollector(counts_by_state))
         if queue is not None:
-            self.registry.register(_QueueCollector(queue, self.observed, clock))
+            self.registry.register(_QueueCollector(queue, self.observed, clock,
+                                                   self.admission_wait.labels))
+        self.registry.register(self.admission_wait)  # after the queue: see _QueueCollector
         if users is not None:
             self.registry.register(_UserCollector(users))
         if scheduler_loop is not None:
@@ -258,6 +299,7 @@ class ServiceMetrics:
 
     def observe_request(self, method: str, route: str, status: int) -> None:
         self.http_requests.labels(method, route, str(status)).inc()
+        self.http_responses.labels(f"{status // 100}xx").inc()
 
     def observe_tick(self, report: TickReport) -> None:
         """Record one scheduler ``TickReport`` (duration, submits to Ray, retries)."""

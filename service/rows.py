@@ -307,6 +307,18 @@ class Sample:
 
 
 @dataclass(frozen=True, slots=True)
+class PendingGroup:
+    """Runnable tasks of one workload, owner and pending reason; ``since``: the oldest's
+    ``runnable_since``."""
+
+    workload: str
+    user: str | None
+    reason: str | None
+    tasks: int
+    since: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Admitted:
     """An attempt claimed for submission, and how long its task had waited for it."""
 

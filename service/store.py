@@ -47,6 +47,7 @@ from service.rows import (
     Claim,
     CreatedToken,
     EventRow,
+    PendingGroup,
     PendingRow,
     ProgressUpdate,
     RetryPlan,
@@ -788,14 +789,10 @@ class Store(StoreReads, WebhookStore):
         """The workloads of the runnable tasks (the queue page's filter choices)."""
         return sorted(r["workload"] for r in self._reader().execute(Q["workloads"]))
 
-    def oldest_pending_since(self) -> float | None:
-        """Since when the longest-waiting runnable task has been runnable (None: none)."""
-        return self._reader().execute(Q["oldest_pending"]).fetchone()["since"]
-
-    def pending_reasons(self) -> dict[str | None, int]:
-        """``{pending_reason: runnable tasks}``."""
-        rows = self._reader().execute(Q["pending_reasons"]).fetchall()
-        return {r["pending_reason"]: r["n"] for r in rows}
+    def pending_groups(self) -> list[PendingGroup]:
+        """The runnable tasks counted by workload, owner and pending reason."""
+        return [PendingGroup(r["workload"], r["user"], r["pending_reason"], r["n"], r["since"])
+                for r in self._reader().execute(Q["pending_groups"])]
 
     def admitted_between(self, since: float, until: float) -> list[Admitted]:
         """Attempts claimed in ``(since, until]``, with how long their task waited."""

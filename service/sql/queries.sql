@@ -148,11 +148,11 @@ WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
 ORDER BY t.seq;
 
 -- name: counts_by_state
-SELECT state, count(*) AS n FROM tasks GROUP BY state;
+-- The trigger-kept counts (migration 0011): a few rows, however many tasks there are.
+SELECT state, sum(n) AS n FROM task_counts GROUP BY state;
 
 -- name: counts_by_user_and_state
--- A scan of the covering index tasks_user_state_seq.
-SELECT user, state, count(*) AS n FROM tasks GROUP BY user, state;
+SELECT nullif(user, '') AS user, state, n FROM task_counts WHERE n > 0;
 
 -- attempts and events ------------------------------------------------------------------------
 
@@ -525,13 +525,12 @@ SELECT count(*) AS n FROM tasks
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
   AND (:user IS NULL OR user = :user) AND (:workload IS NULL OR workload = :workload);
 
--- name: oldest_pending
-SELECT min(runnable_since) AS since FROM tasks
-WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
-
--- name: pending_reasons
-SELECT pending_reason, count(*) AS n FROM tasks
-WHERE state IN ('QUEUED', 'PENDING_RESOURCES') GROUP BY pending_reason;
+-- name: pending_groups
+-- The runnable tasks by workload, owner and reason, with the oldest's runnable_since:
+-- one pass over the waiting tasks for every queue family of /metrics.
+SELECT workload, user, pending_reason, count(*) AS n, min(runnable_since) AS since
+FROM tasks WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
+GROUP BY workload, user, pending_reason;
 
 -- name: admitted_since
 -- Attempts claimed after :since (up to :until), with how long their task had waited.

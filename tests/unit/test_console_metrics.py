@@ -22,6 +22,7 @@ from service.observed import REASON_CLASSES, reason_class
 from service.rows import Sample
 from service.sampling import Sampler
 from service.scheduler import Scheduler
+from service.states import TaskState
 from service.store import Store
 from service.ui.charts import bar_chart, line_chart, nice_max
 from service.ui.pages import duration
@@ -127,12 +128,78 @@ def test_the_dashboard_names_only_metrics_that_exist(world):
     doc = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
     assert len(exprs) >= 10
-    named = {m for e in exprs for m in re.findall(r"\bargus_[a-z0-9_]+", e)}
+    named = {m for e in exprs for m in re.findall(r"\b(?:argus|process)_[a-z0-9_]+", e)}
     assert named and named <= exposed, sorted(named - exposed)
     for needed in ("argus_admission_wait_seconds_bucket", "argus_pending_tasks",
                    "argus_oldest_pending_task_age_seconds", "argus_node_gpus_in_use",
                    "argus_node_gpus_free", "argus_node_cpus_in_use", "argus_node_cpus_free"):
         assert needed in named
+
+
+def test_every_known_user_has_every_per_user_series_from_zero(world):
+    from service.users import Role
+
+    world.store.create_user("alice", Role.USER, T0)
+    got = world.samples()
+    users = {labels["user"] for labels, _ in got["argus_user_gpus_in_use"]}
+    assert users == {"admin", "alice"}
+    for name in ("argus_user_gpus_in_use", "argus_user_gpu_seconds_total"):
+        assert sorted(got[name], key=lambda s: s[0]["user"]) == [
+            ({"user": "admin"}, 0.0), ({"user": "alice"}, 0.0)]
+    alice = {labels["state"]: v for labels, v in got["argus_user_tasks"]
+             if labels["user"] == "alice"}
+    assert alice == {s.value: 0.0 for s in TaskState}
+    world.store.create_user("bob", Role.USER, T0)  # a new user: there at the next scrape
+    assert ({"user": "bob"}, 0.0) in world.samples()["argus_user_gpu_seconds_total"]
+
+
+def test_no_created_series_process_metrics_and_5xx_from_zero(world):
+    text = world.metrics.render().decode()
+    assert "_created" not in text
+    got = world.samples()
+    assert got["process_resident_memory_bytes"][0][1] > 0
+    assert "process_cpu_seconds_total" in got
+    classes = dict((labels["class"], v) for labels, v in got["argus_http_responses_total"])
+    assert classes == {"2xx": 0.0, "3xx": 0.0, "4xx": 0.0, "5xx": 0.0}
+    world.metrics.observe_request("GET", "/api/v2/tasks", 503)
+    classes = dict((labels["class"], v) for labels, v in
+                   world.samples()["argus_http_responses_total"])
+    assert classes["5xx"] == 1.0
+
+
+def test_the_dashboard_provisions_from_a_file():
+    """Grafana's file provisioning resolves no ``__inputs``: the dashboard picks its
+    Prometheus through a datasource variable, in every panel and every query."""
+    import yaml
+
+    text = DASHBOARD.read_text()
+    doc = json.loads(text)
+    assert "__inputs" not in doc and "DS_PROMETHEUS" not in text
+    assert doc["templating"]["list"][0] | {"type": "datasource", "name": "datasource",
+                                           "query": "prometheus"} == doc["templating"]["list"][0]
+    wanted = {"type": "prometheus", "uid": "${datasource}"}
+    for panel in doc["panels"]:
+        assert panel["datasource"] == wanted, panel["title"]
+        assert all(t["datasource"] == wanted for t in panel["targets"]), panel["title"]
+    provisioning = DASHBOARD.parent / "provisioning"
+    sources = yaml.safe_load((provisioning / "datasources" / "argus.yaml").read_text())
+    assert sources["datasources"][0]["type"] == "prometheus"
+    boards = yaml.safe_load((provisioning / "dashboards" / "argus.yaml").read_text())
+    assert boards["providers"][0]["type"] == "file"
+
+
+def test_promtool_accepts_the_example_scrape_config(tmp_path):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    example = DASHBOARD.parents[1] / "prometheus" / "prometheus.yml"
+    token = tmp_path / "argus-token"
+    token.write_text("secret\n")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(example.read_text().replace("/etc/prometheus/argus-token", str(token)))
+    result = subprocess.run([promtool, "check", "config", str(config)], capture_output=True,
+                            timeout=30, check=False)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
 
 
 @pytest.mark.parametrize(("reason", "cls"), [
