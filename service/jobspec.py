@@ -32,6 +32,10 @@ Rules beyond the field table, and why:
 * ``overrides`` items follow ``service.overrides`` (shape, keys Argus sets, the override
   policy, path-valued overrides under the allowed roots). When the workload itself is
   invalid, the keys it would set are unknown and only that check is skipped.
+* ``after`` (``{ok: [task_id...], notok: [...], any: [...]}``) and ``on_unsatisfiable``
+  (``cancel`` | ``wait``) follow ``service.dependencies``; here only their shape is
+  checked (whether the parents exist and may be named is the store's check). The JSON
+  Schema leaves ``after`` out: a generator of valid specs cannot know existing task ids.
 
 ``jobspec_json_schema`` describes the same document as JSON Schema (for the OpenAPI
 document and for generators of valid specs); a unit test keeps the two in step.
@@ -45,6 +49,7 @@ from typing import Any
 
 from service import yamldoc
 from service.config import Settings
+from service.dependencies import OnUnsatisfiable, on_unsatisfiable_of, parse_after
 from service.layout import user_root, users_root
 from service.overrides import check_override
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY
@@ -79,6 +84,8 @@ FIELDS: tuple[str, ...] = (
     "overrides",
     "priority",
     "max_runtime_s",
+    "after",
+    "on_unsatisfiable",
 )
 MAX_NNODES = 1024
 MAX_GPUS_PER_NODE = 64
@@ -110,6 +117,9 @@ class JobSpec:
     overrides: tuple[str, ...] = ()
     priority: int | None = None  # None: the configured default (service.priorities)
     max_runtime_s: int | None = None  # None: the configured default (none unless set)
+    # (condition, parent task id) pairs (service.dependencies): BLOCKED until they hold
+    after: tuple[tuple[str, str], ...] = ()
+    on_unsatisfiable: str = OnUnsatisfiable.CANCEL.value
 
     @property
     def total_gpus(self) -> int:
@@ -119,12 +129,14 @@ class JobSpec:
         """JSON-safe dict (overrides as a list); ``from_dict`` reads it back."""
         out = asdict(self)
         out["overrides"] = list(self.overrides)
+        out["after"] = [list(pair) for pair in self.after]
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JobSpec:
         """Rebuild a JobSpec stored by ``to_dict`` (trusted input, not re-validated)."""
-        return cls(**{**d, "overrides": tuple(d.get("overrides") or ())})
+        return cls(**{**d, "overrides": tuple(d.get("overrides") or ()),
+                      "after": tuple((c, p) for c, p in d.get("after") or ())})
 
 
 class JobSpecError(ValueError):
@@ -164,6 +176,13 @@ def parse_jobspec(text: str | bytes, settings: Settings, user: str | None = None
         message = f"must be a YAML mapping of JobSpec fields, got {got}"
         raise JobSpecError([_detail("body", message)])
     return _Validator(doc, path_rules(settings, user)).run()
+
+
+def validate_document(doc: Mapping[str, Any], settings: Settings, user: str | None = None
+                      ) -> JobSpec:
+    """``parse_jobspec`` for a document already read (a pipeline's stage): the same
+    rules, JobSpecError listing every problem."""
+    return _Validator(dict(doc), path_rules(settings, user)).run()
 
 
 def _detail(field: str, message: str) -> dict[str, Any]:
@@ -239,10 +258,21 @@ class _Validator:
             "overrides": self.overrides(workload),
             "priority": self.optional_int("priority", MIN_PRIORITY, MAX_PRIORITY),
             "max_runtime_s": self.optional_int("max_runtime_s", 1, MAX_RUNTIME_S),
+            **self.dependencies(),
         }
         if self.details:
             raise JobSpecError(self.details)
         return JobSpec(**values)
+
+    def dependencies(self) -> dict[str, Any]:
+        after, problems = parse_after(self.doc.get("after"))
+        for problem in problems:
+            self.error("after", problem)
+        policy, problem = on_unsatisfiable_of(self.doc.get("on_unsatisfiable"))
+        if problem is not None:
+            self.error("on_unsatisfiable", problem)
+        return {"after": tuple((c.value, p) for c, p in after.pairs),
+                "on_unsatisfiable": policy.value}
 
     # -- presence ------------------------------------------------------------------
 
@@ -451,6 +481,10 @@ def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",),
                 1, MAX_RUNTIME_S,
                 "time limit of each attempt from its driver's start (stopped past it, "
                 "TIME_LIMIT); default: config (none)")),
+            "on_unsatisfiable": nullable({
+                "enum": [p.value for p in OnUnsatisfiable],
+                "description": "a dependency that can never hold: cancel (default) or "
+                               "keep waiting (see after, docs/pipelines.md)"}),
             "overrides": nullable({
                 "type": "array", "maxItems": MAX_OVERRIDES,
                 "items": {"type": "string", "pattern": _OVERRIDE_GENERATED_PATTERN},

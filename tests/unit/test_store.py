@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from service import store_reads
+from service.pipelines import PipelineState
 from service.sql import QUERIES, parse_queries
 from service.states import RUNNABLE, TaskState
 from service.store import (
@@ -148,7 +149,7 @@ def test_cancel_from_every_state(store: Store, state: TaskState) -> None:
                      (state.value, t))
     out = store.cancel(t, 150.0)
     K = CancelKind
-    expected = {S.QUEUED: K.CANCELED, S.PENDING_RESOURCES: K.CANCELED,
+    expected = {S.BLOCKED: K.CANCELED, S.QUEUED: K.CANCELED, S.PENDING_RESOURCES: K.CANCELED,
                 S.SUBMITTING: K.STOPPING, S.SUBMITTED: K.STOPPING, S.RUNNING: K.STOPPING}
     assert out.kind is expected.get(state, K.TERMINAL)
     if out.kind is K.CANCELED:
@@ -260,6 +261,9 @@ HOT_QUERIES = {
     "queue_positions": ("tasks_runnable", {"seqs": "[1, 2]"}),
     "active": ("tasks_active", {}),
     "queue_running": ("tasks_active", {}),
+    "blocked_deps": ("tasks_blocked", {}),
+    "blocked_page": ("tasks_blocked", {"limit": 10}),
+    "running_pipeline_stages": ("pipelines_running", {}),
 }
 
 
@@ -304,9 +308,11 @@ def test_partial_index_terms_are_repeated_literally_and_mirror_the_states(store)
     names one (INDEXED BY) spells its term out, and the terms list exactly the runnable
     and active states of service/states.py."""
     terms = _index_terms(store)
-    assert set(terms) == {"tasks_runnable", "tasks_user_runnable", "tasks_active"}
+    assert set(terms) == {"tasks_runnable", "tasks_user_runnable", "tasks_active",
+                          "tasks_blocked", "pipelines_running"}
     states = {"tasks_runnable": RUNNABLE, "tasks_user_runnable": RUNNABLE,
-              "tasks_active": ACTIVE}
+              "tasks_active": ACTIVE, "tasks_blocked": {S.BLOCKED},
+              "pipelines_running": {PipelineState.RUNNING}}
     for index, term in terms.items():
         listed = set(re.findall(r"'([A-Z_]+)'", term))
         assert listed == {s.value for s in states[index]}, (index, term)
