@@ -95,7 +95,7 @@ MAX_RUNTIME_S = 30 * 86400  # a limit beyond a month is no limit anyone means
 MAX_STRING_LEN = 4096
 MAX_OVERRIDES = 256
 TRAINER_DEVICES = ("cpu", "cuda")
-YAML_LIMITS = yamldoc.Limits()
+YAML_LIMITS = yamldoc.Limits(max_depth=3)  # fields; after: a mapping of lists
 
 
 @dataclass(frozen=True)

@@ -141,7 +141,9 @@ _SCHEMAS: dict[str, Any] = {
                     "enum": [*(k.value for k in FailureKind), None]},
     "Submitted": {
         "type": "object", "required": ["task_id", "state"],
-        "properties": {"task_id": {"type": "string"}, "state": {"const": "QUEUED"}},
+        "properties": {"task_id": {"type": "string"},
+                       "state": {"enum": ["QUEUED", "BLOCKED"],
+                                 "description": "BLOCKED: it has after (dependencies)"}},
     },
     "Attempt": {
         "type": "object",
@@ -678,6 +680,11 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
                           "503": _json(_ref("Readiness"), "Not ready; reasons say why")},
         }},
     }
+    from service import openapi_pipelines  # it builds on this module's helpers
+    paths.update(openapi_pipelines.paths())
+    schemas = {**_SCHEMAS, **openapi_pipelines.SCHEMAS, "JobSpec": _jobspec_schema(settings)}
+    schemas["Task"] = {**schemas["Task"], "properties": {
+        **schemas["Task"]["properties"], **openapi_pipelines.TASK_FIELDS}}
     return copy.deepcopy({
         "openapi": "3.1.0",
         "info": {"title": "Argus task service", "version": VERSION,
@@ -689,7 +696,7 @@ def build_openapi(settings: Settings | None = None) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
-            "schemas": {**_SCHEMAS, "JobSpec": _jobspec_schema(settings)},
+            "schemas": schemas,
             "responses": _RESPONSES,
         },
     })

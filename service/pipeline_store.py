@@ -289,6 +289,10 @@ class PipelineStore:
             out.setdefault(r["task_id"], []).append(_dep(r))
         return out
 
+    def on_unsatisfiable_of(self, task_id: str) -> str:
+        r = self._reader().execute(Q["task_on_unsatisfiable"], {"task_id": task_id}).fetchone()
+        return "cancel" if r is None else r["on_unsatisfiable"]
+
     def stage_of(self, task_id: str) -> tuple[str, str] | None:
         """``(pipeline_id, stage)`` of a task that is a pipeline's stage."""
         r = self._reader().execute(Q["stage_of_task"], {"task_id": task_id}).fetchone()

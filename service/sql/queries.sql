@@ -850,6 +850,10 @@ JOIN pipeline_stages p ON p.task_id = d.parent_id
 WHERE c.pipeline_id = :pipeline_id
 ORDER BY c.position, p.position;
 
+-- name: task_on_unsatisfiable
+SELECT coalesce(json_extract(spec_json, '$.on_unsatisfiable'), 'cancel') AS on_unsatisfiable
+FROM tasks WHERE task_id = :task_id;
+
 -- name: stage_of_task
 SELECT s.pipeline_id, s.stage FROM pipeline_stages s WHERE s.task_id = :task_id;
 
