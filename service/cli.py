@@ -144,6 +144,9 @@ def show_task(task: dict[str, Any]) -> str:
         ("progress", progress_summary(task.get("progress") or {})),
         ("error_summary", task.get("error_summary")),
     ]
+    from service import cli_pipeline  # it builds on this module
+
+    rows += cli_pipeline.task_rows(task)
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k.ljust(width)}  {_cell(v)}" for k, v in rows)
 
@@ -462,6 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     from service import cli_accounts  # it builds on this module's Ctx and table
 
     cli_accounts.add_commands(sub, add_parser)
+    from service import cli_pipeline
+
+    cli_pipeline.add_commands(sub, add_parser)
     return p
 
 
