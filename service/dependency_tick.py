@@ -6,7 +6,9 @@ parent ended in this tick's reconcile is queued and, room permitting, submitted 
 same tick. The decision is ``dependencies.decide`` (pure); this module does the effects:
 resolving a stage's output references (the only file-system read: a checkpoint
 tracker), validating the result as a JobSpec of the owner, and the store's guarded
-writes. BLOCKED tasks never reach the planner: they are not in the runnable index.
+writes. BLOCKED tasks never reach the planner: they are not in the runnable index. A tick looks
+only at the BLOCKED tasks a trigger woke (a parent of theirs ended: ``dep_wakeups``), so
+a thousand dependents waiting on running parents cost it one indexed read.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ class DependencyStep:
 
     def run(self, now: float) -> DependencyReport:
         report = DependencyReport()
-        for task in self.store.blocked():
+        upto, woken = self.store.woken()
+        for task in woken:
             decision = decide(task.deps)
             try:
                 if decision.verdict is Verdict.RELEASE:
@@ -88,6 +91,8 @@ class DependencyStep:
                     report.waiting += 1
             except StaleState:
                 pass  # canceled meanwhile: nothing to do
+        if upto is not None:  # handled: a failure above leaves them for the next tick
+            self.store.clear_wakeups(upto)
         report.pipelines_ended = len(self.store.end_pipelines(now))
         return report
 

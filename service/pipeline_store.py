@@ -160,6 +160,8 @@ class PipelineStore:
             conn.execute(Q["insert_dep"], {"task_id": task_id, "parent_id": parent,
                                            "condition": Condition(condition).value,
                                            "depth": depth})
+        # a parent may have ended already: the next tick looks at the new dependent
+        conn.execute(Q["insert_wakeup"], {"task_id": task_id})
 
     def create_pipeline(self, *, pipeline_id: str, name: str, user: str, document: str,
                         stages: Sequence[NewStage], now: float, admin: bool = False) -> None:
@@ -259,22 +261,34 @@ class PipelineStore:
         return _pipeline(row)
 
     # -- reads -------------------------------------------------------------------------
-    def blocked(self) -> list[BlockedTask]:
-        """Every BLOCKED task with its dependencies' parents' states (tasks_blocked)."""
+    def woken(self) -> tuple[int | None, list[BlockedTask]]:
+        """The BLOCKED tasks to look at again (``dep_wakeups``: a parent ended, or they are
+        new) with their dependencies' parents' states, and the last wakeup read (None:
+        none), which ``clear_wakeups`` takes once they are handled."""
+        with self._snapshot() as conn:
+            upto = conn.execute(Q["last_wakeup"]).fetchone()["upto"]
+            if upto is None:
+                return None, []
+            rows = conn.execute(Q["woken_deps"], {"upto": upto}).fetchall()
         grouped: dict[str, list[sqlite3.Row]] = {}
-        for r in self._reader().execute(Q["blocked_deps"]):
+        for r in rows:
             grouped.setdefault(r["task_id"], []).append(r)
         out = []
-        for task_id, rows in grouped.items():
-            first = rows[0]
+        for task_id, group in grouped.items():
+            first = group[0]
             template = first["template_json"]
             out.append(BlockedTask(
                 task_id=task_id, user=first["user"],
                 on_unsatisfiable=first["on_unsatisfiable"],
-                deps=tuple(_dep(r) for r in rows), pipeline_id=first["pipeline_id"],
+                deps=tuple(_dep(r) for r in group), pipeline_id=first["pipeline_id"],
                 stage=first["stage"],
                 template=None if template is None else json.loads(template)))
-        return out
+        return upto, out
+
+    def clear_wakeups(self, upto: int) -> None:
+        """Drop the wakeups up to ``upto`` (handled); later ones stay for the next tick."""
+        with self._tx() as conn:
+            conn.execute(Q["delete_wakeups"], {"upto": upto})
 
     def blocked_count(self) -> int:
         return int(self._reader().execute(Q["blocked_count"]).fetchone()["n"])

@@ -755,19 +755,30 @@ FROM tasks t WHERE t.task_id = :task_id;
 INSERT INTO task_deps (task_id, parent_id, condition, depth)
 VALUES (:task_id, :parent_id, :condition, :depth);
 
--- name: blocked_deps
--- Every BLOCKED task with each of its dependencies and the parent's state now, in FIFO
--- order; a pipeline stage's template (its output references unresolved) comes along.
+-- name: woken_deps
+-- The BLOCKED tasks named in dep_wakeups (a parent of theirs ended, or they are new), each
+-- with every dependency and the parent's state now, in FIFO order; a pipeline stage's
+-- template (its output references unresolved) comes along. :upto: the last wakeup read.
 SELECT t.task_id, t.user,
        coalesce(json_extract(t.spec_json, '$.on_unsatisfiable'), 'cancel') AS on_unsatisfiable,
        d.parent_id, d.condition, p.state AS parent_state,
        s.pipeline_id, s.stage, s.template_json
-FROM tasks t INDEXED BY tasks_blocked
+FROM tasks t
 JOIN task_deps d ON d.task_id = t.task_id
 JOIN tasks p ON p.task_id = d.parent_id
 LEFT JOIN pipeline_stages s ON s.task_id = t.task_id
-WHERE t.state = 'BLOCKED'
+WHERE t.task_id IN (SELECT task_id FROM dep_wakeups WHERE id <= :upto)
+  AND t.state = 'BLOCKED'
 ORDER BY t.seq;
+
+-- name: last_wakeup
+SELECT max(id) AS upto FROM dep_wakeups;
+
+-- name: delete_wakeups
+DELETE FROM dep_wakeups WHERE id <= :upto;
+
+-- name: insert_wakeup
+INSERT INTO dep_wakeups (task_id) VALUES (:task_id);
 
 -- name: blocked_count
 SELECT count(*) AS n FROM tasks INDEXED BY tasks_blocked WHERE state = 'BLOCKED';

@@ -231,6 +231,20 @@ CREATE TABLE task_deps (
 ) WITHOUT ROWID;
 CREATE INDEX task_deps_parent ON task_deps (parent_id);
 
+-- dep_wakeups: the BLOCKED tasks to look at again, written by the trigger below in the
+--   transaction that ends a parent (and by the store for a new dependent), so a tick reads
+--   what changed instead of every BLOCKED task; the tick deletes the rows it has handled.
+CREATE TABLE dep_wakeups (
+    id      INTEGER PRIMARY KEY,
+    task_id TEXT    NOT NULL
+);
+CREATE TRIGGER task_deps_parent_ended AFTER UPDATE OF state ON tasks
+WHEN NEW.state IN ('SUCCEEDED', 'FAILED', 'CANCELED') AND OLD.state IS NOT NEW.state
+BEGIN
+    INSERT INTO dep_wakeups (task_id)
+    SELECT task_id FROM task_deps WHERE parent_id = NEW.task_id;
+END;
+
 CREATE TABLE pipelines (
     pipeline_id         TEXT    PRIMARY KEY,
     name                TEXT    NOT NULL,

@@ -261,7 +261,6 @@ HOT_QUERIES = {
     "queue_positions": ("tasks_runnable", {"seqs": "[1, 2]"}),
     "active": ("tasks_active", {}),
     "queue_running": ("tasks_active", {}),
-    "blocked_deps": ("tasks_blocked", {}),
     "blocked_page": ("tasks_blocked", {"limit": 10}),
     "running_pipeline_stages": ("pipelines_running", {}),
 }
