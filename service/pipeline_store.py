@@ -24,8 +24,10 @@ from typing import Any
 
 from service.dependencies import Condition, Dep, depth_problem
 from service.pipelines import PipelineState, derive_state
+from service.rows import TaskRow
 from service.sql import QUERIES as Q
 from service.states import TaskState
+from service.store_reads import _task as task_row
 
 _S = TaskState
 
@@ -289,6 +291,11 @@ class PipelineStore:
         """Drop the wakeups up to ``upto`` (handled); later ones stay for the next tick."""
         with self._tx() as conn:
             conn.execute(Q["delete_wakeups"], {"upto": upto})
+
+    def blocked_page(self, limit: int) -> list[TaskRow]:
+        """The oldest ``limit`` BLOCKED tasks (tasks_blocked)."""
+        return [task_row(r, None) for r in self._reader().execute(Q["blocked_page"],
+                                                                  {"limit": limit})]
 
     def blocked_count(self) -> int:
         return int(self._reader().execute(Q["blocked_count"]).fetchone()["n"])

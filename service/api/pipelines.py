@@ -69,6 +69,19 @@ async def task_dependencies(deps: AppDeps, task: TaskRow) -> dict[str, Any]:
     return out
 
 
+def blocked_tasks(store: Store, limit: int) -> list[tuple[TaskRow, str]]:
+    """The oldest BLOCKED tasks with why each waits (the console queue's "waiting on other
+    tasks"); run on the store's read lane."""
+    tasks = store.blocked_page(limit)
+    found = store.deps_of_tasks([t.task_id for t in tasks])
+    out = []
+    for t in tasks:
+        policy = OnUnsatisfiable(store.on_unsatisfiable_of(t.task_id))
+        reason = wait_reason(found.get(t.task_id, []), policy)
+        out.append((t, reason or "dependencies met: queued on the next tick"))
+    return out
+
+
 # -- pipelines -----------------------------------------------------------------------------
 
 

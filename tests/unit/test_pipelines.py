@@ -235,3 +235,38 @@ def test_depth_limit(env: Env) -> None:
         prev = cur
     with pytest.raises(DependencyError, match="over the limit"):
         _task(env, "mvp2-alice-ppo-20251223-143201-2000", "alice", (("any", prev),))
+
+
+def test_wakeups_drive_the_tick_and_are_consumed(env: Env) -> None:
+    """A dependent of a parent that already ended is released on the next tick; once
+    handled, no wakeup is left, so later ticks read nothing (a parent running on has
+    none)."""
+    a, b = "mvp2-alice-ppo-20251223-143201-0a01", "mvp2-alice-ppo-20251223-143201-0a02"
+    _task(env, a, "alice")
+    env.store.cancel(a, T0)
+    c = "mvp2-alice-ppo-20251223-143201-0a03"
+    _task(env, c, "alice", (("notok", a),))
+    _task(env, b, "alice")
+    d = "mvp2-alice-ppo-20251223-143201-0a04"
+    _task(env, d, "alice", (("ok", b),))
+    assert [t.task_id for t in env.store.woken()[1]] == [c, d]
+    env.tick(T0 + 1)
+    assert env.state(c) is not S.BLOCKED and env.state(d) is S.BLOCKED
+    assert env.store.woken() == (None, [])
+
+
+def test_wait_keeps_an_unsatisfiable_dependent_with_its_reason(env: Env) -> None:
+    a = "mvp2-alice-ppo-20251223-143201-0b01"
+    _task(env, a, "alice")
+    c = "mvp2-alice-ppo-20251223-143201-0b02"
+    env.store.create_task(task_id=c, workload="ppo", jobspec_yaml="x",
+                          spec={"on_unsatisfiable": "wait"}, nnodes=1, n_gpus_per_node=4,
+                          user="alice", now=T0, after=(("ok", a),))
+    env.store.cancel(a, T0)
+    env.tick(T0 + 1)
+    env.tick(T0 + 2)
+    assert env.state(c) is S.BLOCKED
+    assert env.store.on_unsatisfiable_of(c) == "wait"
+    from service.dependencies import OnUnsatisfiable, wait_reason
+    assert wait_reason(env.store.deps_of(c), OnUnsatisfiable.WAIT) == (
+        f"after {a} (CANCELED): ok can never hold; waits until canceled")
