@@ -20,7 +20,7 @@ from service.api.params import parse_uint
 from service.cluster import ClusterError
 from service.dependencies import Dep, OnUnsatisfiable, wait_reason
 from service.ids import TaskIdExhausted
-from service.pipeline_store import PipelineNotFound, PipelineRow, PipelineView
+from service.pipeline_store import DependencyError, PipelineNotFound, PipelineRow, PipelineView
 from service.pipeline_submit import submit_pipeline
 from service.pipelines import PipelineDoc, PipelineError, parse_pipeline
 from service.rows import CancelKind, TaskRow
@@ -140,7 +140,7 @@ async def create_pipeline(request: web.Request) -> web.Response:
                                       is_admin=who.is_admin))
     except PipelineError as exc:
         raise ApiError(400, "invalid pipeline", details=exc.details) from exc
-    except ValueError as exc:  # DependencyError (a stage naming what it may not)
+    except DependencyError as exc:  # pragma: no cover - stages name only new stages
         raise ApiError(400, f"invalid pipeline: {exc}") from exc
     except TaskIdExhausted as exc:  # pragma: no cover - needs a broken random source
         raise ApiError(500, str(exc)) from exc

@@ -67,6 +67,8 @@ PURE_MODULES = (
     "service.rules",
     "service.passes",
     "service.timeline",
+    "service.dependencies",
+    "service.pipelines",
     "raypool.policy",
     "raypool.headrecord",
 )
