@@ -22,7 +22,7 @@ stages are checked for cycles by ``service.pipelines``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -129,6 +129,14 @@ class After:
         for cond, parent in self.pairs:
             out.setdefault(cond.value, []).append(parent)
         return out
+
+
+def in_order(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """``(condition, parent)`` pairs in one order (ok, notok, any; each as written), so a
+    JobSpec read back from a dict whose keys a JSON or YAML dump sorted equals the one
+    parsed."""
+    rank = {c.value: i for i, c in enumerate(Condition)}
+    return tuple(sorted(pairs, key=lambda pair: rank[pair[0]]))
 
 
 def parse_after(value: Any, *, is_ref: Any = is_task_id) -> tuple[After, list[str]]:

@@ -49,7 +49,7 @@ from typing import Any
 
 from service import yamldoc
 from service.config import Settings
-from service.dependencies import OnUnsatisfiable, on_unsatisfiable_of, parse_after
+from service.dependencies import OnUnsatisfiable, in_order, on_unsatisfiable_of, parse_after
 from service.layout import user_root, users_root
 from service.overrides import check_override
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY
@@ -129,14 +129,18 @@ class JobSpec:
         """JSON-safe dict (overrides as a list); ``from_dict`` reads it back."""
         out = asdict(self)
         out["overrides"] = list(self.overrides)
-        out["after"] = [list(pair) for pair in self.after]
+        after: dict[str, list[str]] = {}
+        for condition, parent in self.after:  # the document's form: parse_jobspec reads it
+            after.setdefault(condition, []).append(parent)
+        out["after"] = after
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JobSpec:
         """Rebuild a JobSpec stored by ``to_dict`` (trusted input, not re-validated)."""
+        after = d.get("after") or {}
         return cls(**{**d, "overrides": tuple(d.get("overrides") or ()),
-                      "after": tuple((c, p) for c, p in d.get("after") or ())})
+                      "after": in_order((c, p) for c, ps in after.items() for p in ps)})
 
 
 class JobSpecError(ValueError):
@@ -271,7 +275,7 @@ class _Validator:
         policy, problem = on_unsatisfiable_of(self.doc.get("on_unsatisfiable"))
         if problem is not None:
             self.error("on_unsatisfiable", problem)
-        return {"after": tuple((c.value, p) for c, p in after.pairs),
+        return {"after": in_order((c.value, p) for c, p in after.pairs),
                 "on_unsatisfiable": policy.value}
 
     # -- presence ------------------------------------------------------------------

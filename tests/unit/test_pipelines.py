@@ -270,3 +270,18 @@ def test_wait_keeps_an_unsatisfiable_dependent_with_its_reason(env: Env) -> None
     from service.dependencies import OnUnsatisfiable, wait_reason
     assert wait_reason(env.store.deps_of(c), OnUnsatisfiable.WAIT) == (
         f"after {a} (CANCELED): ok can never hold; waits until canceled")
+
+
+def test_a_jobspec_with_after_round_trips_through_its_dict_and_the_parser(env: Env) -> None:
+    import yaml
+
+    from service.jobspec import JobSpec, parse_jobspec
+    a = "mvp2-alice-ppo-20251223-143201-0c01"
+    b = "mvp2-alice-ppo-20251223-143201-0c02"
+    text = yaml.safe_load(_spec(env.root).replace("{", "{after: {ok: [" + a + "], any: ["
+                                                   + b + "]}, ", 1))
+    spec = parse_jobspec(yaml.safe_dump(text), env.settings, "alice")
+    assert spec.after == (("ok", a), ("any", b)) and spec.on_unsatisfiable == "cancel"
+    assert spec.to_dict()["after"] == {"ok": [a], "any": [b]}
+    assert JobSpec.from_dict(spec.to_dict()) == spec
+    assert parse_jobspec(yaml.safe_dump(spec.to_dict()), env.settings, "alice") == spec
