@@ -142,6 +142,7 @@ class PipelineStore:
         ``known``: parents created in this transaction (a pipeline's), with their depth."""
         problems: list[str] = []
         depths: list[int] = []
+        ended = False  # a parent ended already: nothing would wake the dependent
         for _, parent in after:
             if known is not None and parent in known:
                 depths.append(known[parent])
@@ -152,6 +153,7 @@ class PipelineStore:
                                 "yours)")
                 continue
             depths.append(row["depth"])
+            ended = ended or TaskState(row["state"]).is_terminal()
         problem = depth_problem(depths)
         if problem is not None:
             problems.append(problem)
@@ -162,8 +164,8 @@ class PipelineStore:
             conn.execute(Q["insert_dep"], {"task_id": task_id, "parent_id": parent,
                                            "condition": Condition(condition).value,
                                            "depth": depth})
-        # a parent may have ended already: the next tick looks at the new dependent
-        conn.execute(Q["insert_wakeup"], {"task_id": task_id})
+        if ended:  # the next tick decides it (the trigger wakes it for the others)
+            conn.execute(Q["insert_wakeup"], {"task_id": task_id})
 
     def create_pipeline(self, *, pipeline_id: str, name: str, user: str, document: str,
                         stages: Sequence[NewStage], now: float, admin: bool = False) -> None:
