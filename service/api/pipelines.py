@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml",
                            "application/json"})
-BODY_FACTOR = 16  # a pipeline document may hold this many JobSpecs' bytes
+BODY_FACTOR = 4  # a pipeline document: at most this many times a JobSpec body
 LIST_MAX = 500
 
 
