@@ -79,7 +79,7 @@ def paths() -> dict[str, Any]:
             "post": _op("Submit a pipeline: a DAG of stages, each a JobSpec, created "
                         "atomically", {"201": _json(_ref("PipelineCreated"), "Created")},
                         "400:BadRequest", "408:RequestTimeout", "413:PayloadTooLarge",
-                        "415:UnsupportedMediaType", requestBody=_BODY),
+                        "415:UnsupportedMediaType", "429:TooManyRequests", requestBody=_BODY),
             "get": _op("List pipelines, newest first (yours; an admin: everyone's)",
                        {"200": _json(_ref("PipelineList"), "Pipelines")}, "400:BadRequest",
                        params=[_query("user", {"type": "string"}, "me, all or a user name"),

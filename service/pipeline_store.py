@@ -24,6 +24,7 @@ from typing import Any
 
 from service.dependencies import Condition, Dep, depth_problem
 from service.pipelines import PipelineState, derive_state
+from service.quotas import HOUR_S, Limits, window_start_hour
 from service.rows import TaskRow
 from service.sql import QUERIES as Q
 from service.states import TaskState
@@ -133,6 +134,7 @@ class PipelineStore:
     _event: Any
     _reader: Any
     _snapshot: Any
+    _check_quota: Any
 
     # -- writes ------------------------------------------------------------------------
     def _insert_deps(self, conn: sqlite3.Connection, task_id: str,
@@ -168,10 +170,19 @@ class PipelineStore:
             conn.execute(Q["insert_wakeup"], {"task_id": task_id})
 
     def create_pipeline(self, *, pipeline_id: str, name: str, user: str, document: str,
-                        stages: Sequence[NewStage], now: float, admin: bool = False) -> None:
+                        stages: Sequence[NewStage], now: float, admin: bool = False,
+                        quota: Limits | None = None) -> None:
         """The pipeline and all its stages' tasks in one transaction (``stages`` parents
-        first): any failure writes nothing."""
+        first): any failure writes nothing. With ``quota`` (the owner's limits) the
+        pipeline counts as one submission: refused (``QuotaExceeded``) when the owner
+        already has ``max_waiting_tasks`` waiting, and the document's bytes count against
+        ``max_spec_bytes_per_day``."""
+        size = len(document.encode("utf-8"))
         with self._tx() as conn:
+            if quota is not None:
+                self._check_quota(conn, user, quota, size, now, window_start_hour(now))
+            conn.execute(Q["add_user_spec_bytes"],
+                         {"user": user, "hour": int(now // HOUR_S), "bytes": size})
             conn.execute(Q["insert_pipeline"], {"pipeline_id": pipeline_id, "name": name,
                                                 "user": user, "document": document,
                                                 "now": now})

@@ -77,9 +77,11 @@ def build_stages(doc: PipelineDoc, stage_tasks: Mapping[str, str], settings: Set
 
 
 def submit_pipeline(store: Store, doc: PipelineDoc, document: str, settings: Settings,
-                    user: str, now: float, *, is_admin: bool = False) -> tuple[str, dict[str, str]]:
+                    user: str, now: float, *, is_admin: bool = False
+                    ) -> tuple[str, dict[str, str]]:
     """Create the pipeline: ``(pipeline_id, {stage: task_id})``. Raises PipelineError
-    (400) or the store's errors; writes nothing then."""
+    (400) or the store's errors (QuotaExceeded: the owner's limits; admins have none);
+    writes nothing then."""
     taken: set[str] = set()
 
     def exists(candidate: str) -> bool:
@@ -97,5 +99,6 @@ def submit_pipeline(store: Store, doc: PipelineDoc, document: str, settings: Set
     pipeline_id = new_task_id(settings.task_id_prefix, "pipeline", now,
                               store.pipeline_exists, user=user)
     store.create_pipeline(pipeline_id=pipeline_id, name=doc.name, user=user,
-                          document=document, stages=stages, now=now, admin=is_admin)
+                          document=document, stages=stages, now=now, admin=is_admin,
+                          quota=None if is_admin else settings.users.limits_for(user))
     return pipeline_id, stage_tasks

@@ -25,7 +25,7 @@ from service.pipeline_submit import submit_pipeline
 from service.pipelines import PipelineDoc, PipelineError, parse_pipeline
 from service.rows import CancelKind, TaskRow
 from service.states import TaskState
-from service.store import Store
+from service.store import QuotaExceeded, Store
 from service.timefmt import iso
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,11 @@ async def create_pipeline(request: web.Request) -> web.Response:
                                       is_admin=who.is_admin))
     except PipelineError as exc:
         raise ApiError(400, "invalid pipeline", details=exc.details) from exc
+    except QuotaExceeded as exc:
+        refusal = exc.refusal
+        raise ApiError(429, refusal.message, code="quota_exceeded",
+                       details=[{"field": refusal.limit, "message": refusal.message}],
+                       headers={"Retry-After": str(refusal.retry_after_s)}) from exc
     except DependencyError as exc:  # pragma: no cover - stages name only new stages
         raise ApiError(400, f"invalid pipeline: {exc}") from exc
     except TaskIdExhausted as exc:  # pragma: no cover - needs a broken random source

@@ -285,3 +285,21 @@ def test_a_jobspec_with_after_round_trips_through_its_dict_and_the_parser(env: E
     assert spec.to_dict()["after"] == {"ok": [a], "any": [b]}
     assert JobSpec.from_dict(spec.to_dict()) == spec
     assert parse_jobspec(yaml.safe_dump(spec.to_dict()), env.settings, "alice") == spec
+
+
+def test_a_pipeline_counts_as_one_submission_against_the_owners_quota(env: Env) -> None:
+    from dataclasses import replace
+
+    from service.config import UserSettings
+    from service.quotas import Limits
+    from service.store import QuotaExceeded
+    settings = replace(env.settings, users=UserSettings(
+        per_user={"alice": Limits(max_waiting_tasks=1)}))
+    _task(env, "mvp2-alice-ppo-20251223-143201-0d01", "alice")
+    text = _doc(env.root)
+    with pytest.raises(QuotaExceeded, match="max_waiting_tasks"):
+        submit_pipeline(env.store, parse_pipeline(text), text, settings, "alice", T0)
+    assert env.store.list_pipelines(None, 10) == []
+    assert len(env.store.list_tasks(limit=10)[0]) == 1
+    submit_pipeline(env.store, parse_pipeline(text), text, settings, "alice", T0,
+                    is_admin=True)  # admins have no quota
