@@ -6,15 +6,15 @@ parent ended in this tick's reconcile is queued and, room permitting, submitted 
 same tick. The decision is ``dependencies.decide`` (pure); this module does the effects:
 resolving a stage's output references (the only file-system read: a checkpoint
 tracker), validating the result as a JobSpec of the owner, and the store's guarded
-writes. BLOCKED tasks never reach the planner: they are not in the runnable index. A tick looks
-only at the BLOCKED tasks a trigger woke (a parent of theirs ended: ``dep_wakeups``), so
-a thousand dependents waiting on running parents cost it one indexed read.
+writes. BLOCKED tasks never reach the planner: they are not in the runnable index. A
+tick looks only at the BLOCKED tasks a trigger woke (a parent of theirs ended:
+``dep_wakeups``), so a thousand dependents waiting on running parents cost it one read.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,15 +36,13 @@ class Unresolvable(ValueError):
 
 @dataclass
 class DependencyReport:
-    released: int = 0
-    canceled: int = 0
-    waiting: int = 0
-    pipelines_ended: int = 0
+    released: int = 0  # BLOCKED -> QUEUED
+    canceled: int = 0  # BLOCKED -> CANCELED (a dependency never holds, or unresolvable)
 
 
-def outputs_of(store: Store, settings: Settings, user: str | None, stage_tasks: Mapping[str, str],
-               refs: set[tuple[str, str]], *,
-               latest: Callable[[str], str] = latest_checkpoint) -> dict[tuple[str, str], str]:
+def outputs_of(store: Store, settings: Settings, user: str | None,
+               stage_tasks: Mapping[str, str], refs: set[tuple[str, str]]
+               ) -> dict[tuple[str, str], str]:
     """The values of ``refs`` (``(stage, output)``) for stages whose task ids are
     ``stage_tasks``: Unresolvable naming what is missing."""
     out: dict[tuple[str, str], str] = {}
@@ -55,7 +53,7 @@ def outputs_of(store: Store, settings: Settings, user: str | None, stage_tasks: 
             out[(stage, output)] = ckpt
         elif output == "latest_checkpoint":
             try:
-                out[(stage, output)] = latest(ckpt)
+                out[(stage, output)] = latest_checkpoint(ckpt)
             except NoCheckpoint as exc:
                 raise Unresolvable(f"stage {stage}: {exc}") from None
         else:  # job_dir
@@ -68,11 +66,9 @@ def outputs_of(store: Store, settings: Settings, user: str | None, stage_tasks: 
 
 
 class DependencyStep:
-    def __init__(self, store: Store, settings: Settings, *,
-                 latest: Callable[[str], str] = latest_checkpoint) -> None:
+    def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self.latest = latest  # injectable: a unit test needs no checkpoint on disk
 
     def run(self, now: float) -> DependencyReport:
         report = DependencyReport()
@@ -87,13 +83,11 @@ class DependencyStep:
                     self.store.cancel_blocked(task.task_id, now, cancel_reason(decision.dep),
                                               skipped=True)
                     report.canceled += 1
-                else:
-                    report.waiting += 1
             except StaleState:
                 pass  # canceled meanwhile: nothing to do
         if upto is not None:  # handled: a failure above leaves them for the next tick
             self.store.clear_wakeups(upto)
-        report.pipelines_ended = len(self.store.end_pipelines(now))
+        self.store.end_pipelines(now)
         return report
 
     def _release(self, task: BlockedTask, now: float, report: DependencyReport) -> None:
@@ -111,15 +105,13 @@ class DependencyStep:
         report.released += 1
 
     def _resolve(self, task: BlockedTask) -> dict[str, Any] | None:
-        # (called for pipeline stages only: task.template is set)
-        """The stage's JobSpec with its references resolved and validated for its owner;
-        None when it has none (the stored spec stands)."""
+        """A pipeline stage's JobSpec with its references resolved and validated for its
+        owner; None when it has none (the stored spec stands)."""
         refs = find_refs(task.template)
         if not refs or task.pipeline_id is None:
             return None
         view = self.store.get_pipeline(task.pipeline_id)
         stage_tasks = {} if view is None else {s.stage: s.task_id for s in view.stages}
-        values = outputs_of(self.store, self.settings, task.user, stage_tasks, refs,
-                            latest=self.latest)
+        values = outputs_of(self.store, self.settings, task.user, stage_tasks, refs)
         resolved = substitute(task.template or {}, values)
         return validate_document(resolved, self.settings, task.user).to_dict()

@@ -197,7 +197,9 @@ class Scheduler:
         if self._resolve_submitting(now, report):
             self._reconcile(now, report)
         self._note_outage(now, report.unreachable)
-        report.released = self.dependencies.run(now).released
+        waits = self.dependencies.run(now)
+        report.released = waits.released
+        report.finished += waits.canceled
         snapshot: ClusterSnapshot | ClusterUnavailable
         try:
             snapshot = self.cluster.snapshot(
