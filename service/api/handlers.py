@@ -27,7 +27,7 @@ from service.api.body import read_body, read_json_object, unknown_fields
 from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.middlewares import ApiError
 from service.api.params import SQLITE_MAX_INT, parse_uint
-from service.api.pipelines import task_dependencies
+from service.api.pipelines import task_dependencies, waiting_reasons
 from service.api.views import (
     InvalidCursor,
     attempt_json,
@@ -273,8 +273,10 @@ async def list_tasks(request: web.Request) -> web.Response:
         raise ApiError(400, "invalid query parameters", details=errors)
     tasks, next_before = await deps.store.list_tasks(state=state, limit=limit,
                                                      before_seq=before_seq, user=user)
+    waits = await waiting_reasons(deps, tasks)  # BLOCKED tasks: why they wait
     return await _json_off_loop(deps, lambda: {
-        "tasks": [task_json(t) for t in tasks],
+        "tasks": [{**task_json(t), **({"pending_reason": waits[t.task_id]}
+                                      if t.task_id in waits else {})} for t in tasks],
         "next_cursor": None if next_before is None else encode_cursor(next_before),
     })
 

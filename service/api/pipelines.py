@@ -69,17 +69,28 @@ async def task_dependencies(deps: AppDeps, task: TaskRow) -> dict[str, Any]:
     return out
 
 
+def _reasons(store: Store, task_ids: list[str]) -> dict[str, str]:
+    found = store.deps_of_tasks(task_ids)
+    out = {}
+    for task_id in task_ids:
+        policy = OnUnsatisfiable(store.on_unsatisfiable_of(task_id))
+        reason = wait_reason(found.get(task_id, []), policy)
+        out[task_id] = reason or "dependencies met: queued on the next tick"
+    return out
+
+
+async def waiting_reasons(deps: AppDeps, tasks: list[TaskRow]) -> dict[str, str]:
+    """Why each BLOCKED task of a list page waits (one read; nothing without any)."""
+    blocked = [t.task_id for t in tasks if t.state is TaskState.BLOCKED]
+    return await deps.store.read(lambda s: _reasons(s, blocked)) if blocked else {}
+
+
 def blocked_tasks(store: Store, limit: int) -> list[tuple[TaskRow, str]]:
     """The oldest BLOCKED tasks with why each waits (the console queue's "waiting on other
     tasks"); run on the store's read lane."""
     tasks = store.blocked_page(limit)
-    found = store.deps_of_tasks([t.task_id for t in tasks])
-    out = []
-    for t in tasks:
-        policy = OnUnsatisfiable(store.on_unsatisfiable_of(t.task_id))
-        reason = wait_reason(found.get(t.task_id, []), policy)
-        out.append((t, reason or "dependencies met: queued on the next tick"))
-    return out
+    reasons = _reasons(store, [t.task_id for t in tasks])
+    return [(t, reasons[t.task_id]) for t in tasks]
 
 
 # -- pipelines -----------------------------------------------------------------------------

@@ -39,6 +39,9 @@ async def test_a_dependent_task_waits_saying_why_and_bad_parents_are_400(
     assert got["state"] == "BLOCKED"
     assert got["waiting_on"] == got["pending_reason"] == f"after {parent} (SUBMITTED)"
     assert got["after"] == [{"task_id": parent, "condition": "ok", "state": "SUBMITTED"}]
+    listed = await (await client.get("/api/v2/tasks?state=BLOCKED", headers=headers)).json()
+    assert [(t["task_id"], t["pending_reason"]) for t in listed["tasks"]] == [
+        (child, f"after {parent} (SUBMITTED)")]
     world.cluster.finish(f"{parent}--a01", RayStatus.SUCCEEDED)
     world.tick()
     got = await (await client.get(f"/api/v2/tasks/{child}", headers=headers)).json()
