@@ -82,6 +82,7 @@ def paths() -> dict[str, Any]:
                         "415:UnsupportedMediaType", "429:TooManyRequests", requestBody=_BODY),
             "get": _op("List pipelines, newest first (yours; an admin: everyone's)",
                        {"200": _json(_ref("PipelineList"), "Pipelines")}, "400:BadRequest",
+                       "403:Forbidden",
                        params=[_query("user", {"type": "string"}, "me, all or a user name"),
                                _query("limit", {"type": "integer", "minimum": 1,
                                                 "maximum": 500, "default": 50},

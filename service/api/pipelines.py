@@ -27,6 +27,7 @@ from service.rows import CancelKind, TaskRow
 from service.states import TaskState
 from service.store import QuotaExceeded, Store
 from service.timefmt import iso
+from service.users import ALL, ME, name_problem
 
 log = logging.getLogger(__name__)
 
@@ -174,11 +175,15 @@ async def list_pipelines(request: web.Request) -> web.Response:
         raise ApiError(400, f"limit must be an integer from 1 to {LIST_MAX}",
                        details=[{"field": "limit", "message": raw_limit[:40]}])
     asked = request.query.get("user")
-    if asked in (None, "me"):
-        user: str | None = who.name if asked == "me" or not who.is_admin else None
-    elif asked == "all":
+    if asked in (None, "", ME):
+        user: str | None = who.name if asked == ME or not who.is_admin else None
+    elif asked == ALL:
         user = None if who.is_admin else who.name
     else:
+        problem = name_problem(asked)
+        if problem:
+            raise ApiError(400, "invalid query parameters", details=[
+                {"field": "user", "message": f"{problem} (or: me, all)"}])
         if not who.may_act_on(asked):
             raise ApiError(403, f"only an admin may list {asked}'s pipelines")
         user = asked
