@@ -19,6 +19,7 @@ from aiohttp import web
 from service import failure_guard, ui
 from service.api import accounts as a
 from service.api import handlers as h
+from service.api import pipelines as pl
 from service.api import webhooks as wh
 from service.api.auth import Access, Authenticator
 from service.api.body import expect_continue
@@ -42,6 +43,7 @@ TASK_ID = "{task_id:[^/:]+}"
 NAME = "{name:[^/:]+}"
 TOKEN_ID = "{token_id:[^/:]+}"
 HOOK_ID = "{hook_id:[^/:]+}"
+PIPELINE_ID = "{pipeline_id:[^/:]+}"
 CLUSTER_THREADS = 4
 WORK_THREADS = 3  # one party uses at most 2 (offload's fair share)
 WAKE_INTERVAL_S = 0.1
@@ -63,6 +65,10 @@ ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("GET", f"{API}/tasks/{TASK_ID}/logs", h.task_logs, U),
     ("GET", f"{API}/tasks/{TASK_ID}/metrics", h.task_metrics, U),
     ("GET", f"{API}/queue", h.queue, U),
+    ("POST", f"{API}/pipelines", pl.create_pipeline, U),
+    ("GET", f"{API}/pipelines", pl.list_pipelines, U),
+    ("GET", f"{API}/pipelines/{PIPELINE_ID}", pl.get_pipeline, U),
+    ("POST", f"{API}/pipelines/{PIPELINE_ID}/cancel", pl.cancel_pipeline, U),
     ("GET", f"{API}/me", a.me, U),
     ("GET", f"{API}/users", a.list_users, ADMIN),
     ("POST", f"{API}/users", a.create_user, ADMIN),

@@ -101,9 +101,20 @@ def initialize(conn: sqlite3.Connection, *, from_schema: bool = True) -> int:
         return latest
     if version == 0 and not empty:
         raise SchemaError("database has tables but no schema version: not an Argus database")
-    for number, path in migrations[version:]:
-        script = path.read_text(encoding="utf-8")
-        conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+    # A migration may rebuild a table others reference (SQLite cannot alter a CHECK): with
+    # foreign keys on, dropping the old table would fail. They are off while migrations
+    # run (the pragma is a no-op inside a transaction) and checked before they come back.
+    enforced = conn.execute("PRAGMA foreign_keys").fetchone()[0]
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        for number, path in migrations[version:]:
+            script = path.read_text(encoding="utf-8")
+            conn.executescript(f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise SchemaError(f"migrations left {len(broken)} broken foreign keys")
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if enforced else 'OFF'}")
     return latest
 
 

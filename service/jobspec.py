@@ -33,6 +33,10 @@ Rules beyond the field table, and why:
 * ``overrides`` items follow ``service.overrides`` (shape, keys Argus sets, the override
   policy, path-valued overrides under the allowed roots). When the workload itself is
   invalid, the keys it would set are unknown and only that check is skipped.
+* ``after`` (``{ok: [task_id...], notok: [...], any: [...]}``) and ``on_unsatisfiable``
+  (``cancel`` | ``wait``) follow ``service.dependencies``; here only their shape is
+  checked (whether the parents exist and may be named is the store's check). The JSON
+  Schema leaves ``after`` out: a generator of valid specs cannot know existing task ids.
 
 ``jobspec_json_schema`` describes the same document as JSON Schema (for the OpenAPI
 document and for generators of valid specs); a unit test keeps the two in step.
@@ -47,6 +51,7 @@ from typing import Any
 
 from service import yamldoc
 from service.config import Settings
+from service.dependencies import OnUnsatisfiable, in_order, on_unsatisfiable_of, parse_after
 from service.layout import user_root, users_root
 from service.overrides import check_override
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY
@@ -81,6 +86,8 @@ FIELDS: tuple[str, ...] = (
     "overrides",
     "priority",
     "max_runtime_s",
+    "after",
+    "on_unsatisfiable",
 )
 MAX_NNODES = 1024
 MAX_GPUS_PER_NODE = 64
@@ -90,7 +97,7 @@ MAX_RUNTIME_S = 30 * 86400  # a limit beyond a month is no limit anyone means
 MAX_STRING_LEN = 4096
 MAX_OVERRIDES = 256
 TRAINER_DEVICES = ("cpu", "cuda")
-YAML_LIMITS = yamldoc.Limits()
+YAML_LIMITS = yamldoc.Limits(max_depth=3)  # fields; after: a mapping of lists
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,9 @@ class JobSpec:
     overrides: tuple[str, ...] = ()
     priority: int | None = None  # None: the configured default (service.priorities)
     max_runtime_s: int | None = None  # None: the configured default (none unless set)
+    # (condition, parent task id) pairs (service.dependencies): BLOCKED until they hold
+    after: tuple[tuple[str, str], ...] = ()
+    on_unsatisfiable: str = OnUnsatisfiable.CANCEL.value
 
     @property
     def total_gpus(self) -> int:
@@ -121,12 +131,18 @@ class JobSpec:
         """JSON-safe dict (overrides as a list); ``from_dict`` reads it back."""
         out = asdict(self)
         out["overrides"] = list(self.overrides)
+        after: dict[str, list[str]] = {}
+        for condition, parent in self.after:  # the document's form: parse_jobspec reads it
+            after.setdefault(condition, []).append(parent)
+        out["after"] = after
         return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JobSpec:
         """Rebuild a JobSpec stored by ``to_dict`` (trusted input, not re-validated)."""
-        return cls(**{**d, "overrides": tuple(d.get("overrides") or ())})
+        after = d.get("after") or {}
+        return cls(**{**d, "overrides": tuple(d.get("overrides") or ()),
+                      "after": in_order((c, p) for c, ps in after.items() for p in ps)})
 
 
 class JobSpecError(ValueError):
@@ -197,6 +213,11 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number JSON allows")
+def validate_document(doc: Mapping[str, Any], settings: Settings, user: str | None = None
+                      ) -> JobSpec:
+    """``parse_jobspec`` for a document already read (a pipeline's stage): the same
+    rules, JobSpecError listing every problem."""
+    return _Validator(dict(doc), path_rules(settings, user)).run()
 
 
 def _detail(field: str, message: str) -> dict[str, Any]:
@@ -278,10 +299,21 @@ class _Validator:
             "overrides": self.overrides(workload),
             "priority": self.optional_int("priority", MIN_PRIORITY, MAX_PRIORITY),
             "max_runtime_s": self.optional_int("max_runtime_s", 1, MAX_RUNTIME_S),
+            **self.dependencies(),
         }
         if self.details:
             raise JobSpecError(self.details)
         return JobSpec(**values)
+
+    def dependencies(self) -> dict[str, Any]:
+        after, problems = parse_after(self.doc.get("after"))
+        for problem in problems:
+            self.error("after", problem)
+        policy, problem = on_unsatisfiable_of(self.doc.get("on_unsatisfiable"))
+        if problem is not None:
+            self.error("on_unsatisfiable", problem)
+        return {"after": in_order((c.value, p) for c, p in after.pairs),
+                "on_unsatisfiable": policy.value}
 
     # -- presence ------------------------------------------------------------------
 
@@ -490,6 +522,10 @@ def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",),
                 1, MAX_RUNTIME_S,
                 "time limit of each attempt from its driver's start (stopped past it, "
                 "TIME_LIMIT); default: config (none)")),
+            "on_unsatisfiable": nullable({
+                "type": "string", "enum": [p.value for p in OnUnsatisfiable],
+                "description": "a dependency that can never hold: cancel (default) or "
+                               "keep waiting (see after, docs/pipelines.md)"}),
             "overrides": nullable({
                 "type": "array", "maxItems": MAX_OVERRIDES,
                 "items": {"type": "string", "pattern": _OVERRIDE_GENERATED_PATTERN},

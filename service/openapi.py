@@ -49,6 +49,10 @@ OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("/api/v2/users/{name}/tokens", "post"): ("createToken", "tokens"),
     ("/api/v2/users/{name}/tokens/{token_id}:revoke", "post"): ("revokeToken", "tokens"),
     ("/api/v2/usage", "get"): ("getUsage", "usage"),
+    ("/api/v2/pipelines", "post"): ("submitPipeline", "pipelines"),
+    ("/api/v2/pipelines", "get"): ("listPipelines", "pipelines"),
+    ("/api/v2/pipelines/{pipeline_id}", "get"): ("getPipeline", "pipelines"),
+    ("/api/v2/pipelines/{pipeline_id}/cancel", "post"): ("cancelPipeline", "pipelines"),
     ("/api/v2/webhooks", "post"): ("createWebhook", "webhooks"),
     ("/api/v2/webhooks", "get"): ("listWebhooks", "webhooks"),
     ("/api/v2/webhooks/{hook_id}", "delete"): ("deleteWebhook", "webhooks"),
@@ -64,6 +68,8 @@ TAGS = [
     {"name": "users", "description": "who you are; users (admins)"},
     {"name": "tokens", "description": "API tokens"},
     {"name": "usage", "description": "GPU time per user and task"},
+    {"name": "pipelines", "description": "DAGs of tasks with conditions; outputs passed on "
+                                         "(docs/pipelines.md)"},
     {"name": "webhooks", "description": "signed notifications when tasks end (docs/webhooks.md)"},
     {"name": INTERNAL_TAG, "description": "for operators and their tools (x-internal: not "
                                           "part of a generated client)"},
@@ -369,6 +375,11 @@ def build_openapi() -> dict[str, Any]:
                           "503": json_content(ref("Readiness"), "Not ready; reasons say why")},
         }},
     }
+    from service import openapi_pipelines  # it builds on this module's helpers
+    paths.update(openapi_pipelines.paths())
+    schemas = {**SCHEMAS, **WEBHOOK_SCHEMAS, **openapi_pipelines.SCHEMAS}
+    schemas["Task"] = {**schemas["Task"], "properties": {
+        **schemas["Task"]["properties"], **openapi_pipelines.TASK_FIELDS}}
     for (path, method), (operation_id, tag) in OPERATIONS.items():
         op = paths[path][method]
         op["operationId"], op["tags"] = operation_id, [tag]
@@ -386,7 +397,7 @@ def build_openapi() -> dict[str, Any]:
         "paths": paths,
         "components": {
             "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
-            "schemas": {**SCHEMAS, **WEBHOOK_SCHEMAS},
+            "schemas": schemas,
             "responses": RESPONSES,
         },
     })

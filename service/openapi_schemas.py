@@ -120,7 +120,9 @@ SCHEMAS: dict[str, Any] = {
     "TokenState": {"type": "string", "enum": ["active", "revoked", "expired"]},
     "Submitted": {
         "type": "object", "required": ["task_id", "state"],
-        "properties": {"task_id": {"type": "string"}, "state": {"const": "QUEUED"}},
+        "properties": {"task_id": {"type": "string"},
+                       "state": {"type": "string", "enum": ["QUEUED", "BLOCKED"],
+                                 "description": "BLOCKED: it has after (dependencies)"}},
     },
     "Attempt": {
         "type": "object",

@@ -93,6 +93,7 @@ from service.cluster import (
 )
 from service.config import Settings, thaw
 from service.db import storage_fault
+from service.dependency_tick import DependencyStep
 from service.fairshare import Ledger, Share, Span, decayed_usage
 from service.jobspec import JobSpec
 from service.plan import PlanInput, Preemption, Wait
@@ -133,6 +134,7 @@ class TickReport:
     finished: int = 0  # tasks that reached a terminal state
     pending: int = 0  # runnable tasks examined that keep waiting
     preempted: int = 0  # running attempts asked to stop for a higher-priority gang
+    released: int = 0  # BLOCKED tasks whose dependencies now hold (queued this tick)
     unreachable: str | None = None  # Ray's error when it did not answer
     duration_s: float = 0.0
 
@@ -165,6 +167,8 @@ class Scheduler:
         self.backfill_window = backfill_window
         self.driver = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
         self.planner = Planner(self.sched, settings.users, self.driver)
+        # BLOCKED tasks: released, canceled or kept before admission (dependency_tick)
+        self.dependencies = DependencyStep(store, settings)
         # the last tick's cluster view (or why Ray did not answer), for /metrics and the
         # console's cluster page, which never call Ray themselves
         self.last_snapshot: ClusterSnapshot | ClusterUnavailable | None = None
@@ -200,6 +204,9 @@ class Scheduler:
         if self._resolve_submitting(now, report):
             self._reconcile(now, report)
         self._note_outage(now, report.unreachable)
+        waits = self.dependencies.run(now)
+        report.released = waits.released
+        report.finished += waits.canceled
         snapshot: ClusterSnapshot | ClusterUnavailable
         try:
             snapshot = self.cluster.snapshot(

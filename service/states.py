@@ -11,6 +11,9 @@ from enum import StrEnum
 
 
 class TaskState(StrEnum):
+    # waiting on other tasks' final states (service.dependencies): never admitted, never
+    # counted as waiting for the cluster, until its dependencies hold
+    BLOCKED = "BLOCKED"
     QUEUED = "QUEUED"
     PENDING_RESOURCES = "PENDING_RESOURCES"
     SUBMITTING = "SUBMITTING"
@@ -28,11 +31,14 @@ TERMINAL: frozenset[TaskState] = frozenset(
     {TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED}
 )
 RUNNABLE: frozenset[TaskState] = frozenset({TaskState.QUEUED, TaskState.PENDING_RESOURCES})
+# Not started yet: cancelled at once, priority still changeable.
+WAITING: frozenset[TaskState] = RUNNABLE | {TaskState.BLOCKED}
 # States in which an attempt exists on Ray and must be reconciled each tick.
 ON_CLUSTER: frozenset[TaskState] = frozenset({TaskState.SUBMITTED, TaskState.RUNNING})
 
 _S = TaskState
 ALLOWED: dict[TaskState, frozenset[TaskState]] = {
+    _S.BLOCKED: frozenset({_S.QUEUED, _S.CANCELED}),
     _S.QUEUED: frozenset({_S.PENDING_RESOURCES, _S.SUBMITTING, _S.CANCELED}),
     _S.PENDING_RESOURCES: frozenset({_S.SUBMITTING, _S.CANCELED}),
     _S.SUBMITTING: frozenset({_S.SUBMITTED, _S.PENDING_RESOURCES, _S.FAILED}),

@@ -35,6 +35,7 @@ from service.db import (
     storage_fault,
 )
 from service.ids import submission_id
+from service.pipeline_store import PipelineStore
 from service.quotas import HOUR_S, Limits, QuotaRefusal, submit_refusal, window_start_hour
 from service.rows import (
     ActiveRow,
@@ -60,7 +61,7 @@ from service.rows import (
     UserStatusChange,
 )
 from service.sql import QUERIES as Q
-from service.states import RUNNABLE, RayStatus, TaskState, check_transition
+from service.states import RUNNABLE, WAITING, RayStatus, TaskState, check_transition
 from service.store_reads import ACTIVE, MAX_SEQ, StoreReads, token_row, user_row
 from service.store_reads import _task as task_row
 from service.store_webhooks import WebhookStore
@@ -177,7 +178,7 @@ def truncate_message(text: str | None) -> str | None:
     return f"{text[:MESSAGE_HEAD]}\n...[{cut} characters truncated]...\n{text[-MESSAGE_TAIL:]}"
 
 
-class Store(StoreReads, WebhookStore):
+class Store(PipelineStore, StoreReads, WebhookStore):
     """Thread-safe access to the service database (see the module docstring)."""
 
     def __init__(self, db_path: str, *, synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
@@ -308,8 +309,11 @@ class Store(StoreReads, WebhookStore):
     def create_task(self, *, task_id: str, workload: str, jobspec_yaml: str,
                     spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
                     user: str | None, now: float, priority: int = 0,
-                    max_runtime_s: float | None = None, quota: Limits | None = None) -> None:
-        """Insert a QUEUED task (runnable at once) and its CREATED event.
+                    max_runtime_s: float | None = None, quota: Limits | None = None,
+                    after: Sequence[tuple[str, str]] = (), admin: bool = False) -> None:
+        """Insert a QUEUED task (runnable at once) and its CREATED event; with ``after``
+        (``(condition, parent)`` pairs) a BLOCKED one and its dependencies, whose parents
+        must exist and be ``user``'s (any task for an ``admin``): DependencyError else.
 
         With ``quota`` (the owner's limits; None: exempt), the owner's waiting tasks and
         JobSpec bytes of the last day are checked in the same transaction: over either,
@@ -322,12 +326,13 @@ class Store(StoreReads, WebhookStore):
         spec_json = json.dumps(dict(spec), sort_keys=True)
         size = len(jobspec_yaml.encode("utf-8")) + len(spec_json.encode("utf-8"))
         first_hour = window_start_hour(now)
+        state = _S.BLOCKED if after else _S.QUEUED
         with self._tx() as conn:
             if quota is not None and user is not None:
                 self._check_quota(conn, user, quota, size, now, first_hour)
             try:
                 conn.execute(Q["insert_task"], {
-                    "task_id": task_id, "workload": workload, "state": _S.QUEUED.value,
+                    "task_id": task_id, "workload": workload, "state": state.value,
                     "jobspec_yaml": jobspec_yaml, "spec_json": spec_json, "nnodes": nnodes,
                     "n_gpus_per_node": n_gpus_per_node, "user": user, "now": now,
                     "priority": priority, "max_runtime_s": max_runtime_s,
@@ -336,13 +341,15 @@ class Store(StoreReads, WebhookStore):
                 if "UNIQUE" in str(exc):
                     raise TaskExists(task_id) from exc
                 raise
+            if after:
+                self._insert_deps(conn, task_id, after, user, admin)
             if user is not None:
                 conn.execute(Q["add_user_spec_bytes"],
                              {"user": user, "hour": int(now // HOUR_S), "bytes": size})
                 conn.execute(Q["drop_user_spec_bytes_before"],
                              {"user": user, "hour": first_hour})
             self._event(conn, task_id, now, "CREATED",
-                        {"state": _S.QUEUED.value, "priority": priority, **_by(user)})
+                        {"state": state.value, "priority": priority, **_by(user)})
 
     @staticmethod
     def _check_quota(conn: sqlite3.Connection, user: str, quota: Limits, size: int,
@@ -366,7 +373,7 @@ class Store(StoreReads, WebhookStore):
             if row is None:
                 raise TaskNotFound(task_id)
             state = TaskState(row["state"])
-            if state not in RUNNABLE:
+            if state not in WAITING:
                 raise StaleState(task_id, _S.PENDING_RESOURCES, state.value)
             old = row["priority"]
             if old != priority:
@@ -393,7 +400,7 @@ class Store(StoreReads, WebhookStore):
             state, sid = TaskState(row["state"]), row["ray_submission_id"]
             if state.is_terminal():
                 kind = CancelKind.TERMINAL
-            elif state in RUNNABLE:
+            elif state in WAITING:
                 self._transition(conn, task_id, state, _S.CANCELED, now,
                                  {"reason": "cancel requested", **_by(by)},
                                  query="move_canceled", error_summary="canceled by request")

@@ -23,8 +23,8 @@ the ``Store`` it handed in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from service.curves import Point
 from service.ids import new_task_id
@@ -51,6 +51,8 @@ from service.usage import Summary
 from service.users import Role
 from service.webhooks.rows import DeliveryRow, WebhookRow
 
+T = TypeVar("T")
+
 READ_THREADS = 3
 HEAVY_THREADS = 2
 
@@ -69,6 +71,15 @@ class AsyncStore:
         self._reads.close()
         self._heavy.close()
         self._writes.close()
+
+    async def read(self, fn: Callable[[Store], T]) -> T:
+        """``fn(store)`` on the read lane (for modules that add their own reads, e.g.
+        ``service.api.pipelines``)."""
+        return await self._reads.run(fn, self._store)
+
+    async def write(self, fn: Callable[[Store], T]) -> T:
+        """``fn(store)`` on the write lane."""
+        return await self._writes.run(fn, self._store)
 
     # -- reads ---------------------------------------------------------------------------
     async def get_task(self, task_id: str) -> TaskRow | None:
@@ -174,8 +185,10 @@ class AsyncStore:
                           spec: Mapping[str, Any], nnodes: int, n_gpus_per_node: int,
                           user: str | None, now: float, priority: int = 0,
                           max_runtime_s: float | None = None,
-                          quota: Limits | None = None) -> str:
-        """Insert a QUEUED task under a fresh id (``ids.new_task_id``); returns the id."""
+                          quota: Limits | None = None,
+                          after: Sequence[tuple[str, str]] = (), admin: bool = False) -> str:
+        """Insert a QUEUED (BLOCKED with ``after``) task under a fresh id
+        (``ids.new_task_id``); returns the id."""
 
         def create() -> str:
             task_id = new_task_id(id_prefix, workload, now, self._store.task_exists,
@@ -184,7 +197,7 @@ class AsyncStore:
                                     jobspec_yaml=jobspec_yaml, spec=spec, nnodes=nnodes,
                                     n_gpus_per_node=n_gpus_per_node, user=user, now=now,
                                     priority=priority, max_runtime_s=max_runtime_s,
-                                    quota=quota)
+                                    quota=quota, after=after, admin=admin)
             return task_id
 
         return await self._writes.run(create)

@@ -27,6 +27,7 @@ from service.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unk
 from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.middlewares import ApiError
 from service.api.params import SQLITE_MAX_INT, parse_uint
+from service.api.pipelines import task_dependencies, waiting_reasons
 from service.api.views import (
     InvalidCursor,
     attempt_json,
@@ -43,6 +44,7 @@ from service.curves import default_keys, join
 from service.db import storage_fault
 from service.jobspec import JobSpec, JobSpecError, parse_jobspec, parse_jobspec_json
 from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from service.pipeline_store import DependencyError
 from service.priorities import allowance_problem, range_problem
 from service.rows import AttemptRow, CancelKind, TaskRow
 from service.states import RayStatus, TaskState
@@ -234,7 +236,11 @@ async def submit_task(request: web.Request) -> web.Response:
             id_prefix=deps.settings.task_id_prefix, workload=spec.workload,
             jobspec_yaml=text, spec=spec.to_dict(), nnodes=spec.nnodes,
             n_gpus_per_node=spec.n_gpus_per_node, user=owner, now=deps.clock(),
-            priority=priority, max_runtime_s=max_runtime_s, quota=quota)
+            priority=priority, max_runtime_s=max_runtime_s, quota=quota,
+            after=spec.after, admin=principal.is_admin)
+    except DependencyError as exc:
+        raise ApiError(400, "invalid JobSpec", details=[
+            {"field": "after", "message": p} for p in exc.problems]) from exc
     except QuotaExceeded as exc:
         refusal = exc.refusal
         raise ApiError(429, refusal.message, code="quota_exceeded",
@@ -242,7 +248,8 @@ async def submit_task(request: web.Request) -> web.Response:
                        headers={"Retry-After": str(refusal.retry_after_s)}) from exc
     deps.metrics.submits.inc()
     deps.waker.wake()
-    return web.json_response({"task_id": task_id, "state": TaskState.QUEUED.value}, status=201)
+    state = TaskState.BLOCKED if spec.after else TaskState.QUEUED
+    return web.json_response({"task_id": task_id, "state": state.value}, status=201)
 
 
 async def list_tasks(request: web.Request) -> web.Response:
@@ -270,8 +277,10 @@ async def list_tasks(request: web.Request) -> web.Response:
         raise ApiError(400, "invalid query parameters", details=errors)
     tasks, next_before = await deps.store.list_tasks(state=state, limit=limit,
                                                      before_seq=before_seq, user=user)
+    waits = await waiting_reasons(deps, tasks)  # BLOCKED tasks: why they wait
     return await _json_off_loop(deps, lambda: {
-        "tasks": [task_json(t) for t in tasks],
+        "tasks": [{**task_json(t), **({"pending_reason": waits[t.task_id]}
+                                      if t.task_id in waits else {})} for t in tasks],
         "next_cursor": None if next_before is None else encode_cursor(next_before),
     })
 
@@ -281,7 +290,8 @@ async def get_task(request: web.Request) -> web.Response:
     task = await _task_or_404(deps, request.match_info["task_id"])
     progress = await deps.store.task_progress(task.task_id)
     planned = deps.metrics.observed.estimated_start(task.task_id)
-    return web.json_response(task_with_progress(task, progress, deps.clock(), planned))
+    return web.json_response({**task_with_progress(task, progress, deps.clock(), planned),
+                              **await task_dependencies(deps, task)})
 
 
 MAX_CURVES = 16  # metrics one request may ask for
@@ -371,8 +381,8 @@ async def set_task_priority(request: web.Request) -> web.Response:
     except TaskNotFound as exc:
         raise ApiError(404, f"task {task_id} not found") from exc
     except StaleState as exc:
-        raise ApiError(409, f"task {task_id} is {exc.actual}: only a waiting (QUEUED or "
-                            "PENDING_RESOURCES) task's priority can change",
+        raise ApiError(409, f"task {task_id} is {exc.actual}: only a waiting (BLOCKED, "
+                            "QUEUED or PENDING_RESOURCES) task's priority can change",
                        details=[{"field": "state", "message": str(exc.actual)}]) from exc
     if before.priority != priority:
         log.info("priority of %s: %d -> %d by %s", task_id, before.priority, priority, who)

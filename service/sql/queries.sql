@@ -886,3 +886,150 @@ ORDER BY delivery_id DESC LIMIT :limit;
 DELETE FROM webhook_deliveries WHERE delivery_id IN (
     SELECT delivery_id FROM webhook_deliveries INDEXED BY webhook_deliveries_ended
     WHERE ended_at IS NOT NULL AND ended_at < :before LIMIT :limit);
+
+-- dependencies and pipelines (migration 0012) -----------------------------------------------
+-- BLOCKED tasks are read through tasks_blocked (its term repeated word for word), so a tick
+-- costs what the blocked tasks cost, never a scan of tasks.
+
+-- name: dep_parent
+-- A named parent: its owner, state and depth (0: it depends on nothing).
+SELECT t.task_id, t.user, t.state,
+       coalesce((SELECT max(d.depth) FROM task_deps d WHERE d.task_id = t.task_id), 0) AS depth
+FROM tasks t WHERE t.task_id = :task_id;
+
+-- name: insert_dep
+INSERT INTO task_deps (task_id, parent_id, condition, depth)
+VALUES (:task_id, :parent_id, :condition, :depth);
+
+-- name: woken_deps
+-- The BLOCKED tasks named in dep_wakeups (a parent of theirs ended, or they are new), each
+-- with every dependency and the parent's state now, in FIFO order; a pipeline stage's
+-- template (its output references unresolved) comes along. :upto: the last wakeup read.
+SELECT t.task_id, t.user,
+       coalesce(json_extract(t.spec_json, '$.on_unsatisfiable'), 'cancel') AS on_unsatisfiable,
+       d.parent_id, d.condition, p.state AS parent_state,
+       s.pipeline_id, s.stage, s.template_json
+FROM tasks t
+JOIN task_deps d ON d.task_id = t.task_id
+JOIN tasks p ON p.task_id = d.parent_id
+LEFT JOIN pipeline_stages s ON s.task_id = t.task_id
+WHERE t.task_id IN (SELECT task_id FROM dep_wakeups WHERE id <= :upto)
+  AND t.state = 'BLOCKED'
+ORDER BY t.seq;
+
+-- name: last_wakeup
+SELECT max(id) AS upto FROM dep_wakeups;
+
+-- name: delete_wakeups
+DELETE FROM dep_wakeups WHERE id <= :upto;
+
+-- name: insert_wakeup
+INSERT INTO dep_wakeups (task_id) VALUES (:task_id);
+
+-- name: blocked_count
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_blocked WHERE state = 'BLOCKED';
+
+-- name: blocked_page
+-- One page of the BLOCKED tasks (the console's "waiting on other tasks"), oldest first.
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
+       NULL AS attempt_no, NULL AS ray_submission_id, NULL AS ray_status,
+       NULL AS failure_kind, NULL AS message, NULL AS attempt_created_at,
+       NULL AS submitted_at, NULL AS start_time, NULL AS end_time, NULL AS exit_code,
+       NULL AS stop_requested, NULL AS preempted_for
+FROM tasks t INDEXED BY tasks_blocked
+WHERE t.state = 'BLOCKED'
+ORDER BY t.seq LIMIT :limit;
+
+-- name: deps_of_task
+-- A task's dependencies with each parent's state now (the API's "after" and wait reason).
+SELECT d.parent_id, d.condition, p.state AS parent_state
+FROM task_deps d JOIN tasks p ON p.task_id = d.parent_id
+WHERE d.task_id = :task_id
+ORDER BY p.seq;
+
+-- name: deps_of_tasks
+-- The dependencies of the tasks in :ids (a JSON array), for a page of tasks at once.
+SELECT d.task_id, d.parent_id, d.condition, p.state AS parent_state
+FROM task_deps d JOIN tasks p ON p.task_id = d.parent_id
+WHERE d.task_id IN (SELECT value FROM json_each(:ids));
+
+-- name: move_unblocked
+-- BLOCKED -> QUEUED: its dependencies hold. It joins the queue now (FIFO among tasks
+-- unblocked since; its seq keeps its place among equal priorities), with its references
+-- resolved (:spec_json; NULL: unchanged).
+UPDATE tasks SET state = :dst, updated_at = :now, next_run_at = :now, runnable_since = :now,
+                 pending_reason = NULL, spec_json = coalesce(:spec_json, spec_json)
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: insert_pipeline
+INSERT INTO pipelines (pipeline_id, name, user, state, document, created_at, updated_at)
+VALUES (:pipeline_id, :name, :user, 'RUNNING', :document, :now, :now);
+
+-- name: insert_stage
+INSERT INTO pipeline_stages (pipeline_id, stage, task_id, position, template_json)
+VALUES (:pipeline_id, :stage, :task_id, :position, :template_json);
+
+-- name: pipeline_exists
+SELECT 1 AS found FROM pipelines WHERE pipeline_id = :pipeline_id;
+
+-- name: get_pipeline
+SELECT pipeline_id, name, user, state, created_at, updated_at, ended_at, cancel_requested_at
+FROM pipelines WHERE pipeline_id = :pipeline_id;
+
+-- name: list_pipelines
+-- Newest first, at most :limit (all users).
+SELECT pipeline_id, name, user, state, created_at, updated_at, ended_at, cancel_requested_at
+FROM pipelines INDEXED BY pipelines_created
+ORDER BY created_at DESC LIMIT :limit;
+
+-- name: list_pipelines_of_user
+SELECT pipeline_id, name, user, state, created_at, updated_at, ended_at, cancel_requested_at
+FROM pipelines INDEXED BY pipelines_user_created
+WHERE user = :user
+ORDER BY created_at DESC LIMIT :limit;
+
+-- name: pipeline_stages
+-- A pipeline's stages in document order with their tasks' states and dependencies.
+SELECT s.stage, s.task_id, s.position, s.skipped, t.state, t.error_summary, t.pending_reason,
+       t.latest_attempt_no
+FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
+WHERE s.pipeline_id = :pipeline_id
+ORDER BY s.position;
+
+-- name: pipeline_edges
+-- Every dependency between two stages of a pipeline (by stage name).
+SELECT c.stage AS child, p.stage AS parent, d.condition
+FROM pipeline_stages c
+JOIN task_deps d ON d.task_id = c.task_id
+JOIN pipeline_stages p ON p.task_id = d.parent_id
+WHERE c.pipeline_id = :pipeline_id
+ORDER BY c.position, p.position;
+
+-- name: task_on_unsatisfiable
+SELECT coalesce(json_extract(spec_json, '$.on_unsatisfiable'), 'cancel') AS on_unsatisfiable
+FROM tasks WHERE task_id = :task_id;
+
+-- name: stage_of_task
+SELECT s.pipeline_id, s.stage FROM pipeline_stages s WHERE s.task_id = :task_id;
+
+-- name: running_pipeline_stages
+-- The stages of every RUNNING pipeline (the tick derives their states).
+SELECT p.pipeline_id, p.cancel_requested_at, s.task_id, s.position, s.skipped, t.state
+FROM pipelines p INDEXED BY pipelines_running
+JOIN pipeline_stages s ON s.pipeline_id = p.pipeline_id
+JOIN tasks t ON t.task_id = s.task_id
+WHERE p.state = 'RUNNING';
+
+-- name: mark_stage_skipped
+UPDATE pipeline_stages SET skipped = 1 WHERE task_id = :task_id;
+
+-- name: end_pipeline
+-- RUNNING -> a final state (guarded: zero rows, it ended meanwhile).
+UPDATE pipelines SET state = :state, updated_at = :now, ended_at = :now
+WHERE pipeline_id = :pipeline_id AND state = 'RUNNING';
+
+-- name: flag_pipeline_cancel
+UPDATE pipelines SET cancel_requested_at = :now, updated_at = :now
+WHERE pipeline_id = :pipeline_id AND state = 'RUNNING' AND cancel_requested_at IS NULL;

@@ -7,8 +7,8 @@ CREATE TABLE tasks (
     task_id             TEXT    NOT NULL UNIQUE,
     workload            TEXT    NOT NULL,
     state               TEXT    NOT NULL CHECK (state IN (
-                            'QUEUED', 'PENDING_RESOURCES', 'SUBMITTING', 'SUBMITTED',
-                            'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELED')),
+                            'BLOCKED', 'QUEUED', 'PENDING_RESOURCES', 'SUBMITTING',
+                            'SUBMITTED', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELED')),
     jobspec_yaml        TEXT    NOT NULL,                   -- raw, as received
     spec_json           TEXT    NOT NULL,                   -- normalised JobSpec
     nnodes              INTEGER NOT NULL CHECK (nnodes >= 1),
@@ -311,3 +311,55 @@ BEGIN
     UPDATE task_counts SET n = n - 1
     WHERE user = coalesce(OLD.user, '') AND state = OLD.state;
 END;
+
+-- Dependencies and pipelines (migration 0012): BLOCKED tasks wait on their parents'
+-- final states (task_deps); a pipeline is a DAG of stages, each a task.
+CREATE INDEX tasks_blocked ON tasks (seq) WHERE state = 'BLOCKED';
+CREATE TABLE task_deps (
+    task_id   TEXT    NOT NULL REFERENCES tasks (task_id),   -- the dependent
+    parent_id TEXT    NOT NULL REFERENCES tasks (task_id),
+    condition TEXT    NOT NULL CHECK (condition IN ('ok', 'notok', 'any')),
+    depth     INTEGER NOT NULL CHECK (depth >= 1),
+    PRIMARY KEY (task_id, parent_id)
+) WITHOUT ROWID;
+CREATE INDEX task_deps_parent ON task_deps (parent_id);
+
+-- dep_wakeups: the BLOCKED tasks to look at again, written by the trigger below in the
+--   transaction that ends a parent (and by the store for a new dependent), so a tick reads
+--   what changed instead of every BLOCKED task; the tick deletes the rows it has handled.
+CREATE TABLE dep_wakeups (
+    id      INTEGER PRIMARY KEY,
+    task_id TEXT    NOT NULL
+);
+CREATE TRIGGER task_deps_parent_ended AFTER UPDATE OF state ON tasks
+WHEN NEW.state IN ('SUCCEEDED', 'FAILED', 'CANCELED') AND OLD.state IS NOT NEW.state
+BEGIN
+    INSERT INTO dep_wakeups (task_id)
+    SELECT task_id FROM task_deps WHERE parent_id = NEW.task_id;
+END;
+
+CREATE TABLE pipelines (
+    pipeline_id         TEXT    PRIMARY KEY,
+    name                TEXT    NOT NULL,
+    user                TEXT    NOT NULL,
+    state               TEXT    NOT NULL CHECK (state IN (
+                            'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELED')),
+    document            TEXT    NOT NULL,                   -- raw, as received
+    created_at          REAL    NOT NULL,
+    updated_at          REAL    NOT NULL,
+    ended_at            REAL,
+    cancel_requested_at REAL
+) WITHOUT ROWID;
+CREATE INDEX pipelines_running ON pipelines (created_at) WHERE state = 'RUNNING';
+CREATE INDEX pipelines_created ON pipelines (created_at);
+CREATE INDEX pipelines_user_created ON pipelines (user, created_at);
+
+CREATE TABLE pipeline_stages (
+    pipeline_id   TEXT    NOT NULL REFERENCES pipelines (pipeline_id),
+    stage         TEXT    NOT NULL,
+    task_id       TEXT    NOT NULL UNIQUE REFERENCES tasks (task_id),
+    position      INTEGER NOT NULL CHECK (position >= 0),
+    template_json TEXT    NOT NULL,
+    skipped       INTEGER NOT NULL DEFAULT 0 CHECK (skipped IN (0, 1)),
+    PRIMARY KEY (pipeline_id, stage)
+) WITHOUT ROWID;

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from service.api.deps import DEPS
 from service.failure_guard import FailureGuard
-from service.ui import live, pages, webhooks_view
+from service.ui import live, pages, pipeline_view, webhooks_view
 from service.ui.changes import ChangeFeed
 from service.ui.sessions import fingerprint
 from service.ui.slots import StreamSlots
@@ -61,6 +61,7 @@ ROUTES: tuple[tuple[str, str, pages.PageHandler], ...] = (
     ("POST", f"/ui/tasks/{TASK}/cancel", pages.cancel),
     ("GET", f"/ui/tasks/{TASK}/priority", pages.priority_form),
     ("POST", f"/ui/tasks/{TASK}/priority", pages.set_priority),
+    ("GET", "/ui/pipelines/{pipeline_id:[^/:]+}", pipeline_view.pipeline_page),
     ("GET", "/ui/cluster", pages.cluster_page),
     ("GET", "/ui/charts", pages.charts_page),
     ("GET", "/ui/webhooks", webhooks_view.webhooks_page),

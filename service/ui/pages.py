@@ -29,6 +29,7 @@ from service.api.auth import AuthFailure
 from service.api.deps import AppDeps, deps_of
 from service.api.handlers import _attempt_log, _on_cluster, _tail
 from service.api.params import parse_uint
+from service.api.pipelines import blocked_tasks, task_dependencies
 from service.cluster import ClusterError
 from service.config import SchedulerSettings
 from service.failure_guard import FailureGuard
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 UI = "/ui"
 PAGE_SIZE = 50
 RECENT = 20
+BLOCKED_SHOWN = 50  # tasks waiting on other tasks, oldest first
 LOG_LINES = 200
 FORM_MAX_BYTES = 8192
 CHART_WINDOW_S = 24 * 3600.0
@@ -286,6 +288,11 @@ async def queue_page(request: web.Request) -> web.Response:
         pending, pending_total = await store.queue_page(
             user=user or None, workload=workload or None, offset=(page - 1) * PAGE_SIZE,
             limit=PAGE_SIZE)
+    blocked: list[tuple[TaskRow, str]] = []
+    if state in ("", "pending"):
+        blocked = [(t, why) for t, why in await store.read(
+            lambda s: blocked_tasks(s, BLOCKED_SHOWN))
+            if (not user or t.user == user) and (not workload or t.workload == workload)]
     running: list[TaskRow] = []
     if state in ("", "running"):
         running = [t for t in await store.active_tasks()
@@ -306,7 +313,8 @@ async def queue_page(request: web.Request) -> web.Response:
     return render(
         request, "_queue.html" if q.get("fragment") else "queue.html", nav="queue",
         counts=counts, states=[s.value for s in TaskState], pending=pending,
-        pending_total=pending_total, running=running, recent=recent, held=_held(deps),
+        pending_total=pending_total, blocked=blocked, running=running, recent=recent,
+        held=_held(deps),
         progress=progress,
         filters=filters, workloads=await store.pending_workloads(), page=page, pages=pages,
         link=link)
@@ -332,11 +340,13 @@ async def task_page(request: web.Request) -> web.Response:
     spec = await deps.store.task_jobspec(task_id) if may_act else None
     curves = await progress_view.task_curves(deps.store, task_id, request.query.getall(
         "keys", [])[:progress_view.MAX_PAGE_CURVES]) if may_act else None
+    links = await task_dependencies(deps, task)
     return render(
         request, "_task.html" if request.query.get("fragment") else "task.html",
         nav="queue", task=task, attempts=attempts, events=events, jobspec=spec or "",
         may_act=may_act, terminal=task.state in TERMINAL,
-        waiting=task.state in RUNNABLE, held=_held(deps), progress=progress, curves=curves)
+        waiting=task.state in RUNNABLE, held=_held(deps), progress=progress, curves=curves,
+        links=links)
 
 
 @signed_in

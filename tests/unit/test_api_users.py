@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.api.auth import Access
@@ -128,6 +129,10 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("GET", "/api/v2/tasks/{task_id}/logs"): OWNER,
     ("GET", "/api/v2/tasks/{task_id}/metrics"): OWNER,  # read from the logs
     ("GET", "/api/v2/queue"): OK_ALL,
+    ("POST", "/api/v2/pipelines"): {k: 201 for k in OK_ALL},
+    ("GET", "/api/v2/pipelines"): OK_ALL,
+    ("GET", "/api/v2/pipelines/{pipeline_id}"): OWNER,
+    ("POST", "/api/v2/pipelines/{pipeline_id}/cancel"): OWNER,
     ("GET", "/api/v2/me"): OK_ALL,
     ("GET", "/api/v2/users"): ADMIN,
     ("POST", "/api/v2/users"): {**ADMIN, "ada": 201, "bootstrap": 201},
@@ -176,7 +181,15 @@ async def test_route_authorization(client, world: World, method: str, path: str,
     concrete = (path.replace("{task_id}", task).replace("{name}", "alice")
                 .replace("{token_id}", spare).replace("{hook_id}", hook))
     kw: dict[str, Any] = {"headers": world.auth(who)}
-    if (method, path) == ("POST", "/api/v2/tasks"):
+    pipeline = {"name": "p", "stages": {"a": {"jobspec": yaml.safe_load(
+        jobspec(world.shared))}}}
+    if "{pipeline_id}" in path:
+        resp = await client.post("/api/v2/pipelines", json=pipeline,
+                                 headers=world.auth("alice"))
+        concrete = path.replace("{pipeline_id}", (await resp.json())["pipeline_id"])
+    if (method, path) == ("POST", "/api/v2/pipelines"):
+        kw["json"] = pipeline
+    elif (method, path) == ("POST", "/api/v2/tasks"):
         kw = {"headers": {**kw["headers"], "Content-Type": "application/yaml"},
               "data": jobspec(world.shared)}
     elif (method, path) == ("POST", "/api/v2/users"):
@@ -622,7 +635,7 @@ async def test_priority_refusals_say_why(client, world: World) -> None:
     err = (await resp.json())["error"]
     assert resp.status == 409 and err["details"] == [{"field": "state",
                                                       "message": "SUBMITTED"}]
-    assert err["message"] == (f"task {task} is SUBMITTED: only a waiting (QUEUED or "
+    assert err["message"] == (f"task {task} is SUBMITTED: only a waiting (BLOCKED, QUEUED or "
                               "PENDING_RESOURCES) task's priority can change")
 
 

@@ -40,8 +40,6 @@ MOVED = {
     "Benchmarks": "docs/benchmarks.md",
     "Layout": "docs/development.md",
 }
-# Pages other branches add (links the README lists apart, to check once they are merged).
-PENDING = {"docs/pipelines.md"}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -73,8 +71,6 @@ def test_every_relative_link_resolves(doc: Path) -> None:
             continue
         path, _, frag = target.partition("#")
         file = (doc.parent / path).resolve() if path else doc
-        if str(file.relative_to(ROOT)) in PENDING and doc == README:
-            continue
         assert file.exists(), f"{doc.name}: {target}"
         if frag and file.suffix == ".md":
             assert frag in {anchor(h) for h in headings(file.read_text())}, f"{doc.name}: {target}"

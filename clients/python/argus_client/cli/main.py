@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from argus_client.cli import accounts, completion, tasks, webhooks
+from argus_client.cli import accounts, completion, pipelines, tasks, webhooks
 from argus_client.cli.context import Ctx
 from argus_client.cli.exits import exit_for
 from argus_client.cli.tasks import positive_float
@@ -34,7 +34,7 @@ from argus_client.errors import ApiError, ArgusError
 if TYPE_CHECKING:
     from argus_client.transport import Opener
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (tasks, accounts, webhooks, completion)
+COMMAND_MODULES: tuple[ModuleType, ...] = (tasks, accounts, pipelines, webhooks, completion)
 
 EPILOG = """exit codes:
   0 ok                1 the API refused or failed     2 usage (or no token)

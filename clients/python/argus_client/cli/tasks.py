@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from argus_client.cli.context import AddParser, Command, Ctx
 from argus_client.cli.exits import Exit
 from argus_client.cli.output import key_values, table
+from argus_client.cli.pipelines import dependency_rows
 from argus_client.cli.progress import progress_cell, progress_summary, wait_line
 from argus_client.cli.terminal import safe_for_terminal
 
@@ -51,6 +52,7 @@ def show_task(task: dict[str, Any]) -> str:
         ("end_time", _latest(task, "end_time")),
         ("progress", progress_summary(task.get("progress") or {})),
         ("error_summary", task.get("error_summary")),
+        *dependency_rows(task),
     ])
 
 
