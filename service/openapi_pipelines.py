@@ -56,6 +56,9 @@ SCHEMAS: dict[str, Any] = {
                        "stages": {"type": "object", "additionalProperties": {
                            "type": "string"}, "description": "stage -> task_id"}},
     },
+    "TaskPipeline": {"type": "object", "required": ["pipeline_id", "stage"],
+                     "properties": {"pipeline_id": {"type": "string"},
+                                    "stage": {"type": "string"}}},
     "PipelineList": {"type": "object", "required": ["pipelines"],
                      "properties": {"pipelines": {"type": "array",
                                                   "items": _ref("Pipeline")}}},
@@ -70,9 +73,8 @@ TASK_FIELDS: dict[str, Any] = {
     "on_unsatisfiable": {"type": "string", "enum": [p.value for p in OnUnsatisfiable]},
     "waiting_on": {"type": ["string", "null"],
                    "description": "a BLOCKED task: why it waits (after <task> (<state>))"},
-    "pipeline": {"oneOf": [{"type": "null"}, {
-        "type": "object", "properties": {"pipeline_id": {"type": "string"},
-                                         "stage": {"type": "string"}}}]},
+    "pipeline": {"anyOf": [_ref("TaskPipeline"), {"type": "null"}],
+                 "description": "a pipeline's stage: which pipeline, which stage"},
 }
 
 

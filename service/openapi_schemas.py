@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.dependencies import OnUnsatisfiable
 from service.jobspec import TRAINER_DEVICES, jobspec_json_schema
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.states import FailureKind, RayStatus, TaskState
@@ -121,8 +122,9 @@ SCHEMAS: dict[str, Any] = {
     "Submitted": {
         "type": "object", "required": ["task_id", "state"],
         "properties": {"task_id": {"type": "string"},
-                       "state": {"type": "string", "enum": ["QUEUED", "BLOCKED"],
-                                 "description": "BLOCKED: it has after (dependencies)"}},
+                       "state": {**ref("TaskState"),
+                                 "description": "QUEUED, or BLOCKED when it has after "
+                                                "(dependencies)"}},
     },
     "Attempt": {
         "type": "object",
@@ -465,13 +467,17 @@ def jobspec_schemas() -> dict[str, Any]:
                       "val_file": ref("JobSpecPath") if workload.needs_val_file
                       else nullable(ref("JobSpecPath")),
                       "trainer_device": nullable(ref("TrainerDevice")) if workload.takes_device
-                      else {"type": "null", "description": "sft only"}}
+                      else {"type": "null", "description": "sft only"},
+                      "on_unsatisfiable": {
+                          **nullable(ref("OnUnsatisfiable")),
+                          "description": common["on_unsatisfiable"].get("description", "")}}
         required = [*base["required"], *(["val_file"] if workload.needs_val_file else [])]
         schemas[title] = {"type": "object", "additionalProperties": False,
                           "required": required, "properties": properties,
                           "description": f"A {name} task"}
         mapping[name] = f"#/components/schemas/{title}"
     schemas["TrainerDevice"] = {"type": "string", "enum": list(TRAINER_DEVICES)}
+    schemas["OnUnsatisfiable"] = {"type": "string", "enum": [o.value for o in OnUnsatisfiable]}
     schemas["JobSpec"] = {
         "oneOf": [ref(f"JobSpec{n.capitalize()}") for n in WORKLOAD_NAMES],
         "discriminator": {"propertyName": "workload", "mapping": mapping},
