@@ -69,9 +69,9 @@ def test_two_users_and_an_admin_through_the_cli(ray_cluster, argus, tmp_path: Pa
 
     # alice can neither cancel bob's task nor read its logs; the admin can cancel it
     refused = cli(argus, tokens["alice"], "cancel", b)
-    assert refused.returncode == 1 and "HTTP 403" in refused.stderr, refused.stderr
+    assert refused.returncode == 4 and "HTTP 403" in refused.stderr, refused.stderr  # auth
     refused = cli(argus, tokens["alice"], "logs", b)
-    assert refused.returncode == 1 and "HTTP 403" in refused.stderr, refused.stderr
+    assert refused.returncode == 4 and "HTTP 403" in refused.stderr, refused.stderr  # auth
     assert argus.task(b)["state"] == "RUNNING"
     canceled = cli(argus, admin, "cancel", b)
     assert canceled.returncode == 0, canceled.stderr
