@@ -262,6 +262,10 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"pending": {"type": "array", "items": ref("Task"),
                                    "description": "one page of the waiting tasks"},
                        "running": {"type": "array", "items": ref("Task")},
+                       "blocked": {"type": "array", "items": ref("Task"),
+                                   "description": "first page only: the oldest 100 tasks "
+                                                  "waiting on other tasks (after), apart "
+                                                  "from those waiting for GPUs"},
                        "next_cursor": {"type": ["string", "null"],
                                        "description": "the next page of pending tasks "
                                                       "(?cursor=); null: the last"},

@@ -305,10 +305,10 @@ class PipelineStore:
         with self._tx() as conn:
             conn.execute(Q["delete_wakeups"], {"upto": upto})
 
-    def blocked_page(self, limit: int) -> list[TaskRow]:
-        """The oldest ``limit`` BLOCKED tasks (tasks_blocked)."""
-        return [task_row(r, None) for r in self._reader().execute(Q["blocked_page"],
-                                                                  {"limit": limit})]
+    def blocked_page(self, limit: int, user: str | None = None) -> list[TaskRow]:
+        """The oldest ``limit`` BLOCKED tasks (``user``'s only when given; tasks_blocked)."""
+        return [task_row(r, None) for r in self._reader().execute(
+            Q["blocked_page"], {"limit": limit, "user": user})]
 
     def blocked_count(self) -> int:
         return int(self._reader().execute(Q["blocked_count"]).fetchone()["n"])

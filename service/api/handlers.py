@@ -27,7 +27,7 @@ from service.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unk
 from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.middlewares import ApiError
 from service.api.params import SQLITE_MAX_INT, parse_uint
-from service.api.pipelines import task_dependencies, waiting_reasons
+from service.api.pipelines import blocked_tasks, task_dependencies, waiting_reasons
 from service.api.views import (
     InvalidCursor,
     attempt_json,
@@ -59,6 +59,7 @@ YAML_CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-
 UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
 QUEUE_LIMIT_DEFAULT, QUEUE_LIMIT_MAX = 500, 1000  # waiting tasks per /queue page
+QUEUE_BLOCKED_SHOWN = 100  # tasks waiting on other tasks, on the first page
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
 LOG_ATTEMPT_HEADER, LOG_END_HEADER = "X-Argus-Attempt", "X-Argus-Log-End"
 PRIORITY_FIELDS = ("priority",)
@@ -454,6 +455,8 @@ async def queue(request: web.Request) -> web.Response:
         raise ApiError(400, "invalid query parameters", details=errors)
     deps = deps_of(request)
     pending, running = await deps.store.queue(user, limit=limit + 1, offset=offset)
+    blocked = [] if cursor is not None else await deps.store.read(
+        lambda s: blocked_tasks(s, QUEUE_BLOCKED_SHOWN, user))
     more = len(pending) > limit
     progress = await deps.store.active_progress()
     seen = deps.metrics.observed.last
@@ -462,6 +465,8 @@ async def queue(request: web.Request) -> web.Response:
         "pending": [task_json(t, None if seen is None else seen.estimates.get(t.task_id))
                     for t in pending[:limit]],
         "running": [task_with_progress(t, progress.get(t.task_id), now) for t in running],
+        "blocked": [{**task_json(t), "pending_reason": why, "waiting_on": why}
+                    for t, why in blocked],
         "fair_share": fair_share_json({} if seen is None else seen.shares),
         "next_cursor": encode_cursor(offset + limit, kind="pos") if more else None,
     })

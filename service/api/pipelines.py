@@ -86,10 +86,12 @@ async def waiting_reasons(deps: AppDeps, tasks: list[TaskRow]) -> dict[str, str]
     return await deps.store.read(lambda s: _reasons(s, blocked)) if blocked else {}
 
 
-def blocked_tasks(store: Store, limit: int) -> list[tuple[TaskRow, str]]:
-    """The oldest BLOCKED tasks with why each waits (the console queue's "waiting on other
-    tasks"); run on the store's read lane."""
-    tasks = store.blocked_page(limit)
+def blocked_tasks(store: Store, limit: int, user: str | None = None
+                  ) -> list[tuple[TaskRow, str]]:
+    """The oldest BLOCKED tasks (``user``'s only when given) with why each waits (the
+    console queue's "waiting on other tasks", the API queue's ``blocked``); run on the
+    store's read lane."""
+    tasks = store.blocked_page(limit, user)
     reasons = _reasons(store, [t.task_id for t in tasks])
     return [(t, reasons[t.task_id]) for t in tasks]
 

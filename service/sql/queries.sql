@@ -930,7 +930,8 @@ INSERT INTO dep_wakeups (task_id) VALUES (:task_id);
 SELECT count(*) AS n FROM tasks INDEXED BY tasks_blocked WHERE state = 'BLOCKED';
 
 -- name: blocked_page
--- One page of the BLOCKED tasks (the console's "waiting on other tasks"), oldest first.
+-- One page of the BLOCKED tasks (the console's "waiting on other tasks", the queue's
+-- blocked), oldest first; :user's only when not NULL.
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
@@ -939,7 +940,7 @@ SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_nod
        NULL AS submitted_at, NULL AS start_time, NULL AS end_time, NULL AS exit_code,
        NULL AS stop_requested, NULL AS preempted_for
 FROM tasks t INDEXED BY tasks_blocked
-WHERE t.state = 'BLOCKED'
+WHERE t.state = 'BLOCKED' AND (:user IS NULL OR t.user = :user)
 ORDER BY t.seq LIMIT :limit;
 
 -- name: deps_of_task

@@ -291,8 +291,8 @@ async def queue_page(request: web.Request) -> web.Response:
     blocked: list[tuple[TaskRow, str]] = []
     if state in ("", "pending"):
         blocked = [(t, why) for t, why in await store.read(
-            lambda s: blocked_tasks(s, BLOCKED_SHOWN))
-            if (not user or t.user == user) and (not workload or t.workload == workload)]
+            lambda s: blocked_tasks(s, BLOCKED_SHOWN, user or None))
+            if not workload or t.workload == workload]
     running: list[TaskRow] = []
     if state in ("", "running"):
         running = [t for t in await store.active_tasks()

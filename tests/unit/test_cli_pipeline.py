@@ -35,6 +35,14 @@ async def test_pipeline_submit_status_list_cancel(server, tmp_path):
     assert f"pipeline           {pid} (stage second)" in out
     assert f"any:{created['stages']['first']} (SUBMITTED)" in out
     assert f"after {created['stages']['first']} (SUBMITTED)" in out  # pending_reason
+    code, out = await run(server, "queue", "--user", "all")  # apart from GPU waits
+    assert code == 0 and "WAITING ON OTHER TASKS" in out
+    assert f"{second}" in out.split("WAITING ON OTHER TASKS")[1].split("\n\n")[0]
+    code, out = await run(server, "--json", "queue", "--user", "all")
+    queue = json.loads(out)
+    assert [t["task_id"] for t in queue["blocked"]] == [second]
+    assert queue["blocked"][0]["waiting_on"].startswith("after ")
+    assert second not in [t["task_id"] for t in queue["pending"]]
     code, out = await run(server, "pipeline", "list")
     assert code == 0 and pid in out and "RUNNING" in out
     code, out = await run(server, "pipeline", "cancel", pid)

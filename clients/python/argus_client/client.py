@@ -144,7 +144,8 @@ class ArgusClient:
         while data.get("next_cursor"):
             query["cursor"] = data["next_cursor"]
             page = self.http.json("GET", f"{API}/queue", query=query)
-            data = {**page, "pending": data["pending"] + page["pending"]}
+            data = {**page, "pending": data["pending"] + page["pending"],
+                    "blocked": data.get("blocked", [])}  # the first page's
         return Queue.from_json(data)
 
     def events(self, task_id: str) -> list[Event]:

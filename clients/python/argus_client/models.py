@@ -132,8 +132,9 @@ class Queue(_Model):
     pending: list[Task]
     running: list[Task]
     fair_share: list[FairShare]
+    blocked: list[Task] = field(default_factory=list)  # waiting on other tasks (after)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    _lists = {"pending": Task, "running": Task, "fair_share": FairShare}
+    _lists = {"pending": Task, "running": Task, "fair_share": FairShare, "blocked": Task}
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,16 @@ def queue_text(d: dict[str, Any]) -> str:
         [[t.get("task_id"), t.get("user"), t.get("state"), _gpus(t),
           _latest(t, "ray_submission_id"), _latest(t, "ray_status"),
           progress_cell(t.get("progress"))] for t in d["running"]],
-    ) + fair_share_text(d.get("fair_share") or [])
+    ) + blocked_text(d.get("blocked") or []) + fair_share_text(d.get("fair_share") or [])
+
+
+def blocked_text(tasks: Sequence[dict[str, Any]]) -> str:
+    """The tasks waiting on other tasks (``after``), apart from those waiting for GPUs."""
+    if not tasks:
+        return ""
+    return "\n\nWAITING ON OTHER TASKS\n" + table(
+        ["TASK_ID", "USER", "GPUS", "WAITING_ON"],
+        [[t.get("task_id"), t.get("user"), _gpus(t), t.get("waiting_on")] for t in tasks])
 
 
 def user_query(value: str | None) -> str:
