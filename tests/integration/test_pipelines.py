@@ -5,6 +5,10 @@ the pipeline FAILED), and with a failing SFT (PPO canceled naming it)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +64,21 @@ def _resolved_model(argus: ArgusService, task_id: str) -> str:
     return released[0]["payload"]["resolved"]["model_id"]
 
 
-def test_the_example_runs_end_to_end(ray_cluster, argus):
+def _submit_with_the_cli(argus: ArgusService, text: str, tmp_path: Path) -> dict[str, Any]:
+    """``argus pipeline submit FILE``, as a user would (the client package's CLI)."""
+    document = tmp_path / "pipeline.yaml"
+    document.write_text(text)
+    env = {**os.environ, "ARGUS_URL": argus.url, "ARGUS_API_TOKEN": argus.token}
+    done = subprocess.run([sys.executable, "-m", "argus_client.cli", "--json", "pipeline",
+                           "submit", str(document)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_example_runs_end_to_end(ray_cluster, argus, tmp_path: Path):
     ensure_workers(ray_cluster, 1)
-    created = _submit(argus, _document(argus))
+    created = _submit_with_the_cli(argus, _document(argus), tmp_path)
     view = _wait_ended(argus, created["pipeline_id"])
     assert view["state"] == "SUCCEEDED", view
     assert _states(view) == {"sft": "SUCCEEDED", "ppo": "SUCCEEDED", "eval": "SUCCEEDED"}
