@@ -410,6 +410,23 @@ def exec_in_node(cluster: LocalCluster, name: str, command: list[str]) -> int:
     return subprocess.run(argv, env=env).returncode
 
 
+def wipe_head_store(state_dir: str, timeout_s: float = 120) -> str:
+    """A new cluster in place: stop the head, wipe its GCS store, start it again; returns
+    the new cluster id once head.json names a healthy head with it. One deadline bounds
+    the whole (stop, start, the wait for the record)."""
+    deadline = Deadline.after(timeout_s)
+    cluster = LocalCluster.load(os.path.abspath(state_dir))
+    head = cluster.node("head")
+    before = discovery.read_record(cluster.head_file, cluster.cluster_name).record
+    old_id = before.cluster_id if before is not None else None
+    stop_node(head, deadline.capped(STOP_TIMEOUT_S))
+    wipe(head.settings)
+    start_node(cluster, head, deadline.capped(SUPERVISORD_START_S))
+    record = wait_for_head(cluster, deadline,
+                           lambda r: r.cluster_id is not None and r.cluster_id != old_id)
+    return str(record.cluster_id)
+
+
 def move_head(state_dir: str, timeout_s: float = 120, *,
               clock: Callable[[], float] = time.monotonic, sleep: Sleep = time.sleep) -> str:
     """Stop the head and start it again on a new IP (netns) or new ports; returns its GCS
