@@ -418,13 +418,13 @@ def wipe_head_store(state_dir: str, timeout_s: float = 120) -> str:
     cluster = LocalCluster.load(os.path.abspath(state_dir))
     head = cluster.node("head")
     before = discovery.read_record(cluster.head_file, cluster.cluster_name).record
-    old_id = before.cluster_id if before is not None else None
+    old_id = before.cluster_id if before is not None else ""
     stop_node(head, deadline.capped(STOP_TIMEOUT_S))
     wipe(head.settings)
     start_node(cluster, head, deadline.capped(SUPERVISORD_START_S))
     record = wait_for_head(cluster, deadline,
-                           lambda r: r.cluster_id is not None and r.cluster_id != old_id)
-    return str(record.cluster_id)
+                           lambda r: bool(r.cluster_id) and r.cluster_id != old_id)
+    return record.cluster_id
 
 
 def move_head(state_dir: str, timeout_s: float = 120, *,

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -224,13 +225,40 @@ def test_local_commands_and_options_are_unchanged():
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices["local"]
     commands = next(a for a in sub._actions if a.dest == "local_command").choices
-    assert sorted(commands) == ["down", "exec", "move-head", "pids", "status", "up"]
+    assert sorted(commands) == ["down", "exec", "move-head", "pids", "status", "up",
+                                "wipe-gcs-store"]
     up_options = {o for a in commands["up"]._actions for o in a.option_strings}
     assert up_options >= {"--state-dir", "--workers", "--isolation", "--gpus", "--cpus",
                           "--ttl", "--timeout"}
     args = parser.parse_args(["local", "up"])
     assert (args.workers, args.isolation, args.cluster_name, args.timeout) == (
         2, "ports", "argus-ray", 120.0)
+
+
+def test_wipe_gcs_store_wants_yes_and_touches_nothing_without_it(tmp_path, monkeypatch,
+                                                                 capsys):
+    make_cluster(tmp_path, monkeypatch)
+    monkeypatch.setattr(local, "stop_node", lambda *a: pytest.fail("stopped a node"))
+    assert cli.main(["local", "wipe-gcs-store", "--state-dir", str(tmp_path)]) == 2
+    assert "run again with --yes" in capsys.readouterr().err
+
+
+def test_wipe_head_store_stops_wipes_starts_and_waits_for_a_new_cluster(tmp_path,
+                                                                       monkeypatch):
+    cluster = make_cluster(tmp_path, monkeypatch)
+    head = cluster.node("head")
+    old = replace(record_for(cluster, head.ip, head.settings.ray_port), cluster_id="old")
+    write_record(cluster.head_file, old)
+    done: list[str] = []
+    monkeypatch.setattr(local, "stop_node", lambda node, deadline: done.append("stop"))
+    monkeypatch.setattr(local, "wipe", lambda settings: done.append(
+        f"wipe {settings.gcs_store_dir}"))
+    monkeypatch.setattr(local, "start_node", lambda c, node, deadline: done.append("start"))
+    # the old cluster's record answers until the head is back on its empty store
+    answers = iter([old, old, replace(old, cluster_id="new")])
+    monkeypatch.setattr(local, "healthy_record", lambda c, timeout_s: next(answers))
+    assert local.wipe_head_store(str(tmp_path), timeout_s=30) == "new"
+    assert done == ["stop", f"wipe {head.settings.gcs_store_dir}", "start"]
 
 
 def test_a_local_error_is_printed_with_exit_2(tmp_path, capsys):
