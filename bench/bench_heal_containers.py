@@ -104,9 +104,12 @@ def poll_outage(c: ComposeCluster, before: HeadRecord | None, raylets: dict[str,
     return took
 
 
+def service_env(c: ComposeCluster) -> dict[str, str]:
+    return {"ARGUS_API_TOKEN": TOKEN, "ARGUS_API_CONTAINER": c.head}
+
+
 def start_service(c: ComposeCluster) -> None:
-    c.script("20_start_api.sh", env={"ARGUS_API_TOKEN": TOKEN, "ARGUS_API_CONTAINER": c.head},
-             timeout_s=120)
+    c.script("20_start_api.sh", env=service_env(c), timeout_s=120)
 
 
 def api(c: ComposeCluster, path: str, body: bytes | None = None) -> dict:
@@ -201,6 +204,19 @@ def head_restarted(c: ComposeCluster) -> dict[str, float]:
                       restarts_service=True)
 
 
+def head_faults(c: ComposeCluster) -> dict[str, float]:
+    """The head faults with the service in the head (started for them only: the worker
+    faults' check for orphans would count it), after the quiet cluster's dispatch."""
+    start_service(c)
+    try:
+        out = {"quiet cluster: POST -> Ray job start": dispatch(c)}
+        for run in (head_killed, head_ray_stopped, head_restarted):
+            out.update(run(c))
+    finally:
+        c.script("21_stop_api.sh", env=service_env(c), check=False)
+    return out
+
+
 def worker_container(c: ComposeCluster) -> dict[str, float]:
     worker = c.workers[1]
     c.docker_cmd("kill", worker)
@@ -234,8 +250,7 @@ def main() -> int:
     samples: dict[str, list[float]] = {}
     plan: list[Callable[[ComposeCluster], dict[str, float]]] = [
         watchdog_killed, lambda c: ray_stop(c, False), lambda c: ray_stop(c, True),
-        head_killed, head_ray_stopped, head_restarted, worker_container, stale_record,
-        lambda c: {"quiet cluster: POST -> Ray job start": dispatch(c)},
+        head_faults, worker_container, stale_record,
     ]
     stop_s = None
     try:
@@ -244,7 +259,6 @@ def main() -> int:
                         cluster.shared / "code" / "standin-verl",
                         ignore=shutil.ignore_patterns("__pycache__"))
         (cluster.shared / "ticker.py").write_text(TICKER)
-        start_service(cluster)
         for _ in range(args.runs):
             for run in plan:
                 for key, value in run(cluster).items():
