@@ -132,13 +132,14 @@ def dispatch(c: ComposeCluster) -> float:
         "overrides": ["+argus_demo.duration_s=2"]})
     posted = time.time()
     task_id = api(c, "/api/v2/tasks", spec.encode())["task_id"]
-    client = JobSubmissionClient(c.job_server_url)
     infos = []
 
     def started() -> bool:
+        """The job server may still be coming up after a head fault: asked again."""
         try:
-            infos[:] = [client.get_job_info(f"{task_id}--a01")]
-        except RuntimeError:  # not submitted yet
+            infos[:] = [JobSubmissionClient(c.job_server_url).get_job_info(
+                f"{task_id}--a01")]
+        except (ConnectionError, RuntimeError):  # not up, or not submitted yet
             return False
         return infos[0].start_time is not None
 
