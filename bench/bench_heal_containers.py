@@ -11,14 +11,16 @@ Ray stopped with ``ray stop --force``, ``docker restart`` of the head) strikes a
 a worker (a driver that calls an actor every 0.5 s and prints a timestamped tick, as in
 bench_heal.py); once the head is back (after a restart: the service started again, as an
 operator does) a stand-in task is submitted through the service and the time from the POST
-to Ray's start of its job is taken, next to the same figure on a quiet cluster.
+to Ray's start of its job is taken, next to the same figure on a quiet cluster; the POST
+waits for the job server (the dashboard starts after the GCS), whose return is timed too.
+``--head-only`` runs the head faults alone.
 
 Prints a table (median/min/max seconds) and checks the floors: compose up -> both workers
 joined <= 30 s; head GCS killed -> the same cluster back with both workers (raylets kept)
 <= 15 s; head container restarted -> the same <= 30 s; training lost per head fault 0
 (the job SUCCEEDED, no tick repeated); the longest pause between ticks <= outage + 5 s;
 worker back after ``ray stop --force`` <= 15 s; worker container started -> joined <= 10
-s; a task submitted right after a head fault reaches Ray within 1.5 s (bench_dispatch.py's
+s; a task submitted once the job server is back reaches Ray within 1.5 s (bench_dispatch.py's
 dispatch floor). Exit 1 if a floor is missed, 2 if this host cannot run Docker.
 """
 
@@ -120,6 +122,14 @@ def api(c: ComposeCluster, path: str, body: bytes | None = None) -> dict:
         return json.loads(response.read())
 
 
+def job_server_answers(c: ComposeCluster) -> bool:
+    try:
+        with urllib.request.urlopen(f"{c.job_server_url}/api/version", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
 def dispatch(c: ComposeCluster) -> float:
     """Seconds from the POST of a short stand-in task to Ray's start of its job (Ray's own
     ``start_time``: when the job server accepted the submission); waits for its end."""
@@ -163,6 +173,9 @@ def head_fault(c: ComposeCluster, name: str, inject: Callable[[], object],
     start = time.monotonic()
     inject()
     outage = poll_outage(c, before, raylets, start)
+    # The dashboard (the job server) starts after the GCS: jobs can be submitted from then.
+    poll(lambda: job_server_answers(c), 120, "the job server answers", 0.1)
+    job_server = time.monotonic() - start
     if restarts_service:
         start_service(c)
     status: list[JobStatus] = []
@@ -182,6 +195,7 @@ def head_fault(c: ComposeCluster, name: str, inject: Callable[[], object],
     restarts = sum(b <= a for a, b in itertools.pairwise(numbers)) + (numbers[:1] != [1])
     gap = max(b - a for (_, a), (_, b) in itertools.pairwise(seen))
     return {f"{name}: outage": outage,
+            f"{name}: job server back": job_server,
             f"{name}: training lost (restarts)":
                 float(restarts + (status[0] != JobStatus.SUCCEEDED)),
             f"{name}: longest pause in the run": gap,
@@ -240,6 +254,8 @@ def stale_record(c: ComposeCluster) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=1, help="runs of each fault")
+    parser.add_argument("--head-only", action="store_true",
+                        help="only the head faults (and compose up, stop)")
     args = parser.parse_args()
     try:
         setup_s = setup()
@@ -249,10 +265,9 @@ def main() -> int:
     print(f"scripts/container_env.sh setup: {setup_s:.1f}s")
     cluster = ComposeCluster(prefix="argus-bench")
     samples: dict[str, list[float]] = {}
-    plan: list[Callable[[ComposeCluster], dict[str, float]]] = [
-        watchdog_killed, lambda c: ray_stop(c, False), lambda c: ray_stop(c, True),
-        head_faults, worker_container, stale_record,
-    ]
+    plan: list[Callable[[ComposeCluster], dict[str, float]]] = [head_faults] if args.head_only \
+        else [watchdog_killed, lambda c: ray_stop(c, False), lambda c: ray_stop(c, True),
+              head_faults, worker_container, stale_record]
     stop_s = None
     try:
         samples[UP] = [cluster.up()]
