@@ -308,6 +308,25 @@ def up(state_dir: str, workers: int, isolation: str, *,
 
 # --- down --------------------------------------------------------------------------------
 
+def _exited(proc: psutil.Process, deadline: Deadline) -> bool:
+    """Whether ``proc`` is gone or a zombie by ``deadline`` (a zombie is reaped when it is
+    ours). The launcher's child (``unshare``, which forked supervisord) is a child of the
+    process that ran ``up``: stopped from another process (``local move-head``, the fault
+    scripts) it stays a zombie that only its parent can reap, and ``Process.wait`` would
+    take it for alive until the deadline (a head move waited out the whole 45 s)."""
+    def dead() -> bool | None:
+        try:
+            return True if proc.status() == psutil.STATUS_ZOMBIE else None
+        except psutil.NoSuchProcess:
+            return True
+
+    if poll(dead, deadline, 0.05) is None:
+        return False
+    with contextlib.suppress(psutil.Error):
+        proc.wait(0)  # reaps our own child; another's zombie stays for its parent
+    return True
+
+
 def stop_node(node: LocalNode, deadline: Deadline | None = None) -> None:
     """SIGTERM the node's supervisord (it stops its programs in order), then the process
     the launcher started; what has not exited :data:`KILL_REAP_S` before ``deadline``
@@ -319,11 +338,9 @@ def stop_node(node: LocalNode, deadline: Deadline | None = None) -> None:
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(pid)
             proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(max(0.0, deadline.left() - KILL_REAP_S))
-            except psutil.TimeoutExpired:
+            if not _exited(proc, deadline.capped(max(0.0, deadline.left() - KILL_REAP_S))):
                 proc.kill()
-                proc.wait(deadline.left())
+                _exited(proc, deadline)
 
 
 def leftovers(cluster: LocalCluster) -> list[int]:

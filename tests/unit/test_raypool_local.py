@@ -219,6 +219,27 @@ def test_stop_node_returns_by_its_deadline_and_kills_what_ignores_sigterm(tmp_pa
         proc.wait()
 
 
+def test_stop_node_takes_another_process_s_zombie_for_exited(tmp_path):
+    """The launcher's child of a node started by another process (``up``) is a zombie
+    once it exited: ``local move-head`` must not wait for it until its deadline."""
+    code = "import os, time; pid = os.fork()\nif pid == 0: os._exit(0)\n" \
+           "print(pid, flush=True); time.sleep(120)"
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        zombie = int(parent.stdout.readline())
+        node = LocalNode("w1", "worker", "10.0.0.3",
+                         {"ARGUS_ROLE": "worker", "ARGUS_RUN_DIR": str(tmp_path / "w1")},
+                         pid=zombie)
+        started = time.monotonic()
+        stop_node(node, Deadline.after(20))
+        assert time.monotonic() - started < 2.0
+        assert psutil.Process(zombie).status() == psutil.STATUS_ZOMBIE  # its parent's to reap
+    finally:
+        parent.kill()
+        parent.wait()
+
+
 # --- the command line --------------------------------------------------------------------
 
 def test_local_commands_and_options_are_unchanged():
