@@ -308,6 +308,25 @@ def up(state_dir: str, workers: int, isolation: str, *,
 
 # --- down --------------------------------------------------------------------------------
 
+def _exited(proc: psutil.Process, deadline: Deadline) -> bool:
+    """Whether ``proc`` is gone or a zombie by ``deadline`` (a zombie is reaped when it is
+    ours). The launcher's child (``unshare``, which forked supervisord) is a child of the
+    process that ran ``up``: stopped from another process (``local move-head``, the fault
+    scripts) it stays a zombie that only its parent can reap, and ``Process.wait`` would
+    take it for alive until the deadline (a head move waited out the whole 45 s)."""
+    def dead() -> bool | None:
+        try:
+            return True if proc.status() == psutil.STATUS_ZOMBIE else None
+        except psutil.NoSuchProcess:
+            return True
+
+    if poll(dead, deadline, 0.05) is None:
+        return False
+    with contextlib.suppress(psutil.Error):
+        proc.wait(0)  # reaps our own child; another's zombie stays for its parent
+    return True
+
+
 def stop_node(node: LocalNode, deadline: Deadline | None = None) -> None:
     """SIGTERM the node's supervisord (it stops its programs in order), then the process
     the launcher started; what has not exited :data:`KILL_REAP_S` before ``deadline``
@@ -319,11 +338,9 @@ def stop_node(node: LocalNode, deadline: Deadline | None = None) -> None:
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(pid)
             proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(max(0.0, deadline.left() - KILL_REAP_S))
-            except psutil.TimeoutExpired:
+            if not _exited(proc, deadline.capped(max(0.0, deadline.left() - KILL_REAP_S))):
                 proc.kill()
-                proc.wait(deadline.left())
+                _exited(proc, deadline)
 
 
 def leftovers(cluster: LocalCluster) -> list[int]:
@@ -408,6 +425,23 @@ def exec_in_node(cluster: LocalCluster, name: str, command: list[str]) -> int:
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     argv = ["nsenter", "-t", str(node.supervisord_pid), "-p", "-m", "-n", *command]
     return subprocess.run(argv, env=env).returncode
+
+
+def wipe_head_store(state_dir: str, timeout_s: float = 120) -> str:
+    """A new cluster in place: stop the head, wipe its GCS store, start it again; returns
+    the new cluster id once head.json names a healthy head with it. One deadline bounds
+    the whole (stop, start, the wait for the record)."""
+    deadline = Deadline.after(timeout_s)
+    cluster = LocalCluster.load(os.path.abspath(state_dir))
+    head = cluster.node("head")
+    before = discovery.read_record(cluster.head_file, cluster.cluster_name).record
+    old_id = before.cluster_id if before is not None else ""
+    stop_node(head, deadline.capped(STOP_TIMEOUT_S))
+    wipe(head.settings)
+    start_node(cluster, head, deadline.capped(SUPERVISORD_START_S))
+    record = wait_for_head(cluster, deadline,
+                           lambda r: bool(r.cluster_id) and r.cluster_id != old_id)
+    return record.cluster_id
 
 
 def move_head(state_dir: str, timeout_s: float = 120, *,

@@ -12,7 +12,16 @@ import sys
 from collections.abc import Callable
 
 from raypool.config import DEFAULT_CLUSTER_NAME
-from raypool.local import PROCESS_KINDS, down, exec_in_node, move_head, node_pids, status, up
+from raypool.local import (
+    PROCESS_KINDS,
+    down,
+    exec_in_node,
+    move_head,
+    node_pids,
+    status,
+    up,
+    wipe_head_store,
+)
 from raypool.local_state import LocalCluster, LocalError
 
 Command = Callable[[argparse.Namespace], int]
@@ -54,6 +63,10 @@ def add_local_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     p.set_defaults(func=_cmd_exec)
     p = with_dir(lsub.add_parser("move-head", help="restart the head on a new address"))
     p.set_defaults(func=_cmd_move_head)
+    p = with_dir(lsub.add_parser(
+        "wipe-gcs-store", help="stop the head, wipe its GCS store, start it: a new cluster"))
+    p.add_argument("--yes", action="store_true", help="really wipe it")
+    p.set_defaults(func=_cmd_wipe)
 
 
 def _guard(fn: Command) -> Command:
@@ -112,4 +125,13 @@ def _cmd_exec(args: argparse.Namespace) -> int:
 @_guard
 def _cmd_move_head(args: argparse.Namespace) -> int:
     print(move_head(args.state_dir))
+    return 0
+
+
+@_guard
+def _cmd_wipe(args: argparse.Namespace) -> int:
+    if not args.yes:
+        raise LocalError("this forgets every job, actor and node of the cluster (its runs "
+                         "end CLUSTER_LOST); run again with --yes")
+    print(wipe_head_store(args.state_dir))
     return 0

@@ -3,6 +3,10 @@
 #
 #   scripts/quickstart.sh          bring everything up, run the demo task, leave it running
 #   scripts/quickstart.sh down     stop the service and every Ray node it started
+#   scripts/quickstart.sh head-fault   on the running quick start: a 60-step run whose head
+#                                  GCS is SIGKILLed at step 5 by scripts/fault_kill_head_ray.sh;
+#                                  exit 0 only if it ends SUCCEEDED on attempt 1, every
+#                                  step once
 #
 # What "up" does, with the same code paths as production:
 #   1. scripts/bootstrap.sh (virtualenv + Debian tools),
@@ -43,13 +47,67 @@ down() {
     echo "quickstart: stopped"
 }
 
-if [ "${1:-up}" = down ]; then
-    down
-    exit 0
-elif [ "${1:-up}" != up ]; then
-    echo "usage: $0 [up|down]" >&2
-    exit 2
-fi
+# A run survives a head fault: the quick start's own head GCS SIGKILLed under a running
+# task through the project's fault script; the task must end SUCCEEDED on attempt 1 with
+# every step logged exactly once (no restarted driver, no second attempt).
+head_fault() {
+    if [ ! -f "$STATE/local.json" ] || [ ! -f "$STATE/argus.yaml" ]; then
+        echo "quickstart: nothing runs in $STATE (scripts/quickstart.sh first)" >&2
+        exit 2
+    fi
+    if [ -z "${ARGUS_API_TOKEN:-}" ]; then
+        ARGUS_API_TOKEN=$(cat "$STATE/api-token")
+        export ARGUS_API_TOKEN
+    fi
+    api_env
+    local steps=60 task deadline
+    sed -e "s#@SHARED@#$SHARED#g" -e "s#^total_training_steps: .*#total_training_steps: $steps#" \
+        -e "s#^save_freq: .*#save_freq: 1#" -e "s#^n_gpus_per_node: .*#n_gpus_per_node: 1#" \
+        -e "s#duration_s=[0-9]*#duration_s=$steps#" examples/demo-ppo.yaml > "$STATE/head-fault.yaml"
+    task=$("$ARGUS" --json submit "$STATE/head-fault.yaml" |
+        "$REPO/.venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["task_id"])')
+    echo "== head fault: task $task ($steps steps, one a second); the GCS is killed at step 5"
+    deadline=$((SECONDS + 180))
+    # grep without -q: under pipefail its early exit would fail the pipeline (SIGPIPE)
+    until "$ARGUS" logs "$task" --tail 50 2>/dev/null | grep '\] step:5 - ' >/dev/null; do
+        ((SECONDS < deadline)) || { echo "quickstart: $task never reached step 5" >&2; exit 1; }
+        sleep 0.5
+    done
+    ARGUS_LOCAL_DIR=$STATE ARGUS_NODE=$NODE scripts/fault_kill_head_ray.sh local head
+    local status=0
+    "$ARGUS" wait "$task" --timeout 300 --interval 1 || status=$?
+    echo
+    "$ARGUS" events "$task"
+    echo
+    "$ARGUS" attempts "$task"
+    [ "$status" -eq 0 ] || { echo "quickstart: $task did not succeed" >&2; exit "$status"; }
+    "$ARGUS" --json attempts "$task" | "$REPO/.venv/bin/python" -c '
+import json, sys
+attempts = [a["attempt_no"] for a in json.load(sys.stdin)["attempts"]]
+sys.exit(0 if attempts == [1] else f"quickstart: attempts {attempts}, not [1]")'
+    "$ARGUS" logs "$task" --attempt 1 --tail 100000 | "$REPO/.venv/bin/python" -c '
+import re, sys
+steps = [int(s) for s in re.findall(r"\] step:(\d+) - ", sys.stdin.read())]
+want = list(range(1, int(sys.argv[1]) + 1))
+sys.exit(0 if steps == want else f"quickstart: steps {steps}, not 1..{want[-1]} once each")' "$steps"
+    echo "quickstart: $task survived the head's GCS kill: SUCCEEDED on attempt 1, every step once"
+}
+
+case "${1:-up}" in
+    up) ;;
+    down)
+        down
+        exit 0
+        ;;
+    head-fault)
+        head_fault
+        exit 0
+        ;;
+    *)
+        echo "usage: $0 [up|down|head-fault]" >&2
+        exit 2
+        ;;
+esac
 
 scripts/bootstrap.sh
 if [ -f "$STATE/local.json" ]; then

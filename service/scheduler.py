@@ -71,7 +71,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -104,6 +104,7 @@ from service.store import (
     ActiveRow,
     AttemptEnd,
     Claim,
+    EventRow,
     RunnableRow,
     StaleState,
     Store,
@@ -124,6 +125,9 @@ DRIVER_NODE_GONE_S = 60.0
 # ended last, read again once a minute
 RUNTIMES_SCAN = 2000
 RUNTIMES_EVERY_S = 60.0
+# The events that show an outage on every attempt on the cluster (no state change).
+CLUSTER_UNREACHABLE = "CLUSTER_UNREACHABLE"
+CLUSTER_BACK = "CLUSTER_BACK"
 
 
 @dataclass
@@ -152,6 +156,17 @@ def _ran_past_limit(row: ActiveRow, info: JobInfo, now: float) -> bool:
     if row.max_runtime_s is None or start is None:
         return False
     return (info.end_time or now) >= start + row.max_runtime_s
+
+
+def open_outage_since(histories: Sequence[Sequence[EventRow]]) -> float | None:
+    """When the outage that the events of the attempts on the cluster leave open began
+    (the newest outage event of all is CLUSTER_UNREACHABLE), else None."""
+    outage = [e for events in histories for e in events
+              if e.event_type in (CLUSTER_UNREACHABLE, CLUSTER_BACK)]
+    if not outage:
+        return None
+    last = max(outage, key=lambda e: (e.ts, e.id))
+    return last.ts if last.event_type == CLUSTER_UNREACHABLE else None
 
 
 class Scheduler:
@@ -191,9 +206,15 @@ class Scheduler:
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
-        """Resolve SUBMITTING rows left by a previous run before anything new happens."""
+        """Resolve SUBMITTING rows left by a previous run before anything new happens, and
+        take over an outage a previous run saw begin: a service that lives in the head
+        container dies with it, so the outage's end (``CLUSTER_BACK``) is this run's to
+        note."""
         report = TickReport()
         started = time.perf_counter()
+        on_cluster = self.store.active(ON_CLUSTER)
+        self._outage_since = open_outage_since(
+            [self.store.events(row.task_id) for row in on_cluster])
         self._resolve_submitting(now, report)
         report.duration_s = time.perf_counter() - started
         return report
@@ -230,11 +251,11 @@ class Scheduler:
         ids = [row.task_id for row in self.store.active(ON_CLUSTER)]
         if unreachable is not None:
             self._outage_since = now
-            self.store.note_cluster(ids, now, "CLUSTER_UNREACHABLE", {"reason": unreachable})
+            self.store.note_cluster(ids, now, CLUSTER_UNREACHABLE, {"reason": unreachable})
         else:
             since, self._outage_since = self._outage_since, None
             assert since is not None
-            self.store.note_cluster(ids, now, "CLUSTER_BACK", {"after_s": round(now - since, 1)})
+            self.store.note_cluster(ids, now, CLUSTER_BACK, {"after_s": round(now - since, 1)})
 
     # -- step 0: leftover SUBMITTING rows ----------------------------------------------------
     def _resolve_submitting(self, now: float, report: TickReport) -> bool:

@@ -2,9 +2,9 @@
 the real watchdogs on the embedded GCS store; netns, and the quick start's ports mode) and
 the real scheduler in this process (Ray found through head.json) run a stand-in verl run
 while the head's GCS is SIGKILLed by the project's fault script: the run goes on, ends
-SUCCEEDED on attempt 1, and its step log shows no restart. With the store wiped (a new
-cluster) the attempt is lost as before: CLUSTER_LOST, and attempt 2 resumes from the
-checkpoint.
+SUCCEEDED on attempt 1, and its step log shows no restart. With the store wiped by
+``fault_wipe_gcs_store.sh`` (a new cluster) the attempt is lost as before: CLUSTER_LOST,
+and attempt 2 resumes from the checkpoint.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import pytest
 import yaml
 
 from raypool import discovery
-from raypool.gcsstore import wipe
 from raypool.headrecord import HeadRecord
-from raypool.local import LocalCluster, down, node_pids, start_node, stop_node, up
+from raypool.local import LocalCluster, down, node_pids, up
 from service.artifacts import Artifacts
 from service.cluster import ClusterError
 from service.config import SchedulerSettings, Settings
@@ -203,10 +202,7 @@ def test_a_wiped_store_is_a_new_cluster_and_the_run_resumes_as_attempt_2(cluster
          service.explain(task_id))
     before = head_record(cluster)
     assert before is not None
-    head = cluster.node("head")
-    stop_node(head)
-    wipe(head.settings)
-    start_node(cluster, head)
+    fault(cluster, "fault_wipe_gcs_store.sh", "local", "head")
     poll(lambda: (r := head_record(cluster)) is not None and r.generation != before.generation,
          60, "the head back with a new generation")
     after = head_record(cluster)

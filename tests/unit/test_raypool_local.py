@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -218,19 +219,67 @@ def test_stop_node_returns_by_its_deadline_and_kills_what_ignores_sigterm(tmp_pa
         proc.wait()
 
 
+def test_stop_node_takes_another_process_s_zombie_for_exited(tmp_path):
+    """The launcher's child of a node started by another process (``up``) is a zombie
+    once it exited: ``local move-head`` must not wait for it until its deadline."""
+    code = "import os, time; pid = os.fork()\nif pid == 0: os._exit(0)\n" \
+           "print(pid, flush=True); time.sleep(120)"
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        zombie = int(parent.stdout.readline())
+        node = LocalNode("w1", "worker", "10.0.0.3",
+                         {"ARGUS_ROLE": "worker", "ARGUS_RUN_DIR": str(tmp_path / "w1")},
+                         pid=zombie)
+        started = time.monotonic()
+        stop_node(node, Deadline.after(20))
+        assert time.monotonic() - started < 2.0
+        assert psutil.Process(zombie).status() == psutil.STATUS_ZOMBIE  # its parent's to reap
+    finally:
+        parent.kill()
+        parent.wait()
+
+
 # --- the command line --------------------------------------------------------------------
 
 def test_local_commands_and_options_are_unchanged():
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices["local"]
     commands = next(a for a in sub._actions if a.dest == "local_command").choices
-    assert sorted(commands) == ["down", "exec", "move-head", "pids", "status", "up"]
+    assert sorted(commands) == ["down", "exec", "move-head", "pids", "status", "up",
+                                "wipe-gcs-store"]
     up_options = {o for a in commands["up"]._actions for o in a.option_strings}
     assert up_options >= {"--state-dir", "--workers", "--isolation", "--gpus", "--cpus",
                           "--ttl", "--timeout"}
     args = parser.parse_args(["local", "up"])
     assert (args.workers, args.isolation, args.cluster_name, args.timeout) == (
         2, "ports", "argus-ray", 120.0)
+
+
+def test_wipe_gcs_store_wants_yes_and_touches_nothing_without_it(tmp_path, monkeypatch,
+                                                                 capsys):
+    make_cluster(tmp_path, monkeypatch)
+    monkeypatch.setattr(local, "stop_node", lambda *a: pytest.fail("stopped a node"))
+    assert cli.main(["local", "wipe-gcs-store", "--state-dir", str(tmp_path)]) == 2
+    assert "run again with --yes" in capsys.readouterr().err
+
+
+def test_wipe_head_store_stops_wipes_starts_and_waits_for_a_new_cluster(tmp_path,
+                                                                       monkeypatch):
+    cluster = make_cluster(tmp_path, monkeypatch)
+    head = cluster.node("head")
+    old = replace(record_for(cluster, head.ip, head.settings.ray_port), cluster_id="old")
+    write_record(cluster.head_file, old)
+    done: list[str] = []
+    monkeypatch.setattr(local, "stop_node", lambda node, deadline: done.append("stop"))
+    monkeypatch.setattr(local, "wipe", lambda settings: done.append(
+        f"wipe {settings.gcs_store_dir}"))
+    monkeypatch.setattr(local, "start_node", lambda c, node, deadline: done.append("start"))
+    # the old cluster's record answers until the head is back on its empty store
+    answers = iter([old, old, replace(old, cluster_id="new")])
+    monkeypatch.setattr(local, "healthy_record", lambda c, timeout_s: next(answers))
+    assert local.wipe_head_store(str(tmp_path), timeout_s=30) == "new"
+    assert done == ["stop", f"wipe {head.settings.gcs_store_dir}", "start"]
 
 
 def test_a_local_error_is_printed_with_exit_2(tmp_path, capsys):

@@ -15,9 +15,15 @@ from service.cluster_fake import FakeCluster
 from service.config import SchedulerSettings, Settings, UserSettings
 from service.jobspec import JobSpec
 from service.quotas import Limits
-from service.scheduler import DRIVER_NODE_GONE_S, Scheduler, SchedulerLoop, TickReport
+from service.scheduler import (
+    DRIVER_NODE_GONE_S,
+    Scheduler,
+    SchedulerLoop,
+    TickReport,
+    open_outage_since,
+)
 from service.states import RayStatus, TaskState
-from service.store import Store
+from service.store import EventRow, Store
 from service.users import Role
 
 S = TaskState
@@ -325,6 +331,44 @@ def test_a_running_attempt_stays_running_through_a_head_outage(tmp_path: Path) -
     assert outage == [("CLUSTER_UNREACHABLE", T0 + 2), ("CLUSTER_BACK", T0 + 95)]
     back = next(e for e in env.store.events(t) if e.event_type == "CLUSTER_BACK")
     assert back.payload == {"after_s": 93.0}
+
+
+def test_a_service_restarted_in_an_outage_keeps_the_attempt_and_notes_its_end(
+        tmp_path: Path) -> None:
+    """The service in the head container dies with the head: the run it starts again
+    keeps the RUNNING attempt and closes the outage the previous run saw begin."""
+    env, t = running_attempt(tmp_path)
+    env.cluster.unreachable = True  # the head container stops: Ray goes first
+    env.tick(T0 + 2)
+    env.reopen()  # then the service dies with the container and starts again
+    env.sched.startup(T0 + 20)
+    env.tick(T0 + 21)  # Ray not back yet: nothing new
+    env.cluster.unreachable = False
+    env.tick(T0 + 30)
+    assert env.state(t) is S.RUNNING
+    outage = [(e.event_type, e.ts, e.payload.get("after_s")) for e in env.store.events(t)
+              if e.event_type.startswith("CLUSTER_")]
+    assert outage == [("CLUSTER_UNREACHABLE", T0 + 2, None), ("CLUSTER_BACK", T0 + 30, 28.0)]
+    env.reopen()  # a restart with the outage closed opens none
+    env.sched.startup(T0 + 40)
+    env.tick(T0 + 41)
+    assert len([e for e in env.store.events(t) if e.event_type.startswith("CLUSTER_")]) == 2
+    env.cluster.finish(sid(t), RayStatus.SUCCEEDED)
+    env.tick(T0 + 42)
+    assert env.state(t) is S.SUCCEEDED
+    assert [a.attempt_no for a in env.store.list_attempts(t)] == [1]
+
+
+@pytest.mark.parametrize(("events", "since"), [
+    ([], None),
+    ([("CLUSTER_UNREACHABLE", 5.0)], 5.0),
+    ([("CLUSTER_UNREACHABLE", 5.0), ("CLUSTER_BACK", 9.0)], None),
+    ([("CLUSTER_BACK", 9.0), ("CLUSTER_UNREACHABLE", 12.0), ("SUBMITTED", 13.0)], 12.0),
+])
+def test_open_outage_since(events: list[tuple[str, float]], since: float | None) -> None:
+    rows = [EventRow(id=i, task_id="t", ts=ts, event_type=kind, payload={})
+            for i, (kind, ts) in enumerate(events)]
+    assert open_outage_since([rows, []]) == since
 
 
 SUPERVISOR_LOST = [

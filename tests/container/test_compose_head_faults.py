@@ -1,0 +1,217 @@
+"""Container tier: head faults cost no training on the compose cluster.
+
+The task service runs where compose puts it, in the head container
+(``scripts/20_start_api.sh``), and runs a stand-in verl run (``examples/standin-verl``, one
+step a second, verl's ``step:N - ...`` lines) on a worker while the head suffers, one after
+another: (1) its GCS SIGKILLed (``fault_kill_head_ray.sh``), (2) its Ray killed and
+restarted by the watchdog (``fault_ray_stop.sh --force``), (3) ``docker restart`` of the
+head container and (4) the head container recreated from the image on the same volume (an
+upgrade). (3) and (4) kill the service too; it is started again the way an operator does
+(``20_start_api.sh``) and must take the RUNNING attempt over. After each fault: the same
+cluster id, the workers' raylets kept, the attempt still RUNNING and stepping on, and its
+events show the outage (``CLUSTER_UNREACHABLE`` then ``CLUSTER_BACK``). At the end: SUCCEEDED
+on attempt 1, every step exactly once. One run through the four faults keeps the tier's wall
+time down; each fault's checks stand on their own.
+
+(5) The store wiped (``fault_wipe_gcs_store.sh``, the service stays up): a new cluster id,
+the attempt ends ``CLUSTER_LOST`` and attempt 2 resumes from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+
+import pytest
+import yaml
+
+from .compose import REPO, ComposeCluster, HostCannotRunDocker, poll, setup
+
+pytestmark = [pytest.mark.container, pytest.mark.timeout(1500)]
+
+TOKEN = f"ct-{secrets.token_hex(8)}"
+STOP_GRACE_S = 30  # stop_grace_period in docker-compose.yaml
+LONG_STEPS = 180  # one step a second: outlasts the four faults on a slow host
+SHORT_STEPS = 30
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ComposeCluster]:
+    try:
+        setup()
+    except HostCannotRunDocker as exc:
+        pytest.skip(str(exc))
+    c = ComposeCluster(prefix="argus-cthf")
+    try:
+        c.up()
+        shutil.copytree(REPO / "examples" / "standin-verl", c.shared / "code" / "standin-verl",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        start_service(c)
+        yield c
+    finally:
+        c.compose("down", "--remove-orphans", "--timeout", "10", check=False)
+        c.remove_shared()
+
+
+def service_env(c: ComposeCluster) -> dict[str, str]:
+    return {"ARGUS_API_TOKEN": TOKEN, "ARGUS_API_CONTAINER": c.head}
+
+
+def start_service(c: ComposeCluster) -> None:
+    done = c.script("20_start_api.sh", env=service_env(c), timeout_s=120)
+    assert "argus-api: running" in done.stdout, done.stdout + done.stderr
+
+
+def api(c: ComposeCluster, path: str, body: bytes | None = None) -> dict:
+    request = urllib.request.Request(
+        c.api_url + path, data=body, method="POST" if body is not None else "GET",
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/yaml"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def api_text(c: ComposeCluster, path: str) -> str:
+    request = urllib.request.Request(c.api_url + path,
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.read().decode()
+
+
+def submit(c: ComposeCluster, steps: int) -> str:
+    spec = yaml.safe_dump({
+        "workload": "ppo", "code_path": "/private/code/standin-verl",
+        "model_id": "org/model", "train_file": "/private/data/train.parquet",
+        "val_file": "/private/data/val.parquet", "nnodes": 1, "n_gpus_per_node": 1,
+        "total_training_steps": steps, "save_freq": 1,
+        "overrides": [f"+argus_demo.duration_s={steps}"],
+    })
+    return api(c, "/api/v2/tasks", spec.encode())["task_id"]
+
+
+def steps_done(text: str) -> list[int]:
+    """The steps the stand-in logged, in order (verl's console lines: ``step:N - ...``)."""
+    return [int(m) for m in re.findall(r"\] step:(\d+) - ", text)]
+
+
+class Run:
+    """One task as the service in the head container shows it."""
+
+    def __init__(self, c: ComposeCluster, task_id: str):
+        self.c, self.task_id = c, task_id
+
+    def get(self, suffix: str = "") -> dict:
+        return api(self.c, f"/api/v2/tasks/{self.task_id}{suffix}")
+
+    def answers(self, check: Callable[[], bool]) -> Callable[[], bool]:
+        """``check`` while the service answers; False while it does not (restarting)."""
+        def probe() -> bool:
+            try:
+                return check()
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                return False
+        return probe
+
+    def state(self) -> str:
+        return self.get()["state"]
+
+    def attempts(self) -> list[dict]:
+        return self.get("/attempts")["attempts"]
+
+    def events(self, kind: str) -> list[dict]:
+        return [e for e in self.get("/events")["events"] if e["type"] == kind]
+
+    def steps(self, attempt: int = 1) -> list[int]:
+        try:
+            return steps_done(api_text(
+                self.c, f"/api/v2/tasks/{self.task_id}/logs?attempt={attempt}&tail=100000"))
+        except urllib.error.HTTPError:  # no log yet (or Ray's live log not there yet)
+            return []
+
+    def last_step(self) -> int:
+        return max(self.steps(), default=0)
+
+    def explain(self) -> str:
+        try:
+            return json.dumps({"task": self.get(), "attempts": self.attempts(),
+                               "events": self.get("/events")["events"]}, indent=1)[-6000:]
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            return f"the service does not answer: {exc}"
+
+
+def wait(c: ComposeCluster, predicate: Callable[[], bool], timeout_s: float, what: str,
+         run: Run | None = None) -> float:
+    try:
+        return poll(predicate, timeout_s, what, 0.5)
+    except TimeoutError as exc:
+        pytest.fail(f"{exc}\n{run.explain() if run else ''}\n{c.describe()}")
+
+
+def survives(c: ComposeCluster, run: Run, fault: Callable[[], object], what: str, *,
+             restarts_service: bool = False) -> None:
+    """``fault`` costs the run nothing: the same cluster comes back with the workers'
+    raylets kept, the attempt stays RUNNING and steps on, and its events show the outage."""
+    before = c.head_record()
+    assert before is not None and before.cluster_id
+    raylets = c.raylet_pids()
+    backs = len(run.events("CLUSTER_BACK"))
+    at = run.last_step()
+    assert at + 20 < LONG_STEPS, f"{what}: the run is nearly over (step {at}); too slow a host"
+    fault()
+    wait(c, lambda: c.same_cluster_back(before), 120,
+         f"{what}: the same cluster back with both workers", run)
+    assert c.raylet_pids() == raylets, f"{what}: a worker restarted its raylet"
+    if restarts_service:
+        start_service(c)
+    wait(c, run.answers(lambda: len(run.events("CLUSTER_BACK")) > backs), 90,
+         f"{what}: the service notes the outage's end", run)
+    assert run.state() == "RUNNING", run.explain()
+    assert [a["attempt_no"] for a in run.attempts()] == [1], run.explain()
+    wait(c, lambda: run.last_step() >= at + 3, 60, f"{what}: the run steps on", run)
+    assert len(run.events("CLUSTER_UNREACHABLE")) == len(run.events("CLUSTER_BACK"))
+
+
+def test_a_run_survives_every_head_fault_and_succeeds_on_its_first_attempt(cluster):
+    c = cluster
+    run = Run(c, submit(c, LONG_STEPS))
+    wait(c, lambda: run.state() == "RUNNING" and run.last_step() >= 3, 180,
+         "the stand-in run at step 3", run)
+    survives(c, run, lambda: c.script("fault_kill_head_ray.sh", "docker", c.head),
+             "GCS killed")
+    survives(c, run, lambda: c.script("fault_ray_stop.sh", "docker", c.head, "--force"),
+             "the head's Ray stopped, restarted by its watchdog")
+    survives(c, run, lambda: c.docker_cmd("restart", c.head, timeout_s=STOP_GRACE_S + 60),
+             "docker restart of the head", restarts_service=True)
+    survives(c, run, lambda: c.compose("up", "-d", "--no-deps", "--force-recreate",
+                                       "ray-head", timeout_s=STOP_GRACE_S + 90),
+             "the head container recreated", restarts_service=True)
+    wait(c, lambda: run.state() in ("SUCCEEDED", "FAILED", "CANCELED"), LONG_STEPS + 120,
+         "the run ends", run)
+    assert run.state() == "SUCCEEDED", run.explain()
+    assert [a["attempt_no"] for a in run.attempts()] == [1], run.explain()
+    assert run.steps() == list(range(1, LONG_STEPS + 1)), "a step ran twice or not at all"
+    assert len(run.events("CLUSTER_BACK")) >= 4
+
+
+def test_a_wiped_store_is_a_new_cluster_and_the_run_resumes_as_attempt_2(cluster):
+    c = cluster
+    run = Run(c, submit(c, SHORT_STEPS))
+    wait(c, lambda: run.state() == "RUNNING" and run.last_step() >= 3, 180,
+         "the stand-in run at step 3", run)
+    before = c.head_record()
+    assert before is not None and before.cluster_id
+    c.script("fault_wipe_gcs_store.sh", "docker", c.head, timeout_s=180)
+    wait(c, lambda: (r := c.head_record()) is not None and bool(r.cluster_id)
+         and r.cluster_id != before.cluster_id, 120, "head.json names a new cluster", run)
+    wait(c, lambda: len(run.attempts()) == 2, 180, "attempt 2", run)
+    first = run.attempts()[0]
+    assert first["failure_kind"] == "CLUSTER_LOST", run.explain()
+    wait(c, lambda: run.state() in ("SUCCEEDED", "FAILED", "CANCELED"), 240,
+         "attempt 2 ends", run)
+    assert run.state() == "SUCCEEDED", run.explain()
+    log = api_text(c, f"/api/v2/tasks/{run.task_id}/logs?attempt=2&tail=100000")
+    assert "resumed from checkpoint" in log, log[-2000:]
