@@ -261,7 +261,7 @@ HOT_QUERIES = {
     "queue_positions": ("tasks_runnable", {"seqs": "[1, 2]"}),
     "active": ("tasks_active", {}),
     "queue_running": ("tasks_active", {}),
-    "blocked_page": ("tasks_blocked", {"limit": 10}),
+    "blocked_page": ("tasks_blocked", {"limit": 10, "user": None}),
     "running_pipeline_stages": ("pipelines_running", {}),
 }
 
