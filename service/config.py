@@ -40,11 +40,11 @@ from typing import Any
 
 import yaml
 
-from service.priorities import range_problem
-from service.quotas import Limits
-from service.users import name_problem
+from service.domain.users import name_problem
+from service.domain.workloads import DEFAULT_OVERRIDES, WORKLOAD_NAMES
+from service.policy.priorities import range_problem
+from service.policy.quotas import Limits
 from service.webhooks.settings import WebhookSettings, webhook_settings
-from service.workloads import DEFAULT_OVERRIDES, WORKLOAD_NAMES
 
 WORKLOADS = WORKLOAD_NAMES  # the workload keys of v2.verl.default_overrides
 
@@ -89,9 +89,9 @@ class SchedulerSettings:
     # a task that does not fit, waiting longer, gets nodes kept for it (no backfill there)
     starvation_guard_s: float = 300.0
     backfill: bool = True  # False: first come, first served (nothing passes a waiting task)
-    # Conservative backfilling (service.reservations): the first N waiting tasks in
+    # Conservative backfilling (service.scheduling.reservations): the first N waiting tasks in
     # admission order get a reservation from the time limits; 0 = EASY backfilling with
-    # the starvation guard alone (service.passes.GuardPass).
+    # the starvation guard alone (service.scheduling.passes.GuardPass).
     reservations: int = 0
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
@@ -103,7 +103,7 @@ class SchedulerSettings:
     retry_mode: str = "when_fits"
     retry_min_backoff_s: float = 5.0
     retry_max_backoff_s: float = 300.0
-    # Priorities (service.priorities): a task without one gets ``default_priority``; a
+    # Priorities (service.policy.priorities): a task without one gets ``default_priority``; a
     # non-admin may ask for at most ``max_user_priority``.
     default_priority: int = 0
     max_user_priority: int = 0
@@ -139,7 +139,7 @@ class UserSettings:
 
 @dataclass(frozen=True)
 class ProgressSettings:
-    """The driver-log follower (``service.progress_follower``): progress and curves."""
+    """The driver-log follower (``service.engine.progress_follower``): progress and curves."""
 
     enabled: bool = True
     poll_s: float = 5.0  # how often each running attempt's log is read for new lines
@@ -186,7 +186,7 @@ class Settings:
     # v2 section
     api_host: str = "0.0.0.0"
     api_port: int = 8080
-    # server limits (service.http_server): a request's headers (and an idle keep-alive
+    # server limits (service.web.http_server): a request's headers (and an idle keep-alive
     # connection) get header_timeout_s, its body body_timeout_s; connections beyond
     # max_connections are answered 503 and closed
     api_header_timeout_s: float = 10.0

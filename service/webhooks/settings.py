@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from service.ssrf import IPNetwork
+from service.policy.ssrf import IPNetwork
 from service.webhooks.policy import RetryPolicy
 
 

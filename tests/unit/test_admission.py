@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.admission import (
+from service.cluster.boundary import ClusterSnapshot, NodeResources
+from service.scheduling.admission import (
     Driver,
     FreePool,
     Gang,
@@ -12,7 +13,6 @@ from service.admission import (
     never_fits_reason,
     unreachable_reason,
 )
-from service.cluster import ClusterSnapshot, NodeResources
 
 DRIVER = Driver({"worker_node": 1.0}, num_cpus=1.0)
 

@@ -16,18 +16,18 @@ import jsonschema
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.api import handlers
-from service.api.deps import DEPS
-from service.api.waker import Waker
-from service.app import ROUTES, create_app
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.metrics import MeteredScheduler, ServiceMetrics
-from service.openapi import build_openapi
-from service.scheduler import Scheduler
-from service.states import RayStatus, TaskState
-from service.store import BulkTask, Store
+from service.domain.states import RayStatus, TaskState
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
+from service.store.writer import BulkTask, Store
+from service.web.api import handlers
+from service.web.api.deps import DEPS
+from service.web.api.waker import Waker
+from service.web.app import ROUTES, create_app
+from service.web.metrics import MeteredScheduler, ServiceMetrics
+from service.web.openapi import build_openapi
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -640,7 +640,7 @@ async def test_readyz_says_ready_and_why_not(client, env, monkeypatch):
     runs with a writable database; 503 with each reason otherwise."""
     import threading
 
-    from service.api import handlers
+    from service.web.api import handlers
 
     resp = await client.get("/readyz")
     body = await resp.json()

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from service.api.auth import Access
-from service.app import ROUTES, create_app
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.jobspec import JobSpecError, parse_jobspec_json
-from service.store import Store
+from service.engine.artifacts import Artifacts
+from service.jobspec.spec import JobSpecError, parse_jobspec_json
+from service.store.writer import Store
+from service.web.api.auth import Access
+from service.web.app import ROUTES, create_app
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

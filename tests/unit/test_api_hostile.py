@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from service.api.auth import AuthFailure, bearer_token
-from service.api.params import SQLITE_MAX_INT, parse_uint
-from service.api.views import InvalidCursor, decode_cursor, encode_cursor
-from service.app import ROUTES, create_app
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.db import StorageUnavailable, storage_fault
-from service.store import Store
+from service.engine.artifacts import Artifacts
+from service.store.db import StorageUnavailable, storage_fault
+from service.store.writer import Store
+from service.web.api.auth import AuthFailure, bearer_token
+from service.web.api.params import SQLITE_MAX_INT, parse_uint
+from service.web.api.views import InvalidCursor, decode_cursor, encode_cursor
+from service.web.app import ROUTES, create_app
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from test_api_users import app_of, jobspec, submit_as, world  # noqa: F401
 
-from service.states import RayStatus
+from service.domain.states import RayStatus
 
 
 @pytest.fixture

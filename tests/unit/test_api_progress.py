@@ -13,8 +13,8 @@ import pytest
 # finds a fixture by its name in the module; the test parameters then shadow the imports).
 from test_api import assert_error, client, env, get_json, submit  # noqa: F401
 
-from service.progress_follower import LogFollower
-from service.states import RayStatus
+from service.domain.states import RayStatus
+from service.engine.progress_follower import LogFollower
 
 
 def follower(env: Any) -> LogFollower:

@@ -17,18 +17,18 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.api.auth import Access
-from service.app import ROUTES, create_app, path_template
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings, UserSettings
-from service.metrics import ServiceMetrics
-from service.quotas import Limits
-from service.rows import EventRow
-from service.scheduler import Scheduler
-from service.states import RayStatus, TaskState
-from service.store import Store
-from service.users import Role
+from service.domain.rows import EventRow
+from service.domain.states import RayStatus, TaskState
+from service.domain.users import Role
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
+from service.policy.quotas import Limits
+from service.store.writer import Store
+from service.web.api.auth import Access
+from service.web.app import ROUTES, create_app, path_template
+from service.web.metrics import ServiceMetrics
 
 BOOTSTRAP = "bootstrap-token-of-the-operator"
 T0 = 1_766_000_000.0
@@ -245,7 +245,7 @@ async def test_a_wrong_secret_for_a_real_token_id_is_just_invalid(client, world)
 
 async def test_token_guessing_backs_off_with_429_but_known_tokens_still_pass(
         client, world: World, caplog) -> None:
-    from service.failure_guard import API
+    from service.policy.failure_guard import API
 
     caplog.set_level(logging.WARNING)
     assert (await get_me(client, world.tokens["alice"]))[0] == 200  # alice's row is cached

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from service.api.views import (
+from service.domain.rows import AttemptRow, EventRow, TaskRow
+from service.domain.states import TaskState
+from service.domain.timefmt import iso
+from service.store.writer import MAX_SEQ
+from service.web.api.views import (
     InvalidCursor,
     attempt_json,
     decode_cursor,
@@ -12,10 +16,6 @@ from service.api.views import (
     event_json,
     task_json,
 )
-from service.rows import AttemptRow, EventRow, TaskRow
-from service.states import TaskState
-from service.store import MAX_SEQ
-from service.timefmt import iso
 
 T = 1766500321.5  # 2025-12-23T14:32:01.500Z
 TID = "mvp2-ppo-20251223-143201-0001"

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from service.app import create_app
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings, UserSettings
-from service.store import Store
-from service.users import Role
+from service.domain.users import Role
+from service.engine.artifacts import Artifacts
+from service.store.writer import Store
+from service.web.app import create_app
 from service.webhooks.settings import WebhookSettings
 
 BOOTSTRAP = "bootstrap-token-of-the-operator"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from service.artifacts import Artifacts
+from service.engine.artifacts import Artifacts
 
 SID = "mvp2-alice-ppo-20251223-143201-7f3a--a01"
 OLD_SID = "mvp2-ppo-20251223-143201-7f3a--a01"

@@ -29,8 +29,8 @@ from bench.tracesim import (
     SimCluster,
     simulate,
 )
-from service.cluster import SubmitRequest
-from service.states import RayStatus
+from service.cluster.boundary import SubmitRequest
+from service.domain.states import RayStatus
 
 
 def _task(i: int, user: str, cls: str, arrival: float, duration: float) -> TraceTask:

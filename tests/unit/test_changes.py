@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from service.sql import QUERIES as Q
-from service.store import Store
-from service.ui.changes import ChangeFeed
-from service.ui.slots import StreamSlots
+from service.store.sql import QUERIES as Q
+from service.store.writer import Store
+from service.web.ui.changes import ChangeFeed
+from service.web.ui.slots import StreamSlots
 
 T0 = 1_766_000_000.0
 
@@ -149,7 +149,7 @@ def test_stream_slots_by_table(per_session, per_user, opens, refused_at) -> None
 
 
 def test_sign_in_backoff_doubles_past_the_free_failures_and_success_clears_it() -> None:
-    from service import failure_guard as sg
+    from service.policy import failure_guard as sg
 
     now = [0.0]
     guard = sg.FailureGuard(lambda: now[0])
@@ -178,7 +178,7 @@ def test_sign_in_backoff_doubles_past_the_free_failures_and_success_clears_it() 
 
 
 def test_sign_in_keys_are_forgotten_and_bounded() -> None:
-    from service import failure_guard as sg
+    from service.policy import failure_guard as sg
 
     now = [0.0]
     guard = sg.FailureGuard(lambda: now[0], sg.Backoff(5, 1.0, 300.0, max_keys=10))

@@ -20,13 +20,13 @@ import pytest
 from argus_client.cli import main as cli
 from argus_client.cli.exits import Exit
 from argus_client.env import DEFAULT_URL
-from service.app import create_app
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.scheduler import Scheduler
-from service.states import RayStatus
-from service.store import Store
+from service.domain.states import RayStatus
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
+from service.store.writer import Store
+from service.web.app import create_app
 
 TOKEN = "cli-token"
 T0 = 1_766_000_000.0
@@ -216,7 +216,7 @@ async def test_queue(server, tmp_path):
 
 
 async def test_queue_follows_the_pages_of_a_long_queue(server, tmp_path, monkeypatch):
-    from service.api import handlers
+    from service.web.api import handlers
 
     monkeypatch.setattr(handlers, "QUEUE_LIMIT_DEFAULT", 2)  # pages of 2 waiting tasks
     ids = [await submitted(server, tmp_path, n_gpus_per_node=64) for _ in range(5)]

@@ -13,8 +13,8 @@ import pytest
 from test_cli import run, server, submitted  # noqa: F401
 
 from argus_client.cli.progress import bar, progress_cell, wait_line
-from service.progress_follower import LogFollower
-from service.states import RayStatus
+from service.domain.states import RayStatus
+from service.engine.progress_follower import LogFollower
 
 
 @pytest.mark.parametrize(("fraction", "text"), [

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from argus_client.cli import main as cli
-from service.app import create_app
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.store import Store
+from service.engine.artifacts import Artifacts
+from service.store.writer import Store
+from service.web.app import create_app
 from service.webhooks.settings import WebhookSettings
 
 TOKEN = "cli-token"

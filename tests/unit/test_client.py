@@ -38,7 +38,7 @@ from argus_client.cli.exits import Exit
 from argus_client.client import jobspec_body
 from argus_client.errors import RateLimited
 from argus_client.retry import backoff, retrying
-from service.states import RayStatus
+from service.domain.states import RayStatus
 
 
 def spec(srv: Server, **fields: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from service.config import (
     settings_from_mapping,
     thaw,
 )
-from service.quotas import Limits
+from service.policy.quotas import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,7 +128,7 @@ def test_no_file_means_defaults() -> None:
 
 
 def test_workload_keys_and_default_overrides_come_from_the_workload_table() -> None:
-    from service import workloads
+    from service.domain import workloads
 
     assert WORKLOADS == workloads.WORKLOAD_NAMES
     assert dict(Settings().default_overrides) == dict(workloads.DEFAULT_OVERRIDES)

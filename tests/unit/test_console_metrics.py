@@ -13,19 +13,19 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.ids import new_task_id
-from service.metrics import MeteredScheduler, ServiceMetrics
-from service.observed import REASON_CLASSES, reason_class
-from service.rows import Sample
-from service.sampling import Sampler
-from service.scheduler import Scheduler
-from service.states import TaskState
-from service.store import Store
-from service.ui.charts import bar_chart, line_chart, nice_max
-from service.ui.pages import duration
+from service.domain.ids import new_task_id
+from service.domain.rows import Sample
+from service.domain.states import TaskState
+from service.engine.artifacts import Artifacts
+from service.engine.observed import REASON_CLASSES, reason_class
+from service.engine.sampling import Sampler
+from service.engine.scheduler import Scheduler
+from service.store.writer import Store
+from service.web.metrics import MeteredScheduler, ServiceMetrics
+from service.web.ui.charts import bar_chart, line_chart, nice_max
+from service.web.ui.pages import duration
 
 T0 = 1_766_000_000.0
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "argus.json"
@@ -48,7 +48,7 @@ class World:
             self.metrics)
 
     def submit(self, gpus: int, workload: str = "ppo", user: str = "admin") -> str:
-        from service.jobspec import parse_jobspec
+        from service.jobspec.spec import parse_jobspec
         text = SPEC.format(w=workload, s=self.shared, g=gpus)
         spec = parse_jobspec(text, self.settings, user)
         task_id = new_task_id("mvp2", workload, self.now, self.store.task_exists, user=user)
@@ -137,7 +137,7 @@ def test_the_dashboard_names_only_metrics_that_exist(world):
 
 
 def test_every_known_user_has_every_per_user_series_from_zero(world):
-    from service.users import Role
+    from service.domain.users import Role
 
     world.store.create_user("alice", Role.USER, T0)
     got = world.samples()
@@ -287,9 +287,9 @@ def test_duration_and_chart_helpers():
 
 
 def test_gpu_seconds_in_window_matches_usage_accounting(tmp_path):
-    from service.states import TaskState
-    from service.store import BulkTask
-    from service.usage import account
+    from service.domain.states import TaskState
+    from service.policy.usage import account
+    from service.store.writer import BulkTask
 
     store = Store(str(tmp_path / "db.sqlite3"))
     try:
@@ -312,7 +312,7 @@ def test_the_plans_estimated_start_reaches_the_observed_view(tmp_path: Path) -> 
     """With reservations on, a waiting task's planned start (the running one's time limit
     plus the stop's slack) is what the API and the console read."""
     from service.config import SchedulerSettings
-    from service.plan import LIMIT_SLACK_S
+    from service.scheduling.plan import LIMIT_SLACK_S
 
     w = World(tmp_path)
     w.settings = Settings(shared_root=str(w.shared),
@@ -321,7 +321,7 @@ def test_the_plans_estimated_start_reaches_the_observed_view(tmp_path: Path) -> 
         Scheduler(w.store, w.cluster, w.settings, Artifacts(str(w.shared))), w.metrics)
     w.store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
     w.cluster.add_node("n1", gpus=4, cpus=16)
-    from service.jobspec import parse_jobspec
+    from service.jobspec.spec import parse_jobspec
     text = SPEC.format(w="ppo", s=w.shared, g=4)
     spec = parse_jobspec(text, w.settings, "admin").to_dict()
     for name in ("a", "b"):

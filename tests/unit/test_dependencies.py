@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.dependencies import (
+from service.domain.states import TaskState
+from service.policy.dependencies import (
     MAX_DEPTH,
     MAX_PARENTS,
     Condition,
@@ -20,7 +21,6 @@ from service.dependencies import (
     parse_after,
     wait_reason,
 )
-from service.states import TaskState
 
 S = TaskState
 C = Condition

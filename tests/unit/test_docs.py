@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service.config import Settings
-from service.jobspec import parse_jobspec
+from service.jobspec.spec import parse_jobspec
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -30,7 +30,7 @@ MOVED = {
     "Prometheus and Grafana": "docs/operations.md",
     "Progress and training curves": "docs/progress.md",
     "Limits and hostile input": "docs/security.md",
-    "The HTTP server (`service/http_server.py`, `v2.api`)": "docs/security.md",
+    "The HTTP server (`service/web/http_server.py`, `v2.api`)": "docs/security.md",
     "One user cannot take the service from everyone": "docs/security.md",
     "Storage faults and durability": "docs/operations.md",
     "Running the service": "docs/operations.md",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.failures import DriverEnd, classify, driver_end, summarize, supervisor_lost
-from service.states import FailureKind, RayStatus
+from service.domain.states import FailureKind, RayStatus
+from service.policy.failures import DriverEnd, classify, driver_end, summarize, supervisor_lost
 
 K = FailureKind
 RAY_TASK_ERROR = """\

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from service.fairshare import FairOrder, Ledger, Span, decayed_usage, steady_charge
+from service.scheduling.fairshare import FairOrder, Ledger, Span, decayed_usage, steady_charge
 
 
 @dataclass(frozen=True)

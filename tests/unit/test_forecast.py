@@ -1,17 +1,17 @@
-"""Expected starts: run times learned from history (service.runtimes) and the reservation
-plan replayed with them (service.forecast), by table."""
+"""Expected starts: run times learned from history (service.scheduling.runtimes) and the reservation
+plan replayed with them (service.scheduling.forecast), by table."""
 
 from __future__ import annotations
 
 import pytest
 from test_planner import DRIVER, NOW, node, running, task
 
-from service.cluster import ClusterSnapshot
+from service.cluster.boundary import ClusterSnapshot
 from service.config import SchedulerSettings, UserSettings
-from service.forecast import Placed, Releasing, expected_starts
-from service.plan import LIMIT_SLACK_S, PlanInput, Wait
-from service.planner import Planner
-from service.runtimes import MIN_SHARE, EndedRun, RuntimeModel
+from service.scheduling.forecast import Placed, Releasing, expected_starts
+from service.scheduling.plan import LIMIT_SLACK_S, PlanInput, Wait
+from service.scheduling.planner import Planner
+from service.scheduling.runtimes import MIN_SHARE, EndedRun, RuntimeModel
 
 ALICE_1x4 = [EndedRun("alice", (1, 4), r, 1000.0) for r in (200.0, 300.0, 400.0)]
 BOB_ANY = [EndedRun("bob", (2, 8), r, 1000.0) for r in (800.0, 900.0, 1000.0)]

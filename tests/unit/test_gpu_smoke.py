@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from service.config import Settings
-from service.jobspec import parse_jobspec
-from service.submission import build_submit_request, driver_argv
+from service.jobspec.spec import parse_jobspec
+from service.jobspec.submission import build_submit_request, driver_argv
 
 pytestmark = pytest.mark.unit
 

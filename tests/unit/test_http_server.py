@@ -1,4 +1,4 @@
-"""The server around the app (``service.http_server``), spoken to over real sockets.
+"""The server around the app (``service.web.http_server``), spoken to over real sockets.
 
 aiohttp's test client cannot send what these tests need (a bad method, a header line of
 9 KB, raw bytes, half a request, 20 connections that never finish), so each test starts
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from service.app import create_app
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import ConfigError, Settings, settings_from_mapping
-from service.http_server import ArgusRunner, ServerLimits, parser_error_message
-from service.store import Store
+from service.engine.artifacts import Artifacts
+from service.store.writer import Store
+from service.web.app import create_app
+from service.web.http_server import ArgusRunner, ServerLimits, parser_error_message
 
 TOKEN = "t0ken"
 AUTH = f"Authorization: Bearer {TOKEN}\r\n".encode()

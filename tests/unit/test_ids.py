@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from service.ids import (
+from service.domain.ids import (
     MAX_TRIES,
     TaskIdExhausted,
     is_task_id,

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from service.config import Settings, settings_from_mapping
-from service.jobspec import JobSpec, JobSpecError, parse_jobspec
+from service.jobspec.spec import JobSpec, JobSpecError, parse_jobspec
 
 SETTINGS = Settings()  # shared_root /private, allowed roots (/private,)
 

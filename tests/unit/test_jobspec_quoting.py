@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from service.config import Settings
-from service.jobspec import JobSpec, JobSpecError, parse_jobspec
-from service.submission import build_entrypoint, build_submit_request, driver_argv
+from service.jobspec.spec import JobSpec, JobSpecError, parse_jobspec
+from service.jobspec.submission import build_entrypoint, build_submit_request, driver_argv
 
 TASK = "mvp2-sft-20251223-143201-7f3a"
 SETTINGS = Settings()
@@ -123,7 +123,7 @@ def test_code_path_goes_to_pythonpath_not_the_command_line(payload: str, canary:
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_builder_quotes_the_task_id(payload: str, canary: Path) -> None:
-    # Task ids are made by service.ids; the attempt's id (and so its Hydra run dir) is
+    # Task ids are made by service.domain.ids; the attempt's id (and so its Hydra run dir) is
     # derived from the task id, and anything but a task id is refused before any argv
     # exists, so a task id never carries a metacharacter onto the command line.
     task_id = TASK + payload.format(c=canary)

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis_jsonschema import from_schema
 
 from service.config import Settings, settings_from_mapping
-from service.jobspec import JobSpecError, jobspec_json_schema, parse_jobspec
-from service.openapi import build_openapi
+from service.jobspec.spec import JobSpecError, jobspec_json_schema, parse_jobspec
+from service.web.openapi import build_openapi
 
 DEFAULT = Settings()
 TWO_ROOTS = settings_from_mapping(

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from service.config import Settings
-from service.jobspec import JobSpec, JobSpecError, jobspec_json_schema, parse_jobspec
+from service.jobspec.spec import JobSpec, JobSpecError, jobspec_json_schema, parse_jobspec
 
 SETTINGS = Settings()  # shared_root /private, allowed roots (/private,)
 BASE: dict[str, Any] = {

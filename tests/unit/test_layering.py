@@ -6,7 +6,7 @@ Rules:
     task service) import nothing of each other.
 (b) A pure module (:data:`PURE_MODULES`) imports no I/O module, directly or through the
     project modules it imports, and touches no file itself.
-(c) Within ``service``, only ``service/ray_cluster.py`` imports ``ray``.
+(c) Within ``service``, only ``service/cluster/raycluster.py`` imports ``ray``.
 (d) The client package (``clients/python/argus_client``, installed alone by users)
     imports only the standard library and itself, and neither server package imports it.
 
@@ -40,48 +40,48 @@ PACKAGES = ("service", "raypool")
 
 # Modules that decide from values only. Add a module here when you write one.
 PURE_MODULES = (
-    "service.states",
-    "service.admission",
-    "service.failures",
-    "service.retry",
-    "service.ids",
-    "service.workloads",
-    "service.layout",
-    "service.sandbox",
-    "service.overrides",
-    "service.yamldoc",
-    "service.rows",
-    "service.timefmt",
-    "service.progress",
-    "service.curves",
-    "service.ui.progress_text",
-    "service.ui.slots",
-    "service.failure_guard",
-    "service.ray_mapping",
-    "service.api.views",
-    "service.api.params",
-    "service.users",
-    "service.quotas",
-    "service.usage",
-    "service.priorities",
-    "service.fairshare",
-    "service.preemption",
-    "service.planner",
-    "service.plan",
-    "service.rules",
-    "service.passes",
-    "service.timeline",
-    "service.runtimes",
-    "service.forecast",
-    "service.ssrf",
+    "service.domain.states",
+    "service.scheduling.admission",
+    "service.policy.failures",
+    "service.policy.retry",
+    "service.domain.ids",
+    "service.domain.workloads",
+    "service.domain.layout",
+    "service.jobspec.sandbox",
+    "service.jobspec.overrides",
+    "service.jobspec.yamldoc",
+    "service.domain.rows",
+    "service.domain.timefmt",
+    "service.policy.progress",
+    "service.policy.curves",
+    "service.web.ui.progress_text",
+    "service.web.ui.slots",
+    "service.policy.failure_guard",
+    "service.cluster.mapping",
+    "service.web.api.views",
+    "service.web.api.params",
+    "service.domain.users",
+    "service.policy.quotas",
+    "service.policy.usage",
+    "service.policy.priorities",
+    "service.scheduling.fairshare",
+    "service.scheduling.preemption",
+    "service.scheduling.planner",
+    "service.scheduling.plan",
+    "service.scheduling.rules",
+    "service.scheduling.passes",
+    "service.scheduling.timeline",
+    "service.scheduling.runtimes",
+    "service.scheduling.forecast",
+    "service.policy.ssrf",
     "service.webhooks.events",
     "service.webhooks.signing",
     "service.webhooks.policy",
     "service.webhooks.settings",
     "service.webhooks.rows",
     "service.webhooks.schemas",
-    "service.dependencies",
-    "service.pipelines",
+    "service.policy.dependencies",
+    "service.policy.pipelines",
     "raypool.policy",
     "raypool.headrecord",
 )
@@ -89,16 +89,16 @@ PURE_MODULES = (
 # name -> what it touches (a submodule of a named module counts as the module)
 IO_MODULES = {
     "sqlite3": "SQLite",
-    "service.store": "SQLite (the store)",
+    "service.store.writer": "SQLite (the store)",
     "ray": "Ray",
-    "service.ray_cluster": "Ray (the adapter)",
+    "service.cluster.raycluster": "Ray (the adapter)",
     "aiohttp": "HTTP",
     "requests": "HTTP",
     "urllib.request": "HTTP",
     "http.client": "HTTP",
     "http.server": "HTTP",
     "xmlrpc": "HTTP (XML-RPC)",
-    "service.app": "HTTP (the API)",
+    "service.web.app": "HTTP (the API)",
     "socket": "sockets",
     "socketserver": "sockets",
     "ssl": "sockets",
@@ -124,7 +124,7 @@ FILE_MODULES = {
     "pathlib": "the file system",
     "glob": "the file system",
 }
-RAY_ADAPTER = "service.ray_cluster"
+RAY_ADAPTER = "service.cluster.raycluster"
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,7 @@ def ray_violations(modules: dict[str, Module]) -> list[str]:
 @pytest.fixture(scope="module")
 def modules() -> dict[str, Module]:
     found = load_modules(ROOT)
-    assert {"service.store", "raypool.policy"} <= set(found), "packages not found"
+    assert {"service.store.writer", "raypool.policy"} <= set(found), "packages not found"
     return found
 
 
@@ -315,7 +315,7 @@ def test_the_client_package_stands_alone(modules):
 
 
 def test_checker_flags_a_client_importing_the_server(tmp_path):
-    make_tree(tmp_path, {"argus_client/__init__.py": "import service.jobspec\n",
+    make_tree(tmp_path, {"argus_client/__init__.py": "import service.jobspec.spec\n",
                          "argus_client/x.py": "import json, yaml\n",
                          "service/__init__.py": "from argus_client import x\n"})
     tree = load_modules(tmp_path, (CLIENT, "service"))
@@ -323,7 +323,7 @@ def test_checker_flags_a_client_importing_the_server(tmp_path):
     server = {k: v for k, v in tree.items() if not k.startswith(CLIENT)}
     found = client_violations(client, server)
     assert [p.split(" imports ")[1].split(":")[0] for p in found] == [
-        "service.jobspec", "yaml", "argus_client.x"]
+        "service.jobspec.spec", "yaml", "argus_client.x"]
 
 
 # --- the checker itself, on small made-up trees ------------------------------------------
@@ -340,12 +340,12 @@ def test_checker_finds_a_function_level_import_through_a_chain(tmp_path):
     modules = make_tree(tmp_path, {
         "service/__init__.py": "",
         "service/pure.py": "from . import helper\n",
-        "service/helper.py": "def f():\n    from service.db import q\n",
-        "service/db.py": "import sqlite3\n",
+        "service/helper.py": "def f():\n    from service.store.db import q\n",
+        "service/store/db.py": "import sqlite3\n",
         "raypool/__init__.py": "",
     })
     assert pure_violations(("service.pure",), modules) == [
-        "service.pure imports an I/O module: service.pure -> service.helper -> service.db"
+        "service.pure imports an I/O module: service.pure -> service.helper -> service.store.db"
         " -> sqlite3 (SQLite)"]
 
 
@@ -377,8 +377,8 @@ def test_checker_passes_a_pure_module_and_flags_a_missing_one(tmp_path):
 def test_checker_flags_io_in_a_parent_package(tmp_path):
     modules = make_tree(tmp_path, {
         "service/__init__.py": "import threading\n",
-        "service/p.py": "import service.states\n",
-        "service/states.py": "",
+        "service/p.py": "import service.domain.states\n",
+        "service/domain/states.py": "",
     })
     assert pure_violations(("service.p",), modules) == [
         "service.p imports an I/O module: service.p -> service -> threading (threads)"]
@@ -388,17 +388,17 @@ def test_checker_flags_cross_package_and_ray_imports(tmp_path):
     modules = make_tree(tmp_path, {
         "service/__init__.py": "",
         "service/a.py": "def f():\n    from raypool import discovery\n",
-        "service/ray_cluster.py": "import ray\n",
+        "service/cluster/raycluster.py": "import ray\n",
         "service/b.py": "from ray.job_submission import JobSubmissionClient\n",
         "raypool/__init__.py": "",
-        "raypool/c.py": "import service.states\n",
+        "raypool/c.py": "import service.domain.states\n",
     })
     assert cross_package_violations(modules) == [
         "service.a (line 2) imports raypool.discovery: service and raypool import nothing "
         "of each other",
-        "raypool.c (line 1) imports service.states: raypool and service import nothing of "
+        "raypool.c (line 1) imports service.domain.states: raypool and service import nothing of "
         "each other",
     ]
     assert ray_violations(modules) == [
         "service.b (line 1) imports ray.job_submission.JobSubmissionClient: only "
-        "service.ray_cluster imports ray"]
+        "service.cluster.raycluster imports ray"]

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from service import main as main_mod
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import ConfigError
-from service.http_server import ServerLimits
+from service.web.http_server import ServerLimits
 
 TOKEN = "s3cret-token"
 
@@ -39,7 +39,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def fake_ray(monkeypatch: pytest.MonkeyPatch) -> list[FakeCluster]:
-    """Stand in for service.ray_cluster so main() wires a FakeCluster instead of Ray."""
+    """Stand in for service.cluster.raycluster so main() wires a FakeCluster instead of Ray."""
     made: list[FakeCluster] = []
 
     class ClosableFake(FakeCluster):
@@ -52,9 +52,9 @@ def fake_ray(monkeypatch: pytest.MonkeyPatch) -> list[FakeCluster]:
         made.append(ClosableFake())
         return made[-1]
 
-    module = types.ModuleType("service.ray_cluster")
+    module = types.ModuleType("service.cluster.raycluster")
     module.RayCluster = ray_cluster  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "service.ray_cluster", module)
+    monkeypatch.setitem(sys.modules, "service.cluster.raycluster", module)
     return made
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.db import (
+from service.domain.states import FailureKind, RayStatus, TaskState
+from service.store.db import (
     SchemaError,
     connect,
     connect_reader,
@@ -16,8 +17,7 @@ from service.db import (
     migration_files,
     schema_version,
 )
-from service.states import FailureKind, RayStatus, TaskState
-from service.store import Store
+from service.store.writer import Store
 
 
 def _tuples(conn: sqlite3.Connection, sql: str) -> list[tuple[object, ...]]:

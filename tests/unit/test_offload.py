@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from service.offload import Offload
+from service.store.offload import Offload
 
 
 async def test_runs_on_its_own_threads_and_returns_or_raises() -> None:
@@ -77,7 +77,7 @@ def test_threads_must_be_positive() -> None:
 
 async def _as(party: str, lane: Offload, fn, *args):
     """``lane.run`` from a coroutine of ``party`` (each task has its own context)."""
-    from service.offload import PARTY
+    from service.store.offload import PARTY
     PARTY.set(party)
     return await lane.run(fn, *args)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.overrides import RULES, check_override, refused_by
-from service.workloads import owned_keys
+from service.domain.workloads import owned_keys
+from service.jobspec.overrides import RULES, check_override, refused_by
 
 ROOTS = ("/private",)
 OUTSIDE = "is outside the allowed roots (/private)"

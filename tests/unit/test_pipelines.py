@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from service.artifacts import Artifacts
-from service.checkpoints import NoCheckpoint, latest_checkpoint
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.pipeline_store import DependencyError
-from service.pipeline_submit import submit_pipeline
-from service.pipelines import PipelineError, PipelineState, derive_state, parse_pipeline
-from service.scheduler import Scheduler
-from service.states import RayStatus, TaskState
-from service.store import Store
+from service.domain.states import RayStatus, TaskState
+from service.engine.artifacts import Artifacts
+from service.engine.checkpoints import NoCheckpoint, latest_checkpoint
+from service.engine.scheduler import Scheduler
+from service.policy.pipelines import PipelineError, PipelineState, derive_state, parse_pipeline
+from service.store.pipelines import DependencyError
+from service.store.writer import Store
+from service.usecases.pipeline_submit import submit_pipeline
 
 S = TaskState
 T0 = 1_766_500_000.0
@@ -170,7 +170,7 @@ def test_sft_ppo_eval_runs_in_order_and_eval_runs_after_a_failed_ppo(env: Env) -
 def test_a_pipelines_end_reaches_its_owners_webhook(env: Env) -> None:
     """PIPELINE_ENDED is an ordinary event: the outbox gives alice's hook that subscribed to
     pipeline.ended one delivery in the transaction that ends the pipeline."""
-    from service.users import Role
+    from service.domain.users import Role
 
     env.store.create_user("alice", Role.USER, T0)
     hook = env.store.create_webhook(owner="alice", url="https://example.org/h",
@@ -248,7 +248,7 @@ def test_task_after_checks_parents_and_waits_with_a_reason(env: Env) -> None:
 
 
 def test_depth_limit(env: Env) -> None:
-    from service.dependencies import MAX_DEPTH
+    from service.policy.dependencies import MAX_DEPTH
     prev = "mvp2-alice-ppo-20251223-143201-1000"
     _task(env, prev, "alice")
     for i in range(1, MAX_DEPTH + 1):
@@ -289,7 +289,7 @@ def test_wait_keeps_an_unsatisfiable_dependent_with_its_reason(env: Env) -> None
     env.tick(T0 + 2)
     assert env.state(c) is S.BLOCKED
     assert env.store.on_unsatisfiable_of(c) == "wait"
-    from service.dependencies import OnUnsatisfiable, wait_reason
+    from service.policy.dependencies import OnUnsatisfiable, wait_reason
     assert wait_reason(env.store.deps_of(c), OnUnsatisfiable.WAIT) == (
         f"after {a} (CANCELED): ok can never hold; waits until canceled")
 
@@ -297,7 +297,7 @@ def test_wait_keeps_an_unsatisfiable_dependent_with_its_reason(env: Env) -> None
 def test_a_jobspec_with_after_round_trips_through_its_dict_and_the_parser(env: Env) -> None:
     import yaml
 
-    from service.jobspec import JobSpec, parse_jobspec
+    from service.jobspec.spec import JobSpec, parse_jobspec
     a = "mvp2-alice-ppo-20251223-143201-0c01"
     b = "mvp2-alice-ppo-20251223-143201-0c02"
     text = yaml.safe_load(_spec(env.root).replace("{", "{after: {ok: [" + a + "], any: ["
@@ -313,8 +313,8 @@ def test_a_pipeline_counts_as_one_submission_against_the_owners_quota(env: Env) 
     from dataclasses import replace
 
     from service.config import UserSettings
-    from service.quotas import Limits
-    from service.store import QuotaExceeded
+    from service.policy.quotas import Limits
+    from service.store.writer import QuotaExceeded
     settings = replace(env.settings, users=UserSettings(
         per_user={"alice": Limits(max_waiting_tasks=1)}))
     _task(env, "mvp2-alice-ppo-20251223-143201-0d01", "alice")

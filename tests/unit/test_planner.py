@@ -11,15 +11,15 @@ from dataclasses import replace
 
 import pytest
 
-from service.cluster import ClusterSnapshot, NodeResources
+from service.cluster.boundary import ClusterSnapshot, NodeResources
 from service.config import SchedulerSettings, UserSettings
-from service.passes import drained_by, ends_by, with_shadow
-from service.plan import LIMIT_SLACK_S, Plan, PlanInput, Start, Wait
-from service.planner import Planner
-from service.quotas import Limits
-from service.rows import ActiveRow, RunnableRow
-from service.states import TaskState
-from service.workloads import driver
+from service.domain.rows import ActiveRow, RunnableRow
+from service.domain.states import TaskState
+from service.domain.workloads import driver
+from service.policy.quotas import Limits
+from service.scheduling.passes import drained_by, ends_by, with_shadow
+from service.scheduling.plan import LIMIT_SLACK_S, Plan, PlanInput, Start, Wait
+from service.scheduling.planner import Planner
 
 NOW = 1_000_000.0
 DRIVER = driver({}, 1.0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from service.admission import Driver, FreePool, Gang
-from service.cluster import ClusterSnapshot, NodeResources
-from service.preemption import Running, choose_victims, eligible
+from service.cluster.boundary import ClusterSnapshot, NodeResources
+from service.scheduling.admission import Driver, FreePool, Gang
+from service.scheduling.preemption import Running, choose_victims, eligible
 
 DRIVER = Driver({"worker_node": 1.0}, 1.0)
 

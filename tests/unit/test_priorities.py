@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.priorities import allowance_problem
+from service.policy.priorities import allowance_problem
 
 
 @pytest.mark.parametrize(("priority", "admin", "current", "allowed"), [

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from service.curves import Point, default_keys, join, keeps, thin
-from service.progress import (
+from service.policy.curves import Point, default_keys, join, keeps, thin
+from service.policy.progress import (
     Progress,
     ResumedLine,
     StepLine,

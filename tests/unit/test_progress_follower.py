@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.jobspec import JobSpec
-from service.progress import Progress
-from service.progress_follower import FollowerLoop, LogFollower
-from service.rows import ProgressUpdate
-from service.scheduler import Scheduler
-from service.states import RayStatus, TaskState
-from service.store import StaleProgress, Store
+from service.domain.rows import ProgressUpdate
+from service.domain.states import RayStatus, TaskState
+from service.engine.artifacts import Artifacts
+from service.engine.progress_follower import FollowerLoop, LogFollower
+from service.engine.scheduler import Scheduler
+from service.jobspec.spec import JobSpec
+from service.policy.progress import Progress
+from service.store.writer import StaleProgress, Store
 
 T0 = 1_766_500_000.0
 

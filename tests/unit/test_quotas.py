@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.quotas import Limits, Load, hold_reason, load_by_user
+from service.policy.quotas import Limits, Load, hold_reason, load_by_user
 
 NONE = Limits()
 
@@ -62,7 +62,7 @@ THIS_HOUR = int(NOW // HOUR)
 
 
 def test_the_window_is_this_hour_and_the_23_before() -> None:
-    from service.quotas import window_start_hour
+    from service.policy.quotas import window_start_hour
     assert window_start_hour(NOW) == THIS_HOUR - 23
 
 
@@ -86,7 +86,7 @@ def test_the_window_is_this_hour_and_the_23_before() -> None:
     (Limits(max_spec_bytes_per_day=100), 0, [], 101, "max_spec_bytes_per_day", 24 * HOUR),
 ])
 def test_submit_refusal_by_table(limits, waiting, hourly, new, limit, retry) -> None:
-    from service.quotas import submit_refusal
+    from service.policy.quotas import submit_refusal
     refusal = submit_refusal("mallory", limits, waiting=waiting, hourly_bytes=hourly,
                              new_bytes=new, now=NOW)
     if limit is None:

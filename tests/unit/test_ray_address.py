@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 
 from raypool import discovery, headrecord
-from service.cluster import ClusterUnavailable
-from service.config import Settings
-from service.ray_address import (
+from service.cluster.address import (
     HeadLocator,
     RayAddress,
     Sighting,
@@ -22,6 +20,8 @@ from service.ray_address import (
     judge,
     parse_record,
 )
+from service.cluster.boundary import ClusterUnavailable
+from service.config import Settings
 
 WRITTEN = headrecord.HeadRecord(
     cluster_name="argus-ray", head_ip="10.0.0.2", gcs_port=6390, dashboard_port=8270,

@@ -12,18 +12,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from service.admission import Driver, FreePool, Gang, InFlight
-from service.cluster import (
+from service.cluster.address import RayAddress
+from service.cluster.boundary import (
     ClusterUnavailable,
     JobAlreadyExists,
     JobNotFound,
     NodeResources,
     SubmitRejected,
 )
-from service.config import Settings
-from service.ray_address import RayAddress
-from service.ray_cluster import RayCluster
-from service.ray_mapping import (
+from service.cluster.mapping import (
     bound_by_placement,
     classify_error,
     free_resources,
@@ -33,7 +30,10 @@ from service.ray_mapping import (
     pg_reserved_per_node,
     placement_summary,
 )
-from service.states import RayStatus
+from service.cluster.raycluster import RayCluster
+from service.config import Settings
+from service.domain.states import RayStatus
+from service.scheduling.admission import Driver, FreePool, Gang, InFlight
 
 DUP = ("Request failed with status code 500: Traceback ...\nValueError: Job with "
        "submission_id t--a01 already exists. Please use a different submission_id.\n.")

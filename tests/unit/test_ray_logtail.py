@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from service.cluster import LogChunk
-from service.ray_logtail import LogTails
+from service.cluster.boundary import LogChunk
+from service.cluster.logtail import LogTails
 
 DEADLINE_S = 10.0
 

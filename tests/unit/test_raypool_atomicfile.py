@@ -15,7 +15,7 @@ from raypool import atomicfile, discovery, head, supervisor
 from raypool.atomicfile import write_atomic
 from raypool.config import load_node_settings
 from raypool.headrecord import HeadRecord
-from raypool.local_state import LocalCluster, LocalNode
+from raypool.local.state import LocalCluster, LocalNode
 
 RAYPOOL = Path(__file__).resolve().parents[2] / "raypool"
 
@@ -152,7 +152,7 @@ def test_every_raypool_writer_is_atomic_and_durable(tmp_path, monkeypatch, write
         real(path, data, **kw)
 
     for module in ("raypool.discovery", "raypool.head", "raypool.supervisor",
-                   "raypool.local_state"):
+                   "raypool.local.state"):
         monkeypatch.setattr(f"{module}.write_atomic", spy)
     path = writer(tmp_path)
     assert calls == [str(path)]

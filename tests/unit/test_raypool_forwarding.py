@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from raypool import local_netns as local
+from raypool.local import netns as local
 
 
 class FakeIptables:

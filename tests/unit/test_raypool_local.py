@@ -13,13 +13,15 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from raypool import cli, local, local_state
+from raypool import cli
 from raypool.deadline import Deadline
 from raypool.discovery import write_record
 from raypool.headrecord import HeadRecord
-from raypool.local import STOP_TIMEOUT_S, healthy_record, move_head, stop_node
-from raypool.local_ports import PORT_BLOCK
-from raypool.local_state import LocalCluster, LocalError, LocalNode
+from raypool.local import launcher as local
+from raypool.local import state as local_state
+from raypool.local.launcher import STOP_TIMEOUT_S, healthy_record, move_head, stop_node
+from raypool.local.ports import PORT_BLOCK
+from raypool.local.state import LocalCluster, LocalError, LocalNode
 
 
 class FakeClock:

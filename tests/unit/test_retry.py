@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from service.config import SchedulerSettings
-from service.retry import backoff, counted, delay, may_retry, plan
-from service.rows import RetryPlan
-from service.states import FailureKind
+from service.domain.rows import RetryPlan
+from service.domain.states import FailureKind
+from service.policy.retry import backoff, counted, delay, may_retry, plan
 
 
 @pytest.mark.parametrize("attempt", [1, 2, 5, 40])

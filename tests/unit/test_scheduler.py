@@ -9,22 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from service.artifacts import Artifacts
-from service.cluster import ClusterUnavailable
-from service.cluster_fake import FakeCluster
+from service.cluster.boundary import ClusterUnavailable
+from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings, UserSettings
-from service.jobspec import JobSpec
-from service.quotas import Limits
-from service.scheduler import (
+from service.domain.states import RayStatus, TaskState
+from service.domain.users import Role
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import (
     DRIVER_NODE_GONE_S,
     Scheduler,
     SchedulerLoop,
     TickReport,
     open_outage_since,
 )
-from service.states import RayStatus, TaskState
-from service.store import EventRow, Store
-from service.users import Role
+from service.jobspec.spec import JobSpec
+from service.policy.quotas import Limits
+from service.store.writer import EventRow, Store
 
 S = TaskState
 T0 = 1_766_500_000.0
@@ -523,7 +523,7 @@ def test_restart_after_claim_before_submit_submits_once(env: Env) -> None:
 def test_restart_after_submit_before_record_does_not_resubmit(env: Env) -> None:
     t = env.add()
     claim = env.store.claim_for_submit(t, S.QUEUED, T0)
-    from service.submission import build_submit_request
+    from service.jobspec.submission import build_submit_request
 
     req = build_submit_request(JobSpec.from_dict(claim.spec), task_id=t, attempt_no=1,
                                user="alice", settings=env.settings)
@@ -598,7 +598,7 @@ def test_submit_rejected_fails_and_already_exists_counts_as_submitted(env: Env) 
     # A job with c's id already exists on Ray: that is the attempt, submitted.
     c = env.add(g=1)
     claim = env.store.claim_for_submit(c, S.QUEUED, T0)
-    from service.submission import build_submit_request
+    from service.jobspec.submission import build_submit_request
 
     env.cluster.submit(build_submit_request(JobSpec.from_dict(claim.spec), task_id=c,
                                             attempt_no=1, user=None, settings=env.settings))

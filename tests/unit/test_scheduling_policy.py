@@ -15,8 +15,8 @@ import pytest
 from test_scheduler import T0, VERL_GPU_ERROR, Env, sid
 
 from service.config import UserSettings
-from service.jobspec import JobSpec
-from service.states import RayStatus, TaskState
+from service.domain.states import RayStatus, TaskState
+from service.jobspec.spec import JobSpec
 
 S = TaskState
 
@@ -338,7 +338,7 @@ def test_no_victims_when_stopping_all_would_not_make_room(make) -> None:
 def test_preemptions_are_counted_in_metrics(make) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from service.metrics import MeteredScheduler, ServiceMetrics
+    from service.web.metrics import MeteredScheduler, ServiceMetrics
 
     env = make(preemption=True, preemption_grace_s=0.0)
     metrics = ServiceMetrics(env.store.counts_by_state)
@@ -352,7 +352,7 @@ def test_preemptions_are_counted_in_metrics(make) -> None:
 
 
 def test_a_preemption_is_recorded_before_ray_is_asked_and_survives_a_restart(make) -> None:
-    from service.cluster import ClusterUnavailable
+    from service.cluster.boundary import ClusterUnavailable
 
     env = make(preemption=True, preemption_grace_s=0.0)
     low = env.add(priority=0, save_freq=1)

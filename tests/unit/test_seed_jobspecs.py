@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from service.config import Settings
-from service.jobspec import jobspec_json_schema, parse_jobspec
-from service.submission import build_submit_request
+from service.jobspec.spec import jobspec_json_schema, parse_jobspec
+from service.jobspec.submission import build_submit_request
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "data" / "seed_jobspecs"

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from service.ssrf import address_problem, embedded_ipv4, target_problem, url_problem
+from service.policy.ssrf import address_problem, embedded_ipv4, target_problem, url_problem
 from service.webhooks.transport import BlockedAddress, GuardedResolver, registration_problem
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)

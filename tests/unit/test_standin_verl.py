@@ -15,9 +15,9 @@ from types import ModuleType
 import pytest
 
 from service.config import Settings
-from service.jobspec import JobSpec
-from service.progress import StepLine, parse_line
-from service.submission import build_entrypoint
+from service.jobspec.spec import JobSpec
+from service.jobspec.submission import build_entrypoint
+from service.policy.progress import StepLine, parse_line
 
 TRAINER_DIR = Path(__file__).resolve().parents[2] / "examples" / "standin-verl" / "verl" / "trainer"
 PACKAGE = "argus_standin_trainer"  # not "verl": a real verl may be installed beside us
@@ -107,7 +107,7 @@ def test_main_answers_a_usage_error_with_exit_2_before_touching_ray(capsys) -> N
 
 @pytest.mark.parametrize("workload", ["ppo", "sft"])
 def test_the_stand_in_reads_the_keys_argus_passes(workload: str) -> None:
-    """The argv Argus builds (service.submission) parses, with checkpointing on."""
+    """The argv Argus builds (service.jobspec.submission) parses, with checkpointing on."""
     spec = JobSpec.from_dict({
         "workload": workload, "code_path": "/shared/code", "model_id": "org/model",
         "train_file": "/shared/train.parquet", "val_file": "/shared/val.parquet",

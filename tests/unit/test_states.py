@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from service.states import (
+from service.domain.states import (
     ALLOWED,
     TERMINAL,
     InvalidTransition,
@@ -14,7 +14,7 @@ from service.states import (
     can_transition,
     check_transition,
 )
-from service.store import StaleState, Store
+from service.store.writer import StaleState, Store
 
 S = TaskState
 EXPECTED = {

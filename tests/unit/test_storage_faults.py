@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from service import db
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import ConfigError, Settings, settings_from_mapping
+from service.engine.scheduler import SchedulerLoop, TickReport
 from service.main import build_service
-from service.scheduler import SchedulerLoop, TickReport
-from service.store import StorageUnavailable, Store
+from service.store import db
+from service.store.writer import StorageUnavailable, Store
 
 T0 = 1_700_000_000.0
 TOKEN = "t0ken"

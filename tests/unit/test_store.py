@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from service import store_reads
-from service.pipelines import PipelineState
-from service.sql import QUERIES, parse_queries
-from service.states import RUNNABLE, TaskState
-from service.store import (
+from service.domain.states import RUNNABLE, TaskState
+from service.policy.pipelines import PipelineState
+from service.store import reads as store_reads
+from service.store.sql import QUERIES, parse_queries
+from service.store.writer import (
     ACTIVE,
     MAX_SEQ,
     AttemptEnd,
@@ -305,7 +305,7 @@ def _index_terms(store: Store) -> dict[str, str]:
 def test_partial_index_terms_are_repeated_literally_and_mirror_the_states(store) -> None:
     """SQLite uses a partial index only when the query repeats its term: every query that
     names one (INDEXED BY) spells its term out, and the terms list exactly the runnable
-    and active states of service/states.py (the webhook outbox's: its own states)."""
+    and active states of service/domain/states.py (the webhook outbox's: its own states)."""
     terms = _index_terms(store)
     states = {"tasks_runnable": RUNNABLE, "tasks_user_runnable": RUNNABLE,
               "tasks_active": ACTIVE, "tasks_blocked": {S.BLOCKED},

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from service.db import connect, initialize, migration_files
-from service.rows import AttemptEnd
-from service.sql import QUERIES
-from service.states import TaskState
-from service.store import (
+from service.domain.rows import AttemptEnd
+from service.domain.states import TaskState
+from service.domain.users import Role
+from service.store.db import connect, initialize, migration_files
+from service.store.sql import QUERIES
+from service.store.writer import (
     RetryPlan,
     Store,
     TokenNotFound,
@@ -21,7 +22,6 @@ from service.store import (
     UserExists,
     UserNotFound,
 )
-from service.users import Role
 
 S = TaskState
 T0 = 1_000.0
@@ -267,8 +267,8 @@ def test_a_migrated_database_gets_users_and_owners(tmp_path: Path) -> None:
     """A database of schema 1 (tasks without owners) upgrades, and its tasks get one."""
     path = str(tmp_path / "old.sqlite3")
     conn = connect(path)
-    conn.executescript((Path(__file__).resolve().parents[2] / "service" / "sql" / "migrations"
-                        / "0001_init.sql").read_text() + "\nPRAGMA user_version = 1;")
+    migrations = Path(__file__).resolve().parents[2] / "service" / "store" / "sql" / "migrations"
+    conn.executescript((migrations / "0001_init.sql").read_text() + "\nPRAGMA user_version = 1;")
     conn.execute("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, "
                  "nnodes, n_gpus_per_node, created_at, updated_at, next_run_at, "
                  "runnable_since) VALUES ('mvp2-ppo-20250101-000000-0001', 'ppo', "
@@ -337,8 +337,8 @@ def test_usage_summed_in_sql_matches_accounting_attempt_by_attempt(
         monkeypatch) -> None:
     """The usage route sums users in SQL and reads only the top tasks' attempts: the same
     figures as ``usage.account`` over every attempt (failed and running ones included)."""
-    from service.api.views import usage_json
-    from service.usage import account, report_of
+    from service.policy.usage import account, report_of
+    from service.web.api.views import usage_json
 
     now = _random_history(store, seed=11)
     lo, hi = window
@@ -363,7 +363,7 @@ def test_usage_summed_in_sql_matches_accounting_attempt_by_attempt(
 def test_recent_runs_are_those_that_ended_on_their_own_or_at_their_limit(store: Store) -> None:
     """What the expected starts learn from: a run that succeeded or hit its limit, with
     the task's limit; not a failed one, one still running, or a task without a limit."""
-    from service.runtimes import EndedRun
+    from service.scheduling.runtimes import EndedRun
 
     def limited(i: int, user: str, limit: float | None) -> str:
         task_id = f"mvp2-ppo-20251223-143201-{i:04x}"

@@ -8,15 +8,15 @@ import subprocess
 import pytest
 
 from service.config import WORKLOADS, Settings, settings_from_mapping, thaw
-from service.jobspec import JobSpec
-from service.submission import (
+from service.domain.workloads import WORKLOADS as TABLE
+from service.domain.workloads import driver, owned_keys
+from service.jobspec.spec import JobSpec
+from service.jobspec.submission import (
     build_entrypoint,
     build_submit_request,
     driver_argv,
     with_exit_marker,
 )
-from service.workloads import WORKLOADS as TABLE
-from service.workloads import driver, owned_keys
 
 TASK = "mvp2-ppo-20251223-143201-7f3a"
 CKPT = f"/private/checkpoints/{TASK}"
@@ -269,7 +269,7 @@ def test_a_task_from_before_users_keeps_its_checkpoint_dir() -> None:
 
 
 def test_layout_refuses_what_is_not_a_name_or_an_id() -> None:
-    from service.layout import attempt_dir, checkpoint_dir
+    from service.domain.layout import attempt_dir, checkpoint_dir
 
     with pytest.raises(ValueError, match="user name"):
         attempt_dir("/private", "../x", f"{TASK}--a01")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.states import TaskState
-from service.store import BulkTask, Store
+from service.domain.states import TaskState
+from service.store.writer import BulkTask, Store
 
 T0 = 1_766_000_000.0
 

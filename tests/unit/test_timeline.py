@@ -1,12 +1,12 @@
-"""The forward plan's arithmetic (service.timeline) and the reservation pass by table."""
+"""The forward plan's arithmetic (service.scheduling.timeline) and the reservation pass by table."""
 
 from __future__ import annotations
 
 import pytest
 from test_planner import NOW, node, plan, reasons, running, started, task
 
-from service.plan import LIMIT_SLACK_S
-from service.timeline import INF, Timeline
+from service.scheduling.plan import LIMIT_SLACK_S
+from service.scheduling.timeline import INF, Timeline
 
 
 def line(**free: tuple[float, float]) -> Timeline:

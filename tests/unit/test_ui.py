@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 from yarl import URL
 
-from service.app import create_app
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.metrics import MeteredScheduler, ServiceMetrics
-from service.scheduler import Scheduler
-from service.states import TaskState
-from service.store import Store
-from service.ui import pages
-from service.users import Role
+from service.domain.states import TaskState
+from service.domain.users import Role
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
+from service.store.writer import Store
+from service.web.app import create_app
+from service.web.metrics import MeteredScheduler, ServiceMetrics
+from service.web.ui import pages
 
 TOKEN = "t0ken-for-ui-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -439,8 +439,8 @@ async def test_cluster_page_shows_head_json_generation_and_age(aiohttp_client, e
 
 async def test_live_stream_says_change_and_ends_when_the_session_does(client, env,
                                                                        monkeypatch):
-    from service.ui import live
-    from service.ui.pages import FEED
+    from service.web.ui import live
+    from service.web.ui.pages import FEED
 
     client.app[FEED].poll_s = 0.01
     monkeypatch.setattr(live, "RECHECK_S", 0.01)
@@ -466,7 +466,7 @@ async def test_a_change_before_the_stream_started_is_sent_at_once(client, env):
     render and the stream's start is announced as soon as the stream opens."""
     import re
 
-    from service.ui.pages import FEED, parse_marker
+    from service.web.ui.pages import FEED, parse_marker
 
     client.app[FEED].poll_s = 0.01
     await sign_in(client)
@@ -486,7 +486,7 @@ async def test_a_change_before_the_stream_started_is_sent_at_once(client, env):
 
 
 async def test_recently_finished_is_found_behind_a_long_queue(client, env):
-    from service.store import BulkTask
+    from service.store.writer import BulkTask
 
     done = "mvp2-admin-ppo-20251223-000000-0001"
     env.store.bulk_load([BulkTask(task_id=done, workload="ppo", state=TaskState.FAILED,
@@ -544,7 +544,7 @@ async def test_live_streams_are_limited_per_session_and_per_user(env, aiohttp_cl
 
 
 async def test_sign_in_guessing_backs_off_with_429_and_does_not_check_tokens(client, env):
-    from service import failure_guard as signin_guard
+    from service.policy import failure_guard as signin_guard
 
     wrong = {"token": "argus_0123456789ab_" + "x" * 43, "next": "/ui/queue"}
     for _ in range(signin_guard.SIGN_IN.free_failures + 1):

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from test_ui import TOKEN, client, env, jobspec, page, sign_in  # noqa: F401
 
-from service.dependencies import Condition
-from service.pipeline_store import Edge, StageRow
-from service.states import RayStatus, TaskState
-from service.ui.pipeline_view import BOX_H, BOX_W, GAP_X, PAD, layout
+from service.domain.states import RayStatus, TaskState
+from service.policy.dependencies import Condition
+from service.store.pipelines import Edge, StageRow
+from service.web.ui.pipeline_view import BOX_H, BOX_W, GAP_X, PAD, layout
 
 
 def _stage(name: str, state: TaskState = TaskState.QUEUED) -> StageRow:

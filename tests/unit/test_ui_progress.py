@@ -11,9 +11,9 @@ import time
 # finds a fixture by its name in the module; the test parameters then shadow the imports).
 from test_ui import SCRIPT, client, env, page, sign_in, submit  # noqa: F401
 
-from service.artifacts import Artifacts
-from service.progress_follower import LogFollower
-from service.ui.charts import curve_chart
+from service.engine.artifacts import Artifacts
+from service.engine.progress_follower import LogFollower
+from service.web.ui.charts import curve_chart
 
 
 async def running(client, env) -> tuple[str, str]:

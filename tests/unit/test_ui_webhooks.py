@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from test_ui import T0, TOKEN, Clock, Env, Loop, csrf_of, page, sign_in
 
-from service.app import create_app
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.metrics import MeteredScheduler, ServiceMetrics
-from service.scheduler import Scheduler
-from service.store import Store
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
+from service.store.writer import Store
+from service.web.app import create_app
+from service.web.metrics import MeteredScheduler, ServiceMetrics
 from service.webhooks.settings import WebhookSettings
 
 TID = "mvp2-ppo-20251223-143201-7f3a"

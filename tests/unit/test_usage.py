@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.usage import AttemptSpan, account, clip
+from service.policy.usage import AttemptSpan, account, clip
 
 T = 1_000_000.0
 

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from service.users import (
+from service.domain.users import (
     MAX_TOKEN_LEN,
     Principal,
     Role,

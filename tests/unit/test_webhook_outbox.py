@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from service.rows import AttemptEnd, RetryPlan
-from service.sql import QUERIES
-from service.states import FailureKind, RayStatus, TaskState
-from service.store import Store
-from service.store_webhooks import TooManyWebhooks, WebhookOwnerUnknown
+from service.domain.rows import AttemptEnd, RetryPlan
+from service.domain.states import FailureKind, RayStatus, TaskState
+from service.store.sql import QUERIES
+from service.store.webhooks import TooManyWebhooks, WebhookOwnerUnknown
+from service.store.writer import Store
 from service.webhooks.events import EventType
 from service.webhooks.policy import Decision
 

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from standardwebhooks import Webhook
 
-from service.store import Store
+from service.store.writer import Store
 from service.webhooks.settings import WebhookSettings
 from service.webhooks.worker import DeliveryWorker
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from service import yamldoc
 from service.config import Settings
-from service.jobspec import JobSpecError, parse_jobspec
+from service.jobspec import yamldoc
+from service.jobspec.spec import JobSpecError, parse_jobspec
 
 ROOT = Path(__file__).resolve().parents[2]
 # the parser must hold hostile bodies up to a generous operator limit, past the default
@@ -129,7 +129,7 @@ def test_hostile_bodies_cost_at_most_64_mb(tmp_path: Path) -> None:
     program = textwrap.dedent(f"""
         import json, resource
         from service.config import Settings
-        from service.jobspec import JobSpecError, parse_jobspec
+        from service.jobspec.spec import JobSpecError, parse_jobspec
         bodies = json.load(open({str(corpus)!r}))
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         for body in bodies:
@@ -152,7 +152,7 @@ def test_deep_nesting_does_not_crash_the_process() -> None:
     program = textwrap.dedent("""
         import json
         from service.config import Settings
-        from service.jobspec import JobSpecError, parse_jobspec
+        from service.jobspec.spec import JobSpecError, parse_jobspec
         for body in ("d: " + "[" * 25_000 + "]" * 25_000,
                      "d: " + "{a: " * 25_000 + "1" + "}" * 25_000):
             try:

@@ -1,0 +1,1 @@
+"""What a user asks for, one home each: the API and the console both call these."""

@@ -1,0 +1,225 @@
+"""``/api/v2/pipelines``: create, list, read and cancel pipelines; and the dependency part
+of a task's JSON (its ``after``, why it waits, the pipeline it belongs to).
+
+A pipeline is its owner's: GET one and cancel are for the owner or an admin (403 else);
+the list shows the caller's own (an admin: everyone's, or ``?user=``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from service.cluster.boundary import ClusterError
+from service.domain.ids import TaskIdExhausted
+from service.domain.rows import CancelKind, TaskRow
+from service.domain.states import TaskState
+from service.domain.timefmt import iso
+from service.domain.users import ALL, ME, name_problem
+from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
+from service.policy.pipelines import PipelineDoc, PipelineError, parse_pipeline
+from service.store.pipelines import DependencyError, PipelineNotFound, PipelineRow, PipelineView
+from service.store.writer import QuotaExceeded, Store
+from service.usecases.pipeline_submit import submit_pipeline
+from service.web.api.body import read_body
+from service.web.api.deps import AppDeps, deps_of, principal_of
+from service.web.api.middlewares import ApiError
+from service.web.api.params import parse_uint
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml",
+                           "application/json"})
+BODY_FACTOR = 4  # a pipeline document: at most this many times a JobSpec body
+LIST_MAX = 500
+
+
+# -- a task's dependencies -----------------------------------------------------------------
+
+
+def dependency_json(deps: list[Dep], on_unsatisfiable: str,
+                    stage: tuple[str, str] | None, state: TaskState) -> dict[str, Any]:
+    """The fields a task's JSON gains: ``after`` (each parent with its state now),
+    ``on_unsatisfiable``, ``waiting_on`` (a BLOCKED task's reason; null otherwise) and
+    ``pipeline`` (``{pipeline_id, stage}`` or null)."""
+    policy = OnUnsatisfiable(on_unsatisfiable)
+    return {
+        "after": [{"task_id": d.parent_id, "condition": d.condition.value,
+                   "state": d.parent_state.value} for d in deps],
+        "on_unsatisfiable": policy.value,
+        "waiting_on": wait_reason(deps, policy) if state is TaskState.BLOCKED else None,
+        "pipeline": None if stage is None else {"pipeline_id": stage[0], "stage": stage[1]},
+    }
+
+
+def _dependency_facts(store: Store, task_id: str
+                      ) -> tuple[list[Dep], str, tuple[str, str] | None]:
+    return store.deps_of(task_id), store.on_unsatisfiable_of(task_id), store.stage_of(task_id)
+
+
+async def task_dependencies(deps: AppDeps, task: TaskRow) -> dict[str, Any]:
+    """``dependency_json`` of one task (one read on the store's read lane)."""
+    found, policy, stage = await deps.store.read(
+        lambda s: _dependency_facts(s, task.task_id))
+    out = dependency_json(found, policy, stage, task.state)
+    if out["waiting_on"] is not None:
+        out["pending_reason"] = out["waiting_on"]  # what the CLI and console print
+    return out
+
+
+def _reasons(store: Store, task_ids: list[str]) -> dict[str, str]:
+    found = store.deps_of_tasks(task_ids)
+    out = {}
+    for task_id in task_ids:
+        policy = OnUnsatisfiable(store.on_unsatisfiable_of(task_id))
+        reason = wait_reason(found.get(task_id, []), policy)
+        out[task_id] = reason or "dependencies met: queued on the next tick"
+    return out
+
+
+async def waiting_reasons(deps: AppDeps, tasks: list[TaskRow]) -> dict[str, str]:
+    """Why each BLOCKED task of a list page waits (one read; nothing without any)."""
+    blocked = [t.task_id for t in tasks if t.state is TaskState.BLOCKED]
+    return await deps.store.read(lambda s: _reasons(s, blocked)) if blocked else {}
+
+
+def blocked_tasks(store: Store, limit: int, user: str | None = None
+                  ) -> list[tuple[TaskRow, str]]:
+    """The oldest BLOCKED tasks (``user``'s only when given) with why each waits (the
+    console queue's "waiting on other tasks", the API queue's ``blocked``); run on the
+    store's read lane."""
+    tasks = store.blocked_page(limit, user)
+    reasons = _reasons(store, [t.task_id for t in tasks])
+    return [(t, reasons[t.task_id]) for t in tasks]
+
+
+# -- pipelines -----------------------------------------------------------------------------
+
+
+def pipeline_json(row: PipelineRow) -> dict[str, Any]:
+    return {"pipeline_id": row.pipeline_id, "name": row.name, "user": row.user,
+            "state": row.state.value, "created_at": iso(row.created_at),
+            "updated_at": iso(row.updated_at), "ended_at": iso(row.ended_at),
+            "cancel_requested": row.cancel_requested_at is not None}
+
+
+def pipeline_view_json(view: PipelineView) -> dict[str, Any]:
+    return {**pipeline_json(view.pipeline),
+            "stages": [{"stage": s.stage, "task_id": s.task_id, "state": s.state.value,
+                        "skipped": s.skipped, "error_summary": s.error_summary,
+                        "attempts": s.attempt_no} for s in view.stages],
+            "edges": [{"from": e.parent, "to": e.child, "condition": e.condition.value}
+                      for e in view.edges]}
+
+
+async def _stop(deps: AppDeps, sid: str) -> None:
+    """Ask Ray to stop an attempt now (best effort, bounded by the Ray timeout)."""
+    loop = asyncio.get_running_loop()
+    await asyncio.wait_for(loop.run_in_executor(deps.cluster_pool, deps.cluster.stop, sid),
+                           timeout=deps.settings.ray_timeout_s)
+
+
+async def _pipeline_of(request: web.Request, action: str) -> PipelineView:
+    deps = deps_of(request)
+    pipeline_id = request.match_info["pipeline_id"]
+    view = await deps.store.read(lambda s: s.get_pipeline(pipeline_id))
+    if view is None:
+        raise ApiError(404, f"pipeline {pipeline_id} not found")
+    who = principal_of(request)
+    if not who.may_act_on(view.pipeline.user):
+        raise ApiError(403, f"only its owner ({view.pipeline.user}) or an admin may {action} "
+                            f"pipeline {pipeline_id}; you are {who.name}")
+    return view
+
+
+async def create_pipeline(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    if request.content_type not in CONTENT_TYPES:
+        raise ApiError(415, f"content type {request.content_type!r} is not accepted; send "
+                            "the pipeline as " + " or ".join(sorted(CONTENT_TYPES)))
+    raw = await read_body(request, deps.settings.max_body_bytes * BODY_FACTOR,
+                          deps.settings.api_body_timeout_s)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, "request body is not valid UTF-8") from exc
+    who = principal_of(request)
+    try:
+        doc: PipelineDoc = await deps.work.run(parse_pipeline, text)
+        pipeline_id, stages = await deps.store.write(
+            lambda s: submit_pipeline(s, doc, text, deps.settings, who.name, deps.clock(),
+                                      is_admin=who.is_admin))
+    except PipelineError as exc:
+        raise ApiError(400, "invalid pipeline", details=exc.details) from exc
+    except QuotaExceeded as exc:
+        refusal = exc.refusal
+        raise ApiError(429, refusal.message, code="quota_exceeded",
+                       details=[{"field": refusal.limit, "message": refusal.message}],
+                       headers={"Retry-After": str(refusal.retry_after_s)}) from exc
+    except DependencyError as exc:  # pragma: no cover - stages name only new stages
+        raise ApiError(400, f"invalid pipeline: {exc}") from exc
+    except TaskIdExhausted as exc:  # pragma: no cover - needs a broken random source
+        raise ApiError(500, str(exc)) from exc
+    deps.waker.wake()
+    return web.json_response({"pipeline_id": pipeline_id, "state": "RUNNING",
+                              "stages": stages}, status=201)
+
+
+async def list_pipelines(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    who = principal_of(request)
+    raw_limit = request.query.get("limit", "50")
+    limit = parse_uint(raw_limit, 1, LIST_MAX)
+    if limit is None:
+        raise ApiError(400, f"limit must be an integer from 1 to {LIST_MAX}",
+                       details=[{"field": "limit", "message": raw_limit[:40]}])
+    asked = request.query.get("user")
+    if asked in (None, "", ME):
+        user: str | None = who.name if asked == ME or not who.is_admin else None
+    elif asked == ALL:
+        user = None if who.is_admin else who.name
+    else:
+        problem = name_problem(asked)
+        if problem:
+            raise ApiError(400, "invalid query parameters", details=[
+                {"field": "user", "message": f"{problem} (or: me, all)"}])
+        if not who.may_act_on(asked):
+            raise ApiError(403, f"only an admin may list {asked}'s pipelines")
+        user = asked
+    rows = await deps.store.read(lambda s: s.list_pipelines(user, limit))
+    return web.json_response({"pipelines": [pipeline_json(r) for r in rows]})
+
+
+async def get_pipeline(request: web.Request) -> web.Response:
+    return web.json_response(pipeline_view_json(await _pipeline_of(request, "read")))
+
+
+async def cancel_pipeline(request: web.Request) -> web.Response:
+    """Cancel every stage that has not ended (waiting ones at once, running ones stopped
+    on Ray by the scheduler), children first so none is released meanwhile."""
+    deps = deps_of(request)
+    view = await _pipeline_of(request, "cancel")
+    pipeline_id, who, now = view.pipeline.pipeline_id, principal_of(request).name, deps.clock()
+    try:
+        await deps.store.write(lambda s: s.flag_pipeline_cancel(pipeline_id, now))
+    except PipelineNotFound as exc:  # pragma: no cover - pipelines are never deleted
+        raise ApiError(404, str(exc)) from exc
+    canceled = []
+    for stage in sorted(view.stages, key=lambda s: -s.position):
+        if stage.state.is_terminal():
+            continue
+        outcome = await deps.store.cancel(stage.task_id, now, who)
+        if outcome.kind is CancelKind.STOPPING and outcome.ray_submission_id:
+            sid = outcome.ray_submission_id
+            try:
+                await _stop(deps, sid)
+            except (ClusterError, TimeoutError) as exc:  # the scheduler stops it again
+                log.info("stop %s: %s", sid, exc)
+        if outcome.kind in (CancelKind.CANCELED, CancelKind.STOPPING):
+            canceled.append(stage.task_id)
+    deps.waker.wake()
+    after = await deps.store.read(lambda s: s.get_pipeline(pipeline_id))
+    return web.json_response({**pipeline_view_json(after or view), "canceled": canceled})
