@@ -267,7 +267,7 @@ def test_a_migrated_database_gets_users_and_owners(tmp_path: Path) -> None:
     """A database of schema 1 (tasks without owners) upgrades, and its tasks get one."""
     path = str(tmp_path / "old.sqlite3")
     conn = connect(path)
-    migrations = Path(__file__).resolve().parents[2] / "service" / "store" / "sql" / "migrations"
+    migrations = Path(__file__).resolve().parents[3] / "service" / "store" / "sql" / "migrations"
     conn.executescript((migrations / "0001_init.sql").read_text() + "\nPRAGMA user_version = 1;")
     conn.execute("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, "
                  "nnodes, n_gpus_per_node, created_at, updated_at, next_run_at, "

@@ -21,7 +21,7 @@ from service.policy.progress import (
 
 # verl 0.9.1's SFT trainer on an H100: the step lines the README shows ("Real verl on a GPU
 # host"), without the README's " ..." where it shortened them.
-REAL = Path(__file__).parent / "data" / "verl_sft_steps.log"
+REAL = Path(__file__).parents[1] / "data" / "verl_sft_steps.log"
 
 
 @pytest.mark.parametrize(("line", "expected"), [

@@ -19,7 +19,7 @@ from service.jobspec.spec import JobSpec
 from service.jobspec.submission import build_entrypoint
 from service.policy.progress import StepLine, parse_line
 
-TRAINER_DIR = Path(__file__).resolve().parents[2] / "examples" / "standin-verl" / "verl" / "trainer"
+TRAINER_DIR = Path(__file__).resolve().parents[3] / "examples" / "standin-verl" / "verl" / "trainer"
 PACKAGE = "argus_standin_trainer"  # not "verl": a real verl may be installed beside us
 
 

@@ -31,7 +31,7 @@ from service.web.openapi import build_openapi
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 YAML = {**AUTH, "Content-Type": "application/yaml"}
 T0 = 1_766_000_000.0
 TASK_ID_RE = re.compile(r"mvp2-admin-(ppo|grpo|sft)-\d{8}-\d{6}-[0-9a-f]{4}")

@@ -21,7 +21,7 @@ from service.config import Settings
 from service.jobspec import yamldoc
 from service.jobspec.spec import JobSpecError, parse_jobspec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # the parser must hold hostile bodies up to a generous operator limit, past the default
 SETTINGS = Settings(max_body_bytes=1 << 20)
 GOOD = (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 IMAGE_DIR = REPO / "images" / "argus-ray-node"
 DOCKERFILE = IMAGE_DIR / "Dockerfile"
 DOCKERIGNORE = IMAGE_DIR / "Dockerfile.dockerignore"

@@ -18,7 +18,7 @@ from service.config import (
 )
 from service.policy.quotas import Limits
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_dev_config_loads_with_seed_paths() -> None:

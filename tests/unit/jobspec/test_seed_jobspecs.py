@@ -18,8 +18,8 @@ from service.config import Settings
 from service.jobspec.spec import jobspec_json_schema, parse_jobspec
 from service.jobspec.submission import build_submit_request
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).parent / "data" / "seed_jobspecs"
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = Path(__file__).parents[1] / "data" / "seed_jobspecs"
 SEEDS = ROOT.parent / "shared" / "seeds"
 SETTINGS = Settings()  # shared root /private, as in the seeds
 TASK = "mvp2-ppo-20251223-143201-7f3a"

@@ -12,7 +12,7 @@ import pytest
 from service.config import Settings
 from service.jobspec.spec import parse_jobspec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 

@@ -23,7 +23,7 @@ from service.jobspec.submission import build_submit_request, driver_argv
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "gpu_smoke.sh"
 REQUIREMENTS = REPO / "scripts" / "gpu-smoke-requirements.txt"
 EXAMPLE = REPO / "examples" / "sft-tiny.yaml"

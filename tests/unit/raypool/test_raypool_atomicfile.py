@@ -17,7 +17,7 @@ from raypool.config import load_node_settings
 from raypool.headrecord import HeadRecord
 from raypool.local.state import LocalCluster, LocalNode
 
-RAYPOOL = Path(__file__).resolve().parents[2] / "raypool"
+RAYPOOL = Path(__file__).resolve().parents[3] / "raypool"
 
 
 def listing(directory: Path) -> list[str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPTS = REPO / "scripts"
 START, STOP, STATUS = (SCRIPTS / n for n in
                        ("20_start_api.sh", "21_stop_api.sh", "22_status_api.sh"))

@@ -130,7 +130,7 @@ def _shipped(path: Path, root: Path, package_data: dict[str, list[str]]) -> bool
 def test_every_sql_file_ships_with_the_package() -> None:
     """The schema, migrations and queries are read at run time: each must be matched by a
     package-data pattern in pyproject.toml, or an installed service cannot start."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     pyproject = tomllib.loads((root / "pyproject.toml").read_text())
     package_data = pyproject["tool"]["setuptools"]["package-data"]
     sql_files = sorted((root / "service").rglob("*.sql"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo: bench.*
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repo: bench.*
 
 from bench.tracegen import (
     CLASSES,
