@@ -30,6 +30,7 @@ Precedence: defaults < file < environment (``ARGUS_*``) < command-line flags.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -44,7 +45,7 @@ from service.domain.users import name_problem
 from service.domain.workloads import DEFAULT_OVERRIDES, WORKLOAD_NAMES
 from service.policy.priorities import range_problem
 from service.policy.quotas import Limits
-from service.webhooks.settings import WebhookSettings, webhook_settings
+from service.webhooks.settings import WebhookSettings
 
 WORKLOADS = WORKLOAD_NAMES  # the workload keys of v2.verl.default_overrides
 
@@ -496,10 +497,54 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     kw["users"] = _users(_section(v2, "users", "v2."))
     kw["progress"] = _progress(_section(v2, "progress", "v2."))
     try:
-        kw["webhooks"] = webhook_settings(_section(v2, "webhooks", "v2."))
+        kw["webhooks"] = _webhooks(_section(v2, "webhooks", "v2."))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     return Settings(**kw)
+
+
+# v2.webhooks numbers: key -> (minimum, integer)
+_WEBHOOK_NUMBERS: dict[str, tuple[float, bool]] = {
+    "max_per_user": (0, True), "timeout_s": (0.1, False), "concurrency": (1, True),
+    "per_host": (1, True), "max_attempts": (1, True), "max_age_s": (1, False),
+    "retry_base_s": (0.01, False), "retry_max_s": (0.01, False), "poll_s": (0.01, False),
+    "keep_s": (60, False),
+}
+
+
+def _network(value: Any, where: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: must be a CIDR string such as 127.0.0.0/8, got {value!r}")
+    try:
+        return ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _webhooks(raw: Mapping[str, Any]) -> WebhookSettings:
+    unknown = set(raw) - {f.name for f in fields(WebhookSettings)}
+    if unknown:
+        raise ConfigError(f"v2.webhooks: unknown keys {sorted(map(str, unknown))}")
+    out: dict[str, Any] = {}
+    if "enabled" in raw:
+        if not isinstance(raw["enabled"], bool):
+            raise ConfigError(f"v2.webhooks.enabled: must be true or false, got "
+                              f"{raw['enabled']!r}")
+        out["enabled"] = raw["enabled"]
+    if "allow_networks" in raw:
+        nets = raw["allow_networks"] or []
+        if not isinstance(nets, list):
+            raise ConfigError("v2.webhooks.allow_networks: must be a list of CIDRs")
+        out["allow_networks"] = tuple(_network(v, f"v2.webhooks.allow_networks[{i}]")
+                                      for i, v in enumerate(nets))
+    for key, (minimum, integer) in _WEBHOOK_NUMBERS.items():
+        if key in raw:
+            value = _num(raw[key], f"v2.webhooks.{key}", minimum=minimum, integer=integer)
+            out[key] = int(value) if integer else float(value)
+    hooks = WebhookSettings(**out)
+    if hooks.retry_max_s < hooks.retry_base_s:
+        raise ConfigError("v2.webhooks.retry_max_s: must be >= retry_base_s")
+    return hooks
 
 
 def _head_json(value: Any, where: str) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from service.web import openapi_pipelines
 from service.web.openapi_schemas import RESPONSES, SCHEMAS, err, json_content, ref
 from service.webhooks.schemas import SCHEMAS as WEBHOOK_SCHEMAS
 
@@ -375,8 +376,7 @@ def build_openapi() -> dict[str, Any]:
                           "503": json_content(ref("Readiness"), "Not ready; reasons say why")},
         }},
     }
-    from service.web import openapi_pipelines  # it builds on this module's helpers
-    paths.update(openapi_pipelines.paths())
+    paths.update(openapi_pipelines.paths(_op, _query))
     schemas = {**SCHEMAS, **WEBHOOK_SCHEMAS, **openapi_pipelines.SCHEMAS}
     schemas["Task"] = {**schemas["Task"], "properties": {
         **schemas["Task"]["properties"], **openapi_pipelines.TASK_FIELDS}}

@@ -3,6 +3,7 @@ of ``service.web.api.pipelines`` and the dependency fields of a task."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from service.policy.dependencies import Condition, OnUnsatisfiable
@@ -78,8 +79,10 @@ TASK_FIELDS: dict[str, Any] = {
 }
 
 
-def paths() -> dict[str, Any]:
-    from service.web.openapi import _op, _query  # the operation helpers build on this module
+def paths(_op: Callable[..., dict[str, Any]], _query: Callable[..., dict[str, Any]]
+          ) -> dict[str, Any]:
+    """The pipeline routes, built with the main document's operation and query helpers
+    (passed in: this module is imported by that one)."""
     return {
         "/api/v2/pipelines": {
             "post": _op("Submit a pipeline: a DAG of stages, each a JobSpec, created "
