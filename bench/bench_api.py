@@ -91,7 +91,7 @@ def run_server(config: str, port: int) -> None:
     import logging
 
     from service.cluster.fake import FakeCluster
-    from service.config import load_settings
+    from service.config_load import load_settings
     from service.main import LOG_FORMAT, build_service, serve
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)

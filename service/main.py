@@ -30,7 +30,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from service.cluster.boundary import Cluster
-from service.config import ConfigError, Settings, load_settings
+from service.config import ConfigError, Settings
+from service.config_load import load_settings
 from service.domain.users import MAX_TOKEN_LEN, presentable
 from service.engine.artifacts import Artifacts
 from service.engine.progress_follower import FollowerLoop, LogFollower

@@ -8,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.config import (
-    WORKLOADS,
-    ConfigError,
-    Settings,
-    load_settings,
-    settings_from_mapping,
-    thaw,
-)
+from service.config import WORKLOADS, ConfigError, Settings, thaw
+from service.config_load import load_settings, settings_from_mapping
 from service.policy.quotas import Limits
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.config import ConfigError, ProgressSettings, settings_from_mapping
+from service.config import ConfigError, ProgressSettings
+from service.config_load import settings_from_mapping
 
 
 def test_defaults_and_values() -> None:

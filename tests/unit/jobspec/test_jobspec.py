@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from service.config import Settings, settings_from_mapping
+from service.config import Settings
+from service.config_load import settings_from_mapping
 from service.jobspec.spec import JobSpec, JobSpecError, parse_jobspec
 
 SETTINGS = Settings()  # shared_root /private, allowed roots (/private,)

@@ -11,7 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis_jsonschema import from_schema
 
-from service.config import Settings, settings_from_mapping
+from service.config import Settings
+from service.config_load import settings_from_mapping
 from service.jobspec.spec import JobSpecError, jobspec_json_schema, parse_jobspec
 from service.web.openapi import build_openapi
 

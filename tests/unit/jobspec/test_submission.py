@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from service.config import WORKLOADS, Settings, settings_from_mapping, thaw
+from service.config import WORKLOADS, Settings, thaw
+from service.config_load import settings_from_mapping
 from service.domain.workloads import WORKLOADS as TABLE
 from service.domain.workloads import driver, owned_keys
 from service.jobspec.spec import JobSpec

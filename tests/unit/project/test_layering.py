@@ -68,7 +68,8 @@ PURE_ELSEWHERE = (
 # webhooks' settings and retry policy sit with the policy core). ``service.main`` wires
 # everything and stands above them all.
 LAYERS = (
-    ("service.config", *PURE_PACKAGES, "service.cluster.boundary", "service.webhooks.settings",
+    ("service.config", "service.config_load", *PURE_PACKAGES, "service.cluster.boundary",
+     "service.webhooks.settings",
      "service.webhooks.policy"),
     ("service.store", "service.cluster", "service.webhooks"),
     ("service.engine", "service.usecases"),

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from service.cluster.fake import FakeCluster
-from service.config import ConfigError, Settings, settings_from_mapping
+from service.config import ConfigError, Settings
+from service.config_load import settings_from_mapping
 from service.engine.scheduler import SchedulerLoop, TickReport
 from service.main import build_service
 from service.store import db

@@ -21,7 +21,8 @@ import pytest
 from aiohttp import web
 
 from service.cluster.fake import FakeCluster
-from service.config import ConfigError, Settings, settings_from_mapping
+from service.config import ConfigError, Settings
+from service.config_load import settings_from_mapping
 from service.engine.artifacts import Artifacts
 from service.store.writer import Store
 from service.web.app import create_app
