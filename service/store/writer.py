@@ -32,20 +32,13 @@ from service.domain.ids import submission_id
 from service.domain.rows import (
     ActiveRow,
     Admitted,
-    AttemptEnd,
     AttemptRow,
-    BulkTask,
-    CancelKind,
-    CancelOutcome,
     Claim,
     CreatedToken,
     EventRow,
     PendingGroup,
     PendingRow,
-    ProgressUpdate,
-    RetryPlan,
     RunnableRow,
-    Sample,
     SessionRow,
     TaskRow,
     TokenRow,
@@ -54,6 +47,15 @@ from service.domain.rows import (
 )
 from service.domain.states import RUNNABLE, WAITING, RayStatus, TaskState, check_transition
 from service.domain.users import Role, label_problem, name_problem, new_token
+from service.domain.writes import (
+    AttemptEnd,
+    BulkTask,
+    CancelKind,
+    CancelOutcome,
+    ProgressUpdate,
+    RetryPlan,
+    Sample,
+)
 from service.policy.quotas import HOUR_S, Limits, QuotaRefusal, submit_refusal, window_start_hour
 from service.store.db import (
     DEFAULT_SYNCHRONOUS,

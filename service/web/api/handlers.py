@@ -24,9 +24,10 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from service.cluster.boundary import ClusterError, ClusterUnavailable
-from service.domain.rows import AttemptRow, CancelKind, TaskRow
+from service.domain.rows import AttemptRow, TaskRow
 from service.domain.states import RayStatus, TaskState
 from service.domain.users import ALL, ME, Principal, name_problem
+from service.domain.writes import CancelKind
 from service.jobspec.spec import JobSpec, JobSpecError, parse_jobspec, parse_jobspec_json
 from service.policy.curves import default_keys, join
 from service.policy.priorities import allowance_problem, range_problem

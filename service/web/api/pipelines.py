@@ -15,10 +15,11 @@ from aiohttp import web
 
 from service.cluster.boundary import ClusterError
 from service.domain.ids import TaskIdExhausted
-from service.domain.rows import CancelKind, TaskRow
+from service.domain.rows import TaskRow
 from service.domain.states import TaskState
 from service.domain.timefmt import iso
 from service.domain.users import ALL, ME, name_problem
+from service.domain.writes import CancelKind
 from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
 from service.policy.pipelines import PipelineDoc, PipelineError, parse_pipeline
 from service.store.pipelines import DependencyError, PipelineNotFound, PipelineRow, PipelineView

@@ -28,10 +28,11 @@ from aiohttp import web
 from service.cluster.address import parse_record, read_file
 from service.cluster.boundary import ClusterError
 from service.config import SchedulerSettings
-from service.domain.rows import CancelKind, TaskRow
+from service.domain.rows import TaskRow
 from service.domain.states import RUNNABLE, TERMINAL, TaskState
 from service.domain.timefmt import duration, iso
 from service.domain.users import ME, Principal, name_problem, parse_token_id, presentable
+from service.domain.writes import CancelKind
 from service.engine.observed import reason_class, total_of
 from service.policy.failure_guard import FailureGuard
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY, allowance_problem, range_problem
