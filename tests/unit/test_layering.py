@@ -68,6 +68,7 @@ PURE_MODULES = (
     "service.preemption",
     "service.planner",
     "service.plan",
+    "service.tick_report",
     "service.rules",
     "service.passes",
     "service.timeline",

@@ -174,10 +174,10 @@ def test_the_guard_keeps_the_same_nodes_while_they_drain(tmp_path: Path) -> None
     env.cluster.occupy("w2", GPU=3, CPU=9)
     big = env.add(nnodes=1, g=4)
     env.tick(T0)  # w1 (2 free) is the closest to fitting: kept
-    assert env.sched._reservation == frozenset({"w1"})
+    assert env.sched.applier.reservation == frozenset({"w1"})
     env.cluster.release("w2", GPU=2, CPU=6)  # now w2 has 3 free, more than w1's 2
     env.tick(T0 + 1)  # the reservation stays where it has been draining
-    assert env.sched._reservation == frozenset({"w1"})
+    assert env.sched.applier.reservation == frozenset({"w1"})
     env.cluster.release("w1", GPU=2, CPU=6)
     env.tick(T0 + 2)
     assert env.state(big) is S.SUBMITTED
