@@ -31,6 +31,7 @@ from service.cluster import ClusterSnapshot, NodeResources
 from service.cluster_fake import FakeCluster
 from service.config import Settings
 from service.metrics import ServiceMetrics
+from service.reasons import WaitKind, as_text
 from service.rows import Sample
 from service.states import TaskState
 from service.store import BulkTask, Store
@@ -39,7 +40,8 @@ from service.users import Role
 TOKEN = "bench-ui-token"
 FLOOR_MS = 300.0
 DAY = 86_400.0
-REASON = "needs 1x8 GPUs (+24 CPUs per node); free: 10.0.0.1 2 GPU/10 CPU, 10.0.0.2 0 GPU/4 CPU"
+REASON = as_text("needs 1x8 GPUs (+24 CPUs per node); free: 10.0.0.1 2 GPU/10 CPU, "
+                 "10.0.0.2 0 GPU/4 CPU", WaitKind.RESOURCES)
 
 
 def fill(store: Store, args: argparse.Namespace, now: float) -> str:

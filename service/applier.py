@@ -14,7 +14,7 @@ import enum
 import logging
 from collections.abc import Iterable
 
-from service.admission import unreachable_reason
+from service.admission import unreachable
 from service.artifacts import Artifacts
 from service.cluster import (
     Cluster,
@@ -30,6 +30,7 @@ from service.fairshare import Ledger, Share, Span, decayed_usage
 from service.jobspec import JobSpec
 from service.plan import PlanInput, Preemption, Wait
 from service.planner import Planner
+from service.reasons import Reason
 from service.runtimes import RuntimeModel
 from service.states import FailureKind, TaskState
 from service.store import ActiveRow, Claim, RunnableRow, StaleState, Store
@@ -83,27 +84,27 @@ class Applier:
         active = self.store.active()
         charges = self._charges(active, now)
         if isinstance(snapshot, ClusterUnavailable):
-            reason = unreachable_reason(snapshot)
+            reason = unreachable(snapshot)
             self._wait([(c, reason) for c in candidates], now, report)
             self.last_estimates = {}
             return
         plan = self.planner.plan(PlanInput(now, candidates, active, snapshot, charges,
                                            self.store.disabled_users(), self.reservation,
                                            self._runtime_model(now)))
-        waits: list[tuple[RunnableRow, str]] = []
-        unreachable: str | None = None
+        waits: list[tuple[RunnableRow, Reason]] = []
+        down: Reason | None = None  # Ray stopped answering the submits
         for step in plan.steps:
-            if unreachable is not None:
-                waits.append((step.cand, unreachable))
+            if down is not None:
+                waits.append((step.cand, down))
             elif isinstance(step, Wait):
-                waits.append((step.cand, step.reason))
+                waits.append((step.cand, step.why))
             else:
                 outcome = self._submit(step.cand, now, report)
                 if outcome is _Submit.SUBMITTED:
                     report.submitted += 1
                 elif outcome is _Submit.UNAVAILABLE:
-                    unreachable = unreachable_reason(report.unreachable)
-        if plan.preemption is not None and unreachable is None:
+                    down = unreachable(report.unreachable)
+        if plan.preemption is not None and down is None:
             self._preempt(plan.preemption, active, now, report)
         self.reservation = plan.kept
         self.last_shares = plan.shares
@@ -164,7 +165,7 @@ class Applier:
         report.preempted += len(marked)
         log.info("preempting %s for %s (priority %d)", names, cand.task_id, cand.priority)
 
-    def _wait(self, waits: Iterable[tuple[RunnableRow, str]], now: float,
+    def _wait(self, waits: Iterable[tuple[RunnableRow, Reason]], now: float,
               report: TickReport) -> None:
         """Record why tasks wait; rows whose state and reason are unchanged are not
         rewritten (a long queue costs no writes per tick)."""
@@ -172,7 +173,8 @@ class Applier:
         items = []
         for cand, reason in waits:
             report.pending += 1
-            if recheck > 0 or cand.state is TaskState.QUEUED or cand.pending_reason != reason:
+            if (recheck > 0 or cand.state is TaskState.QUEUED
+                    or cand.pending_reason != reason.text or cand.reason_kind != reason.kind):
                 items.append((cand.task_id, cand.state, reason))
         if items:
             self.store.mark_pending(items, now, now + recheck if recheck > 0 else None)
@@ -200,7 +202,7 @@ class Applier:
         except ClusterUnavailable as exc:
             report.unreachable = str(exc)
             self.store.release_claim(claim.task_id, claim.attempt_no,
-                                     unreachable_reason(exc), now)
+                                     unreachable(exc), now)
             return _Submit.UNAVAILABLE
         except SubmitRejected as exc:
             self.store.fail_submit(claim.task_id, claim.attempt_no,

@@ -15,10 +15,10 @@ from service import failures, retry
 from service.artifacts import Artifacts
 from service.cluster import Cluster, ClusterError, JobInfo, JobNotFound
 from service.config import SchedulerSettings
+from service.reasons import Preempted, Reason, RetryAfterFailure, WaitKind
 from service.states import FailureKind, RayStatus, TaskState
 from service.store import ActiveRow, AttemptEnd, Store
 from service.tick_report import TickReport
-from service.timefmt import iso
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +134,9 @@ class AttemptEnder:
                               preemptions=row.preemptions)
             at = max(plan.next_run_at, plan.not_before or 0.0)
             if kind is FailureKind.PREEMPTED:
-                reason = (f"attempt {n} preempted for {row.preempted_for}; attempt {n + 1} "
-                          "as soon as it fits again (resumes from its checkpoint)")
+                reason = Reason(WaitKind.PREEMPTION, Preempted(n, row.preempted_for))
             else:
-                reason = (f"attempt {n} failed ({kind.value}); attempt {n + 1} "
-                          f"not before {iso(at)}")
+                reason = Reason(WaitKind.RETRY_BACKOFF, RetryAfterFailure(n, kind.value, at))
             self.store.schedule_retry(row.task_id, row.state, n, end, plan, reason, now)
             report.retried += 1
             return

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from service.attempt_end import AttemptEnder
 from service.cluster import Cluster, ClusterUnavailable, JobNotFound
+from service.reasons import Interrupted, Reason, WaitKind
 from service.states import ON_CLUSTER, RayStatus, TaskState
 from service.store import ActiveRow, EventRow, StaleState, Store, truncate_message
 from service.tick_report import TickReport
@@ -70,9 +71,7 @@ class Reconciler:
             except JobNotFound:
                 self.store.release_claim(
                     row.task_id, row.attempt_no,
-                    f"attempt {row.attempt_no} never reached Ray (interrupted submit); "
-                    f"it will be submitted again as {sid}", now,
-                )
+                    Reason(WaitKind.RESUBMIT, Interrupted(row.attempt_no, sid)), now)
             except ClusterUnavailable as exc:
                 report.unreachable = str(exc)
                 return False

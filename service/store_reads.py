@@ -84,6 +84,7 @@ def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
         cancel_requested_at=r["cancel_requested_at"],
         latest_attempt=None if r["attempt_no"] is None else _attempt(r),
         queue_position=position, priority=r["priority"], max_runtime_s=r["max_runtime_s"],
+        reason_kind=r["reason_kind"],
     )
 
 
@@ -100,6 +101,7 @@ def _runnable(r: sqlite3.Row) -> RunnableRow:
         runnable_since=r["runnable_since"], pending_reason=r["pending_reason"],
         priority=r["priority"], retry_not_before=r["retry_not_before"],
         attempt_no=r["latest_attempt_no"], max_runtime_s=r["max_runtime_s"],
+        reason_kind=r["reason_kind"],
     )
 
 

@@ -33,7 +33,7 @@ from service.api.pipelines import blocked_tasks, task_dependencies
 from service.cluster import ClusterError
 from service.config import SchedulerSettings
 from service.failure_guard import FailureGuard
-from service.observed import reason_class, total_of
+from service.observed import total_of
 from service.offload import PARTY
 from service.priorities import MAX_PRIORITY, MIN_PRIORITY, allowance_problem, range_problem
 from service.ray_address import parse_record, read_file
@@ -105,7 +105,6 @@ def make_env() -> jinja2.Environment:
         lstrip_blocks=True)
     env.filters["duration"] = duration
     env.filters["iso"] = lambda ts: iso(ts) or ""
-    env.filters["reason_class"] = reason_class
     env.filters["progress_text"] = progress_summary
     return env
 

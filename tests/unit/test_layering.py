@@ -69,6 +69,7 @@ PURE_MODULES = (
     "service.planner",
     "service.plan",
     "service.tick_report",
+    "service.reasons",
     "service.rules",
     "service.passes",
     "service.timeline",

@@ -17,6 +17,7 @@ from service.passes import drained_by, ends_by, with_shadow
 from service.plan import LIMIT_SLACK_S, Plan, PlanInput, Start, Wait
 from service.planner import Planner
 from service.quotas import Limits
+from service.reasons import Guard, Reason, WaitKind
 from service.rows import ActiveRow, RunnableRow
 from service.states import TaskState
 from service.workloads import driver
@@ -202,9 +203,12 @@ def test_ends_by(cand, shadow, want) -> None:
 
 
 def test_with_shadow_says_until_when() -> None:
+    kept = Reason(WaitKind.STARVATION_GUARD, Guard("t1", 0, "10.0.0.1", 600.0))
     assert with_shadow(None, NOW) is None
-    assert with_shadow("kept", None) == "kept"
-    assert "kept; they are free by" in with_shadow("kept", NOW)
+    assert with_shadow(kept, None) == kept
+    shadowed = with_shadow(kept, NOW)
+    assert shadowed is not None and shadowed.kind is WaitKind.STARVATION_GUARD
+    assert shadowed.text.startswith(kept.text + "; they are free by")
 
 
 def test_plan_is_pure_same_input_same_plan() -> None:

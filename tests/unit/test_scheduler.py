@@ -15,6 +15,7 @@ from service.cluster_fake import FakeCluster
 from service.config import SchedulerSettings, Settings, UserSettings
 from service.jobspec import JobSpec
 from service.quotas import Limits
+from service.reasons import as_text
 from service.scheduler import (
     DRIVER_NODE_GONE_S,
     Scheduler,
@@ -602,7 +603,7 @@ def test_submit_rejected_fails_and_already_exists_counts_as_submitted(env: Env) 
 
     env.cluster.submit(build_submit_request(JobSpec.from_dict(claim.spec), task_id=c,
                                             attempt_no=1, user=None, settings=env.settings))
-    env.store.release_claim(c, 1, "test: pretend the first answer was lost", T0)
+    env.store.release_claim(c, 1, as_text("test: pretend the first answer was lost"), T0)
     env.tick(T0 + 1)
     assert env.state(c) is S.SUBMITTED
     assert env.cluster.submit_calls.count(sid(c)) == 2  # the second got "already exists"
