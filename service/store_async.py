@@ -30,6 +30,7 @@ from service.curves import Point
 from service.ids import new_task_id
 from service.offload import Offload
 from service.quotas import Limits
+from service.reasons import WaitKind
 from service.rows import (
     AttemptRow,
     CancelOutcome,
@@ -86,11 +87,11 @@ class AsyncStore:
         return await self._reads.run(self._store.get_task, task_id)
 
     async def list_tasks(self, *, state: TaskState | None, limit: int,
-                         before_seq: int | None, user: str | None = None
-                         ) -> tuple[list[TaskRow], int | None]:
+                         before_seq: int | None, user: str | None = None,
+                         reason: WaitKind | None = None) -> tuple[list[TaskRow], int | None]:
         return await self._reads.run(
             lambda: self._store.list_tasks(state=state, limit=limit, before_seq=before_seq,
-                                           user=user))
+                                           user=user, reason=reason))
 
     async def list_attempts(self, task_id: str) -> list[AttemptRow]:
         return await self._reads.run(self._store.list_attempts, task_id)
@@ -101,10 +102,10 @@ class AsyncStore:
     async def events(self, task_id: str) -> list[EventRow]:
         return await self._reads.run(self._store.events, task_id)
 
-    async def queue(self, user: str | None = None, *, limit: int, offset: int = 0
-                    ) -> tuple[list[TaskRow], list[TaskRow]]:
+    async def queue(self, user: str | None = None, *, limit: int, offset: int = 0,
+                    reason: WaitKind | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
         return await self._reads.run(lambda: self._store.queue(user, limit=limit,
-                                                               offset=offset))
+                                                               offset=offset, reason=reason))
 
     async def counts_by_state(self) -> dict[str, int]:
         return await self._reads.run(self._store.counts_by_state)

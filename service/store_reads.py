@@ -23,6 +23,7 @@ from typing import Any
 from service.curves import Point
 from service.db import connect_reader
 from service.progress import Progress, with_total
+from service.reasons import WaitKind
 from service.rows import (
     MAX_SEQ,
     ActiveRow,
@@ -187,11 +188,12 @@ class StoreReads:
         return None if row is None else _task(row, row["queue_position"])
 
     def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
-                   before_seq: int | None = None, user: str | None = None
-                   ) -> tuple[list[TaskRow], int | None]:
+                   before_seq: int | None = None, user: str | None = None,
+                   reason: WaitKind | None = None) -> tuple[list[TaskRow], int | None]:
         """Newest first: up to ``limit`` tasks with ``seq < before_seq`` (from the newest
-        when None), of ``user`` only when given. Returns the page and the ``before_seq``
-        of the next one (None: last)."""
+        when None), of ``user`` only when given, waiting for a reason of kind ``reason``
+        only when given. Returns the page and the ``before_seq`` of the next one (None:
+        last)."""
         if not _is_int(limit) or limit < 1:
             raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
         if before_seq is not None and (not _is_int(before_seq) or not 1 <= before_seq <= MAX_SEQ):
@@ -204,6 +206,10 @@ class StoreReads:
         if state is not None:
             query += "_in_state"
             params["state"] = TaskState(state).value
+        if reason is not None:
+            query = "list_tasks_by_reason"
+            params.update(reason=WaitKind(reason).value, user=user,
+                          state=None if state is None else TaskState(state).value)
         with self._snapshot() as conn:  # the positions of the rows as read
             rows = conn.execute(Q[query], params).fetchall()
             waiting = [r["seq"] for r in rows[:limit] if TaskState(r["state"]) in RUNNABLE]
@@ -226,14 +232,21 @@ class StoreReads:
         row = self._reader().execute(Q[query], params).fetchone()
         return None if row is None else _attempt(row)
 
-    def queue(self, user: str | None = None, *, limit: int = MAX_SEQ, offset: int = 0
-              ) -> tuple[list[TaskRow], list[TaskRow]]:
+    def queue(self, user: str | None = None, *, limit: int = MAX_SEQ, offset: int = 0,
+              reason: WaitKind | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
         """(pending: ``limit`` runnable tasks in admission order with positions, after the
-        first ``offset``; running: active tasks); only ``user``'s when given, their
-        positions still counted in the whole queue (one ranking for the page)."""
-        params: dict[str, Any] = {"limit": limit, "offset": offset, "user": user}
+        first ``offset``; running: active tasks); only ``user``'s when given, only those
+        waiting for a reason of kind ``reason`` when given, their positions still counted
+        in the whole queue (one ranking for the page)."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset, "user": user,
+                                  "reason": None if reason is None else WaitKind(reason).value}
         with self._snapshot() as conn:  # a task is in one list or the other, never both
-            if user is None:
+            if reason is not None:
+                pending = conn.execute(Q["queue_pending_by_reason"], params).fetchall()
+                positions = {p["seq"]: p["pos"] for p in conn.execute(
+                    Q["queue_positions"], {"seqs": json.dumps([r["seq"] for r in pending])})
+                } if pending else {}
+            elif user is None:
                 pending = conn.execute(Q["queue_pending"], params).fetchall()
                 positions = {r["seq"]: offset + i for i, r in enumerate(pending, start=1)}
             else:

@@ -17,6 +17,7 @@ from service.api.params import parse_uint
 from service.curves import Point
 from service.fairshare import Share
 from service.quotas import Limits
+from service.reasons import WaitKind
 from service.rows import MAX_SEQ, AttemptRow, EventRow, ProgressRow, TaskRow, TokenRow, UserRow
 from service.states import RUNNABLE, TaskState
 from service.timefmt import iso
@@ -98,6 +99,8 @@ def task_json(task: TaskRow, estimated_start: float | None = None) -> dict[str, 
         ),
         "error_summary": task.error_summary,
         "pending_reason": task.pending_reason,
+        "reason_kind": (task.reason_kind or WaitKind.NEW.value) if task.state in RUNNABLE
+                       else None,
         "queue_position": task.queue_position,
         "priority": task.priority,
         "max_runtime_s": task.max_runtime_s,

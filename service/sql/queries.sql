@@ -135,6 +135,37 @@ LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attemp
 WHERE t.user = :user AND t.state IN ('QUEUED', 'PENDING_RESOURCES')
 ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
 
+-- name: queue_pending_by_reason
+-- One page of the waiting tasks whose reason is of kind :reason ('new': none yet), of :user
+-- when given (NULL: any), in admission order; positions are read apart (queue_positions).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested, a.preempted_for
+FROM tasks t INDEXED BY tasks_runnable
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES') AND coalesce(t.reason_kind, 'new') = :reason
+  AND (:user IS NULL OR t.user = :user)
+ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
+
+-- name: list_tasks_by_reason
+-- As list_tasks, the waiting tasks whose reason is of kind :reason, in :state when given,
+-- of :user when given (NULL: any). Only runnable rows can match: it walks tasks_runnable.
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested, a.preempted_for
+FROM tasks t INDEXED BY tasks_runnable
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES') AND t.seq < :before_seq
+  AND (:state IS NULL OR t.state = :state) AND coalesce(t.reason_kind, 'new') = :reason
+  AND (:user IS NULL OR t.user = :user)
+ORDER BY t.seq DESC LIMIT :limit;
+
 -- name: queue_running
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
        t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
