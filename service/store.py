@@ -37,7 +37,7 @@ from service.db import (
 from service.ids import submission_id
 from service.pipeline_store import PipelineStore
 from service.quotas import HOUR_S, Limits, QuotaRefusal, submit_refusal, window_start_hour
-from service.reasons import Reason
+from service.reasons import Reason, WaitKind
 from service.rows import (
     ActiveRow,
     Admitted,
@@ -779,10 +779,13 @@ class Store(PipelineStore, StoreReads, WebhookStore):
                           expires_at=r["expires_at"])
 
     def queue_page(self, *, user: str | None, workload: str | None, offset: int,
-                   limit: int) -> tuple[list[PendingRow], int]:
+                   limit: int, reason: WaitKind | None = None
+                   ) -> tuple[list[PendingRow], int]:
         """One page of the runnable tasks in queue order (positions counted in the whole
-        queue), of ``user`` / ``workload`` only when given; and how many match."""
-        params = {"user": user, "workload": workload, "offset": offset, "limit": limit}
+        queue), of ``user`` / ``workload`` / kind of reason only when given; and how many
+        match."""
+        params = {"user": user, "workload": workload, "offset": offset, "limit": limit,
+                  "reason": None if reason is None else WaitKind(reason).value}
         with self._snapshot() as conn:
             rows = conn.execute(Q["queue_pending_page"], params).fetchall()
             total = conn.execute(Q["queue_pending_count"], params).fetchone()["n"]

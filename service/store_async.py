@@ -135,9 +135,10 @@ class AsyncStore:
         return await self._reads.run(self._store.get_session, id_sha256)
 
     async def queue_page(self, *, user: str | None, workload: str | None, offset: int,
-                         limit: int) -> tuple[list[PendingRow], int]:
+                         limit: int, reason: WaitKind | None = None
+                         ) -> tuple[list[PendingRow], int]:
         return await self._reads.run(lambda: self._store.queue_page(
-            user=user, workload=workload, offset=offset, limit=limit))
+            user=user, workload=workload, offset=offset, limit=limit, reason=reason))
 
     async def pending_workloads(self) -> list[str]:
         return await self._reads.run(self._store.pending_workloads)

@@ -539,7 +539,7 @@ DELETE FROM ui_sessions WHERE expires_at <= :now;
 
 -- name: queue_pending_page
 -- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
--- by owner and workload (NULL: any), one page. The console's reads of runnable rows name
+-- by owner, workload and kind of reason (NULL: any), one page. The console's reads of runnable rows name
 -- no index (the planner picks one), so a change of the runnable index cannot break them.
 -- Rows are numbered in admission order (priority first, then FIFO).
 SELECT * FROM (
@@ -551,12 +551,14 @@ SELECT * FROM (
     WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
 ) q
 WHERE (:user IS NULL OR q.user = :user) AND (:workload IS NULL OR q.workload = :workload)
+  AND (:reason IS NULL OR coalesce(q.reason_kind, 'new') = :reason)
 ORDER BY q.queue_position LIMIT :limit OFFSET :offset;
 
 -- name: queue_pending_count
 SELECT count(*) AS n FROM tasks
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
-  AND (:user IS NULL OR user = :user) AND (:workload IS NULL OR workload = :workload);
+  AND (:user IS NULL OR user = :user) AND (:workload IS NULL OR workload = :workload)
+  AND (:reason IS NULL OR coalesce(reason_kind, 'new') = :reason);
 
 -- name: pending_groups
 -- The runnable tasks by workload, owner and reason, with the oldest's runnable_since:
