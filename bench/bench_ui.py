@@ -28,6 +28,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from service.cluster.boundary import ClusterSnapshot, NodeResources
 from service.cluster.fake import FakeCluster
 from service.config import Settings
+from service.domain.reasons import WaitKind, as_text
 from service.domain.states import TaskState
 from service.domain.users import Role
 from service.domain.writes import Sample
@@ -39,7 +40,8 @@ from service.web.metrics import ServiceMetrics
 TOKEN = "bench-ui-token"
 FLOOR_MS = 300.0
 DAY = 86_400.0
-REASON = "needs 1x8 GPUs (+24 CPUs per node); free: 10.0.0.1 2 GPU/10 CPU, 10.0.0.2 0 GPU/4 CPU"
+REASON = as_text("needs 1x8 GPUs (+24 CPUs per node); free: 10.0.0.1 2 GPU/10 CPU, "
+                 "10.0.0.2 0 GPU/4 CPU", WaitKind.RESOURCES)
 
 
 def fill(store: Store, args: argparse.Namespace, now: float) -> str:

@@ -57,6 +57,7 @@ class TaskRow:
     queue_position: int | None  # 1-based among runnable tasks (admission order); or None
     priority: int = 0  # higher is admitted first
     max_runtime_s: float | None = None  # each attempt's time limit (None: none)
+    reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
 
     @property
     def total_gpus(self) -> int:
@@ -150,6 +151,7 @@ class RunnableRow:
     retry_not_before: float | None = None  # in a retry backoff until then (kept in place)
     attempt_no: int = 0  # the latest attempt (0: none yet)
     max_runtime_s: float | None = None  # time limit of an attempt (None: none)
+    reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,16 +237,18 @@ class PendingRow:
     attempts: int
     queue_position: int  # 1-based in the whole queue, whatever the filter
     priority: int = 0  # higher is admitted first
+    reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
 
 
 @dataclass(frozen=True, slots=True)
 class PendingGroup:
-    """Runnable tasks of one workload, owner and pending reason; ``since``: the oldest's
+    """Runnable tasks of one workload, owner and kind of pending reason
+    (``reasons.WaitKind``'s value; ``new``: none yet); ``since``: the oldest's
     ``runnable_since``."""
 
     workload: str
     user: str | None
-    reason: str | None
+    kind: str
     tasks: int
     since: float | None
 

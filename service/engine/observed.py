@@ -3,9 +3,6 @@
 The console's cluster page and ``/metrics`` show nodes and free resources as admission
 sees them. They read the snapshot of the scheduler's last tick (``Observed``), never Ray:
 a page view or a scrape costs no Ray call, and shows exactly what admission used.
-
-``reason_class`` sorts a pending task's reason (free text written by the scheduler) into
-a few stable classes, a bounded label for ``/metrics``.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable, NodeResources
-from service.scheduling.admission import CPU, GPU, NEVER_FITS
+from service.scheduling.admission import CPU, GPU
 from service.scheduling.fairshare import Share
 
 
@@ -80,32 +77,3 @@ def gpu_totals(snapshot: ClusterSnapshot) -> tuple[float, float]:
 
 
 RESOURCES = (GPU, CPU)
-
-REASON_CLASSES = ("new", "resources", "never_fits", "user_limit", "starvation_guard",
-                  "max_running", "retry_backoff", "preemption", "cluster_unreachable",
-                  "other")
-
-
-def reason_class(reason: str | None) -> str:
-    """The class of a pending reason (one of ``REASON_CLASSES``)."""
-    if not reason:
-        return "new"
-    if reason.startswith(NEVER_FITS):
-        return "never_fits"
-    if reason.startswith(("needs ", "no free driver slot")) and " more than user " not in reason:
-        return "resources"
-    if reason.startswith("user ") or " more than user " in reason:
-        return "user_limit"
-    if reason.startswith("preempting ") or (
-            reason.startswith(("waiting behind ", "attempt ")) and " preempt" in reason):
-        return "preemption"
-    if reason.startswith("waiting behind "):
-        return "starvation_guard"
-    if reason.startswith("max_running_tasks"):
-        return "max_running"
-    if reason.startswith("retry backoff") or (
-            reason.startswith("attempt ") and " failed " in reason):
-        return "retry_backoff"
-    if reason.startswith("Ray cluster unreachable"):
-        return "cluster_unreachable"
-    return "other"

@@ -25,6 +25,15 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from service.domain.reasons import (
+    AtGpuLimit,
+    AtTaskLimit,
+    OverGpuLimit,
+    Reason,
+    UserDisabled,
+    WaitKind,
+)
+
 HOUR_S = 3600
 WINDOW_HOURS = 24  # the byte quota's window: this hour and the 23 before it
 # a refusal for too many waiting tasks cannot know when one starts: ask again after this
@@ -68,26 +77,30 @@ def load_by_user(active: Iterable[tuple[str | None, int]]) -> dict[str, Load]:
     return out
 
 
-def hold_reason(user: str | None, load: Load | None, limits: Limits, gang_gpus: int, *,
-                enabled: bool = True) -> str | None:
+def hold(user: str | None, load: Load | None, limits: Limits, gang_gpus: int, *,
+         enabled: bool = True) -> Reason | None:
     """Why the owner's limits keep a task of ``gang_gpus`` GPUs from starting now, or
     None when they let it start (the cluster may still have no room)."""
     if user is None:
         return None
     if not enabled:
-        return (f"user {user} is disabled: the task waits until an admin enables the user "
-                "again or cancels it")
+        return Reason(WaitKind.USER_DISABLED, UserDisabled(user))
     load = load or Load()
     cap_tasks, cap_gpus = limits.max_running_tasks, limits.max_gpus
     if cap_gpus and gang_gpus > cap_gpus:
-        return (f"needs {gang_gpus} GPUs, more than user {user}'s limit of {cap_gpus} GPUs: "
-                "it cannot start unless the limit is raised")
+        return Reason(WaitKind.USER_LIMIT, OverGpuLimit(user, gang_gpus, cap_gpus))
     if cap_tasks and load.running_tasks >= cap_tasks:
-        return f"user {user} runs {load.running_tasks} of {cap_tasks} tasks allowed"
+        return Reason(WaitKind.USER_LIMIT, AtTaskLimit(user, load.running_tasks, cap_tasks))
     if cap_gpus and load.gpus + gang_gpus > cap_gpus:
-        return (f"user {user} uses {load.gpus} of {cap_gpus} GPUs allowed; "
-                f"this task needs {gang_gpus}")
+        return Reason(WaitKind.USER_LIMIT, AtGpuLimit(user, load.gpus, cap_gpus, gang_gpus))
     return None
+
+
+def hold_reason(user: str | None, load: Load | None, limits: Limits, gang_gpus: int, *,
+                enabled: bool = True) -> str | None:
+    """``hold``'s text (None: the limits let it start)."""
+    why = hold(user, load, limits, gang_gpus, enabled=enabled)
+    return None if why is None else why.text
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from service.cluster.boundary import ClusterSnapshot
+from service.domain.reasons import NeverFits, NoRoom, Reason, Unreachable, WaitKind
 
 GPU = "GPU"
 CPU = "CPU"
@@ -68,9 +69,13 @@ class InFlight:
 @dataclass(frozen=True, slots=True)
 class Decision:
     fits: bool
-    reason: str = ""
+    why: Reason | None = None  # why it does not fit (None: it fits)
     gang_nodes: tuple[str, ...] = ()
     driver_node: str | None = None
+
+    @property
+    def reason(self) -> str:
+        return "" if self.why is None else self.why.text
 
 
 def _fmt(x: float) -> str:
@@ -163,7 +168,8 @@ class FreePool:
         """Whether ``gang`` plus its driver fit now, and where (or why not)."""
         drv = driver.needs()
         if self._gang_nodes(gang) is None:
-            return Decision(False, f"needs {self._gang_text(gang)}; free: {self.describe()}")
+            return Decision(False, Reason(WaitKind.RESOURCES,
+                                          NoRoom(self._gang_text(gang), self.describe())))
         # Try each node that could host the driver (fewest spare GPUs first, so the
         # driver prefers CPU-only or busy nodes); it may share a gang node.
         for host in sorted(self._nodes, key=lambda n: n.free.get(GPU, 0.0)):
@@ -174,13 +180,10 @@ class FreePool:
             chosen = self._gang_nodes(gang)
             host.free = saved
             if chosen is not None:
-                return Decision(True, "", tuple(n.node_id for n in chosen), host.node_id)
+                return Decision(True, None, tuple(n.node_id for n in chosen), host.node_id)
         what = ", ".join(f"{k} {_fmt(v)}" for k, v in sorted(drv.items()))
-        return Decision(
-            False,
-            f"no free driver slot ({what}) next to {self._gang_text(gang)}; "
-            f"free: {self.describe()}",
-        )
+        return Decision(False, Reason(WaitKind.RESOURCES,
+                                      NoRoom(self._gang_text(gang), self.describe(), what)))
 
     def copy(self) -> FreePool:
         """An independent pool with the same free resources (for what-if questions)."""
@@ -295,14 +298,19 @@ class FreePool:
         )
 
 
-NEVER_FITS = "can never fit this cluster as it is"
+def never_fits(gang: Gang, capacity: FreePool) -> Reason:
+    """Why a gang waits that even an idle cluster could not take (nodes may still join)."""
+    return Reason(WaitKind.NEVER_FITS, NeverFits(FreePool._gang_text(gang),
+                                                 capacity.describe()))
 
 
 def never_fits_reason(gang: Gang, capacity: FreePool) -> str:
-    """Why a gang waits that even an idle cluster could not take (nodes may still join)."""
-    return (f"{NEVER_FITS}: needs {FreePool._gang_text(gang)} and a driver slot; "
-            f"node capacity: {capacity.describe()}")
+    return never_fits(gang, capacity).text
+
+
+def unreachable(error: object) -> Reason:
+    return Reason(WaitKind.CLUSTER_UNREACHABLE, Unreachable(str(error)))
 
 
 def unreachable_reason(error: object) -> str:
-    return f"Ray cluster unreachable: {error}"
+    return unreachable(error).text

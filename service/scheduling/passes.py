@@ -12,12 +12,13 @@ time limit ends before they surely drain (the shadow time) may use them meanwhil
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from service.cluster.boundary import ClusterSnapshot
+from service.domain.reasons import BehindFifo, Guard, MaxRunning, Reason, WaitKind
 from service.domain.rows import ActiveRow, RunnableRow
-from service.domain.timefmt import iso
 from service.policy.quotas import Load, load_by_user
-from service.scheduling.admission import GPU, Decision, FreePool, Gang, InFlight, never_fits_reason
+from service.scheduling.admission import GPU, Decision, FreePool, Gang, InFlight, never_fits
 from service.scheduling.fairshare import FairOrder
 from service.scheduling.plan import (
     LIMIT_SLACK_S,
@@ -26,7 +27,7 @@ from service.scheduling.plan import (
     Seen,
     Start,
     Wait,
-    backoff_reason,
+    backoff,
     in_backoff,
 )
 from service.scheduling.rules import Rules
@@ -74,12 +75,11 @@ def ends_by(cand: RunnableRow, shadow: float | None, now: float) -> bool:
     return now + cand.max_runtime_s + LIMIT_SLACK_S <= shadow
 
 
-def with_shadow(keeper: str | None, shadow: float | None) -> str | None:
+def with_shadow(keeper: Reason | None, shadow: float | None) -> Reason | None:
     """The guard's reason, saying until when at the latest its nodes are kept."""
-    if keeper is None or shadow is None:
+    if keeper is None or shadow is None or not isinstance(keeper.details, Guard):
         return keeper
-    return (f"{keeper}; they are free by {iso(shadow)} at the latest: a task whose "
-            "max_runtime_s ends by then may run there meanwhile")
+    return Reason(keeper.kind, replace(keeper.details, shadow=shadow))
 
 
 
@@ -104,10 +104,10 @@ class BasePass:
         self.steps: list[Start | Wait] = []
         self.starving: list[tuple[RunnableRow, Gang]] = []  # may preempt (waited past grace)
         self.seen = Seen(self.sched.fair_share)
-        self.blocked: str | None = None  # reason for everyone behind (backfill off)
+        self.blocked: Reason | None = None  # reason for everyone behind (backfill off)
         # shapes that did not fit: (reason, whether an idle cluster could take it, whether
         # it waits for room: what went first is then worth saying)
-        self.no_fit: dict[tuple[int, int], tuple[str, bool, bool]] = {}
+        self.no_fit: dict[tuple[int, int], tuple[Reason, bool, bool]] = {}
 
     def forget(self) -> None:
         """The pool changed: what did not fit may now."""
@@ -122,7 +122,7 @@ class BasePass:
             preemption = self.rules.preemption(self.starving, self.pool, self.inp.active,
                                                self.inp.snapshot, self.now)
             if preemption is not None:
-                self.steps = [Wait(s.cand, preemption.reason)
+                self.steps = [Wait(s.cand, preemption.why)
                               if isinstance(s, Wait) and s.cand.task_id == preemption.cand.task_id
                               else s for s in self.steps]
         return self.result(preemption)
@@ -133,7 +133,7 @@ class BasePass:
     def place(self, cand: RunnableRow, gang: Gang) -> None:
         raise NotImplementedError
 
-    def wait(self, cand: RunnableRow, reason: str) -> None:
+    def wait(self, cand: RunnableRow, reason: Reason) -> None:
         self.steps.append(Wait(cand, reason))
 
     def prelude(self, cand: RunnableRow) -> bool:
@@ -148,7 +148,7 @@ class BasePass:
             return True
         limit = self.sched.max_running_tasks
         if limit and self.running >= limit:
-            self.wait(cand, f"max_running_tasks ({limit}) reached")
+            self.wait(cand, Reason(WaitKind.MAX_RUNNING, MaxRunning(limit)))
             return True
         return False
 
@@ -162,7 +162,7 @@ class BasePass:
         self.pool.reserve(gang, self.driver, decision)
         self.forget()  # cached reasons list free resources: now stale
         if in_backoff(cand, self.now):
-            self.wait(cand, backoff_reason(cand))
+            self.wait(cand, backoff(cand))
             return False
         self.steps.append(Start(cand))
         self.running += 1
@@ -172,18 +172,17 @@ class BasePass:
             self.loads.setdefault(cand.user, Load()).add(gpus)
         return True
 
-    def never_fits(self, gang: Gang) -> str | None:
+    def never_fits(self, gang: Gang) -> Reason | None:
         """Why ``gang`` can never fit the cluster as it is (node capacity), or None."""
         if self.capacity is not None and not self.capacity.decide(gang, self.driver).fits:
-            return never_fits_reason(gang, self.capacity)
+            return never_fits(gang, self.capacity)
         return None
 
     def waits_for_room(self, cand: RunnableRow, gang: Gang) -> None:
         """``cand`` could fit an idle cluster but waits: it blocks the queue behind it with
         backfill off, and may preempt once past the grace period."""
         if not self.sched.backfill:
-            self.blocked = (f"waiting behind {cand.task_id} (priority {cand.priority}): "
-                            "first come, first served (backfill off)")
+            self.blocked = Reason(WaitKind.BACKFILL_OFF, BehindFifo(cand.task_id, cand.priority))
         if (self.sched.preemption
                 and self.now - cand.runnable_since >= self.sched.preemption_grace_s):
             self.starving.append((cand, gang))
@@ -199,10 +198,10 @@ class GuardPass(BasePass):
         self.holder = rules.guard_holder(inp.candidates, self.now, capacity, self.preempting,
                                          self.loads, inp.disabled)
         self.kept: dict[str, str] = {}
-        self.keeper: str | None = None  # why nodes are kept for a starving gang
+        self.keeper: Reason | None = None  # why nodes are kept for a starving gang
         self.shadow: float | None = None  # the kept nodes are surely free by then
         self.held_nodes: dict[str, str] = {}
-        self.guard_note: str | None = None
+        self.guard_note: Reason | None = None
         if self.holder is not None:
             self._keep_for_holder(self.holder)
 
@@ -225,10 +224,10 @@ class GuardPass(BasePass):
                                        prefer=prefer | self.inp.reservation)
         if not self.kept:
             return
-        why = ("lower-priority tasks are being preempted for it" if preempting else
-               f"runnable for over {self.sched.starvation_guard_s:g}s")
-        self.keeper = (f"waiting behind {holder.task_id} (priority {holder.priority}), {why}: "
-                       f"nodes {', '.join(self.kept.values())} are kept for it (starvation guard)")
+        kind = WaitKind.PREEMPTION if preempting else WaitKind.STARVATION_GUARD
+        self.keeper = Reason(kind, Guard(
+            holder.task_id, holder.priority, ", ".join(self.kept.values()),
+            self.sched.starvation_guard_s, preempting))
         if not preempting:
             self.shadow = drained_by(self.kept, self.inp.active, snapshot)
             self.keeper = with_shadow(self.keeper, self.shadow)
@@ -285,11 +284,12 @@ class GuardPass(BasePass):
                 cached = (self.keeper, True, False)  # fits but for the guard
             else:
                 assert open_decision is not None
-                cached = (open_decision.reason, True, True)
+                assert open_decision.why is not None
+                cached = (open_decision.why, True, True)
             self.no_fit[shape] = cached
         reason, could_fit, for_room = cached
         share = self.weighted(cand)
-        self.wait(cand, reason + self.seen.ahead_of(cand, share) if for_room else reason)
+        self.wait(cand, reason.behind(self.seen.ahead_of(cand, share)) if for_room else reason)
         self.seen.add(cand, share)
         if is_holder:  # it does not fit yet: its nodes are kept again
             self.kept = self.pool.keep_for(gang, self.capacity, prefer=self.held_nodes)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from service.cluster.boundary import ClusterSnapshot
+from service.domain.reasons import Ahead, Backoff, Reason, WaitKind
 from service.domain.rows import ActiveRow, RunnableRow
-from service.domain.timefmt import iso
 from service.scheduling.fairshare import Share
 from service.scheduling.preemption import Running
 from service.scheduling.runtimes import RuntimeModel
@@ -31,19 +31,28 @@ class Start:
 
 @dataclass(frozen=True)
 class Wait:
-    """This task keeps waiting, for this reason."""
+    """This task keeps waiting, for this reason (a kind and its details)."""
 
     cand: RunnableRow
-    reason: str
+    why: Reason
+
+    @property
+    def reason(self) -> str:
+        """The text people read (``reasons.render``)."""
+        return self.why.text
 
 
 @dataclass(frozen=True)
 class Preemption:
-    """Stop ``victims`` to make room for ``cand``, whose reason becomes ``reason``."""
+    """Stop ``victims`` to make room for ``cand``, whose reason becomes ``why``."""
 
     cand: RunnableRow
     victims: tuple[Running, ...]
-    reason: str
+    why: Reason
+
+    @property
+    def reason(self) -> str:
+        return self.why.text
 
 
 @dataclass(frozen=True)
@@ -83,29 +92,29 @@ class Seen:
         users = self.users_at.setdefault(cand.priority, {})
         users[cand.user] = min(users.get(cand.user, weighted_share), weighted_share)
 
-    def ahead_of(self, cand: RunnableRow, weighted_share: float = 0.0) -> str:
-        """``"; after tasks of higher priority"`` or ``"; after users bob, carol (smaller
-        fair share)"`` when such tasks came first in admission order: users whose weighted
-        share was smaller than ``weighted_share`` (``cand``'s user's), not those that only
-        came first on a tie (FIFO); else ``""``."""
+    def ahead_of(self, cand: RunnableRow, weighted_share: float = 0.0) -> Ahead | None:
+        """Tasks of higher priority, or users of a smaller fair share, when such came first
+        in admission order: users whose weighted share was smaller than
+        ``weighted_share`` (``cand``'s user's), not those that only came first on a tie
+        (FIFO); else None."""
         if self.top_priority is not None and self.top_priority > cand.priority:
-            return "; after tasks of higher priority"
+            return Ahead(higher_priority=True)
         if not self.fair:
-            return ""
+            return None
         others = sorted(u or "-" for u, share in self.users_at.get(cand.priority, {}).items()
                         if u != cand.user and share < weighted_share - 1e-12)
-        if not others:
-            return ""
-        shown = ", ".join(others[:3]) + (" ..." if len(others) > 3 else "")
-        return f"; after users {shown} (smaller fair share)"
+        return Ahead(users=tuple(others)) if others else None
 
 
 def in_backoff(cand: RunnableRow, now: float) -> bool:
     return cand.retry_not_before is not None and cand.retry_not_before > now
 
 
+def backoff(cand: RunnableRow) -> Reason:
+    return Reason(WaitKind.RETRY_BACKOFF, Backoff(cand.attempt_no + 1, cand.retry_not_before))
+
+
 def backoff_reason(cand: RunnableRow) -> str:
-    return (f"retry backoff: attempt {cand.attempt_no + 1} not before "
-            f"{iso(cand.retry_not_before)}; the room it needs is kept for it")
+    return backoff(cand).text
 
 

@@ -23,6 +23,7 @@ start is further than ``preemption_grace_s`` away, or unknown.
 
 from __future__ import annotations
 
+from service.domain.reasons import Planned, PlannedAhead, Reason, ReservedFor, WaitKind
 from service.domain.rows import ActiveRow, RunnableRow
 from service.domain.timefmt import iso
 from service.scheduling.admission import Decision, FreePool, Gang
@@ -151,7 +152,8 @@ class ReservationPass(BasePass):
             self._wait_planned(cand, gang, self._delays(decision, d), for_room=False)
             return
         if decision is not None:
-            self.no_fit[shape] = (decision.reason, True, True)
+            assert decision.why is not None
+            self.no_fit[shape] = (decision.why, True, True)
         cached = self.no_fit.get(shape)
         never = self.never_fits(gang)
         if never is not None:
@@ -166,28 +168,28 @@ class ReservationPass(BasePass):
             self.timeline.hold(node, start, end, float(gang.gpus_per_node), gang.cpus_per_node,
                                owner)
 
-    def _delays(self, decision: Decision, duration: float) -> str:
+    def _delays(self, decision: Decision, duration: float) -> Reason:
         """Why a task that fits now waits: it would run into a reservation."""
         hold = self.timeline.blocking(decision.gang_nodes, self.now + duration)
         if hold is None:  # held from now on (the guard's fallback): the nodes are taken
             hold = next((h for h in self.timeline.holds if h.node in decision.gang_nodes
                          and h.end == INF), None)
         if hold is None:
-            return (f"fits now on nodes {self.pool.labels(decision.gang_nodes)}, but they "
-                    "are planned for tasks ahead of it")
-        return (f"waiting behind {hold.owner}: nodes {self.pool.labels([hold.node])} are "
-                f"reserved for it from {iso(hold.start)}; a task whose max_runtime_s ends "
-                "by then may run there")
+            return Reason(WaitKind.RESERVED,
+                          PlannedAhead(self.pool.labels(decision.gang_nodes)))
+        return Reason(WaitKind.RESERVED,
+                      ReservedFor(hold.owner, self.pool.labels([hold.node]), hold.start))
 
-    def _wait_planned(self, cand: RunnableRow, gang: Gang, reason: str, for_room: bool) -> None:
+    def _wait_planned(self, cand: RunnableRow, gang: Gang, reason: Reason,
+                      for_room: bool) -> None:
         """``cand`` waits: reserve the earliest room the plan knows for it, say when."""
         share = self.weighted(cand)
-        text = reason + self.seen.ahead_of(cand, share) if for_room else reason
+        why = reason.behind(self.seen.ahead_of(cand, share)) if for_room else reason
         self.seen.add(cand, share)
         planned = self._reserve(cand, gang)
         if planned is not None:
-            text += f"; planned start by {iso(planned)} (from time limits)"
-        self.wait(cand, text)
+            why = why.planned_by(Planned(planned))
+        self.wait(cand, why)
         if self.sched.preemption and planned is not None and \
                 planned - self.now <= self.sched.preemption_grace_s:
             return  # it starts soon enough without throwing work away
@@ -231,10 +233,6 @@ def _with_expected(step: Start | Wait, expected: float | None, bound: float | No
     """A waiting task's reason with its expected start beside the limits' bound."""
     if not isinstance(step, Wait) or expected is None or bound is None:
         return step
-    said = f"; planned start by {iso(bound)} (from time limits)"
-    if said not in step.reason:
+    if step.why.planned is None or iso(step.why.planned.bound) != iso(bound):
         return step
-    likely = iso(round(min(expected, bound) / 60) * 60)  # the history is good to minutes
-    return Wait(step.cand, step.reason.replace(
-        said, f"; expected start about {likely} (from run history), by {iso(bound)} at the "
-              "latest (from time limits)"))
+    return Wait(step.cand, step.why.planned_by(Planned(bound, expected)))

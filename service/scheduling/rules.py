@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from service.cluster.boundary import ClusterSnapshot
+from service.domain.reasons import Preempting, Reason, WaitKind
 from service.domain.rows import ActiveRow, RunnableRow
 from service.domain.states import TaskState
-from service.policy.quotas import Load, hold_reason
+from service.policy.quotas import Load, hold
 from service.scheduling.admission import Driver, FreePool, Gang
 from service.scheduling.plan import Preemption
 from service.scheduling.preemption import Running, choose_victims, eligible
@@ -29,13 +30,13 @@ class Rules:
         return Gang(cand.nnodes, cand.n_gpus_per_node, self.sched.cpus_per_gpu)
 
     def held(self, cand: RunnableRow, loads: dict[str, Load], disabled: frozenset[str]
-             ) -> str | None:
+             ) -> Reason | None:
         """Why the owner's limits hold ``cand`` back, or None."""
         owner = cand.user
         if owner is None:
             return None
-        return hold_reason(owner, loads.get(owner), self.users.limits_for(owner),
-                           cand.nnodes * cand.n_gpus_per_node, enabled=owner not in disabled)
+        return hold(owner, loads.get(owner), self.users.limits_for(owner),
+                    cand.nnodes * cand.n_gpus_per_node, enabled=owner not in disabled)
 
     def guard_holder(self, candidates: list[RunnableRow], now: float,
                      capacity: FreePool | None, preempting: set[str],
@@ -78,7 +79,6 @@ class Rules:
             if not victims:
                 continue
             names = ", ".join(f"{v.task_id} (priority {v.priority})" for v in victims)
-            return Preemption(cand, tuple(victims), (
-                f"preempting {names} to make room (waited past "
-                f"preemption_grace_s={self.sched.preemption_grace_s:g})"))
+            return Preemption(cand, tuple(victims), Reason(
+                WaitKind.PREEMPTION, Preempting(names, self.sched.preemption_grace_s)))
         return None

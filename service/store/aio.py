@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from service.domain.ids import new_task_id
+from service.domain.reasons import WaitKind
 from service.domain.rows import (
     AttemptRow,
     CreatedToken,
@@ -85,11 +86,11 @@ class AsyncStore:
         return await self._reads.run(self._store.get_task, task_id)
 
     async def list_tasks(self, *, state: TaskState | None, limit: int,
-                         before_seq: int | None, user: str | None = None
-                         ) -> tuple[list[TaskRow], int | None]:
+                         before_seq: int | None, user: str | None = None,
+                         reason: WaitKind | None = None) -> tuple[list[TaskRow], int | None]:
         return await self._reads.run(
             lambda: self._store.list_tasks(state=state, limit=limit, before_seq=before_seq,
-                                           user=user))
+                                           user=user, reason=reason))
 
     async def list_attempts(self, task_id: str) -> list[AttemptRow]:
         return await self._reads.run(self._store.list_attempts, task_id)
@@ -100,10 +101,10 @@ class AsyncStore:
     async def events(self, task_id: str) -> list[EventRow]:
         return await self._reads.run(self._store.events, task_id)
 
-    async def queue(self, user: str | None = None, *, limit: int, offset: int = 0
-                    ) -> tuple[list[TaskRow], list[TaskRow]]:
+    async def queue(self, user: str | None = None, *, limit: int, offset: int = 0,
+                    reason: WaitKind | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
         return await self._reads.run(lambda: self._store.queue(user, limit=limit,
-                                                               offset=offset))
+                                                               offset=offset, reason=reason))
 
     async def counts_by_state(self) -> dict[str, int]:
         return await self._reads.run(self._store.counts_by_state)
@@ -133,9 +134,10 @@ class AsyncStore:
         return await self._reads.run(self._store.get_session, id_sha256)
 
     async def queue_page(self, *, user: str | None, workload: str | None, offset: int,
-                         limit: int) -> tuple[list[PendingRow], int]:
+                         limit: int, reason: WaitKind | None = None
+                         ) -> tuple[list[PendingRow], int]:
         return await self._reads.run(lambda: self._store.queue_page(
-            user=user, workload=workload, offset=offset, limit=limit))
+            user=user, workload=workload, offset=offset, limit=limit, reason=reason))
 
     async def pending_workloads(self) -> list[str]:
         return await self._reads.run(self._store.pending_workloads)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from service.domain.reasons import WaitKind
 from service.domain.rows import (
     MAX_SEQ,
     ActiveRow,
@@ -84,6 +85,7 @@ def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
         cancel_requested_at=r["cancel_requested_at"],
         latest_attempt=None if r["attempt_no"] is None else _attempt(r),
         queue_position=position, priority=r["priority"], max_runtime_s=r["max_runtime_s"],
+        reason_kind=r["reason_kind"],
     )
 
 
@@ -100,6 +102,7 @@ def _runnable(r: sqlite3.Row) -> RunnableRow:
         runnable_since=r["runnable_since"], pending_reason=r["pending_reason"],
         priority=r["priority"], retry_not_before=r["retry_not_before"],
         attempt_no=r["latest_attempt_no"], max_runtime_s=r["max_runtime_s"],
+        reason_kind=r["reason_kind"],
     )
 
 
@@ -185,11 +188,12 @@ class StoreReads:
         return None if row is None else _task(row, row["queue_position"])
 
     def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
-                   before_seq: int | None = None, user: str | None = None
-                   ) -> tuple[list[TaskRow], int | None]:
+                   before_seq: int | None = None, user: str | None = None,
+                   reason: WaitKind | None = None) -> tuple[list[TaskRow], int | None]:
         """Newest first: up to ``limit`` tasks with ``seq < before_seq`` (from the newest
-        when None), of ``user`` only when given. Returns the page and the ``before_seq``
-        of the next one (None: last)."""
+        when None), of ``user`` only when given, waiting for a reason of kind ``reason``
+        only when given. Returns the page and the ``before_seq`` of the next one (None:
+        last)."""
         if not _is_int(limit) or limit < 1:
             raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
         if before_seq is not None and (not _is_int(before_seq) or not 1 <= before_seq <= MAX_SEQ):
@@ -202,6 +206,10 @@ class StoreReads:
         if state is not None:
             query += "_in_state"
             params["state"] = TaskState(state).value
+        if reason is not None:
+            query = "list_tasks_by_reason"
+            params.update(reason=WaitKind(reason).value, user=user,
+                          state=None if state is None else TaskState(state).value)
         with self._snapshot() as conn:  # the positions of the rows as read
             rows = conn.execute(Q[query], params).fetchall()
             waiting = [r["seq"] for r in rows[:limit] if TaskState(r["state"]) in RUNNABLE]
@@ -224,14 +232,21 @@ class StoreReads:
         row = self._reader().execute(Q[query], params).fetchone()
         return None if row is None else _attempt(row)
 
-    def queue(self, user: str | None = None, *, limit: int = MAX_SEQ, offset: int = 0
-              ) -> tuple[list[TaskRow], list[TaskRow]]:
+    def queue(self, user: str | None = None, *, limit: int = MAX_SEQ, offset: int = 0,
+              reason: WaitKind | None = None) -> tuple[list[TaskRow], list[TaskRow]]:
         """(pending: ``limit`` runnable tasks in admission order with positions, after the
-        first ``offset``; running: active tasks); only ``user``'s when given, their
-        positions still counted in the whole queue (one ranking for the page)."""
-        params: dict[str, Any] = {"limit": limit, "offset": offset, "user": user}
+        first ``offset``; running: active tasks); only ``user``'s when given, only those
+        waiting for a reason of kind ``reason`` when given, their positions still counted
+        in the whole queue (one ranking for the page)."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset, "user": user,
+                                  "reason": None if reason is None else WaitKind(reason).value}
         with self._snapshot() as conn:  # a task is in one list or the other, never both
-            if user is None:
+            if reason is not None:
+                pending = conn.execute(Q["queue_pending_by_reason"], params).fetchall()
+                positions = {p["seq"]: p["pos"] for p in conn.execute(
+                    Q["queue_positions"], {"seqs": json.dumps([r["seq"] for r in pending])})
+                } if pending else {}
+            elif user is None:
                 pending = conn.execute(Q["queue_pending"], params).fetchall()
                 positions = {r["seq"]: offset + i for i, r in enumerate(pending, start=1)}
             else:

@@ -29,6 +29,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from service.domain.ids import submission_id
+from service.domain.reasons import Reason, WaitKind
 from service.domain.rows import (
     ActiveRow,
     Admitted,
@@ -418,7 +419,7 @@ class Store(PipelineStore, StoreReads, WebhookStore):
         return CancelOutcome(kind, self.get_task(task_id), sid)
 
     # -- scheduler: writes ---------------------------------------------------------------
-    def mark_pending(self, items: Iterable[tuple[str, TaskState, str]], now: float,
+    def mark_pending(self, items: Iterable[tuple[str, TaskState, Reason]], now: float,
                      next_run_at: float | None = None) -> int:
         """Record why runnable tasks wait: ``(task_id, expected_state, reason)`` each.
 
@@ -431,11 +432,12 @@ class Store(PipelineStore, StoreReads, WebhookStore):
         array: a tick that sends hundreds of tasks to wait, for as many reasons, stays one
         short transaction, and only the rows the guard let through get their event.
         """
-        batches: dict[TaskState, list[tuple[str, str]]] = {}
+        batches: dict[TaskState, list[tuple[str, str, str]]] = {}
         for task_id, state, reason in items:
             if state not in RUNNABLE:
                 raise ValueError(f"task {task_id}: {state} is not a runnable state")
-            batches.setdefault(TaskState(state), []).append((task_id, reason))
+            batches.setdefault(TaskState(state), []).append(
+                (task_id, reason.text, reason.kind.value))
         changed = 0
         with self._tx() as conn:
             for state, pairs in batches.items():
@@ -490,7 +492,7 @@ class Store(PipelineStore, StoreReads, WebhookStore):
             self._event(conn, task_id, now, "SUBMIT",
                         {"attempt_no": attempt_no, "already_existed": already_existed})
 
-    def release_claim(self, task_id: str, attempt_no: int, reason: str, now: float
+    def release_claim(self, task_id: str, attempt_no: int, reason: Reason, now: float
                       ) -> TaskState:
         """SUBMITTING -> PENDING_RESOURCES: Ray never accepted the attempt; the same
         attempt number is used on the next try. A cancel requested meanwhile completes
@@ -500,8 +502,9 @@ class Store(PipelineStore, StoreReads, WebhookStore):
             if row is None:
                 raise TaskNotFound(task_id)
             self._transition(conn, task_id, _S.SUBMITTING, _S.PENDING_RESOURCES, now,
-                             {"attempt_no": attempt_no, "reason": reason},
-                             query="move_released", reason=reason)
+                             {"attempt_no": attempt_no, "reason": reason.text},
+                             query="move_released", reason=reason.text,
+                             reason_kind=reason.kind.value)
             if row["cancel_requested_at"] is None:
                 return _S.PENDING_RESOURCES
             self._transition(conn, task_id, _S.PENDING_RESOURCES, _S.CANCELED, now,
@@ -581,7 +584,7 @@ class Store(PipelineStore, StoreReads, WebhookStore):
                              query="move_ended", error_summary=error_summary)
 
     def schedule_retry(self, task_id: str, expected: TaskState, attempt_no: int,
-                       end: AttemptEnd, plan: RetryPlan, reason: str, now: float) -> None:
+                       end: AttemptEnd, plan: RetryPlan, reason: Reason, now: float) -> None:
         """The attempt failed retryably: back to PENDING_RESOURCES as ``plan`` says
         (scanned from ``next_run_at``, submitted not before ``not_before``); the next
         claim makes attempt ``attempt_no + 1``."""
@@ -593,7 +596,8 @@ class Store(PipelineStore, StoreReads, WebhookStore):
                              runnable_since=plan.runnable_since,
                              retry_not_before=plan.not_before,
                              resource_failures=plan.resource_failures,
-                             preemptions=plan.preemptions, reason=reason)
+                             preemptions=plan.preemptions, reason=reason.text,
+                             reason_kind=reason.kind.value)
             self._event(conn, task_id, now, "RETRY_SCHEDULED",
                         {"failed_attempt": attempt_no, "next_attempt": attempt_no + 1,
                          "failure_kind": end.failure_kind,
@@ -778,10 +782,13 @@ class Store(PipelineStore, StoreReads, WebhookStore):
                           expires_at=r["expires_at"])
 
     def queue_page(self, *, user: str | None, workload: str | None, offset: int,
-                   limit: int) -> tuple[list[PendingRow], int]:
+                   limit: int, reason: WaitKind | None = None
+                   ) -> tuple[list[PendingRow], int]:
         """One page of the runnable tasks in queue order (positions counted in the whole
-        queue), of ``user`` / ``workload`` only when given; and how many match."""
-        params = {"user": user, "workload": workload, "offset": offset, "limit": limit}
+        queue), of ``user`` / ``workload`` / kind of reason only when given; and how many
+        match."""
+        params = {"user": user, "workload": workload, "offset": offset, "limit": limit,
+                  "reason": None if reason is None else WaitKind(reason).value}
         with self._snapshot() as conn:
             rows = conn.execute(Q["queue_pending_page"], params).fetchall()
             total = conn.execute(Q["queue_pending_count"], params).fetchone()["n"]
@@ -792,7 +799,7 @@ class Store(PipelineStore, StoreReads, WebhookStore):
             runnable_since=r["runnable_since"], next_run_at=r["next_run_at"],
             pending_reason=r["pending_reason"], cancel_requested_at=r["cancel_requested_at"],
             attempts=r["latest_attempt_no"], queue_position=r["queue_position"],
-            priority=r["priority"],
+            priority=r["priority"], reason_kind=r["reason_kind"],
         ) for r in rows], total
 
     def pending_workloads(self) -> list[str]:
@@ -800,8 +807,8 @@ class Store(PipelineStore, StoreReads, WebhookStore):
         return sorted(r["workload"] for r in self._reader().execute(Q["workloads"]))
 
     def pending_groups(self) -> list[PendingGroup]:
-        """The runnable tasks counted by workload, owner and pending reason."""
-        return [PendingGroup(r["workload"], r["user"], r["pending_reason"], r["n"], r["since"])
+        """The runnable tasks counted by workload, owner and the kind of their reason."""
+        return [PendingGroup(r["workload"], r["user"], r["reason_kind"], r["n"], r["since"])
                 for r in self._reader().execute(Q["pending_groups"])]
 
     def admitted_between(self, since: float, until: float) -> list[Admitted]:

@@ -14,7 +14,8 @@ one process independent. Families:
 - the queue the way Kueue exposes it (``QueueStatsSource``, the store, and the scheduler's
   last cluster snapshot, ``observed.Observed``): the admission wait-time histogram by
   workload and user (fed after each tick with the attempts claimed in it), pending tasks
-  by reason class, the oldest pending task's age, GPUs/CPUs in use and free per node as
+  by reason kind (``reasons.WaitKind``), the oldest pending task's age, GPUs/CPUs in use
+  and free per node as
   admission saw them at the last tick (never a Ray call per scrape).
 
 The ``user`` label's values are the users' names: users are created by admins, a few to
@@ -50,9 +51,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable
+from service.domain.reasons import WaitKind
 from service.domain.rows import PendingGroup, UserRow
 from service.domain.states import TaskState
-from service.engine.observed import REASON_CLASSES, RESOURCES, Observed, reason_class, total_of
+from service.engine.observed import RESOURCES, Observed, total_of
 from service.engine.sampling import Sampler, SampleStore
 from service.scheduling.fairshare import Share
 from service.store.db import storage_fault
@@ -103,7 +105,7 @@ class QueueStatsSource(SampleStore, Protocol):
 
 
 class _QueueCollector(Collector):
-    """Pending tasks by reason class, the oldest pending task's age, and per node what
+    """Pending tasks by reason kind, the oldest pending task's age, and per node what
     admission saw at the scheduler's last tick.
 
     ``waiting`` is told each (workload, owner) with a task waiting, before the admission
@@ -119,15 +121,16 @@ class _QueueCollector(Collector):
         self._waiting = waiting
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        by_class = dict.fromkeys(REASON_CLASSES, 0)
+        by_class = dict.fromkeys((k.value for k in WaitKind), 0)
         oldest: float | None = None
         for group in self._source.pending_groups():
-            by_class[reason_class(group.reason)] += group.tasks
+            kind = group.kind if group.kind in by_class else WaitKind.OTHER.value
+            by_class[kind] += group.tasks
             if group.since is not None:
                 oldest = group.since if oldest is None else min(oldest, group.since)
             self._waiting(group.workload, group.user or "")
         pending = GaugeMetricFamily(
-            "argus_pending_tasks", "Runnable tasks by the class of their pending reason "
+            "argus_pending_tasks", "Runnable tasks by the kind of their pending reason "
             "(new: not examined yet).", labels=["reason"])
         for cls, n in by_class.items():
             pending.add_metric([cls], float(n))

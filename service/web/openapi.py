@@ -138,6 +138,13 @@ _USER_QUERY = {
 }
 
 
+_REASON_QUERY = {
+    "name": "reason", "in": "query", "required": False, "schema": ref("WaitKind"),
+    "description": "only waiting tasks whose reason is of this kind (new: not examined yet); "
+                   "the queue's blocked list is left out",
+}
+
+
 def _webhook_paths() -> dict[str, Any]:
     """``/api/v2/webhooks``: a hook is its owner's (or an admin's) to read and delete."""
     return {
@@ -193,6 +200,7 @@ def build_openapi() -> dict[str, Any]:
                 params=[
                     _query("state", ref("TaskState"), "only tasks in this state"),
                     _USER_QUERY,
+                    _REASON_QUERY,
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": 500,
                                      "default": 50}, "page size"),
                     _query("cursor", {"type": "string"}, "next_cursor of the previous page"),
@@ -273,6 +281,7 @@ def build_openapi() -> dict[str, Any]:
             {"200": json_content(ref("Queue"), "The queue (positions count every user's tasks)")},
             "400:BadRequest", params=[
                 _USER_QUERY,
+                _REASON_QUERY,
                 _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000,
                                  "default": 500}, "waiting tasks per page"),
                 _query("cursor", {"type": "string"}, "next_cursor of the previous page")],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.domain.reasons import WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.domain.users import MAX_TOKEN_LIFETIME_S, MIN_TOKEN_LIFETIME_S
 from service.domain.workloads import WORKLOAD_NAMES, WORKLOADS
@@ -114,6 +115,8 @@ SCHEMAS: dict[str, Any] = {
         }},
     },
     "TaskState": {"type": "string", "enum": [s.value for s in TaskState]},
+    "WaitKind": {"type": "string", "enum": [k.value for k in WaitKind],
+                 "description": "the kind of a waiting task's reason (service/domain/reasons.py)"},
     "RayStatus": {"type": "string", "enum": [s.value for s in RayStatus]},
     "FailureKind": {"type": "string", "enum": [k.value for k in FailureKind]},
     "Workload": {"type": "string", "enum": list(WORKLOAD_NAMES)},
@@ -160,6 +163,9 @@ SCHEMAS: dict[str, Any] = {
             "latest_attempt": nullable(ref("Attempt")),
             "error_summary": {"type": ["string", "null"]},
             "pending_reason": {"type": ["string", "null"]},
+            "reason_kind": {**nullable(ref("WaitKind")),
+                            "description": "the kind of pending_reason while the task is "
+                                           "runnable (new: not examined yet); else null"},
             "queue_position": {"type": ["integer", "null"],
                                "description": "1-based place among runnable tasks, in "
                                               "admission order (priority, then FIFO)"},

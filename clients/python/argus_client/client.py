@@ -120,11 +120,13 @@ class ArgusClient:
         return Task.from_json(self.http.json("GET", _task_path(task_id)))
 
     def list(self, *, state: str | None = None, user: str | None = None,
-             limit: int | None = None, cursor: str | None = None) -> TaskPage:
-        """One page of tasks, newest first (``user``: a name, ``me`` or ``all``)."""
+             limit: int | None = None, cursor: str | None = None,
+             reason: str | None = None) -> TaskPage:
+        """One page of tasks, newest first (``user``: a name, ``me`` or ``all``;
+        ``reason``: only waiting tasks whose reason is of this kind, e.g. ``resources``)."""
         return TaskPage.from_json(self.http.json(
-            "GET", f"{API}/tasks",
-            query={"state": state, "user": user, "limit": limit, "cursor": cursor}))
+            "GET", f"{API}/tasks", query={"state": state, "user": user, "limit": limit,
+                                          "cursor": cursor, "reason": reason}))
 
     def iter_tasks(self, *, state: str | None = None, user: str | None = None
                    ) -> Iterator[Task]:
@@ -137,9 +139,10 @@ class ArgusClient:
                 return
             cursor = page.next_cursor
 
-    def queue(self, *, user: str | None = None) -> Queue:
-        """The waiting tasks in admission order (every page) and the running ones."""
-        query: dict[str, Any] = {"user": user}
+    def queue(self, *, user: str | None = None, reason: str | None = None) -> Queue:
+        """The waiting tasks in admission order (every page) and the running ones
+        (``reason``: only waiting tasks whose reason is of this kind; no blocked ones)."""
+        query: dict[str, Any] = {"user": user, "reason": reason}
         data = self.http.json("GET", f"{API}/queue", query=query)
         while data.get("next_cursor"):
             query["cursor"] = data["next_cursor"]

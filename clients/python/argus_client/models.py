@@ -82,6 +82,7 @@ class Task(_Model):
     queue_position: int | None
     pending_reason: str | None
     error_summary: str | None
+    reason_kind: str | None  # the kind of pending_reason (a WaitKind value) while waiting
     max_runtime_s: float | None
     estimated_start: str | None
     next_run_at: str | None

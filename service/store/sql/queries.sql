@@ -31,7 +31,7 @@ SELECT state FROM tasks WHERE task_id = :task_id;
 
 -- name: get_task
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
@@ -49,7 +49,7 @@ WHERE t.task_id = :task_id;
 -- Newest first, one page: rows before :before_seq (the page's cursor). The runnable rows'
 -- queue positions are read for the whole page at once (queue_positions), not per row.
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
@@ -62,7 +62,7 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- name: list_tasks_in_state
 -- As list_tasks, in one state (walks tasks_state_seq).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
@@ -75,7 +75,7 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- name: list_tasks_of_user
 -- As list_tasks, of one owner (walks tasks_user_seq).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
@@ -88,7 +88,7 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- name: list_tasks_of_user_in_state
 -- As list_tasks, of one owner in one state (walks tasks_user_state_seq).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
@@ -112,7 +112,7 @@ WHERE seq IN (SELECT value FROM json_each(:seqs));
 -- name: queue_pending
 -- One page of the queue in admission order (OFFSET walks the index: no sort).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
@@ -125,7 +125,7 @@ ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
 -- name: queue_pending_of_user
 -- One page of :user's part of the queue in admission order (tasks_user_runnable).
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
@@ -135,9 +135,40 @@ LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attemp
 WHERE t.user = :user AND t.state IN ('QUEUED', 'PENDING_RESOURCES')
 ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
 
+-- name: queue_pending_by_reason
+-- One page of the waiting tasks whose reason is of kind :reason ('new': none yet), of :user
+-- when given (NULL: any), in admission order; positions are read apart (queue_positions).
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested, a.preempted_for
+FROM tasks t INDEXED BY tasks_runnable
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES') AND coalesce(t.reason_kind, 'new') = :reason
+  AND (:user IS NULL OR t.user = :user)
+ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
+
+-- name: list_tasks_by_reason
+-- As list_tasks, the waiting tasks whose reason is of kind :reason, in :state when given,
+-- of :user when given (NULL: any). Only runnable rows can match: it walks tasks_runnable.
+SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
+       t.cancel_requested_at, t.priority, t.max_runtime_s,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested, a.preempted_for
+FROM tasks t INDEXED BY tasks_runnable
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES') AND t.seq < :before_seq
+  AND (:state IS NULL OR t.state = :state) AND coalesce(t.reason_kind, 'new') = :reason
+  AND (:user IS NULL OR t.user = :user)
+ORDER BY t.seq DESC LIMIT :limit;
+
 -- name: queue_running
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
        a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
@@ -215,7 +246,7 @@ WHERE task_id = :task_id AND state = :expected;
 -- name: runnable
 -- Admission order (priority, then FIFO), up to :limit runnable tasks due by :now (a scan
 -- of tasks_runnable only).
-SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
+SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason, reason_kind,
        priority, retry_not_before, latest_attempt_no, max_runtime_s
 FROM tasks INDEXED BY tasks_runnable
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
@@ -239,7 +270,7 @@ SELECT NULL FROM (SELECT 1 FROM tasks INDEXED BY tasks_user_runnable
 
 -- name: runnable_of_user
 -- As runnable, of one owner (tasks_user_runnable).
-SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
+SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason, reason_kind,
        priority, retry_not_before, latest_attempt_no, max_runtime_s
 FROM tasks INDEXED BY tasks_user_runnable
 WHERE user IS :user AND state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
@@ -279,13 +310,13 @@ WHERE task_id = :task_id AND state = :expected;
 -- name: move_claimed
 -- Runnable -> SUBMITTING for attempt :attempt_no.
 UPDATE tasks SET state = :dst, updated_at = :now, latest_attempt_no = :attempt_no,
-                 pending_reason = NULL, retry_not_before = NULL
+                 pending_reason = NULL, reason_kind = NULL, retry_not_before = NULL
 WHERE task_id = :task_id AND state = :expected;
 
 -- name: move_released
 -- SUBMITTING -> PENDING_RESOURCES: Ray never accepted the attempt; due again at once.
 UPDATE tasks SET state = :dst, updated_at = :now, pending_reason = :reason,
-                 next_run_at = :now
+                 reason_kind = :reason_kind, next_run_at = :now
 WHERE task_id = :task_id AND state = :expected;
 
 -- name: move_retry
@@ -293,6 +324,7 @@ WHERE task_id = :task_id AND state = :expected;
 -- submitted not before :retry_not_before (NULL: as soon as it fits), waiting (for the
 -- starvation guard and the wait metrics) since :runnable_since.
 UPDATE tasks SET state = :dst, updated_at = :now, pending_reason = :reason,
+                 reason_kind = :reason_kind,
                  next_run_at = :next_run_at, runnable_since = :runnable_since,
                  retry_not_before = :retry_not_before,
                  resource_failures = :resource_failures, preemptions = :preemptions
@@ -306,13 +338,13 @@ WHERE task_id = :task_id AND state = :expected;
 -- name: move_ended
 -- To a terminal state.
 UPDATE tasks SET state = :dst, updated_at = :now, error_summary = :error_summary,
-                 pending_reason = NULL
+                 pending_reason = NULL, reason_kind = NULL
 WHERE task_id = :task_id AND state = :expected;
 
 -- name: move_canceled
 -- A runnable task canceled by request.
 UPDATE tasks SET state = :dst, updated_at = :now, error_summary = :error_summary,
-                 pending_reason = NULL, cancel_requested_at = :now
+                 pending_reason = NULL, reason_kind = NULL, cancel_requested_at = :now
 WHERE task_id = :task_id AND state = :expected;
 
 -- name: mark_pending
@@ -320,9 +352,10 @@ WHERE task_id = :task_id AND state = :expected;
 -- JSON array): one statement per state, however many reasons. The unary +state keeps
 -- SQLite on the task_id index: left to itself it walks the state index, i.e. every
 -- runnable row. Only the rows the guard let through come back.
-UPDATE tasks SET state = :to_state, pending_reason = w.reason, updated_at = :now,
-                 next_run_at = coalesce(:next_run_at, tasks.next_run_at)
-FROM (SELECT json_extract(value, '$[0]') AS task_id, json_extract(value, '$[1]') AS reason
+UPDATE tasks SET state = :to_state, pending_reason = w.reason, reason_kind = w.kind,
+                 updated_at = :now, next_run_at = coalesce(:next_run_at, tasks.next_run_at)
+FROM (SELECT json_extract(value, '$[0]') AS task_id, json_extract(value, '$[1]') AS reason,
+             json_extract(value, '$[2]') AS kind
       FROM json_each(:items)) AS w
 WHERE tasks.task_id = w.task_id AND +tasks.state = :from_state
 RETURNING task_id, pending_reason;
@@ -506,31 +539,34 @@ DELETE FROM ui_sessions WHERE expires_at <= :now;
 
 -- name: queue_pending_page
 -- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
--- by owner and workload (NULL: any), one page. The console's reads of runnable rows name
+-- by owner, workload and kind of reason (NULL: any), one page. The console's reads of runnable rows name
 -- no index (the planner picks one), so a change of the runnable index cannot break them.
 -- Rows are numbered in admission order (priority first, then FIFO).
 SELECT * FROM (
     SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
            t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
-           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no, t.priority,
+           t.pending_reason, t.reason_kind, t.cancel_requested_at, t.latest_attempt_no, t.priority,
            row_number() OVER (ORDER BY t.priority DESC, t.seq) AS queue_position
     FROM tasks t
     WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
 ) q
 WHERE (:user IS NULL OR q.user = :user) AND (:workload IS NULL OR q.workload = :workload)
+  AND (:reason IS NULL OR coalesce(q.reason_kind, 'new') = :reason)
 ORDER BY q.queue_position LIMIT :limit OFFSET :offset;
 
 -- name: queue_pending_count
 SELECT count(*) AS n FROM tasks
 WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
-  AND (:user IS NULL OR user = :user) AND (:workload IS NULL OR workload = :workload);
+  AND (:user IS NULL OR user = :user) AND (:workload IS NULL OR workload = :workload)
+  AND (:reason IS NULL OR coalesce(reason_kind, 'new') = :reason);
 
 -- name: pending_groups
 -- The runnable tasks by workload, owner and reason, with the oldest's runnable_since:
 -- one pass over the waiting tasks for every queue family of /metrics.
-SELECT workload, user, pending_reason, count(*) AS n, min(runnable_since) AS since
+SELECT workload, user, coalesce(reason_kind, 'new') AS reason_kind, count(*) AS n,
+       min(runnable_since) AS since
 FROM tasks WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
-GROUP BY workload, user, pending_reason;
+GROUP BY workload, user, coalesce(reason_kind, 'new');
 
 -- name: admitted_since
 -- Attempts claimed after :since (up to :until), with how long their task had waited.
@@ -933,7 +969,7 @@ SELECT count(*) AS n FROM tasks INDEXED BY tasks_blocked WHERE state = 'BLOCKED'
 -- One page of the BLOCKED tasks (the console's "waiting on other tasks", the queue's
 -- blocked), oldest first; :user's only when not NULL.
 SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
        t.cancel_requested_at, t.priority, t.max_runtime_s,
        NULL AS attempt_no, NULL AS ray_submission_id, NULL AS ray_status,
        NULL AS failure_kind, NULL AS message, NULL AS attempt_created_at,
@@ -961,7 +997,8 @@ WHERE d.task_id IN (SELECT value FROM json_each(:ids));
 -- unblocked since; its seq keeps its place among equal priorities), with its references
 -- resolved (:spec_json; NULL: unchanged).
 UPDATE tasks SET state = :dst, updated_at = :now, next_run_at = :now, runnable_since = :now,
-                 pending_reason = NULL, spec_json = coalesce(:spec_json, spec_json)
+                 pending_reason = NULL, reason_kind = NULL,
+                 spec_json = coalesce(:spec_json, spec_json)
 WHERE task_id = :task_id AND state = :expected;
 
 -- name: insert_pipeline
@@ -993,7 +1030,7 @@ ORDER BY created_at DESC LIMIT :limit;
 
 -- name: pipeline_stages
 -- A pipeline's stages in document order with their tasks' states and dependencies.
-SELECT s.stage, s.task_id, s.position, s.skipped, t.state, t.error_summary, t.pending_reason,
+SELECT s.stage, s.task_id, s.position, s.skipped, t.state, t.error_summary, t.pending_reason, t.reason_kind,
        t.latest_attempt_no
 FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
 WHERE s.pipeline_id = :pipeline_id

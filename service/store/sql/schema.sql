@@ -27,7 +27,8 @@ CREATE TABLE tasks (
     retry_not_before    REAL,                               -- retry backoff, kept in place
     resource_failures   INTEGER NOT NULL DEFAULT 0,         -- consecutive, for the backoff
     preemptions         INTEGER NOT NULL DEFAULT 0,         -- not counted as attempts
-    max_runtime_s       REAL CHECK (max_runtime_s > 0)      -- time limit; NULL: none
+    max_runtime_s       REAL CHECK (max_runtime_s > 0),     -- time limit; NULL: none
+    reason_kind         TEXT                                -- reasons.WaitKind of pending_reason
 );
 
 -- Picking runnable work and queue positions touch runnable rows only, in admission order

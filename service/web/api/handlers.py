@@ -37,7 +37,7 @@ from service.store.writer import QuotaExceeded, StaleState, TaskNotFound
 from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unknown_fields
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.middlewares import ApiError
-from service.web.api.params import SQLITE_MAX_INT, parse_uint
+from service.web.api.params import SQLITE_MAX_INT, parse_reason, parse_uint
 from service.web.api.pipelines import blocked_tasks, task_dependencies, waiting_reasons
 from service.web.api.views import (
     InvalidCursor,
@@ -268,6 +268,7 @@ async def list_tasks(request: web.Request) -> web.Response:
             )})
     limit = _int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
     user = await user_filter(request, errors)
+    reason = parse_reason(request.query.get("reason"), errors)
     before_seq: int | None = None
     cursor = request.query.get("cursor") or None
     if cursor is not None:
@@ -278,7 +279,8 @@ async def list_tasks(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     tasks, next_before = await deps.store.list_tasks(state=state, limit=limit,
-                                                     before_seq=before_seq, user=user)
+                                                     before_seq=before_seq, user=user,
+                                                     reason=reason)
     waits = await waiting_reasons(deps, tasks)  # BLOCKED tasks: why they wait
     return await _json_off_loop(deps, lambda: {
         "tasks": [{**task_json(t), **({"pending_reason": waits[t.task_id]}
@@ -444,6 +446,7 @@ async def queue(request: web.Request) -> web.Response:
     one: a long queue is never read or sent whole."""
     errors: list[dict[str, Any]] = []
     user = await user_filter(request, errors)
+    reason = parse_reason(request.query.get("reason"), errors)
     limit = _int_param(request, "limit", QUEUE_LIMIT_DEFAULT, 1, QUEUE_LIMIT_MAX, errors)
     offset = 0
     cursor = request.query.get("cursor") or None
@@ -455,8 +458,9 @@ async def queue(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     deps = deps_of(request)
-    pending, running = await deps.store.queue(user, limit=limit + 1, offset=offset)
-    blocked = [] if cursor is not None else await deps.store.read(
+    pending, running = await deps.store.queue(user, limit=limit + 1, offset=offset,
+                                              reason=reason)
+    blocked = [] if cursor is not None or reason is not None else await deps.store.read(
         lambda s: blocked_tasks(s, QUEUE_BLOCKED_SHOWN, user))
     more = len(pending) > limit
     progress = await deps.store.active_progress()

@@ -10,6 +10,9 @@ passed can overflow a query parameter.
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from service.domain.reasons import WaitKind, parse_kind
 
 SQLITE_MAX_INT = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]{1,19}")  # [0-9], not \d: \d matches every script's digits
@@ -21,3 +24,15 @@ def parse_uint(raw: str, lo: int = 0, hi: int = SQLITE_MAX_INT) -> int | None:
         return None
     value = int(raw)
     return value if lo <= value <= hi else None
+
+
+def parse_reason(raw: str | None, errors: list[dict[str, Any]]) -> WaitKind | None:
+    """The ``reason`` filter of the task lists: a ``reasons.WaitKind`` value (a 400 in
+    ``errors`` otherwise); None when absent or empty."""
+    if not raw:
+        return None
+    try:
+        return parse_kind(raw)
+    except ValueError as exc:
+        errors.append({"field": "reason", "message": str(exc)})
+        return None

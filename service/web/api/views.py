@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from service.domain.reasons import WaitKind
 from service.domain.rows import (
     MAX_SEQ,
     AttemptRow,
@@ -106,6 +107,8 @@ def task_json(task: TaskRow, estimated_start: float | None = None) -> dict[str, 
         ),
         "error_summary": task.error_summary,
         "pending_reason": task.pending_reason,
+        "reason_kind": (task.reason_kind or WaitKind.NEW.value) if task.state in RUNNABLE
+                       else None,
         "queue_position": task.queue_position,
         "priority": task.priority,
         "max_runtime_s": task.max_runtime_s,

@@ -28,12 +28,13 @@ from aiohttp import web
 from service.cluster.address import parse_record, read_file
 from service.cluster.boundary import ClusterError
 from service.config import SchedulerSettings
+from service.domain.reasons import WaitKind
 from service.domain.rows import TaskRow
 from service.domain.states import RUNNABLE, TERMINAL, TaskState
 from service.domain.timefmt import duration, iso
 from service.domain.users import ME, Principal, name_problem, parse_token_id, presentable
 from service.domain.writes import CancelKind
-from service.engine.observed import reason_class, total_of
+from service.engine.observed import total_of
 from service.policy.failure_guard import FailureGuard
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY, allowance_problem, range_problem
 from service.store.offload import PARTY
@@ -106,7 +107,6 @@ def make_env() -> jinja2.Environment:
         lstrip_blocks=True)
     env.filters["duration"] = duration
     env.filters["iso"] = lambda ts: iso(ts) or ""
-    env.filters["reason_class"] = reason_class
     env.filters["progress_text"] = progress_summary
     return env
 
@@ -282,15 +282,19 @@ async def queue_page(request: web.Request) -> web.Response:
     workload = q.get("workload", "")
     workload = workload if _WORKLOAD.fullmatch(workload) else ""
     page = parse_uint(q.get("page", "1"), 1, 100_000) or 1
+    reason = q.get("reason", "")
+    reason = reason if reason in {k.value for k in WaitKind} else ""
+    if reason:  # a kind of reason: only waiting tasks have one
+        state = "pending"
     store = deps.store
     counts = await store.counts_by_state()
     pending, pending_total = [], 0
     if state in ("", "pending"):
         pending, pending_total = await store.queue_page(
             user=user or None, workload=workload or None, offset=(page - 1) * PAGE_SIZE,
-            limit=PAGE_SIZE)
+            limit=PAGE_SIZE, reason=WaitKind(reason) if reason else None)
     blocked: list[tuple[TaskRow, str]] = []
-    if state in ("", "pending"):
+    if state in ("", "pending") and not reason:
         blocked = [(t, why) for t, why in await store.read(
             lambda s: blocked_tasks(s, BLOCKED_SHOWN, user or None))
             if not workload or t.workload == workload]
@@ -303,7 +307,8 @@ async def queue_page(request: web.Request) -> web.Response:
         recent = [t for t in await store.recent_finished(RECENT * 5 if workload else RECENT,
                                                          user or None)
                   if not workload or t.workload == workload][:RECENT]
-    filters = {"state": state, "user": raw_user if user else "", "workload": workload}
+    filters = {"state": state, "user": raw_user if user else "", "workload": workload,
+               "reason": reason}
 
     def link(**changes: str | int) -> str:
         merged = {**filters, **changes}
@@ -318,6 +323,7 @@ async def queue_page(request: web.Request) -> web.Response:
         held=_held(deps),
         progress=progress,
         filters=filters, workloads=await store.pending_workloads(), page=page, pages=pages,
+        reason_kinds=[k.value for k in WaitKind],
         link=link)
 
 

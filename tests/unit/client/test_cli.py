@@ -213,6 +213,21 @@ async def test_queue(server, tmp_path):
     code, out = await run(server, "queue", "--json")
     data = json.loads(out)
     assert [t["task_id"] for t in data["pending"]] == [second]
+    assert "KIND" in pending and " resources  needs " in pending.splitlines()[2]
+
+
+async def test_queue_and_list_filter_by_reason_kind(server, tmp_path):
+    await submitted(server, tmp_path, n_gpus_per_node=4)
+    server.tick()
+    second = await submitted(server, tmp_path, n_gpus_per_node=4)
+    server.tick()
+    third = await submitted(server, tmp_path, n_gpus_per_node=4)  # not examined: new
+    code, out = await run(server, "queue", "--reason", "new", "--json")
+    assert code == 0 and [t["task_id"] for t in json.loads(out)["pending"]] == [third]
+    code, out = await run(server, "list", "--user", "all", "--reason", "resources", "--json")
+    assert code == 0 and [t["task_id"] for t in json.loads(out)["tasks"]] == [second]
+    code, _ = await run(server, "queue", "--reason", "bogus")
+    assert code != 0
 
 
 async def test_queue_follows_the_pages_of_a_long_queue(server, tmp_path, monkeypatch):

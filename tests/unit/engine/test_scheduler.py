@@ -12,6 +12,7 @@ import pytest
 from service.cluster.boundary import ClusterUnavailable
 from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings, UserSettings
+from service.domain.reasons import as_text
 from service.domain.states import RayStatus, TaskState
 from service.domain.users import Role
 from service.engine.artifacts import Artifacts
@@ -174,10 +175,10 @@ def test_the_guard_keeps_the_same_nodes_while_they_drain(tmp_path: Path) -> None
     env.cluster.occupy("w2", GPU=3, CPU=9)
     big = env.add(nnodes=1, g=4)
     env.tick(T0)  # w1 (2 free) is the closest to fitting: kept
-    assert env.sched._reservation == frozenset({"w1"})
+    assert env.sched.applier.reservation == frozenset({"w1"})
     env.cluster.release("w2", GPU=2, CPU=6)  # now w2 has 3 free, more than w1's 2
     env.tick(T0 + 1)  # the reservation stays where it has been draining
-    assert env.sched._reservation == frozenset({"w1"})
+    assert env.sched.applier.reservation == frozenset({"w1"})
     env.cluster.release("w1", GPU=2, CPU=6)
     env.tick(T0 + 2)
     assert env.state(big) is S.SUBMITTED
@@ -602,7 +603,7 @@ def test_submit_rejected_fails_and_already_exists_counts_as_submitted(env: Env) 
 
     env.cluster.submit(build_submit_request(JobSpec.from_dict(claim.spec), task_id=c,
                                             attempt_no=1, user=None, settings=env.settings))
-    env.store.release_claim(c, 1, "test: pretend the first answer was lost", T0)
+    env.store.release_claim(c, 1, as_text("test: pretend the first answer was lost"), T0)
     env.tick(T0 + 1)
     assert env.state(c) is S.SUBMITTED
     assert env.cluster.submit_calls.count(sid(c)) == 2  # the second got "already exists"

@@ -49,6 +49,7 @@ PURE_PACKAGES = ("service.domain", "service.jobspec", "service.policy", "service
 PURE_ELSEWHERE = (
     "service.cluster.boundary",
     "service.cluster.mapping",
+    "service.engine.tick_report",
     "service.web.ui.progress_text",
     "service.web.ui.slots",
     "service.web.api.views",

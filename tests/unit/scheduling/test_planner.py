@@ -13,6 +13,7 @@ import pytest
 
 from service.cluster.boundary import ClusterSnapshot, NodeResources
 from service.config import SchedulerSettings, UserSettings
+from service.domain.reasons import Guard, Reason, WaitKind
 from service.domain.rows import ActiveRow, RunnableRow
 from service.domain.states import TaskState
 from service.domain.workloads import driver
@@ -202,9 +203,12 @@ def test_ends_by(cand, shadow, want) -> None:
 
 
 def test_with_shadow_says_until_when() -> None:
+    kept = Reason(WaitKind.STARVATION_GUARD, Guard("t1", 0, "10.0.0.1", 600.0))
     assert with_shadow(None, NOW) is None
-    assert with_shadow("kept", None) == "kept"
-    assert "kept; they are free by" in with_shadow("kept", NOW)
+    assert with_shadow(kept, None) == kept
+    shadowed = with_shadow(kept, NOW)
+    assert shadowed is not None and shadowed.kind is WaitKind.STARVATION_GUARD
+    assert shadowed.text.startswith(kept.text + "; they are free by")
 
 
 def test_plan_is_pure_same_input_same_plan() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from service.domain.reasons import WaitKind, as_text
 from service.domain.states import RUNNABLE, TaskState
 from service.policy.pipelines import PipelineState
 from service.store import reads as store_reads
@@ -72,7 +73,7 @@ def test_create_and_view(store: Store) -> None:
 def test_queue_positions_follow_fifo_among_runnable(store: Store) -> None:
     ids = [add(store, i) for i in range(1, 6)]
     store.claim_for_submit(ids[1], S.QUEUED, 101.0)  # leaves the queue
-    store.mark_pending([(ids[2], S.QUEUED, "no room")], 101.0)  # still runnable
+    store.mark_pending([(ids[2], S.QUEUED, as_text("no room"))], 101.0)  # still runnable
     positions = {i: store.get_task(i).queue_position for i in ids}
     assert positions == {ids[0]: 1, ids[1]: None, ids[2]: 2, ids[3]: 3, ids[4]: 4}
     pending, running = store.queue()
@@ -115,14 +116,16 @@ def test_attempt_numbers_and_reuse_of_unaccepted_ids(store: Store) -> None:
     c1 = store.claim_for_submit(t, S.QUEUED, 101.0)
     assert (c1.attempt_no, c1.ray_submission_id) == (1, t + "--a01")
     # Ray never accepted it: the same id is used again.
-    assert store.release_claim(t, 1, "Ray cluster unreachable: x", 102.0) is S.PENDING_RESOURCES
+    down = as_text("Ray cluster unreachable: x", WaitKind.CLUSTER_UNREACHABLE)
+    assert store.release_claim(t, 1, down, 102.0) is S.PENDING_RESOURCES
     assert store.get_task(t).pending_reason == "Ray cluster unreachable: x"
+    assert store.get_task(t).reason_kind == "cluster_unreachable"
     again = store.claim_for_submit(t, S.PENDING_RESOURCES, 103.0)
     assert again.ray_submission_id == t + "--a01"
     store.mark_submitted(t, 1, 104.0)
     store.schedule_retry(t, S.SUBMITTED, 1, AttemptEnd("FAILED", "INSUFFICIENT_RESOURCES", "m"),
                          RetryPlan(next_run_at=200.0, runnable_since=105.0),
-                         reason="retry later", now=105.0)
+                         reason=as_text("retry later"), now=105.0)
     view = store.get_task(t)
     assert view.state is S.PENDING_RESOURCES and view.next_run_at == 200.0
     assert view.pending_reason == "retry later"
@@ -169,7 +172,7 @@ def test_cancel_during_submitting_completes_when_claim_released(store: Store) ->
     t = add(store, 1)
     store.claim_for_submit(t, S.QUEUED, 101.0)
     assert store.cancel(t, 102.0).kind is CancelKind.STOPPING
-    assert store.release_claim(t, 1, "unreachable", 103.0) is S.CANCELED
+    assert store.release_claim(t, 1, as_text("unreachable"), 103.0) is S.CANCELED
     assert store.get_task(t).state is S.CANCELED
 
 
@@ -180,10 +183,10 @@ def test_guarded_writes_never_overwrite(store: Store) -> None:
         store.claim_for_submit(t, S.QUEUED, 102.0)
     assert store.list_attempts(t) == []  # the failed claim left nothing behind
     # mark_pending skips rows that moved meanwhile instead of resurrecting them.
-    assert store.mark_pending([(t, S.QUEUED, "x")], 103.0) == 0
+    assert store.mark_pending([(t, S.QUEUED, as_text("x"))], 103.0) == 0
     assert store.get_task(t).state is S.CANCELED
     with pytest.raises(ValueError, match="not a runnable state"):
-        store.mark_pending([(t, S.RUNNING, "x")], 103.0)
+        store.mark_pending([(t, S.RUNNING, as_text("x"))], 103.0)
     with pytest.raises(ValueError, match="terminal outcome"):
         store.finish_attempt(t, S.RUNNING, 1, AttemptEnd("RUNNING"), S.RUNNING, None, 1.0)
 
@@ -191,10 +194,12 @@ def test_guarded_writes_never_overwrite(store: Store) -> None:
 def test_mark_pending_batch_moves_only_rows_in_the_expected_state(store: Store) -> None:
     ids = [add(store, i) for i in range(1, 7)]
     store.cancel(ids[1], 101.0)  # moved meanwhile: the batch must skip it
-    store.mark_pending([(ids[2], S.QUEUED, "old reason")], 101.0)  # already pending
-    items = [(ids[0], S.QUEUED, "needs 1x8"), (ids[1], S.QUEUED, "needs 1x8"),
-             (ids[2], S.PENDING_RESOURCES, "needs 2x4"), (ids[3], S.QUEUED, "needs 2x4"),
-             (ids[4], S.QUEUED, "needs 1x8"), (ids[5], S.PENDING_RESOURCES, "needs 1x8")]
+    store.mark_pending([(ids[2], S.QUEUED, as_text("old reason"))], 101.0)  # already pending
+    items = [(ids[0], S.QUEUED, as_text("needs 1x8")), (ids[1], S.QUEUED, as_text("needs 1x8")),
+             (ids[2], S.PENDING_RESOURCES, as_text("needs 2x4")),
+             (ids[3], S.QUEUED, as_text("needs 2x4")),
+             (ids[4], S.QUEUED, as_text("needs 1x8")),
+             (ids[5], S.PENDING_RESOURCES, as_text("needs 1x8"))]
     assert store.mark_pending(items, 102.0) == 4  # ids[1] canceled, ids[5] still QUEUED
     states = {t: store.get_task(t) for t in ids}
     assert states[ids[1]].state is S.CANCELED

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from service.domain.reasons import as_text
 from service.domain.states import TaskState
 from service.domain.users import Role
 from service.domain.writes import AttemptEnd
@@ -54,7 +55,8 @@ def run_attempt(store: Store, task_id: str, start: float, end: float | None, *,
     ended = AttemptEnd("FAILED" if kind else "SUCCEEDED", kind, None, start, end)
     if retry:
         store.schedule_retry(task_id, S.RUNNING, claim.attempt_no, ended,
-                             RetryPlan(next_run_at=end, runnable_since=end), "r", end)
+                             RetryPlan(next_run_at=end, runnable_since=end), as_text("r"),
+                             end)
     else:
         store.finish_attempt(task_id, S.RUNNING, claim.attempt_no, ended,
                              S.FAILED if kind else S.SUCCEEDED, None, end)

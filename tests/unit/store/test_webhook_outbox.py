@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from service.domain.reasons import as_text
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.domain.writes import AttemptEnd, RetryPlan
 from service.store.sql import QUERIES
@@ -62,7 +63,8 @@ def _retry(kind: FailureKind):
     def act(store: Store, task_id: str) -> None:
         end = AttemptEnd(RayStatus.FAILED.value, kind.value, "boom", 12.0, 20.0)
         store.schedule_retry(task_id, TaskState.SUBMITTED, 1, end,
-                             RetryPlan(next_run_at=80.0, runnable_since=20.0), "again", 20.0)
+                             RetryPlan(next_run_at=80.0, runnable_since=20.0),
+                             as_text("again"), 20.0)
     return act
 
 

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service.cluster.fake import FakeCluster
 from service.config import Settings
+from service.domain import reasons
 from service.domain.states import RayStatus, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
@@ -259,6 +260,35 @@ async def test_list_filters_by_state(client, env):
     data = await get_json(client, "/api/v2/tasks", state="queued")
     assert [t["task_id"] for t in data["tasks"]] == [b]
     assert data["next_cursor"] is None
+
+
+async def test_reason_kind_and_the_reason_filter(client, env, monkeypatch):
+    """The task JSON says the kind of a waiting task's reason; ``reason=`` filters by it
+    on both lists, whatever the reason's wording (the renderer is changed here)."""
+    monkeypatch.setattr(reasons, "_details_text", lambda details: "reworded")
+    env.cluster.add_node("n1", gpus=2)
+    running = await submit(client, env)
+    env.tick()
+    waiting = await submit(client, env)  # no room: the first holds both GPUs
+    never = await submit(client, env, n_gpus_per_node=8)
+    fresh_task = await submit(client, env)
+    env.tick()
+    late = await submit(client, env)  # not examined yet: new
+    view = await get_json(client, f"/api/v2/tasks/{waiting}")
+    assert (view["reason_kind"], view["pending_reason"]) == ("resources", "reworded")
+    assert (await get_json(client, f"/api/v2/tasks/{running}"))["reason_kind"] is None
+    data = await get_json(client, "/api/v2/tasks", reason="resources")
+    assert [t["task_id"] for t in data["tasks"]] == [fresh_task, waiting]
+    data = await get_json(client, "/api/v2/tasks", reason="never_fits", state="PENDING_RESOURCES")
+    assert [t["task_id"] for t in data["tasks"]] == [never]
+    data = await get_json(client, "/api/v2/queue", reason="new")
+    assert [t["task_id"] for t in data["pending"]] == [late]
+    assert data["pending"][0]["queue_position"] == 4 and data["blocked"] == []
+    data = await get_json(client, "/api/v2/queue", reason="resources")
+    assert [t["queue_position"] for t in data["pending"]] == [1, 3]
+    body = await get_json(client, "/api/v2/queue", status=400, reason="no_such_kind")
+    assert assert_error(body, "bad_request")["details"][0]["field"] == "reason"
+    await get_json(client, "/api/v2/tasks", status=400, reason="Resources")
 
 
 async def test_pagination_walks_every_task_once_newest_first(client, env):

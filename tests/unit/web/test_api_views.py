@@ -46,7 +46,7 @@ def test_task_json_of_a_queued_task() -> None:
         "created_at": "2025-12-23T14:32:01.500Z", "updated_at": "2025-12-23T14:32:01.500Z",
         "desired_resources": {"nnodes": 2, "n_gpus_per_node": 4, "total_gpus": 8},
         "latest_attempt": None, "error_summary": None, "pending_reason": None,
-        "queue_position": 1, "priority": -5, "max_runtime_s": 7200.0,
+        "reason_kind": "new", "queue_position": 1, "priority": -5, "max_runtime_s": 7200.0,
         "next_run_at": "2025-12-23T14:32:01.500Z", "estimated_start": None,
         "cancel_requested": False,
     }
@@ -63,6 +63,7 @@ def test_task_json_with_an_attempt_hides_next_run_at_once_not_runnable() -> None
                           queue_position=None, cancel_requested_at=T + 9))
     assert body["state"] == "RUNNING" and body["next_run_at"] is None
     assert body["cancel_requested"] is True and body["queue_position"] is None
+    assert body["reason_kind"] is None  # only a waiting task has a reason
     assert body["latest_attempt"] == {
         "attempt_no": 1, "ray_submission_id": TID + "--a01", "ray_status": "RUNNING",
         "start_time": iso(T + 2), "end_time": iso(T + 3),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -15,13 +16,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service.cluster.fake import FakeCluster
 from service.config import Settings
+from service.domain import reasons
 from service.domain.ids import new_task_id
+from service.domain.reasons import WaitKind
 from service.domain.states import TaskState
 from service.domain.writes import Sample
 from service.engine.artifacts import Artifacts
-from service.engine.observed import REASON_CLASSES, reason_class
 from service.engine.sampling import Sampler
 from service.engine.scheduler import Scheduler
+from service.store.sql import MIGRATIONS_DIR
 from service.store.writer import Store
 from service.web.metrics import MeteredScheduler, ServiceMetrics
 from service.web.ui.charts import bar_chart, line_chart, nice_max
@@ -93,7 +96,7 @@ def test_queue_families_after_ticks(world):
                for labels, v in got["argus_admission_wait_seconds_bucket"]}
     assert buckets[("ppo", "admin", "15.0")] == 0 and buckets[("ppo", "admin", "30.0")] == 1
     pending = {labels["reason"]: v for labels, v in got["argus_pending_tasks"]}
-    assert set(pending) == set(REASON_CLASSES)
+    assert set(pending) == {k.value for k in WaitKind}
     assert pending["resources"] == 1 and pending["never_fits"] == 1
     assert got["argus_oldest_pending_task_age_seconds"] == [({}, 5.0)]
     node = {"node": "n1", "node_ip": "10.0.0.1"}
@@ -208,7 +211,7 @@ def test_promtool_accepts_the_example_scrape_config(tmp_path):
     ("no free driver slot (CPU 1) next to 1x2 GPUs (+6 CPUs per node); free: x", "resources"),
     ("can never fit this cluster as it is: needs 1x8 GPUs", "never_fits"),
     ("user bob runs 2 of 2 tasks allowed", "user_limit"),
-    ("user bob is disabled: the task waits", "user_limit"),
+    ("user bob is disabled: the task waits", "user_disabled"),
     ("needs 9 GPUs, more than user bob's limit of 8 GPUs: it cannot start", "user_limit"),
     ("waiting behind t-1, runnable for over 300s (starvation guard)", "starvation_guard"),
     ("max_running_tasks (4) reached", "max_running"),
@@ -227,10 +230,37 @@ def test_promtool_accepts_the_example_scrape_config(tmp_path):
     ("attempt 1 preempted for t-1; attempt 2 as soon as it fits again (resumes from its "
      "checkpoint)", "preemption"),
     ("Ray cluster unreachable: timeout", "cluster_unreachable"),
+    ("waiting behind t-1 (priority 0): first come, first served (backfill off)",
+     "backfill_off"),
+    ("attempt 1 never reached Ray (interrupted submit); it will be submitted again as x",
+     "resubmit"),
     ("something new", "other"),
 ])
-def test_reason_classes(reason, cls):
-    assert reason_class(reason) == cls
+def test_migration_classifies_reasons_written_before_kinds(reason, cls):
+    """Migration 0013 gives the rows of an older database their kind once, from the
+    text (the only place a reason's words are read back)."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE tasks (task_id TEXT, pending_reason TEXT)")
+    conn.execute("INSERT INTO tasks VALUES ('t', ?)", (reason,))
+    conn.executescript((MIGRATIONS_DIR / "0013_reason_kind.sql").read_text())
+    kind = conn.execute("SELECT coalesce(reason_kind, 'new') FROM tasks").fetchone()[0]
+    assert kind == cls
+
+
+def test_rewording_a_reason_moves_no_metric(world, monkeypatch):
+    """The pending gauge counts kinds, not words: new wording, same label."""
+    monkeypatch.setattr(reasons, "_details_text", lambda details: "reworded")
+    world.cluster.add_node("n1", gpus=4, cpus=16)
+    world.tick(1)
+    world.submit(8)  # never fits
+    world.submit(2)
+    world.submit(4)  # no room once the 2-GPU task runs
+    world.tick(5)
+    pending = {labels["reason"]: v for labels, v in world.samples()["argus_pending_tasks"]}
+    assert pending["never_fits"] == 1 and pending["resources"] == 1
+    assert pending["other"] == 0
+    rows, _ = world.store.list_tasks(limit=10)
+    assert sorted(t.pending_reason or "" for t in rows) == ["", "reworded", "reworded"]
 
 
 class FakeSamples:

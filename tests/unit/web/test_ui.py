@@ -208,6 +208,25 @@ async def test_queue_page_shows_states_positions_and_reasons(client, env):
     assert f"row-{running}" not in fragment
 
 
+async def test_queue_page_tags_and_filters_by_reason_kind(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    running = await submit(client, env, gpus=4)
+    waiting = await submit(client, env, gpus=2)
+    env.tick()
+    never = await submit(client, env, gpus=8)
+    env.tick()
+    await sign_in(client)
+    html = await page(client, "/ui/queue")
+    assert 'class="tag reason-resources"' in html and 'class="tag reason-never_fits"' in html
+    assert "reason=never_fits" in html  # the tag links to its filter
+    html = await page(client, "/ui/queue?reason=never_fits")
+    assert f"row-{never}" in html and f"row-{waiting}" not in html
+    assert f"row-{running}" not in html  # only waiting tasks have a reason
+    assert '<option value="never_fits" selected>' in html
+    html = await page(client, "/ui/queue?reason=bogus")  # ignored, as other bad filters
+    assert f"row-{never}" in html and f"row-{waiting}" in html
+
+
 async def test_queue_filters_live_in_the_url(client, env):
     env.store.create_user("bob", Role.USER, T0)
     bob = env.store.create_token("bob", "b", None, T0, max_live=5)

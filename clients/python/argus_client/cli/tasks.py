@@ -87,9 +87,10 @@ def fair_share_text(rows: list[dict[str, Any]]) -> str:
 
 def queue_text(d: dict[str, Any]) -> str:
     return "PENDING\n" + table(
-        ["POS", "PRI", "TASK_ID", "USER", "STATE", "GPUS", "EST_START", "REASON"],
+        ["POS", "PRI", "TASK_ID", "USER", "STATE", "GPUS", "EST_START", "KIND", "REASON"],
         [[t.get("queue_position"), t.get("priority"), t.get("task_id"), t.get("user"),
-          t.get("state"), _gpus(t), t.get("estimated_start") or "-", t.get("pending_reason")]
+          t.get("state"), _gpus(t), t.get("estimated_start") or "-",
+          t.get("reason_kind") or "-", t.get("pending_reason")]
          for t in d["pending"]],
     ) + "\n\nRUNNING\n" + table(
         ["TASK_ID", "USER", "STATE", "GPUS", "RAY_SUBMISSION_ID", "RAY_STATUS", "PROGRESS"],
@@ -174,7 +175,7 @@ def cmd_priority(ctx: Ctx) -> int:
 
 
 def cmd_queue(ctx: Ctx) -> int:
-    data = ctx.client.queue(user=user_query(ctx.args.user)).raw
+    data = ctx.client.queue(user=user_query(ctx.args.user), reason=ctx.args.reason).raw
     ctx.emit(data, lambda d: queue_text(d) + _whose(ctx.args.user))
     return Exit.OK
 
@@ -182,7 +183,7 @@ def cmd_queue(ctx: Ctx) -> int:
 def cmd_list(ctx: Ctx) -> int:
     a = ctx.args
     data = ctx.client.list(state=a.state, limit=a.limit, cursor=a.cursor,
-                           user=user_query(a.user)).raw
+                           user=user_query(a.user), reason=a.reason).raw
     ctx.emit(data, lambda d: tasks_table(d["tasks"]) + _whose(a.user) + (
         f"\n(more: --cursor {d['next_cursor']})" if d.get("next_cursor") else ""))
     return Exit.OK
@@ -301,6 +302,9 @@ def register(sub: Any, add_parser: AddParser) -> None:
         return sp
 
     user_help = "NAME, mine or all (default: mine)"
+    reason_help = ("only waiting tasks whose reason is of this kind: resources, never_fits, "
+                   "user_limit, starvation_guard, retry_backoff, new, ... (the server "
+                   "checks it)")
     add("submit", cmd_submit, "submit a JobSpec (YAML or JSON) file", task=False).add_argument(
         "file", help="JobSpec file (*.json: sent as JSON; else YAML), or - for YAML on stdin")
     add("status", cmd_status, "show one task")
@@ -321,9 +325,11 @@ def register(sub: Any, add_parser: AddParser) -> None:
         "priority", type=priority, metavar="N", help="the new priority, e.g. -10 or 100")
     queue = add("queue", cmd_queue, "show pending and running tasks", task=False)
     queue.add_argument("--user", default="mine", help=user_help)
+    queue.add_argument("--reason", metavar="KIND", help=reason_help)
     lst = add("list", cmd_list, "list tasks, newest first", task=False)
     lst.add_argument("--state", help="only tasks in this state")
     lst.add_argument("--user", default="mine", help=user_help)
+    lst.add_argument("--reason", metavar="KIND", help=reason_help)
     lst.add_argument("--limit", type=positive_int, help="page size (server default 50)")
     lst.add_argument("--cursor", help="next_cursor of the previous page")
     wait = add("wait", cmd_wait, "wait until a task ends, showing each change (exit 0 only "

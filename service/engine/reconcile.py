@@ -1,0 +1,120 @@
+"""Steps 0 and 1 of a tick: leftover SUBMITTING rows, then every attempt on the cluster
+checked with Ray (``cluster.job_info``); an outage noted on every attempt on the cluster.
+
+Ray unreachable leaves every row as it is. What follows an attempt's end is
+``service.engine.attempt_end``'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from service.cluster.boundary import Cluster, ClusterUnavailable, JobNotFound
+from service.domain.reasons import Interrupted, Reason, WaitKind
+from service.domain.states import ON_CLUSTER, RayStatus, TaskState
+from service.engine.attempt_end import AttemptEnder
+from service.engine.tick_report import TickReport
+from service.store.writer import ActiveRow, EventRow, StaleState, Store, truncate_message
+
+log = logging.getLogger(__name__)
+
+# The events that show an outage on every attempt on the cluster (no state change).
+CLUSTER_UNREACHABLE = "CLUSTER_UNREACHABLE"
+CLUSTER_BACK = "CLUSTER_BACK"
+
+
+def open_outage_since(histories: Sequence[Sequence[EventRow]]) -> float | None:
+    """When the outage that the events of the attempts on the cluster leave open began
+    (the newest outage event of all is CLUSTER_UNREACHABLE), else None."""
+    outage = [e for events in histories for e in events
+              if e.event_type in (CLUSTER_UNREACHABLE, CLUSTER_BACK)]
+    if not outage:
+        return None
+    last = max(outage, key=lambda e: (e.ts, e.id))
+    return last.ts if last.event_type == CLUSTER_UNREACHABLE else None
+
+
+class Reconciler:
+    """Ray's word on every attempt Argus put there, and the outage it may be in."""
+
+    def __init__(self, store: Store, cluster: Cluster, ender: AttemptEnder,
+                 on_driver_node: Callable[[str, str], None]) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.ender = ender
+        self.on_driver_node = on_driver_node  # (submission id, node id) seen running
+        # since when Ray has not answered the reconcile (a head restart), None while it does
+        self.outage_since: float | None = None
+
+    def note_outage(self, now: float, unreachable: str | None) -> None:
+        """An event on every attempt on the cluster when Ray stops answering and when it
+        answers again: the attempts stay as they are, their events show the outage."""
+        if (unreachable is None) == (self.outage_since is None):
+            return
+        ids = [row.task_id for row in self.store.active(ON_CLUSTER)]
+        if unreachable is not None:
+            self.outage_since = now
+            self.store.note_cluster(ids, now, CLUSTER_UNREACHABLE, {"reason": unreachable})
+        else:
+            since, self.outage_since = self.outage_since, None
+            assert since is not None
+            self.store.note_cluster(ids, now, CLUSTER_BACK, {"after_s": round(now - since, 1)})
+
+    # -- step 0: leftover SUBMITTING rows ----------------------------------------------------
+    def resolve_submitting(self, now: float, report: TickReport) -> bool:
+        """False when Ray did not answer (the rows stay SUBMITTING for the next tick)."""
+        for row in self.store.active([TaskState.SUBMITTING]):
+            sid = row.ray_submission_id
+            try:
+                self.cluster.job_info(sid)
+            except JobNotFound:
+                self.store.release_claim(
+                    row.task_id, row.attempt_no,
+                    Reason(WaitKind.RESUBMIT, Interrupted(row.attempt_no, sid)), now)
+            except ClusterUnavailable as exc:
+                report.unreachable = str(exc)
+                return False
+            else:
+                self.store.mark_submitted(row.task_id, row.attempt_no, now,
+                                          already_existed=True)
+        return True
+
+    # -- step 1: reconcile -------------------------------------------------------------------
+    def reconcile(self, now: float, report: TickReport) -> None:
+        for row in self.store.active(ON_CLUSTER):
+            try:
+                self._one(row, now, report)
+            except ClusterUnavailable as exc:
+                report.unreachable = str(exc)
+                return  # nothing is known; do not hammer a dead job server
+            except StaleState as exc:
+                log.warning("reconcile %s: %s", row.task_id, exc)
+            report.reconciled += 1
+
+    def _one(self, row: ActiveRow, now: float, report: TickReport) -> None:
+        sid = row.ray_submission_id
+        asked = row.cancel_requested or row.preempted_for is not None
+        if asked:
+            self.ender.stop(row, now)  # again every tick until Ray says it ended
+        try:
+            info = self.cluster.job_info(sid)
+        except JobNotFound:
+            self.ender.lost(row, now, report)
+            return
+        status = RayStatus(info.status)
+        if status.is_terminal():
+            self.ender.ended(row, info, now, report)
+            return
+        if info.driver_node_id:
+            self.on_driver_node(sid, info.driver_node_id)
+        if not asked and row.deadline is not None and now >= row.deadline:
+            self.ender.stop(row, now, "time_limit")  # ends TIME_LIMIT once Ray says it ended
+        to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
+        if (to_running or status.value != row.ray_status or info.start_time != row.start_time
+                or truncate_message(info.message) != row.message):
+            self.store.sync_attempt(
+                row.task_id, row.attempt_no, ray_status=status.value, message=info.message,
+                start_time=info.start_time, now=now,
+                to_running_from=row.state if to_running else None,
+            )
