@@ -26,6 +26,7 @@ from aiohttp import web
 from service.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unknown_fields
 from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.middlewares import ApiError
+from service.api.outcomes import api_error
 from service.api.params import SQLITE_MAX_INT, parse_uint
 from service.api.pipelines import blocked_tasks, task_dependencies, waiting_reasons
 from service.api.views import (
@@ -39,16 +40,16 @@ from service.api.views import (
     task_json,
     task_with_progress,
 )
-from service.cluster import ClusterError, ClusterUnavailable
+from service.cluster import ClusterError
 from service.curves import default_keys, join
 from service.db import storage_fault
-from service.jobspec import JobSpec, JobSpecError, parse_jobspec, parse_jobspec_json
+from service.jobspec import JobSpecError
 from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from service.pipeline_store import DependencyError
-from service.priorities import allowance_problem, range_problem
-from service.rows import AttemptRow, CancelKind, TaskRow
+from service.priorities import range_problem
+from service.rows import AttemptRow, TaskRow
 from service.states import RayStatus, TaskState
-from service.store import QuotaExceeded, StaleState, TaskNotFound
+from service.usecases import tasks
+from service.usecases.ports import UseCaseError, on_cluster
 from service.users import ALL, ME, Principal, name_problem
 
 log = logging.getLogger(__name__)
@@ -68,18 +69,6 @@ PRIORITY_FIELDS = ("priority",)
 # -- helpers --------------------------------------------------------------------------
 
 
-async def _on_cluster(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
-    """Run a blocking cluster call in the cluster pool, bounded by the Ray timeout."""
-    loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(deps.cluster_pool, fn, *args)
-    try:
-        return await asyncio.wait_for(future, timeout=deps.settings.ray_timeout_s)
-    except TimeoutError as exc:
-        raise ClusterUnavailable(
-            f"no answer from Ray within {deps.settings.ray_timeout_s:g}s"
-        ) from exc
-
-
 async def _off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
     """Run CPU-bound or file work of a request on the work threads."""
     return await deps.work.run(fn, *args)
@@ -92,13 +81,6 @@ async def _json_off_loop(deps: AppDeps, build: Callable[[], Any]) -> web.Respons
     return web.Response(text=text, content_type="application/json")
 
 
-async def _parse_jobspec(deps: AppDeps, text: str, user: str, *, as_json: bool) -> JobSpec:
-    """The JobSpec of a submit, parsed off the event loop: parsing is CPU work. The body
-    is stored as received, YAML or JSON (the console shows it as sent)."""
-    parse = parse_jobspec_json if as_json else parse_jobspec
-    return await _off_loop(deps, parse, text, deps.settings, user)
-
-
 async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
     task = await deps.store.get_task(task_id)
     if task is None:
@@ -108,24 +90,11 @@ async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
 
 async def _own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
     """The task, when the caller owns it or is an admin; 404 / 403 otherwise."""
-    task = await _task_or_404(deps_of(request), task_id)
-    who = principal_of(request)
-    if not who.may_act_on(task.user):
-        raise ApiError(403, f"only its owner ({task.user}) or an admin may {action} task "
-                            f"{task_id}; you are {who.name}")
-    return task
-
-
-def _check_allowance(request: web.Request, priority: int, current: int | None = None
-                     ) -> None:
-    """403 when the caller may not ask for ``priority`` (``priorities.allowance_problem``;
-    ``current``: the task's priority now, when changing one)."""
-    problem = allowance_problem(
-        priority, is_admin=principal_of(request).is_admin,
-        max_user_priority=deps_of(request).settings.scheduler.max_user_priority,
-        current=current)
-    if problem:
-        raise ApiError(403, problem, details=[{"field": "priority", "message": problem}])
+    try:
+        return await tasks.owned_task(deps_of(request), principal_of(request), task_id,
+                                      action)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
 
 
 def _priority_request(doc: dict[str, Any]) -> int:
@@ -217,40 +186,17 @@ async def submit_task(request: web.Request) -> web.Response:
             400, "request body is not valid UTF-8",
             details=[{"field": "body", "message": f"invalid byte at offset {exc.start}"}],
         ) from exc
-    principal = principal_of(request)
-    owner = principal.name
     try:
-        spec = await _parse_jobspec(deps, text, owner, as_json=as_json)
+        done = await tasks.submit(deps, principal_of(request), text, as_json=as_json)
     except JobSpecError as exc:
         status = exc.status if exc.status in (400, 413) else 400
         raise ApiError(
             status, "invalid JobSpec" if status == 400 else str(exc), details=exc.details
         ) from exc
-    priority = (deps.settings.scheduler.default_priority if spec.priority is None
-                else spec.priority)
-    _check_allowance(request, priority)
-    max_runtime_s = (deps.settings.scheduler.default_max_runtime_s
-                     if spec.max_runtime_s is None else spec.max_runtime_s)
-    quota = None if principal.is_admin else deps.settings.users.limits_for(owner)
-    try:
-        task_id = await deps.store.create_task(
-            id_prefix=deps.settings.task_id_prefix, workload=spec.workload,
-            jobspec_yaml=text, spec=spec.to_dict(), nnodes=spec.nnodes,
-            n_gpus_per_node=spec.n_gpus_per_node, user=owner, now=deps.clock(),
-            priority=priority, max_runtime_s=max_runtime_s, quota=quota,
-            after=spec.after, admin=principal.is_admin)
-    except DependencyError as exc:
-        raise ApiError(400, "invalid JobSpec", details=[
-            {"field": "after", "message": p} for p in exc.problems]) from exc
-    except QuotaExceeded as exc:
-        refusal = exc.refusal
-        raise ApiError(429, refusal.message, code="quota_exceeded",
-                       details=[{"field": refusal.limit, "message": refusal.message}],
-                       headers={"Retry-After": str(refusal.retry_after_s)}) from exc
-    deps.metrics.submits.inc()
-    deps.waker.wake()
-    state = TaskState.BLOCKED if spec.after else TaskState.QUEUED
-    return web.json_response({"task_id": task_id, "state": state.value}, status=201)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    return web.json_response({"task_id": done.task_id, "state": done.state.value},
+                             status=201)
 
 
 async def list_tasks(request: web.Request) -> web.Response:
@@ -344,50 +290,28 @@ async def list_events(request: web.Request) -> web.Response:
 
 
 async def cancel_task(request: web.Request) -> web.Response:
-    deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    await _own_task(request, task_id, "cancel")  # owners never change: checked once
-    outcome = await deps.store.cancel(task_id, deps.clock(), principal_of(request).name)
-    if outcome.kind is CancelKind.NOT_FOUND or outcome.task is None:
-        raise ApiError(404, f"task {task_id} not found")
-    state = outcome.task.state
-    if outcome.kind is CancelKind.TERMINAL:
-        raise ApiError(409, f"task {task_id} is already {state}; nothing to cancel",
-                       details=[{"field": "state", "message": str(state)}])
-    if outcome.kind is CancelKind.CANCELED:
-        return web.json_response({"task_id": task_id, "state": TaskState.CANCELED.value})
-    # STOPPING: the attempt is (or may be) on Ray. Ask Ray now, best effort; the
-    # scheduler sees cancel_requested and finishes the task (and retries the stop).
-    if outcome.ray_submission_id:
-        try:
-            await _on_cluster(deps, deps.cluster.stop, outcome.ray_submission_id)
-        except ClusterError as exc:
-            log.warning("stop %s: %s (the scheduler will retry)", outcome.ray_submission_id, exc)
-    deps.waker.wake()
+    try:
+        done = await tasks.cancel(deps_of(request), principal_of(request), task_id)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    if not done.stopping:
+        return web.json_response({"task_id": task_id, "state": done.state.value})
+    # the attempt is (or may be) on Ray: the scheduler finishes the task once it stopped
     return web.json_response(
-        {"task_id": task_id, "state": str(state), "cancel_requested": True}, status=202,
-    )
+        {"task_id": task_id, "state": done.state.value, "cancel_requested": True},
+        status=202)
 
 
 async def set_task_priority(request: web.Request) -> web.Response:
     """``PATCH /tasks/{id}`` with ``{"priority": N}``: a waiting task's new priority."""
-    deps = deps_of(request)
     task_id = request.match_info["task_id"]
     priority = _priority_request(await read_json_object(request, required=True))
-    before = await _own_task(request, task_id, "change the priority of")
-    _check_allowance(request, priority, current=before.priority)
-    who = principal_of(request).name
     try:
-        task = await deps.store.set_priority(task_id, priority, deps.clock(), who)
-    except TaskNotFound as exc:
-        raise ApiError(404, f"task {task_id} not found") from exc
-    except StaleState as exc:
-        raise ApiError(409, f"task {task_id} is {exc.actual}: only a waiting (BLOCKED, "
-                            "QUEUED or PENDING_RESOURCES) task's priority can change",
-                       details=[{"field": "state", "message": str(exc.actual)}]) from exc
-    if before.priority != priority:
-        log.info("priority of %s: %d -> %d by %s", task_id, before.priority, priority, who)
-    deps.waker.wake()
+        task = await tasks.set_priority(deps_of(request), principal_of(request), task_id,
+                                        priority)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     return web.json_response(task_json(task))
 
 
@@ -432,7 +356,7 @@ async def _attempt_log(deps: AppDeps, attempt: AttemptRow, user: str | None) -> 
         if archived is not None:
             return archived
     try:
-        return await _on_cluster(deps, deps.cluster.logs, sid)
+        return await on_cluster(deps, deps.cluster.logs, sid)
     except ClusterError as exc:
         log.info("live logs of %s unavailable: %s", sid, exc)
     return None if ended else await _off_loop(deps, deps.artifacts.read_log, sid, user)

@@ -7,8 +7,6 @@ the list shows the caller's own (an admin: everyone's, or ``?user=``).
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
 from aiohttp import web
@@ -16,20 +14,21 @@ from aiohttp import web
 from service.api.body import read_body
 from service.api.deps import AppDeps, deps_of, principal_of
 from service.api.middlewares import ApiError
+from service.api.outcomes import api_error
 from service.api.params import parse_uint
-from service.cluster import ClusterError
 from service.dependencies import Dep, OnUnsatisfiable, wait_reason
 from service.ids import TaskIdExhausted
-from service.pipeline_store import DependencyError, PipelineNotFound, PipelineRow, PipelineView
+from service.pipeline_store import DependencyError, PipelineRow, PipelineView
 from service.pipeline_submit import submit_pipeline
 from service.pipelines import PipelineDoc, PipelineError, parse_pipeline
-from service.rows import CancelKind, TaskRow
+from service.rows import TaskRow
 from service.states import TaskState
 from service.store import QuotaExceeded, Store
 from service.timefmt import iso
+from service.usecases.pipelines import cancel_pipeline as usecase_cancel
+from service.usecases.pipelines import owned_pipeline
+from service.usecases.ports import UseCaseError
 from service.users import ALL, ME, name_problem
-
-log = logging.getLogger(__name__)
 
 CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml",
                            "application/json"})
@@ -115,24 +114,12 @@ def pipeline_view_json(view: PipelineView) -> dict[str, Any]:
                       for e in view.edges]}
 
 
-async def _stop(deps: AppDeps, sid: str) -> None:
-    """Ask Ray to stop an attempt now (best effort, bounded by the Ray timeout)."""
-    loop = asyncio.get_running_loop()
-    await asyncio.wait_for(loop.run_in_executor(deps.cluster_pool, deps.cluster.stop, sid),
-                           timeout=deps.settings.ray_timeout_s)
-
-
 async def _pipeline_of(request: web.Request, action: str) -> PipelineView:
-    deps = deps_of(request)
-    pipeline_id = request.match_info["pipeline_id"]
-    view = await deps.store.read(lambda s: s.get_pipeline(pipeline_id))
-    if view is None:
-        raise ApiError(404, f"pipeline {pipeline_id} not found")
-    who = principal_of(request)
-    if not who.may_act_on(view.pipeline.user):
-        raise ApiError(403, f"only its owner ({view.pipeline.user}) or an admin may {action} "
-                            f"pipeline {pipeline_id}; you are {who.name}")
-    return view
+    try:
+        return await owned_pipeline(deps_of(request), principal_of(request),
+                                    request.match_info["pipeline_id"], action)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
 
 
 async def create_pipeline(request: web.Request) -> web.Response:
@@ -198,28 +185,10 @@ async def get_pipeline(request: web.Request) -> web.Response:
 
 
 async def cancel_pipeline(request: web.Request) -> web.Response:
-    """Cancel every stage that has not ended (waiting ones at once, running ones stopped
-    on Ray by the scheduler), children first so none is released meanwhile."""
-    deps = deps_of(request)
-    view = await _pipeline_of(request, "cancel")
-    pipeline_id, who, now = view.pipeline.pipeline_id, principal_of(request).name, deps.clock()
+    """Cancel every stage that has not ended (``usecases.pipelines.cancel_pipeline``)."""
     try:
-        await deps.store.write(lambda s: s.flag_pipeline_cancel(pipeline_id, now))
-    except PipelineNotFound as exc:  # pragma: no cover - pipelines are never deleted
-        raise ApiError(404, str(exc)) from exc
-    canceled = []
-    for stage in sorted(view.stages, key=lambda s: -s.position):
-        if stage.state.is_terminal():
-            continue
-        outcome = await deps.store.cancel(stage.task_id, now, who)
-        if outcome.kind is CancelKind.STOPPING and outcome.ray_submission_id:
-            sid = outcome.ray_submission_id
-            try:
-                await _stop(deps, sid)
-            except (ClusterError, TimeoutError) as exc:  # the scheduler stops it again
-                log.info("stop %s: %s", sid, exc)
-        if outcome.kind in (CancelKind.CANCELED, CancelKind.STOPPING):
-            canceled.append(stage.task_id)
-    deps.waker.wake()
-    after = await deps.store.read(lambda s: s.get_pipeline(pipeline_id))
-    return web.json_response({**pipeline_view_json(after or view), "canceled": canceled})
+        done = await usecase_cancel(deps_of(request), principal_of(request),
+                                    request.match_info["pipeline_id"])
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    return web.json_response({**pipeline_view_json(done.view), "canceled": done.canceled})

@@ -27,19 +27,17 @@ from aiohttp import web
 
 from service.api.auth import AuthFailure
 from service.api.deps import AppDeps, deps_of
-from service.api.handlers import _attempt_log, _on_cluster, _tail
+from service.api.handlers import _attempt_log, _tail
 from service.api.params import parse_uint
 from service.api.pipelines import blocked_tasks, task_dependencies
-from service.cluster import ClusterError
 from service.config import SchedulerSettings
 from service.failure_guard import FailureGuard
 from service.observed import reason_class, total_of
 from service.offload import PARTY
-from service.priorities import MAX_PRIORITY, MIN_PRIORITY, allowance_problem, range_problem
+from service.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.ray_address import parse_record, read_file
-from service.rows import CancelKind, TaskRow
+from service.rows import TaskRow
 from service.states import RUNNABLE, TERMINAL, TaskState
-from service.store import StaleState, TaskNotFound
 from service.timefmt import duration, iso
 from service.ui import charts, progress_view
 from service.ui.changes import ChangeFeed
@@ -53,6 +51,8 @@ from service.ui.sessions import (
     sign_in,
 )
 from service.ui.slots import StreamSlots
+from service.usecases import tasks
+from service.usecases.ports import Invalid, NotAllowed, NotFound, NotOwner, UseCaseError, WrongState
 from service.users import ME, Principal, name_problem, parse_token_id, presentable
 
 log = logging.getLogger(__name__)
@@ -382,41 +382,38 @@ async def cancel_confirm(request: web.Request) -> web.Response:
                   terminal=task.state in TERMINAL)
 
 
-async def _owned_task_form(request: web.Request, action: str
-                           ) -> tuple[web.StreamResponse | None, dict[str, str], TaskRow | None]:
-    """A task form's POST: the origin and form-token checks, the task, and whether the
-    caller may ``action`` it. ``(refusal, form, task)``: a refusal page, or None and the
-    form and the task."""
-    signed = request[SIGNED]
-    task_id = request.match_info["task_id"]
+async def _checked_form(request: web.Request
+                        ) -> tuple[web.StreamResponse | None, dict[str, str]]:
+    """A task form's POST: the origin and form-token checks. ``(refusal, form)``: a
+    refusal page, or None and the form."""
     form = await _form(request)
-    if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
-        return _refused(request), form, None
-    task = await deps_of(request).store.get_task(task_id)
-    if task is None:
-        return _not_found(request, f"There is no task {task_id}."), form, None
-    if not signed.principal.may_act_on(task.user):
+    if _cross_site(request) or not csrf_ok(request[SIGNED], form.get("csrf")):
+        return _refused(request), form
+    return None, form
+
+
+def _refusal(request: web.Request, exc: UseCaseError) -> web.Response:
+    """The page for a use case's refusal that is not about the form's value."""
+    if isinstance(exc, NotFound):
+        return _not_found(request, f"There is no task {exc.ident}.")
+    if isinstance(exc, NotOwner):
         return render(request, "error.html", status=403, title="Refused", message=(
-            f"Only its owner ({task.user}) or an admin may {action} {task_id}.")), form, None
-    return None, form, task
+            f"Only its owner ({exc.owner}) or an admin may {exc.action} {exc.ident}."))
+    return render(request, "error.html", status=409, title="Refused", message=exc.message)
 
 
 @signed_in
 async def cancel(request: web.Request) -> web.StreamResponse:
-    deps = deps_of(request)
-    signed = request[SIGNED]
     task_id = request.match_info["task_id"]
-    refusal, _, _ = await _owned_task_form(request, "cancel")
+    refusal, _ = await _checked_form(request)
     if refusal is not None:
         return refusal
-    outcome = await deps.store.cancel(task_id, deps.clock(), signed.principal.name)
-    if outcome.kind is CancelKind.STOPPING and outcome.ray_submission_id:
-        try:  # best effort, as the API does: the scheduler stops it anyway
-            await _on_cluster(deps, deps.cluster.stop, outcome.ray_submission_id)
-        except ClusterError as exc:
-            log.warning("stop %s: %s (the scheduler will retry)", outcome.ray_submission_id,
-                        exc)
-    deps.waker.wake()
+    try:
+        await tasks.cancel(deps_of(request), request[SIGNED].principal, task_id)
+    except WrongState:
+        pass  # it ended meanwhile: its page says so
+    except UseCaseError as exc:
+        return _refusal(request, exc)
     raise web.HTTPSeeOther(f"{UI}/tasks/{task_id}", headers=HEADERS)
 
 
@@ -434,19 +431,6 @@ def _priority_page(request: web.Request, task: TaskRow, *, status: int = 200,
                   error=error)
 
 
-def _form_priority(raw: str, who: Principal, sched: SchedulerSettings, current: int
-                  ) -> tuple[int | None, int, str | None]:
-    """The priority a form asks for: (value, status, problem); the API's rules."""
-    text = raw.strip()
-    value = int(text) if _PRIORITY.fullmatch(text) else None
-    problem = range_problem(value)
-    if value is None or problem:
-        return None, 400, f"The priority {problem}."
-    problem = allowance_problem(value, is_admin=who.is_admin,
-                                max_user_priority=sched.max_user_priority, current=current)
-    return (None, 403, f"Refused: {problem}.") if problem else (value, 200, None)
-
-
 @signed_in
 async def priority_form(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
@@ -458,26 +442,28 @@ async def priority_form(request: web.Request) -> web.Response:
 
 @signed_in
 async def set_priority(request: web.Request) -> web.StreamResponse:
-    """The priority form's answer: the API's checks (owner or admin, the caller's
-    allowance, a waiting task), then back to the task page."""
-    deps = deps_of(request)
+    """The priority form's answer: the use case's checks (owner or admin, the range, the
+    caller's allowance, a waiting task), then back to the task page."""
     task_id = request.match_info["task_id"]
-    refusal, form, task = await _owned_task_form(request, "change the priority of")
-    if refusal is not None or task is None:
-        return refusal or _not_found(request, f"There is no task {task_id}.")
-    who = request[SIGNED].principal
-    priority, status, problem = _form_priority(form.get("priority", ""), who,
-                                              deps.settings.scheduler, task.priority)
-    if priority is None:
-        return _priority_page(request, task, status=status, error=problem)
+    refusal, form = await _checked_form(request)
+    if refusal is not None:
+        return refusal
+    text = form.get("priority", "").strip()
+    value = int(text) if _PRIORITY.fullmatch(text) else None  # None: not a number
     try:
-        await deps.store.set_priority(task_id, priority, deps.clock(), who.name)
-    except TaskNotFound:
-        return _not_found(request, f"There is no task {task_id}.")
-    except StaleState:
-        task = await deps.store.get_task(task_id) or task
-        return _priority_page(request, task, status=409)  # the page says it no longer waits
-    deps.waker.wake()
+        await tasks.set_priority(deps_of(request), request[SIGNED].principal, task_id, value)
+    except (Invalid, NotAllowed, WrongState) as exc:
+        task = exc.task
+        if task is None:  # pragma: no cover - the use case names the task it refused
+            raise
+        if isinstance(exc, WrongState):
+            return _priority_page(request, task, status=409)  # it says it no longer waits
+        if isinstance(exc, Invalid):
+            return _priority_page(request, task, status=400,
+                                  error=f"The priority {exc.message}.")
+        return _priority_page(request, task, status=403, error=f"Refused: {exc.message}.")
+    except UseCaseError as exc:
+        return _refusal(request, exc)
     raise web.HTTPSeeOther(f"{UI}/tasks/{task_id}", headers=HEADERS)
 
 

@@ -16,7 +16,6 @@ import jsonschema
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.api import handlers
 from service.api.deps import DEPS
 from service.api.waker import Waker
 from service.app import ROUTES, create_app
@@ -28,6 +27,7 @@ from service.openapi import build_openapi
 from service.scheduler import Scheduler
 from service.states import RayStatus, TaskState
 from service.store import BulkTask, Store
+from service.usecases import tasks
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -878,7 +878,7 @@ async def test_store_calls_and_parsing_run_off_the_event_loop(client, env, monke
             return fn(*args, **kw)
         return call
 
-    monkeypatch.setattr(handlers, "parse_jobspec", spy("parse", handlers.parse_jobspec))
+    monkeypatch.setattr(tasks, "parse_jobspec", spy("parse", tasks.parse_jobspec))
     for method in ("create_task", "get_task", "list_tasks", "list_attempts", "events",
                    "get_attempt", "queue", "cancel", "set_priority"):
         monkeypatch.setattr(env.store, method, spy(method, getattr(env.store, method)))
