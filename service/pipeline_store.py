@@ -28,7 +28,7 @@ from service.quotas import HOUR_S, Limits, window_start_hour
 from service.rows import TaskRow
 from service.sql import QUERIES as Q
 from service.states import TaskState
-from service.store_reads import _task as task_row
+from service.store_reads import task_row
 
 _S = TaskState
 

@@ -62,8 +62,7 @@ from service.rows import (
 )
 from service.sql import QUERIES as Q
 from service.states import RUNNABLE, WAITING, RayStatus, TaskState, check_transition
-from service.store_reads import ACTIVE, MAX_SEQ, StoreReads, token_row, user_row
-from service.store_reads import _task as task_row
+from service.store_reads import ACTIVE, MAX_SEQ, StoreReads, task_row, token_row, user_row
 from service.store_webhooks import WebhookStore
 from service.store_webhooks import enqueue as enqueue_webhooks
 from service.users import Role, label_problem, name_problem, new_token

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import Any
 
 from service.curves import Point
@@ -74,17 +75,17 @@ def _attempt(r: sqlite3.Row) -> AttemptRow:
     )
 
 
-def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
-    return TaskRow(
-        seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]),
-        workload=r["workload"], user=r["user"], nnodes=r["nnodes"],
-        n_gpus_per_node=r["n_gpus_per_node"], created_at=r["created_at"],
-        updated_at=r["updated_at"], next_run_at=r["next_run_at"],
-        error_summary=r["error_summary"], pending_reason=r["pending_reason"],
-        cancel_requested_at=r["cancel_requested_at"],
-        latest_attempt=None if r["attempt_no"] is None else _attempt(r),
-        queue_position=position, priority=r["priority"], max_runtime_s=r["max_runtime_s"],
-    )
+# TaskRow's fields read from the column of the same name (sql's task_columns fragment);
+# the others are built below. A new task column is a field here and a column there.
+_TASK_COLUMNS = tuple(f.name for f in fields(TaskRow)
+                      if f.name not in ("state", "latest_attempt", "queue_position"))
+
+
+def task_row(r: sqlite3.Row, position: int | None) -> TaskRow:
+    """The one decoder of a task read (``task_columns``), ``position`` its queue place."""
+    return TaskRow(**{name: r[name] for name in _TASK_COLUMNS}, state=TaskState(r["state"]),
+                   latest_attempt=None if r["attempt_no"] is None else _attempt(r),
+                   queue_position=position)
 
 
 def _span(r: sqlite3.Row) -> AttemptSpan:
@@ -182,7 +183,7 @@ class StoreReads:
     def get_task(self, task_id: str) -> TaskRow | None:
         """One task with its latest attempt and queue position (indexed lookups)."""
         row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()
-        return None if row is None else _task(row, row["queue_position"])
+        return None if row is None else task_row(row, row["queue_position"])
 
     def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
                    before_seq: int | None = None, user: str | None = None
@@ -208,7 +209,7 @@ class StoreReads:
             positions = {} if not waiting else {
                 p["seq"]: p["pos"] for p in conn.execute(
                     Q["queue_positions"], {"seqs": json.dumps(waiting)})}
-        page = [_task(r, positions.get(r["seq"])) for r in rows[:limit]]
+        page = [task_row(r, positions.get(r["seq"])) for r in rows[:limit]]
         return page, page[-1].seq if len(rows) > limit else None
 
     def list_attempts(self, task_id: str) -> list[AttemptRow]:
@@ -241,8 +242,8 @@ class StoreReads:
                 } if pending else {}
             running = conn.execute(Q["queue_running"]).fetchall()
         return (
-            [_task(r, positions.get(r["seq"])) for r in pending],
-            [_task(r, None) for r in running if user is None or r["user"] == user],
+            [task_row(r, positions.get(r["seq"])) for r in pending],
+            [task_row(r, None) for r in running if user is None or r["user"] == user],
         )
 
     def counts_by_state(self) -> dict[str, int]:

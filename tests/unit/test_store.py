@@ -11,7 +11,7 @@ import pytest
 
 from service import store_reads
 from service.pipelines import PipelineState
-from service.sql import QUERIES, parse_queries
+from service.sql import QUERIES, QUERIES_FILE, parse_queries
 from service.states import RUNNABLE, TaskState
 from service.store import (
     ACTIVE,
@@ -387,6 +387,32 @@ def test_queries_file_format() -> None:
     text = ("-- file notes\n\n-- name: one\n-- what it does\nSELECT 1\n  FROM t;\n"
             "-- name: two\nSELECT 2")
     assert parse_queries(text) == {"one": "SELECT 1\n  FROM t", "two": "SELECT 2"}
+
+
+def test_queries_file_fragments_are_filled_in_and_unknown_ones_refused() -> None:
+    text = ("-- fragment: cols\n-- shared\na, b\n-- name: one\nSELECT {cols} FROM t;\n"
+            "-- name: two\nSELECT {cols}, c FROM u")
+    assert parse_queries(text) == {"one": "SELECT a, b FROM t", "two": "SELECT a, b, c FROM u"}
+    with pytest.raises(ValueError, match="names no fragment 'nope'"):
+        parse_queries("-- name: one\nSELECT {nope} FROM t")
+    with pytest.raises(ValueError, match="defined twice"):
+        parse_queries("-- fragment: a\nx\n-- name: a\nSELECT 1")
+
+
+TASK_READS = ("get_task", "list_tasks", "list_tasks_in_state", "list_tasks_of_user",
+              "list_tasks_of_user_in_state", "queue_pending", "queue_pending_of_user",
+              "queue_running", "blocked_page")
+
+
+def test_every_task_read_selects_the_one_task_projection() -> None:
+    """A task column is named once in queries.sql (the task_columns fragment); every read
+    that returns tasks selects exactly it, so the decoder sees the same row everywhere."""
+    text = QUERIES_FILE.read_text(encoding="utf-8")
+    assert text.count("t.next_run_at, t.error_summary, t.pending_reason") == 1  # fragment
+    fragment = QUERIES["get_task"].split("SELECT ", 1)[1].split(",\n       CASE")[0]
+    for name in TASK_READS:
+        assert fragment in QUERIES[name], name
+        assert "LEFT JOIN attempts a ON a.task_id = t.task_id" in QUERIES[name], name
 
 
 def test_reads_do_not_wait_for_the_writer(store: Store) -> None:
