@@ -28,7 +28,7 @@ from service.quotas import HOUR_S, Limits, window_start_hour
 from service.rows import TaskRow
 from service.sql import QUERIES as Q
 from service.states import TaskState
-from service.store_reads import task_row
+from service.store_reads import spec_json, task_row
 
 _S = TaskState
 
@@ -192,7 +192,7 @@ class PipelineStore:
                 conn.execute(Q["insert_task"], {
                     "task_id": stage.task_id, "workload": stage.workload,
                     "state": state.value, "jobspec_yaml": stage.jobspec_yaml,
-                    "spec_json": json.dumps(dict(stage.spec), sort_keys=True),
+                    "spec_json": spec_json(stage.spec),
                     "nnodes": stage.nnodes, "n_gpus_per_node": stage.n_gpus_per_node,
                     "user": user, "now": now, "priority": stage.priority,
                     "max_runtime_s": stage.max_runtime_s})
@@ -217,7 +217,7 @@ class PipelineStore:
                 {"reason": "dependencies met",
                  **({} if spec is None else {"resolved": dict(spec)})},
                 query="move_unblocked",
-                spec_json=None if spec is None else json.dumps(dict(spec), sort_keys=True))
+                spec_json=None if spec is None else spec_json(spec))
 
     def cancel_blocked(self, task_id: str, now: float, reason: str, *,
                        skipped: bool) -> None:

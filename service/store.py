@@ -62,7 +62,16 @@ from service.rows import (
 )
 from service.sql import QUERIES as Q
 from service.states import RUNNABLE, WAITING, RayStatus, TaskState, check_transition
-from service.store_reads import ACTIVE, MAX_SEQ, StoreReads, task_row, token_row, user_row
+from service.store_reads import (
+    ACTIVE,
+    MAX_SEQ,
+    StoreReads,
+    spec_json,
+    spec_of,
+    task_row,
+    token_row,
+    user_row,
+)
 from service.store_webhooks import WebhookStore
 from service.store_webhooks import enqueue as enqueue_webhooks
 from service.users import Role, label_problem, name_problem, new_token
@@ -322,8 +331,8 @@ class Store(PipelineStore, StoreReads, WebhookStore):
         Returns nothing on purpose: the API answers a submit with the id and QUEUED, and
         building the full row (queue position included) would cost every POST a count
         over the queue."""
-        spec_json = json.dumps(dict(spec), sort_keys=True)
-        size = len(jobspec_yaml.encode("utf-8")) + len(spec_json.encode("utf-8"))
+        stored = spec_json(spec)
+        size = len(jobspec_yaml.encode("utf-8")) + len(stored.encode("utf-8"))
         first_hour = window_start_hour(now)
         state = _S.BLOCKED if after else _S.QUEUED
         with self._tx() as conn:
@@ -332,7 +341,7 @@ class Store(PipelineStore, StoreReads, WebhookStore):
             try:
                 conn.execute(Q["insert_task"], {
                     "task_id": task_id, "workload": workload, "state": state.value,
-                    "jobspec_yaml": jobspec_yaml, "spec_json": spec_json, "nnodes": nnodes,
+                    "jobspec_yaml": jobspec_yaml, "spec_json": stored, "nnodes": nnodes,
                     "n_gpus_per_node": n_gpus_per_node, "user": user, "now": now,
                     "priority": priority, "max_runtime_s": max_runtime_s,
                 })
@@ -472,7 +481,7 @@ class Store(PipelineStore, StoreReads, WebhookStore):
                 conn.execute(Q["insert_attempt"], {"task_id": task_id, "attempt_no": attempt_no,
                                                    "ray_submission_id": sid, "now": now})
         return Claim(task_id=task_id, attempt_no=attempt_no, ray_submission_id=sid,
-                     jobspec_yaml=row["jobspec_yaml"], spec=json.loads(row["spec_json"]),
+                     jobspec_yaml=row["jobspec_yaml"], spec=spec_of(row),
                      user=row["user"])
 
     def mark_submitted(self, task_id: str, attempt_no: int, now: float, *,
@@ -727,7 +736,7 @@ class Store(PipelineStore, StoreReads, WebhookStore):
         rows = [
             {"task_id": t.task_id, "workload": t.workload, "state": TaskState(t.state).value,
              "jobspec_yaml": t.jobspec_yaml,
-             "spec_json": json.dumps(dict(t.spec or {}), sort_keys=True), "nnodes": t.nnodes,
+             "spec_json": spec_json(t.spec or {}), "nnodes": t.nnodes,
              "n_gpus_per_node": t.n_gpus_per_node, "user": t.user, "now": t.created_at,
              "priority": t.priority, "max_runtime_s": t.max_runtime_s}
             for t in tasks

@@ -88,6 +88,25 @@ def task_row(r: sqlite3.Row, position: int | None) -> TaskRow:
                    queue_position=position)
 
 
+# JobSpec fields whose value, defaults applied, is a task column (changed there: PATCH
+# sets the priority): the stored JobSpec JSON leaves them out, and reading it back takes
+# them from the columns, so each is stored once and never disagrees.
+SPEC_COLUMNS = ("priority", "max_runtime_s")
+
+
+def spec_json(spec: Any) -> str:
+    """The JobSpec JSON as stored: without the fields its task's columns hold."""
+    return json.dumps({k: v for k, v in dict(spec).items() if k not in SPEC_COLUMNS},
+                      sort_keys=True)
+
+
+def spec_of(r: sqlite3.Row) -> dict[str, Any]:
+    """The stored JobSpec of a row with ``spec_json`` and the ``SPEC_COLUMNS``, the
+    columns' values in place of any the JSON holds (rows stored before they were left
+    out)."""
+    return {**json.loads(r["spec_json"]), **{k: r[k] for k in SPEC_COLUMNS}}
+
+
 def _span(r: sqlite3.Row) -> AttemptSpan:
     return AttemptSpan(task_id=r["task_id"], attempt_no=r["attempt_no"], user=r["user"],
                        gpus=r["gpus"], start_time=r["start_time"], end_time=r["end_time"],

@@ -233,7 +233,8 @@ WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
 ORDER BY t.seq;
 
 -- name: claim_target
-SELECT t.latest_attempt_no, a.submitted_at, t.jobspec_yaml, t.spec_json, t.user
+SELECT t.latest_attempt_no, a.submitted_at, t.jobspec_yaml, t.spec_json, t.priority,
+       t.max_runtime_s, t.user
 FROM tasks t
 {latest_attempt}
 WHERE t.task_id = :task_id;

@@ -426,6 +426,20 @@ async def test_priority_change_reorders_the_queue_and_wakes_the_scheduler(client
     assert (view["priority"], view["queue_position"]) == (0, 2)
 
 
+async def test_a_changed_priority_is_the_one_everywhere(client, env):
+    """PATCH then GET, the queue and the JobSpec Ray is given: one priority (the stored
+    JobSpec JSON holds none of its own)."""
+    env.cluster.add_node("n1", gpus=2)
+    task_id = await submit(client, env, priority=3)
+    status, _ = await patch_priority(client, task_id, {"priority": 8})
+    assert status == 200
+    assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["priority"] == 8
+    pending = (await get_json(client, "/api/v2/queue"))["pending"]
+    assert [t["priority"] for t in pending] == [8]
+    claim = env.store.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
+    assert claim.spec["priority"] == 8
+
+
 async def test_submit_applies_the_configured_default_priority(aiohttp_client, env):
     env.settings = replace(env.settings, scheduler=replace(
         env.settings.scheduler, default_priority=7, max_user_priority=7))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import threading
@@ -48,6 +49,29 @@ def add(store: Store, i: int, now: float = 100.0, nnodes: int = 1, g: int = 1) -
     return tid(i)
 
 
+def test_priority_and_time_limit_are_stored_once_in_their_columns(store: Store) -> None:
+    """The JobSpec JSON leaves out what a column holds; reading it back for the submit
+    takes the columns' values, so a changed priority is the one everywhere."""
+    store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="priority: 3\n",
+                      spec={"workload": "ppo", "priority": 3, "max_runtime_s": None},
+                      nnodes=1, n_gpus_per_node=1, user="alice", now=100.0, priority=3,
+                      max_runtime_s=60.0)
+    stored = store._reader().execute("SELECT spec_json FROM tasks WHERE task_id = ?",
+                                     (tid(1),)).fetchone()["spec_json"]
+    assert json.loads(stored) == {"workload": "ppo"}
+    assert store.set_priority(tid(1), 9, 101.0).priority == 9
+    claim = store.claim_for_submit(tid(1), S.QUEUED, 102.0)
+    assert (claim.spec["priority"], claim.spec["max_runtime_s"]) == (9, 60.0)
+    assert claim.spec["workload"] == "ppo"
+
+
+def test_a_row_stored_with_its_priority_in_the_json_reads_the_column(store: Store) -> None:
+    add(store, 1)
+    with store._tx() as conn:  # as a task stored before the JSON left the priority out
+        conn.execute("UPDATE tasks SET spec_json = '{\"priority\": 1}', priority = 5")
+    assert store.claim_for_submit(tid(1), S.QUEUED, 101.0).spec["priority"] == 5
+
+
 def test_create_and_view(store: Store) -> None:
     store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="a: 1  # raw\n",
                       spec={"workload": "ppo"}, nnodes=2, n_gpus_per_node=4,
@@ -65,7 +89,8 @@ def test_create_and_view(store: Store) -> None:
     with pytest.raises(TaskExists):
         add(store, 1)
     claim = store.claim_for_submit(tid(1), S.QUEUED, 2.0)
-    assert claim.jobspec_yaml == "a: 1  # raw\n" and claim.spec == {"workload": "ppo"}
+    assert claim.jobspec_yaml == "a: 1  # raw\n"
+    assert claim.spec == {"workload": "ppo", "priority": 0, "max_runtime_s": None}
     assert [e.event_type for e in store.events(tid(1))] == ["CREATED", "STATE_TRANSITION"]
 
 
