@@ -9,7 +9,8 @@
 * ``Store`` is one object made of parts, by job: this module's task writes (create,
   priority, cancel, bulk load); ``store_core`` (the writer, faults, events, guarded moves,
   the errors); ``store_attempts`` (the scheduler's and the log follower's writes);
-  ``store_users`` (users, tokens, console sessions); ``store_console`` (the console's and
+  ``store_progress`` (training progress from the driver logs); ``store_users`` (users,
+  tokens, console sessions); ``store_console`` (the console's and
   the metrics' reads, queue samples); ``pipeline_store`` and ``store_webhooks``.
 * Reads come from ``StoreReads`` (``service.store_reads``): per-thread connections that
   never wait for this writer.
@@ -68,8 +69,9 @@ from service.store_core import (
     by_field,
     truncate_message,
 )
+from service.store_progress import ProgressStore
 from service.store_reads import ACTIVE, MAX_SEQ, spec_json
-from service.store_users import UserWrites
+from service.store_users import UserStore
 from service.store_webhooks import WebhookStore
 
 # The store's API: the class, its errors, and the rows it takes and returns.
@@ -86,7 +88,8 @@ _S = TaskState
 log = logging.getLogger(__name__)
 
 
-class Store(AttemptWrites, UserWrites, ConsoleReads, PipelineStore, WebhookStore):
+class Store(AttemptWrites, ProgressStore, UserStore, ConsoleReads, PipelineStore,
+            WebhookStore):
     """Thread-safe access to the service database (see the module docstring)."""
 
     # -- tasks: create and read ----------------------------------------------------------

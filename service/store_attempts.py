@@ -10,20 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from service.ids import submission_id
-from service.rows import (
-    AttemptEnd,
-    Claim,
-    ProgressUpdate,
-    RetryPlan,
-)
+from service.rows import AttemptEnd, Claim, RetryPlan
 from service.sql import QUERIES as Q
 from service.states import RUNNABLE, RayStatus, TaskState, check_transition
-from service.store_core import (
-    StaleProgress,
-    StoreCore,
-    TaskNotFound,
-    truncate_message,
-)
+from service.store_core import StoreCore, TaskNotFound, truncate_message
 from service.store_reads import spec_of
 
 _S = TaskState
@@ -31,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class AttemptWrites(StoreCore):
-    """Claims, submissions, syncs, ends, retries, preemptions; progress from the logs."""
+    """Claims, submissions, syncs, ends, retries, preemptions; """
 
     # -- scheduler: writes ---------------------------------------------------------------
     def mark_pending(self, items: Iterable[tuple[str, TaskState, str]], now: float,
@@ -234,28 +224,3 @@ class AttemptWrites(StoreCore):
             if marked:
                 self._event(conn, preemptor, now, "PREEMPTING", {"victims": marked, **extra})
         return marked
-
-    def record_progress(self, update: ProgressUpdate, now: float) -> None:
-        """What one read of an attempt's driver log added (``ProgressUpdate``), in one
-        transaction guarded by the offset it read from; ``StaleProgress`` if that moved."""
-        key = {"task_id": update.task_id, "attempt_no": update.attempt_no}
-        p = update.progress
-        with self._tx() as conn:
-            conn.execute(Q["insert_progress"], {**key, "now": now})
-            moved = conn.execute(Q["update_progress"], {
-                **key, "expected_offset": update.expected_offset,
-                "log_offset": update.log_offset, "step": p.step, "total_steps": p.total,
-                "resumed_from": p.resumed_from, "first_step": p.first_step,
-                "first_at": p.first_at, "last_at": p.last_at, "rate": p.rate,
-                "eta_at": p.eta_at, "now": now,
-            }).rowcount
-            if moved != 1:
-                raise StaleProgress(update.task_id, update.attempt_no, update.expected_offset)
-            ids = {name: conn.execute(Q["upsert_series"], {
-                **key, "key": name, "stride": stride, "seen": seen}).fetchone()["series_id"]
-                for name, (stride, seen) in update.series.items()}
-            conn.executemany(Q["put_point"], [
-                {"series_id": ids[pt.key], "step": pt.step, "value": pt.value}
-                for pt in update.points])
-            conn.executemany(Q["delete_point"], [
-                {"series_id": ids[name], "step": step} for name, step in update.dropped])

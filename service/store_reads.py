@@ -21,21 +21,14 @@ from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any
 
-from service.curves import Point
 from service.db import connect_reader
-from service.progress import Progress, with_total
 from service.rows import (
     MAX_SEQ,
     ActiveRow,
     AttemptRow,
     EventRow,
-    FollowState,
-    ProgressRow,
     RunnableRow,
     TaskRow,
-    TokenAuth,
-    TokenRow,
-    UserRow,
 )
 from service.runtimes import EndedRun
 from service.sql import QUERIES as Q
@@ -48,7 +41,6 @@ from service.usage import (
     UserUsage,
     all_history,
 )
-from service.users import Role
 
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
 
@@ -121,34 +113,6 @@ def _runnable(r: sqlite3.Row) -> RunnableRow:
         priority=r["priority"], retry_not_before=r["retry_not_before"],
         attempt_no=r["latest_attempt_no"], max_runtime_s=r["max_runtime_s"],
     )
-
-
-def _progress(r: sqlite3.Row) -> Progress:
-    return Progress(step=r["step"], total=r["total_steps"], resumed_from=r["resumed_from"],
-                    first_step=r["first_step"], first_at=r["first_at"], last_at=r["last_at"])
-
-
-def _jobspec_total(r: sqlite3.Row) -> int | None:
-    total = r["jobspec_total"]
-    return total if _is_int(total) and total >= 1 else None
-
-
-def _progress_row(r: sqlite3.Row) -> ProgressRow:
-    return ProgressRow(task_id=r["task_id"], state=TaskState(r["state"]),
-                       attempt_no=r["attempt_no"],
-                       progress=with_total(_progress(r), _jobspec_total(r)),
-                       updated_at=r["updated_at"])
-
-
-def user_row(r: sqlite3.Row) -> UserRow:
-    return UserRow(name=r["name"], role=Role(r["role"]), enabled=bool(r["enabled"]),
-                   created_at=r["created_at"], disabled_at=r["disabled_at"])
-
-
-def token_row(r: sqlite3.Row) -> TokenRow:
-    return TokenRow(token_id=r["token_id"], user=r["user"], label=r["label"],
-                    created_at=r["created_at"], last_used_at=r["last_used_at"],
-                    expires_at=r["expires_at"], revoked_at=r["revoked_at"])
 
 
 class StoreReads:
@@ -327,33 +291,6 @@ class StoreReads:
         return out
 
     # -- users and tokens ------------------------------------------------------------------
-    def get_user(self, name: str) -> UserRow | None:
-        row = self._reader().execute(Q["get_user"], {"name": name}).fetchone()
-        return None if row is None else user_row(row)
-
-    def list_users(self) -> list[UserRow]:
-        return [user_row(r) for r in self._reader().execute(Q["list_users"]).fetchall()]
-
-    def disabled_users(self) -> frozenset[str]:
-        return frozenset(r["name"] for r in self._reader().execute(Q["disabled_users"]))
-
-    def token_auth(self, token_id: str) -> TokenAuth | None:
-        """A token and its user's role and state, by the token's (non-secret) id."""
-        r = self._reader().execute(Q["token_auth"], {"token_id": token_id}).fetchone()
-        if r is None:
-            return None
-        return TokenAuth(token_id=r["token_id"], user=r["user"], sha256=r["sha256"],
-                         role=Role(r["role"]), user_enabled=bool(r["enabled"]),
-                         expires_at=r["expires_at"], revoked_at=r["revoked_at"],
-                         last_used_at=r["last_used_at"])
-
-    def get_token(self, token_id: str) -> TokenRow | None:
-        row = self._reader().execute(Q["get_token"], {"token_id": token_id}).fetchone()
-        return None if row is None else token_row(row)
-
-    def list_tokens(self, user: str) -> list[TokenRow]:
-        return [token_row(r) for r in self._reader().execute(Q["list_tokens"], {"user": user})]
-
     # -- accounting ------------------------------------------------------------------------
     def usage_spans(self, window_from: float, window_to: float, user: str | None = None
                     ) -> list[AttemptSpan]:
@@ -426,45 +363,3 @@ class StoreReads:
         return {r["user"]: float(r["gpu_seconds"] or 0.0) for r in rows}
 
     # -- progress and training curves --------------------------------------------------
-    def follow_state(self, task_id: str, attempt_no: int) -> FollowState | None:
-        """Where the log follower left an attempt (None: no such task)."""
-        params = {"task_id": task_id, "attempt_no": attempt_no}
-        with self._snapshot() as conn:
-            head = conn.execute(Q["follow_state"], params).fetchone()
-            points = conn.execute(Q["follow_points"], params).fetchall()
-        if head is None:
-            return None
-        series: dict[str, tuple[int, int]] = {}
-        steps: dict[str, list[int]] = {}
-        for r in points:
-            series[r["key"]] = (r["stride"], r["seen"])
-            kept = steps.setdefault(r["key"], [])
-            if r["step"] is not None:
-                kept.append(r["step"])
-        followed = head["log_offset"] is not None
-        return FollowState(
-            jobspec_total=_jobspec_total(head),
-            log_offset=head["log_offset"] if followed else 0,
-            progress=_progress(head) if followed else Progress(),
-            series=series, steps={k: tuple(v) for k, v in steps.items()})
-
-    def task_progress(self, task_id: str) -> ProgressRow | None:
-        """The progress of the task's latest attempt (None: not followed yet)."""
-        row = self._reader().execute(Q["task_progress"], {"task_id": task_id}).fetchone()
-        return None if row is None else _progress_row(row)
-
-    def active_progress(self) -> dict[str, ProgressRow]:
-        """``{task_id: progress}`` of the active tasks' followed attempts."""
-        return {r["task_id"]: _progress_row(r)
-                for r in self._reader().execute(Q["active_progress"])}
-
-    def metric_keys(self, task_id: str) -> list[str]:
-        """The metric names any attempt of the task logged, sorted."""
-        return [r["key"] for r in self._reader().execute(Q["metric_keys"],
-                                                         {"task_id": task_id})]
-
-    def metric_points(self, task_id: str, keys: Iterable[str]) -> list[Point]:
-        """The kept points of ``keys`` over all the task's attempts."""
-        rows = self._reader().execute(Q["metric_points"], {
-            "task_id": task_id, "keys": json.dumps(list(keys))})
-        return [Point(r["attempt_no"], r["key"], r["step"], r["value"]) for r in rows]

@@ -9,6 +9,7 @@ import sqlite3
 from service.rows import (
     CreatedToken,
     SessionRow,
+    TokenAuth,
     TokenRow,
     UserRow,
     UserStatusChange,
@@ -23,15 +24,53 @@ from service.store_core import (
     UserExists,
     UserNotFound,
 )
-from service.store_reads import ACTIVE, token_row, user_row
+from service.store_reads import ACTIVE
 from service.users import Role, label_problem, name_problem, new_token
 
 _S = TaskState
 log = logging.getLogger(__name__)
 
 
-class UserWrites(StoreCore):
-    """Users, tokens and console sessions."""
+def user_row(r: sqlite3.Row) -> UserRow:
+    return UserRow(name=r["name"], role=Role(r["role"]), enabled=bool(r["enabled"]),
+                   created_at=r["created_at"], disabled_at=r["disabled_at"])
+
+
+def token_row(r: sqlite3.Row) -> TokenRow:
+    return TokenRow(token_id=r["token_id"], user=r["user"], label=r["label"],
+                    created_at=r["created_at"], last_used_at=r["last_used_at"],
+                    expires_at=r["expires_at"], revoked_at=r["revoked_at"])
+
+
+class UserStore(StoreCore):
+    """Users, tokens and console sessions: their writes and reads."""
+
+    def get_user(self, name: str) -> UserRow | None:
+        row = self._reader().execute(Q["get_user"], {"name": name}).fetchone()
+        return None if row is None else user_row(row)
+
+    def list_users(self) -> list[UserRow]:
+        return [user_row(r) for r in self._reader().execute(Q["list_users"]).fetchall()]
+
+    def disabled_users(self) -> frozenset[str]:
+        return frozenset(r["name"] for r in self._reader().execute(Q["disabled_users"]))
+
+    def token_auth(self, token_id: str) -> TokenAuth | None:
+        """A token and its user's role and state, by the token's (non-secret) id."""
+        r = self._reader().execute(Q["token_auth"], {"token_id": token_id}).fetchone()
+        if r is None:
+            return None
+        return TokenAuth(token_id=r["token_id"], user=r["user"], sha256=r["sha256"],
+                         role=Role(r["role"]), user_enabled=bool(r["enabled"]),
+                         expires_at=r["expires_at"], revoked_at=r["revoked_at"],
+                         last_used_at=r["last_used_at"])
+
+    def get_token(self, token_id: str) -> TokenRow | None:
+        row = self._reader().execute(Q["get_token"], {"token_id": token_id}).fetchone()
+        return None if row is None else token_row(row)
+
+    def list_tokens(self, user: str) -> list[TokenRow]:
+        return [token_row(r) for r in self._reader().execute(Q["list_tokens"], {"user": user})]
 
     # -- users and tokens ----------------------------------------------------------------
     def ensure_users(self, *, bootstrap_admin: str, default_user: str, now: float) -> int:
