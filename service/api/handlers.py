@@ -15,10 +15,9 @@ admin's to give (``service.priorities``): a user asking for more gets a 403.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -40,16 +39,13 @@ from service.api.views import (
     task_json,
     task_with_progress,
 )
-from service.cluster import ClusterError
 from service.curves import default_keys, join
-from service.db import storage_fault
 from service.jobspec import JobSpecError
-from service.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from service.priorities import range_problem
-from service.rows import AttemptRow, TaskRow
-from service.states import RayStatus, TaskState
+from service.rows import TaskRow
+from service.states import TaskState
 from service.usecases import tasks
-from service.usecases.ports import UseCaseError, on_cluster
+from service.usecases.ports import UseCaseError
 from service.users import ALL, ME, Principal, name_problem
 
 log = logging.getLogger(__name__)
@@ -61,15 +57,13 @@ UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
 QUEUE_LIMIT_DEFAULT, QUEUE_LIMIT_MAX = 500, 1000  # waiting tasks per /queue page
 QUEUE_BLOCKED_SHOWN = 100  # tasks waiting on other tasks, on the first page
-LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
-LOG_ATTEMPT_HEADER, LOG_END_HEADER = "X-Argus-Attempt", "X-Argus-Log-End"
 PRIORITY_FIELDS = ("priority",)
 
 
 # -- helpers --------------------------------------------------------------------------
 
 
-async def _off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
+async def off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
     """Run CPU-bound or file work of a request on the work threads."""
     return await deps.work.run(fn, *args)
 
@@ -77,7 +71,7 @@ async def _off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
 async def _json_off_loop(deps: AppDeps, build: Callable[[], Any]) -> web.Response:
     """A large JSON answer (hundreds of tasks) shaped and encoded on the work threads:
     the event loop, which serves everyone, never spends tens of milliseconds on one."""
-    text = await _off_loop(deps, lambda: json.dumps(build()))
+    text = await off_loop(deps, lambda: json.dumps(build()))
     return web.Response(text=text, content_type="application/json")
 
 
@@ -88,7 +82,7 @@ async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
     return task
 
 
-async def _own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
+async def own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
     """The task, when the caller owns it or is an admin; 404 / 403 otherwise."""
     try:
         return await tasks.owned_task(deps_of(request), principal_of(request), task_id,
@@ -134,7 +128,7 @@ async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str
     return raw
 
 
-def _int_param(
+def int_param(
     request: web.Request, name: str, default: int, lo: int, hi: int,
     errors: list[dict[str, Any]],
 ) -> int:
@@ -149,17 +143,6 @@ def _int_param(
                        "message": f"must be an integer between {lo} and {hi}, got {shown!r}"})
         return default
     return value
-
-
-def _tail(text: str, lines: int) -> str:
-    """The last ``lines`` lines of ``text`` (without splitting the whole text)."""
-    end = len(text) - 1 if text.endswith("\n") else len(text)
-    pos = end
-    for _ in range(lines):
-        pos = text.rfind("\n", 0, pos)
-        if pos < 0:
-            return text
-    return text[pos + 1:]
 
 
 # -- tasks ----------------------------------------------------------------------------
@@ -211,7 +194,7 @@ async def list_tasks(request: web.Request) -> web.Response:
             errors.append({"field": "state", "message": (
                 f"unknown state {raw_state!r}; one of {', '.join(s.value for s in TaskState)}"
             )})
-    limit = _int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
+    limit = int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
     user = await user_filter(request, errors)
     before_seq: int | None = None
     cursor = request.query.get("cursor") or None
@@ -252,7 +235,7 @@ async def task_metrics(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
     raw = request.query.get("keys")
     wanted = None if raw is None else [k for k in raw[:KEY_PARAM_MAX + 1].split(",") if k]
-    task = await _own_task(request, task_id, "read the metrics of")
+    task = await own_task(request, task_id, "read the metrics of")
     keys = await deps.store.metric_keys(task.task_id)
     errors: list[dict[str, Any]] = []
     if raw is not None and len(raw) > KEY_PARAM_MAX:
@@ -315,59 +298,12 @@ async def set_task_priority(request: web.Request) -> web.Response:
     return web.json_response(task_json(task))
 
 
-async def task_logs(request: web.Request) -> web.Response:
-    deps = deps_of(request)
-    task_id = request.match_info["task_id"]
-    errors: list[dict[str, Any]] = []
-    attempt_no: int | None = None
-    if request.query.get("attempt", "latest") != "latest":
-        attempt_no = _int_param(request, "attempt", 0, 1, SQLITE_MAX_INT, errors)
-        if errors:
-            errors[0]["message"] = ("must be 'latest' or an integer between 1 and "
-                                    f"{SQLITE_MAX_INT}, got {request.query['attempt'][:40]!r}")
-    tail = _int_param(request, "tail", LOG_TAIL_DEFAULT, 1, LOG_TAIL_MAX, errors)
-    offset = (None if "offset" not in request.query
-              else _int_param(request, "offset", 0, 0, SQLITE_MAX_INT, errors))
-    if errors:
-        raise ApiError(400, "invalid query parameters", details=errors)
-    task = await _own_task(request, task_id, "read the logs of")
-    attempt = await deps.store.get_attempt(task_id, attempt_no)
-    if attempt is None:
-        which = "no attempts yet" if attempt_no is None else f"no attempt {attempt_no}"
-        raise ApiError(404, f"task {task_id} has {which}")
-    text = await _attempt_log(deps, attempt, task.user)
-    if text is None:
-        raise ApiError(404, f"no logs for {attempt.ray_submission_id} (live or archived)")
-    data = text.encode("utf-8", "replace")
-    # where this answer ends in the log: a follower asks for ?offset=<it> next, and gets
-    # only what was written since (a new attempt starts a new log: X-Argus-Attempt)
-    headers = {LOG_ATTEMPT_HEADER: str(attempt.attempt_no), LOG_END_HEADER: str(len(data))}
-    body = data[offset:] if offset is not None else _tail(text, tail).encode("utf-8", "replace")
-    return web.Response(body=body, content_type="text/plain", charset="utf-8",
-                        headers=headers)
-
-
-async def _attempt_log(deps: AppDeps, attempt: AttemptRow, user: str | None) -> str | None:
-    """Live from Ray while the attempt runs; the archive once it ended (or Ray is gone)."""
-    sid = attempt.ray_submission_id
-    ended = attempt.ray_status is not None and RayStatus(attempt.ray_status).is_terminal()
-    if ended:
-        archived = await _off_loop(deps, deps.artifacts.read_log, sid, user)
-        if archived is not None:
-            return archived
-    try:
-        return await on_cluster(deps, deps.cluster.logs, sid)
-    except ClusterError as exc:
-        log.info("live logs of %s unavailable: %s", sid, exc)
-    return None if ended else await _off_loop(deps, deps.artifacts.read_log, sid, user)
-
-
 async def queue(request: web.Request) -> web.Response:
     """One page of the waiting tasks (``limit``, then ``next_cursor``) and every active
     one: a long queue is never read or sent whole."""
     errors: list[dict[str, Any]] = []
     user = await user_filter(request, errors)
-    limit = _int_param(request, "limit", QUEUE_LIMIT_DEFAULT, 1, QUEUE_LIMIT_MAX, errors)
+    limit = int_param(request, "limit", QUEUE_LIMIT_DEFAULT, 1, QUEUE_LIMIT_MAX, errors)
     offset = 0
     cursor = request.query.get("cursor") or None
     if cursor is not None:
@@ -394,87 +330,3 @@ async def queue(request: web.Request) -> web.Response:
         "fair_share": fair_share_json({} if seen is None else seen.shares),
         "next_cursor": encode_cursor(offset + limit, kind="pos") if more else None,
     })
-
-
-# -- service --------------------------------------------------------------------------
-
-
-async def openapi(request: web.Request) -> web.Response:
-    return web.Response(body=deps_of(request).openapi_body, content_type="application/json")
-
-
-async def metrics(request: web.Request) -> web.Response:
-    deps = deps_of(request)
-    body = await _off_loop(deps, deps.metrics.render)  # counts tasks by state in the store
-    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
-
-
-async def healthz(request: web.Request) -> web.Response:
-    """Liveness and what is wrong: reads the loop's counters only, never the database."""
-    loop = deps_of(request).scheduler_loop
-    scheduler = None
-    failed = loop is not None and loop.failed
-    degraded = None if loop is None else loop.degraded
-    if loop is not None:
-        scheduler = {
-            "alive": loop.alive,
-            "ticks": loop.ticks,
-            "errors": loop.errors,
-            "last_tick_duration_s": loop.last_tick_duration_s,
-            "last_error": None if loop.last_error is None else str(loop.last_error),
-        }
-    # A dead scheduler thread means accepted tasks will never run: fail the liveness
-    # probe so the supervisor restarts the service (start-up reconciliation resumes).
-    if failed:
-        return web.json_response({"status": "scheduler stopped", "scheduler": scheduler},
-                                 status=503)
-    # Storage trouble (disk full...) is reported, not failed: a restart would not bring
-    # the disk back, and the service resumes by itself once writes work again.
-    if degraded is not None:
-        return web.json_response({"status": "degraded", "reason": degraded,
-                                  "scheduler": scheduler})
-    return web.json_response({"status": "ok", "scheduler": scheduler})
-
-
-READY_DEADLINE_S = 1.0  # a probe read or work call slower than this: not ready
-
-
-async def _lane_latency(call: Awaitable[Any]) -> float | None:
-    """Seconds ``call`` took, or None past ``READY_DEADLINE_S``."""
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    try:
-        await asyncio.wait_for(call, READY_DEADLINE_S)
-    except TimeoutError:
-        return None
-    return loop.time() - started
-
-
-async def readyz(request: web.Request) -> web.Response:
-    """Readiness: can this process answer requests in time now? A probe read through the
-    store's read lane and a no-op through the work lane must come back within
-    ``READY_DEADLINE_S`` (both queue behind what the requests in flight asked for), and
-    the scheduler must be running with a writable database. 503 with the reasons
-    otherwise: an orchestrator then stops sending traffic here (``/healthz`` tells it
-    whether to restart the process)."""
-    deps = deps_of(request)
-    reasons: list[str] = []
-    loop = deps.scheduler_loop
-    if loop is not None and loop.failed:
-        reasons.append("the scheduler thread stopped")
-    if loop is not None and loop.degraded is not None:
-        reasons.append(f"the database cannot be written: {loop.degraded}")
-    try:
-        read_s = await _lane_latency(deps.store.change_seq())
-    except Exception as exc:  # any failure of the read is a reason, not a 500
-        read_s = None
-        reasons.append(f"a database read failed: {storage_fault(exc) or type(exc).__name__}")
-    else:
-        if read_s is None:
-            reasons.append(f"a database read took over {READY_DEADLINE_S} s")
-    work_s = await _lane_latency(deps.work.run(int))
-    if work_s is None:
-        reasons.append(f"the work lane took over {READY_DEADLINE_S} s")
-    body = {"status": "not ready" if reasons else "ready", "reasons": reasons,
-            "read_s": read_s, "work_s": work_s}
-    return web.json_response(body, status=503 if reasons else 200)

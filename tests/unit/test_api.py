@@ -654,14 +654,14 @@ async def test_readyz_says_ready_and_why_not(client, env, monkeypatch):
     runs with a writable database; 503 with each reason otherwise."""
     import threading
 
-    from service.api import handlers
+    from service.api import health
 
     resp = await client.get("/readyz")
     body = await resp.json()
     assert resp.status == 200 and body["status"] == "ready" and body["reasons"] == []
     assert body["read_s"] >= 0 and body["work_s"] >= 0
     # the read lane stuck behind slow reads, the database read-only
-    monkeypatch.setattr(handlers, "READY_DEADLINE_S", 0.05)
+    monkeypatch.setattr(health, "READY_DEADLINE_S", 0.05)
     gate, held_read_done = threading.Event(), threading.Event()
     real = env.store.change_seq
 
