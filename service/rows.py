@@ -58,6 +58,7 @@ class TaskRow:
     queue_position: int | None  # 1-based among runnable tasks (admission order); or None
     priority: int = 0  # higher is admitted first
     max_runtime_s: float | None = None  # each attempt's time limit (None: none)
+    description: str | None = None  # the JobSpec's free-text note
 
     @property
     def total_gpus(self) -> int:

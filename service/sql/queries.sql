@@ -23,6 +23,7 @@
 t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
 t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
 t.cancel_requested_at, t.priority, t.max_runtime_s,
+json_extract(t.spec_json, '$.description') AS description,
 a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
 a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
 a.exit_code, a.stop_requested, a.preempted_for

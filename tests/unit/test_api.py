@@ -440,6 +440,16 @@ async def test_a_changed_priority_is_the_one_everywhere(client, env):
     assert claim.spec["priority"] == 8
 
 
+async def test_the_description_is_shown_with_the_task(client, env):
+    task_id = await submit(client, env, description="lr sweep, run 3")
+    assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["description"] == (
+        "lr sweep, run 3")
+    listed = (await get_json(client, "/api/v2/tasks"))["tasks"]
+    assert [t["description"] for t in listed] == ["lr sweep, run 3"]
+    other = await submit(client, env)
+    assert (await get_json(client, f"/api/v2/tasks/{other}"))["description"] is None
+
+
 async def test_submit_applies_the_configured_default_priority(aiohttp_client, env):
     env.settings = replace(env.settings, scheduler=replace(
         env.settings.scheduler, default_priority=7, max_user_priority=7))

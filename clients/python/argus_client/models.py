@@ -83,6 +83,7 @@ class Task(_Model):
     pending_reason: str | None
     error_summary: str | None
     max_runtime_s: float | None
+    description: str | None
     estimated_start: str | None
     next_run_at: str | None
     cancel_requested: bool | None
