@@ -1,16 +1,15 @@
-"""One coroutine per route: validate the request, await the store, shape the answer.
+"""One coroutine per task route: validate the request, await the store or the use case,
+shape the answer.
+
+Submit, cancel and a priority change are the use cases' (``service.usecases.tasks``:
+defaults, allowances, ownership, quotas, the write, the stop on Ray, the wake); a handler
+parses the request and maps the outcome, or the refusal (``api.outcomes``), to JSON.
 
 Nothing here blocks the event loop. Store calls are awaited on the store's own threads
-(``store_async.AsyncStore``); JobSpec parsing and archived-log reads run on a small work
-pool; anything that talks to Ray runs on the cluster pool under the configured timeout,
-so a hung Ray call can neither block the loop nor starve other requests. Ray being
-unreachable is never an API error: a cancel still records the request (the scheduler
-finishes it) and logs fall back to the archive.
-
-Everyone sees every task and the queue; a task's owner or an admin cancels it, reads
-its logs or changes its priority while it waits (403 for anyone else). A submitted task
-belongs to the caller. A priority (at submit or later) above ``max_user_priority`` is an
-admin's to give (``service.priorities``): a user asking for more gets a 403.
+(``store_async.AsyncStore``); JobSpec parsing runs on a small work pool; anything that
+talks to Ray runs on the cluster pool under the configured timeout, so a hung Ray call can
+neither block the loop nor starve other requests. Everyone sees every task and the queue;
+a task's owner or an admin reads its metrics (403 for anyone else).
 """
 
 from __future__ import annotations
