@@ -18,15 +18,14 @@ from service.api.outcomes import api_error
 from service.api.params import parse_uint
 from service.dependencies import Dep, OnUnsatisfiable, wait_reason
 from service.ids import TaskIdExhausted
-from service.pipeline_store import DependencyError, PipelineRow, PipelineView
-from service.pipeline_submit import submit_pipeline
-from service.pipelines import PipelineDoc, PipelineError, parse_pipeline
+from service.pipeline_store import PipelineRow, PipelineView
+from service.pipelines import PipelineError
 from service.rows import TaskRow
 from service.states import TaskState
-from service.store import QuotaExceeded, Store
+from service.store import Store
 from service.timefmt import iso
 from service.usecases.pipelines import cancel_pipeline as usecase_cancel
-from service.usecases.pipelines import owned_pipeline
+from service.usecases.pipelines import owned_pipeline, submit_pipeline
 from service.usecases.ports import UseCaseError
 from service.users import ALL, ME, name_problem
 
@@ -133,26 +132,16 @@ async def create_pipeline(request: web.Request) -> web.Response:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ApiError(400, "request body is not valid UTF-8") from exc
-    who = principal_of(request)
     try:
-        doc: PipelineDoc = await deps.work.run(parse_pipeline, text)
-        pipeline_id, stages = await deps.store.write(
-            lambda s: submit_pipeline(s, doc, text, deps.settings, who.name, deps.clock(),
-                                      is_admin=who.is_admin))
+        done = await submit_pipeline(deps, principal_of(request), text)
     except PipelineError as exc:
         raise ApiError(400, "invalid pipeline", details=exc.details) from exc
-    except QuotaExceeded as exc:
-        refusal = exc.refusal
-        raise ApiError(429, refusal.message, code="quota_exceeded",
-                       details=[{"field": refusal.limit, "message": refusal.message}],
-                       headers={"Retry-After": str(refusal.retry_after_s)}) from exc
-    except DependencyError as exc:  # pragma: no cover - stages name only new stages
-        raise ApiError(400, f"invalid pipeline: {exc}") from exc
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     except TaskIdExhausted as exc:  # pragma: no cover - needs a broken random source
         raise ApiError(500, str(exc)) from exc
-    deps.waker.wake()
-    return web.json_response({"pipeline_id": pipeline_id, "state": "RUNNING",
-                              "stages": stages}, status=201)
+    return web.json_response({"pipeline_id": done.pipeline_id, "state": "RUNNING",
+                              "stages": done.stages}, status=201)
 
 
 async def list_pipelines(request: web.Request) -> web.Response:

@@ -1,20 +1,47 @@
-"""Cancel a pipeline: every stage that has not ended, through the task's own cancel."""
+"""Submit a pipeline (its stages created in one transaction) and cancel one (every stage
+that has not ended, through the task's own cancel)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.pipeline_store import PipelineNotFound, PipelineView
+from service.pipeline_store import DependencyError, PipelineNotFound, PipelineView
+from service.pipeline_submit import submit_pipeline as create_pipeline
+from service.pipelines import parse_pipeline
 from service.rows import CancelKind
-from service.usecases.ports import NotFound, NotOwner, TaskDeps
+from service.store import QuotaExceeded
+from service.usecases.ports import BadDependencies, NotFound, NotOwner, OverQuota, TaskDeps
 from service.usecases.tasks import cancel_one
 from service.users import Principal
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSubmitted:
+    pipeline_id: str
+    stages: dict[str, str]  # stage -> its task's id
 
 
 @dataclass(frozen=True, slots=True)
 class PipelineCanceled:
     view: PipelineView  # the pipeline after the request
     canceled: list[str]  # the stages' tasks this request canceled or asked to stop
+
+
+async def submit_pipeline(deps: TaskDeps, who: Principal, text: str) -> PipelineSubmitted:
+    """Create the pipeline document ``text`` as ``who``'s (parsed on the work lane:
+    ``PipelineError`` with every problem), its stages' tasks under the owner's quota
+    (``OverQuota``; admins are exempt), then wake the scheduler."""
+    doc = await deps.work.run(parse_pipeline, text)
+    try:
+        pipeline_id, stages = await deps.store.write(
+            lambda s: create_pipeline(s, doc, text, deps.settings, who.name, deps.clock(),
+                                      is_admin=who.is_admin))
+    except QuotaExceeded as exc:
+        raise OverQuota(exc.refusal) from exc
+    except DependencyError as exc:  # pragma: no cover - stages name only new stages
+        raise BadDependencies(exc.problems) from exc
+    deps.waker.wake()
+    return PipelineSubmitted(pipeline_id, stages)
 
 
 async def owned_pipeline(deps: TaskDeps, who: Principal, pipeline_id: str, action: str

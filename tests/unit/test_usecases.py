@@ -18,7 +18,7 @@ from service.config import Settings, UserSettings
 from service.jobspec import JobSpecError
 from service.offload import Offload
 from service.pipeline_submit import submit_pipeline
-from service.pipelines import parse_pipeline
+from service.pipelines import PipelineError, parse_pipeline
 from service.quotas import Limits
 from service.states import TaskState
 from service.store import Store
@@ -236,3 +236,23 @@ async def test_cancel_pipeline_cancels_its_open_stages_and_wakes_once(deps: Deps
     assert {s.state for s in done.view.stages} == {TaskState.CANCELED}
     assert done.view.pipeline.cancel_requested_at == T0
     assert deps.waker.count == wakes + 1
+
+
+async def test_submit_pipeline_creates_its_stages_under_the_quota_and_wakes(deps: Deps
+                                                                          ) -> None:
+    stage = yaml.safe_load(spec(deps.settings.shared_root))
+    text = json.dumps({"name": "two", "stages": {
+        "first": {"jobspec": stage},
+        "second": {"after": {"any": ["first"]}, "jobspec": stage}}})
+    with pytest.raises(PipelineError):
+        await pipelines.submit_pipeline(deps, ALICE, "name: x\nstages: {}\n")
+    done = await pipelines.submit_pipeline(deps, ALICE, text)
+    assert set(done.stages) == {"first", "second"} and deps.waker.count == 1
+    states = {deps.sync.get_task(t).state for t in done.stages.values()}
+    assert states == {TaskState.QUEUED, TaskState.BLOCKED}
+    deps.settings = replace(deps.settings, users=UserSettings(
+        limits=Limits(max_waiting_tasks=1)))  # one QUEUED stage already (BLOCKED: not)
+    with pytest.raises(OverQuota):
+        await pipelines.submit_pipeline(deps, ALICE, text)
+    await pipelines.submit_pipeline(deps, ADMIN, text)  # admins are exempt
+
