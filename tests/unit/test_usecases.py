@@ -4,6 +4,7 @@ check the mapping."""
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import service.api as api_package
+import service.ui as ui_package
 from service.cluster_fake import FakeCluster
 from service.config import Settings, UserSettings
 from service.jobspec import JobSpecError
@@ -255,4 +258,30 @@ async def test_submit_pipeline_creates_its_stages_under_the_quota_and_wakes(deps
     with pytest.raises(OverQuota):
         await pipelines.submit_pipeline(deps, ALICE, text)
     await pipelines.submit_pipeline(deps, ADMIN, text)  # admins are exempt
+
+
+# -- the front ends go through the use cases -------------------------------------------
+
+TASK_WRITES = {"create_task", "cancel", "set_priority", "flag_pipeline_cancel"}
+FRONT_ENDS = (api_package, ui_package)
+
+
+def test_the_api_and_the_console_write_tasks_only_through_the_use_cases() -> None:
+    """No handler or page calls the store's task writes (or the pipeline creation)
+    itself: each rule has one home, ``service.usecases``."""
+    root = Path(__file__).resolve().parents[2]
+    found, read = [], 0
+    for package in FRONT_ENDS:
+        for path in sorted(Path(package.__file__).parent.glob("*.py")):
+            read += 1
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and node.attr in TASK_WRITES
+                        and isinstance(node.value, (ast.Attribute, ast.Name))
+                        and getattr(node.value, "attr", getattr(node.value, "id", "")) in (
+                            "store", "s")):
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {node.attr}")
+                if isinstance(node, ast.ImportFrom) and node.module == "service.pipeline_submit":
+                    found.append(f"{path.relative_to(root)}:{node.lineno} pipeline_submit")
+    assert read >= 20 and found == []
 
