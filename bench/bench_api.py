@@ -67,8 +67,8 @@ def spec_yaml(shared: str) -> str:
 
 def prefill(db_path: str, n: int, runnable: int) -> str:
     """100k tasks (``runnable`` of them QUEUED, the rest finished); returns one task id."""
-    from service.states import TaskState
-    from service.store import BulkTask, Store
+    from service.domain.states import TaskState
+    from service.store.writer import BulkTask, Store
 
     rng = random.Random(3)
     store = Store(db_path)
@@ -90,8 +90,8 @@ def run_server(config: str, port: int) -> None:
     """The server process: production wiring, FakeCluster with one too-small node."""
     import logging
 
-    from service.cluster_fake import FakeCluster
-    from service.config import load_settings
+    from service.cluster.fake import FakeCluster
+    from service.config_load import load_settings
     from service.main import LOG_FORMAT, build_service, serve
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)

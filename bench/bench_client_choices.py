@@ -33,7 +33,7 @@ MODULES = {
     "rich (console, table, progress)": "rich.console, rich.table, rich.progress",
     "pydantic": "pydantic",
     "httpx (instead of urllib)": "httpx",
-    "service.jobspec (the hand-written validator)": "service.jobspec",
+    "service.jobspec.spec (the hand-written validator)": "service.jobspec.spec",
 }
 CLOSURES = {
     "argus-client": ["argus-client"],
@@ -75,7 +75,7 @@ def validation_rates(seconds: float) -> dict[str, float]:
     from pydantic import BaseModel, ConfigDict, Field
 
     from service.config import Settings
-    from service.jobspec import parse_jobspec_json
+    from service.jobspec.spec import parse_jobspec_json
 
     class JobSpecModel(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)

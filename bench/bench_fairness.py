@@ -69,9 +69,9 @@ def spec_yaml(shared: str, pad: int = 0) -> str:
 
 def prefill(db_path: str, tasks: int, pending: int) -> dict[str, str]:
     """The database; returns the tokens of mallory and alice."""
-    from service.states import TaskState
-    from service.store import BulkTask, Store
-    from service.users import Role
+    from service.domain.states import TaskState
+    from service.domain.users import Role
+    from service.store.writer import BulkTask, Store
 
     others = [f"user{i:02d}" for i in range(20)]
     store = Store(db_path)
@@ -374,7 +374,7 @@ def drive(args: argparse.Namespace) -> int:
           f"{ref.get('retry_after')}): {ref.get('message')}")
     print(f"  database grew by {flood['grew_bytes'] / 2**20:.1f} MiB")
 
-    from service.quotas import Limits
+    from service.policy.quotas import Limits
 
     quota = Limits()
     healthz_bad = sum(probe["healthz"]["not_ok"].values())

@@ -26,7 +26,14 @@ import time
 from collections.abc import Callable
 
 from raypool import discovery
-from raypool.local import LocalCluster, count_workers, down, node_pids, up, workers_rejoined
+from raypool.local.launcher import (
+    LocalCluster,
+    count_workers,
+    down,
+    node_pids,
+    up,
+    workers_rejoined,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKERS = 2

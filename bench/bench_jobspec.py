@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from service.config import Settings
-from service.jobspec import JobSpecError, parse_jobspec
+from service.jobspec.spec import JobSpecError, parse_jobspec
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "tests" / "unit" / "data" / "seed_jobspecs" / "002_api_jobspec.yaml"
@@ -84,7 +84,7 @@ def main() -> int:
         "grpo, 16 overrides": yaml.safe_dump(OVERRIDES, sort_keys=False),
     }
     ok = True
-    print(f"parse + validate, one core ({args.impl or 'service.jobspec:parse_jobspec'})")
+    print(f"parse + validate, one core ({args.impl or 'service.jobspec.spec:parse_jobspec'})")
     for name, text in bodies.items():
         rate = _rate(parse, text, settings, args.seconds)
         ok &= rate >= FLOOR_PER_S

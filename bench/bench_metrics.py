@@ -16,10 +16,10 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from service.metrics import ServiceMetrics
-from service.states import TaskState
-from service.store import BulkTask, Store
-from service.users import Role
+from service.domain.states import TaskState
+from service.domain.users import Role
+from service.store.writer import BulkTask, Store
+from service.web.metrics import ServiceMetrics
 
 T0 = 1_766_500_000.0
 FLOOR_MS = 50.0

@@ -24,15 +24,15 @@ from pathlib import Path
 
 from bench_tick import T0, build_db
 
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings
-from service.jobspec import JobSpec
-from service.pipeline_submit import submit_pipeline
-from service.pipelines import parse_pipeline
-from service.scheduler import Scheduler, SchedulerLoop
-from service.states import RayStatus, TaskState
-from service.store import Store
+from service.domain.states import RayStatus, TaskState
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler, SchedulerLoop
+from service.jobspec.spec import JobSpec
+from service.policy.pipelines import parse_pipeline
+from service.store.writer import Store
+from service.usecases.pipeline_submit import submit_pipeline
 
 CREATE_FLOOR_MS = 100.0
 TICK_FLOOR_MS = 20.0

@@ -8,7 +8,7 @@
    runs every ``--poll-s`` (5) seconds of simulated time over ``--seconds`` (120) of logs,
    against a real SQLite store; its CPU time (this thread's) over the simulated time is the
    share of one core it costs. Floor: ``FOLLOW_FLOOR`` (2 %). (On real Ray the new text
-   arrives over a log-tail websocket per job, ``service.ray_logtail``, on its own thread:
+   arrives over a log-tail websocket per job, ``service.cluster.logtail``, on its own thread:
    not in this figure.)
 2. **Pages**: one task whose two default curves (a loss and a reward) hold ``--points``
    (10k) points each, over 20 attempts; and the queue with the ``--tasks`` running tasks
@@ -31,17 +31,17 @@ from pathlib import Path
 
 from bench_ui import print_pages, time_pages
 
-from service.app import create_app
-from service.artifacts import Artifacts
-from service.cluster import SubmitRequest
-from service.cluster_fake import FakeCluster
+from service.cluster.boundary import SubmitRequest
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.curves import Point
-from service.progress import Progress
-from service.progress_follower import LogFollower
-from service.rows import ProgressUpdate
-from service.states import TaskState
-from service.store import BulkTask, Store
+from service.domain.rows import ProgressUpdate
+from service.domain.states import TaskState
+from service.engine.artifacts import Artifacts
+from service.engine.progress_follower import LogFollower
+from service.policy.curves import Point
+from service.policy.progress import Progress
+from service.store.writer import BulkTask, Store
+from service.web.app import create_app
 
 TOKEN = "bench-progress-token"
 FOLLOW_FLOOR = 0.02  # of one core

@@ -28,12 +28,12 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings
-from service.scheduler import Scheduler
-from service.states import TaskState
-from service.store import BulkTask, Store
+from service.domain.states import TaskState
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
+from service.store.writer import BulkTask, Store
 
 T0 = 1_766_500_000.0
 SHAPES = ((1, 4), (2, 4), (1, 8), (4, 8), (2, 8))  # none fits 1 free GPU per worker

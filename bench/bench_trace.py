@@ -77,13 +77,13 @@ from bench.tracesim import (
     shm_dir,
     simulate,
 )
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings
-from service.jobspec import JobSpec
-from service.scheduler import Scheduler
-from service.states import TaskState
-from service.store import BulkTask, Store
+from service.domain.states import TaskState
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
+from service.jobspec.spec import JobSpec
+from service.store.writer import BulkTask, Store
 
 FLOOR_LOAD = 0.95
 # The floors are judged for the shipped configuration (fair share on, preemption off);

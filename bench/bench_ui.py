@@ -25,16 +25,16 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from service.app import create_app
-from service.artifacts import Artifacts
-from service.cluster import ClusterSnapshot, NodeResources
-from service.cluster_fake import FakeCluster
+from service.cluster.boundary import ClusterSnapshot, NodeResources
+from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.metrics import ServiceMetrics
-from service.rows import Sample
-from service.states import TaskState
-from service.store import BulkTask, Store
-from service.users import Role
+from service.domain.rows import Sample
+from service.domain.states import TaskState
+from service.domain.users import Role
+from service.engine.artifacts import Artifacts
+from service.store.writer import BulkTask, Store
+from service.web.app import create_app
+from service.web.metrics import ServiceMetrics
 
 TOKEN = "bench-ui-token"
 FLOOR_MS = 300.0

@@ -28,19 +28,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from service.api.auth import Authenticator
-from service.api.views import usage_json
-from service.artifacts import Artifacts
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings, UserSettings
-from service.metrics import ServiceMetrics
-from service.quotas import Limits
-from service.scheduler import Scheduler
-from service.states import TaskState
-from service.store import BulkTask, Store
-from service.store_async import AsyncStore
-from service.usage import report_of
-from service.users import Role
+from service.domain.states import TaskState
+from service.domain.users import Role
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
+from service.policy.quotas import Limits
+from service.policy.usage import report_of
+from service.store.aio import AsyncStore
+from service.store.writer import BulkTask, Store
+from service.web.api.auth import Authenticator
+from service.web.api.views import usage_json
+from service.web.metrics import ServiceMetrics
 
 T0 = 1_766_500_000.0
 DAY = 86_400.0

@@ -103,7 +103,7 @@ class TraceTask:
 
 
 def task_id(user: str, cls: str, i: int) -> str:
-    """A well-formed Argus task id (``service.ids``) that shows the owner and class."""
+    """A well-formed Argus task id (``service.domain.ids``) that shows the owner and class."""
     return f"sim-{user}-{cls}-20251223-{i // 65536:06d}-{i % 65536:04x}"
 
 

@@ -4,7 +4,7 @@ A local Ray cluster with fake GPUs (``tests/integration/localray.py``: a 0-CPU h
 workers x 4 GPUs, 16 CPUs each; a smaller cluster than the simulated one, so the large
 class is 2x4 here) runs ~20 stand-in tasks (``examples/standin-verl``, which does verl's
 resource check and holds STRICT_PACK placement groups for ``+argus_demo.duration_s``)
-through the real ``Scheduler`` in this process, with ``service.ray_cluster.RayCluster``, a
+through the real ``Scheduler`` in this process, with ``service.cluster.raycluster.RayCluster``, a
 real clock and a tick every ``TICK_S``. Tasks arrive at their trace times (Poisson, three
 users, priorities as in the big trace); there is no fail-fast class (the stand-in fails
 only when GPUs are really missing, which admission prevents).
@@ -38,12 +38,12 @@ from bench.tracesim import (
     scheduler_settings,
     simulate,
 )
-from service.artifacts import Artifacts
+from service.cluster.raycluster import RayCluster
 from service.config import SchedulerSettings, Settings
-from service.jobspec import JobSpec
-from service.ray_cluster import RayCluster
-from service.scheduler import Scheduler
-from service.store import Store
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
+from service.jobspec.spec import JobSpec
+from service.store.writer import Store
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "examples" / "standin-verl"

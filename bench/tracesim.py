@@ -44,16 +44,16 @@ from bench.tracegen import (
     lower_bound,
     percentile,
 )
-from service.admission import FreePool, Gang, InFlight
-from service.artifacts import Artifacts
-from service.cluster import SubmitRequest
-from service.cluster_fake import FakeCluster
+from service.cluster.boundary import SubmitRequest
+from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings
-from service.jobspec import JobSpec
-from service.scheduler import BACKFILL_WINDOW, Scheduler
-from service.states import RayStatus
-from service.store import Store
-from service.workloads import driver
+from service.domain.states import RayStatus
+from service.domain.workloads import driver
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import BACKFILL_WINDOW, Scheduler
+from service.jobspec.spec import JobSpec
+from service.scheduling.admission import FreePool, Gang, InFlight
+from service.store.writer import Store
 
 T0 = 1_766_500_000.0
 CPUS_PER_NODE = 96  # 8 GPUs x 3 CPUs for verl's bundles + 72 for drivers: CPUs never bind

@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     wipe.add_argument("--yes", action="store_true", help="really remove it")
     for name in ("head-watchdog", "head-publisher", "worker-watchdog", "fatal-listener"):
         sub.add_parser(name, help=f"supervisord program: {name}")
-    from raypool.local_cli import add_local_parser
+    from raypool.local.cli import add_local_parser
     add_local_parser(sub)
     return parser
 

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.openapi import build_openapi  # noqa: E402 - after the path is set
+from service.web.openapi import build_openapi  # noqa: E402 - after the path is set
 
 COMMITTED = ROOT / "clients" / "openapi.json"
 

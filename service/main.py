@@ -8,7 +8,7 @@ to start (exit 2) without an API token in the environment variable named by
 ``v2.auth.token_env`` (it signs in as the bootstrap admin, ``v2.users.bootstrap_admin``),
 and on any configuration error. SIGTERM/SIGINT stop it cleanly: the scheduler loop
 finishes its tick, then the database is closed. The HTTP server runs under
-``service.http_server``'s limits (header and body timeouts, a connection cap).
+``service.web.http_server``'s limits (header and body timeouts, a connection cap).
 """
 
 from __future__ import annotations
@@ -29,17 +29,18 @@ from typing import ClassVar
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from service.app import create_app
-from service.artifacts import Artifacts
-from service.cluster import Cluster
-from service.config import ConfigError, Settings, load_settings
-from service.db import SchemaError
-from service.http_server import ServerLimits, run
-from service.metrics import MeteredScheduler, ServiceMetrics
-from service.progress_follower import FollowerLoop, LogFollower
-from service.scheduler import Scheduler, SchedulerLoop
-from service.store import Store
-from service.users import MAX_TOKEN_LEN, presentable
+from service.cluster.boundary import Cluster
+from service.config import ConfigError, Settings
+from service.config_load import load_settings
+from service.domain.users import MAX_TOKEN_LEN, presentable
+from service.engine.artifacts import Artifacts
+from service.engine.progress_follower import FollowerLoop, LogFollower
+from service.engine.scheduler import Scheduler, SchedulerLoop
+from service.store.db import SchemaError
+from service.store.writer import Store
+from service.web.app import create_app
+from service.web.http_server import ServerLimits, run
+from service.web.metrics import MeteredScheduler, ServiceMetrics
 from service.webhooks import worker as webhook_worker
 
 log = logging.getLogger("argus.api")
@@ -191,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         token = read_token(settings, os.environ)
     except ConfigError as exc:
         _fail(str(exc))
-    from service.ray_cluster import RayCluster  # imported here: unit tests never load ray
+    from service.cluster.raycluster import RayCluster  # imported here: unit tests never load ray
 
     cluster = RayCluster(settings)
     try:

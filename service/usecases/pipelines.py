@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.pipeline_store import DependencyError, PipelineNotFound, PipelineView
-from service.pipeline_submit import submit_pipeline as create_pipeline
-from service.pipelines import parse_pipeline
-from service.rows import CancelKind
-from service.store import QuotaExceeded
+from service.domain.rows import CancelKind
+from service.domain.users import Principal
+from service.policy.pipelines import parse_pipeline
+from service.store.pipelines import DependencyError, PipelineNotFound, PipelineView
+from service.store.writer import QuotaExceeded
+from service.usecases.pipeline_submit import submit_pipeline as create_pipeline
 from service.usecases.ports import BadDependencies, NotFound, NotOwner, OverQuota, TaskDeps
 from service.usecases.tasks import cancel_one
-from service.users import Principal
 
 
 @dataclass(frozen=True, slots=True)

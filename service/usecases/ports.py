@@ -10,12 +10,12 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Protocol, TypeVar
 
-from service.cluster import Cluster, ClusterUnavailable
+from service.cluster.boundary import Cluster, ClusterUnavailable
 from service.config import Settings
-from service.offload import Offload
-from service.quotas import QuotaRefusal
-from service.rows import TaskRow
-from service.store_async import AsyncStore
+from service.domain.rows import TaskRow
+from service.policy.quotas import QuotaRefusal
+from service.store.aio import AsyncStore
+from service.store.offload import Offload
 
 T = TypeVar("T")
 

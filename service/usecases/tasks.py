@@ -3,7 +3,7 @@
 Everyone sees every task; a task's owner or an admin cancels it or changes its priority
 while it waits (``NotOwner`` for anyone else). A submitted task belongs to the caller. A
 priority (at submit or later) above ``max_user_priority`` is an admin's to give
-(``service.priorities``): a user asking for more is ``NotAllowed``. Ray being unreachable
+(``service.policy.priorities``): a user asking for more is ``NotAllowed``. Ray being unreachable
 never fails a cancel: the request is recorded and the scheduler finishes the stop.
 """
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from service.cluster import ClusterError
-from service.jobspec import JobSpec, parse_jobspec, parse_jobspec_json
-from service.pipeline_store import DependencyError
-from service.priorities import allowance_problem, range_problem
-from service.rows import CancelKind, CancelOutcome, TaskRow
-from service.states import TaskState
-from service.store import QuotaExceeded, StaleState, TaskNotFound
+from service.cluster.boundary import ClusterError
+from service.domain.rows import CancelKind, CancelOutcome, TaskRow
+from service.domain.states import TaskState
+from service.domain.users import Principal
+from service.jobspec.spec import JobSpec, parse_jobspec, parse_jobspec_json
+from service.policy.priorities import allowance_problem, range_problem
+from service.store.pipelines import DependencyError
+from service.store.writer import QuotaExceeded, StaleState, TaskNotFound
 from service.usecases.ports import (
     BadDependencies,
     Invalid,
@@ -30,7 +31,6 @@ from service.usecases.ports import (
     WrongState,
     on_cluster,
 )
-from service.users import Principal
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@
   the next try is due.
 * ``settings`` (pure): ``v2.webhooks`` parsed and frozen.
 * ``transport``: the HTTP client (aiohttp) that connects only to the addresses
-  ``service.ssrf`` allows, and the resolution check at registration.
+  ``service.policy.ssrf`` allows, and the resolution check at registration.
 * ``worker``: the delivery loop, an asyncio task of the API process.
 
-The outbox rows are written by ``service.store_webhooks.enqueue`` inside the store's
+The outbox rows are written by ``service.store.webhooks.enqueue`` inside the store's
 transaction of the event itself (``Store._event``).
 """

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from service.states import FailureKind, TaskState
-from service.timefmt import iso
+from service.domain.states import FailureKind, TaskState
+from service.domain.timefmt import iso
 
 
 class EventType(StrEnum):

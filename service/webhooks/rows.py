@@ -1,4 +1,4 @@
-"""The typed rows of webhooks and their deliveries (``service.store_webhooks``)."""
+"""The typed rows of webhooks and their deliveries (``service.store.webhooks``)."""
 
 from __future__ import annotations
 

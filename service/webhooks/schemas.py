@@ -1,5 +1,5 @@
 """The webhooks' part of the OpenAPI document: request and answer schemas
-(``service.openapi`` adds them and the paths)."""
+(``service.web.openapi`` adds them and the paths)."""
 
 from __future__ import annotations
 

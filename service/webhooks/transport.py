@@ -23,7 +23,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from service.ssrf import IPNetwork, address_problem, target_problem
+from service.policy.ssrf import IPNetwork, address_problem, target_problem
 from service.webhooks.policy import TryResult
 
 MAX_RESPONSE_BYTES = 64 * 1024

@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 from aiohttp import web
 
-from service.offload import Offload
-from service.store import Store
+from service.store.offload import Offload
+from service.store.writer import Store
 from service.webhooks import events, signing, transport
 from service.webhooks.policy import decide
 from service.webhooks.rows import ClaimedDelivery

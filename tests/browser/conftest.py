@@ -26,11 +26,11 @@ import pytest
 from aiohttp import web
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import ProgressSettings, SchedulerSettings, Settings
+from service.domain.states import TaskState
 from service.main import build_service
-from service.states import TaskState
-from service.store import Store
+from service.store.writer import Store
 
 CHROMEDRIVER = os.environ.get("ARGUS_CHROMEDRIVER", "/usr/bin/chromedriver")
 CHROMIUM = os.environ.get("ARGUS_CHROMIUM", "/usr/bin/chromium")

@@ -11,7 +11,7 @@ import urllib.request
 
 from selenium.webdriver.common.by import By
 
-from service.states import RayStatus, TaskState
+from service.domain.states import RayStatus, TaskState
 
 from .conftest import TOKEN, Service, wait_for
 from .test_console import shot, sid
@@ -46,7 +46,7 @@ def open_signed_in(browser, service: Service, path: str) -> None:
 
 
 def test_a_running_task_shows_progress_and_curves_live(browser, service, screenshots):
-    cluster = service.cluster
+    cluster = service.cluster.boundary
     cluster.clock = time.time()
     cluster.add_node("node-curves", gpus=2, cpus=16)
     task_id = submit_steps(service, 40)

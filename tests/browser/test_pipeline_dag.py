@@ -10,7 +10,7 @@ import urllib.request
 
 from selenium.webdriver.common.by import By
 
-from service.states import RayStatus, TaskState
+from service.domain.states import RayStatus, TaskState
 
 from .conftest import TOKEN, Service, wait_for
 from .test_console import shot, sid
@@ -41,7 +41,7 @@ def box_state(browser, stage: str) -> str | None:
 
 
 def test_the_dag_page_shows_stages_edges_and_changes_live(browser, service, screenshots):
-    cluster = service.cluster
+    cluster = service.cluster.boundary
     cluster.clock = time.time()
     cluster.add_node("node-dag", gpus=2, cpus=16)
     created = submit_pipeline(service)

@@ -66,8 +66,8 @@ def with_deployment_paths(doc: dict, shared: Path) -> dict:
     prose: the document is the same for every install) narrowed to this service's
     allowed roots, so that the specs drawn from it are ones the service accepts."""
     from service.config import Settings
-    from service.jobspec import jobspec_json_schema
-    from service.layout import users_root
+    from service.domain.layout import users_root
+    from service.jobspec.spec import jobspec_json_schema
 
     settings = Settings(shared_root=str(shared))
     path = jobspec_json_schema(settings.resolved_allowed_roots,

@@ -2,7 +2,7 @@
 
 Each case is one complete request (``Connection: close``) and the answers it may get;
 none may be a 5xx, and every error answer is the JSON error shape. The YAML bodies are
-the unit tier's corpus (``tests/unit/test_yamldoc.py``: deep nesting, alias and
+the unit tier's corpus (``tests/unit/jobspec/test_yamldoc.py``: deep nesting, alias and
 merge-key bombs, tags, huge integers and scalars ...), sent here through HTTP to a
 running service; the rest are the review's HTTP cases: overrides that reach what Argus
 owns, numbers that overflow SQLite, undecodable Authorization headers, parser errors,

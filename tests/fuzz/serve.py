@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from service.cluster_fake import FakeCluster
-from service.config import load_settings
-from service.http_server import ServerLimits
+from service.cluster.fake import FakeCluster
+from service.config_load import load_settings
 from service.main import LOG_FORMAT, build_service, serve
+from service.web.http_server import ServerLimits
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ schema in the document is rich enough that the valid ones are accepted: one test
 checks that most generated valid submissions get a 201.
 
 The operations are driven through ``operation.as_strategy()`` and Hypothesis directly,
-one test per route of ``service.app.ROUTES``: schemathesis's own pytest integration for
+one test per route of ``service.web.app.ROUTES``: schemathesis's own pytest integration for
 a schema that comes from a fixture (``from_fixture``) does not run on pytest 9.
 """
 
@@ -29,7 +29,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from service.app import ROUTES
+from service.web.app import ROUTES
 
 EXAMPLES = 100  # per operation and mode; bounds the tier's time in CI
 # The same examples on every run (CI must not go red by the draw); ARGUS_FUZZ_RANDOM=1

@@ -17,8 +17,8 @@ import pytest
 import requests
 import yaml
 
-from service.layout import checkpoint_dir
-from service.progress import StepLine, parse_line
+from service.domain.layout import checkpoint_dir
+from service.policy.progress import StepLine, parse_line
 
 from .conftest import TERMINAL, TEST_SCHEDULER, ensure_workers
 from .localray import wait_until

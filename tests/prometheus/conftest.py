@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from service.cluster_fake import FakeCluster
+from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings
 from service.main import build_service
 

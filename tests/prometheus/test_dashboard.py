@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from service.states import RayStatus
+from service.domain.states import RayStatus
 
 from .conftest import SCRAPE_S, Argus, Prometheus, wait_for
 

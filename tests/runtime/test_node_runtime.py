@@ -23,7 +23,7 @@ import pytest
 from raypool import discovery
 from raypool.headrecord import HeadRecord
 from raypool.health import alive_workers, list_nodes
-from raypool.local import (
+from raypool.local.launcher import (
     LocalCluster,
     count_workers,
     down,

@@ -1,0 +1,1 @@
+"""The Ray boundary: the protocol, the fake, the Ray Jobs SDK adapter."""

@@ -1,0 +1,369 @@
+"""The typed rows the store returns and the values it takes: plain data, no I/O.
+
+Times are epoch seconds. How they are shown (ISO dates, JSON) is the HTTP layer's
+business (``service.web.api.views``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.domain.states import TaskState
+from service.domain.users import Role
+from service.policy.curves import Point
+from service.policy.progress import Progress
+
+MAX_SEQ = 2**63 - 1  # SQLite's largest integer: a task seq (and cursor) is at most this
+
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    task_id: str
+    attempt_no: int
+    ray_submission_id: str
+    ray_status: str | None
+    failure_kind: str | None
+    message: str | None
+    created_at: float
+    submitted_at: float | None
+    start_time: float | None
+    end_time: float | None
+    exit_code: int | None
+    stop_requested: bool
+    preempted_for: str | None = None  # stopped by Argus to make room for this task
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    """A task with its latest attempt and, while it is runnable, its place in the queue."""
+
+    seq: int  # FIFO order; also what list cursors point at
+    task_id: str
+    state: TaskState
+    workload: str
+    user: str | None
+    nnodes: int
+    n_gpus_per_node: int
+    created_at: float
+    updated_at: float
+    next_run_at: float
+    error_summary: str | None
+    pending_reason: str | None
+    cancel_requested_at: float | None
+    latest_attempt: AttemptRow | None
+    queue_position: int | None  # 1-based among runnable tasks (admission order); or None
+    priority: int = 0  # higher is admitted first
+    max_runtime_s: float | None = None  # each attempt's time limit (None: none)
+    description: str | None = None  # the JobSpec's free-text note
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nnodes * self.n_gpus_per_node
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_requested_at is not None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    id: int
+    task_id: str
+    ts: float
+    event_type: str
+    payload: dict[str, Any]
+
+
+class CancelKind(enum.StrEnum):
+    """What a cancel request did."""
+
+    CANCELED = "canceled"  # runnable: canceled at once
+    STOPPING = "stopping"  # on (or on its way to) Ray: flagged for the scheduler to stop
+    TERMINAL = "terminal"  # already finished: nothing to cancel
+    NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True, slots=True)
+class CancelOutcome:
+    kind: CancelKind
+    task: TaskRow | None  # the task after the request (None when not found)
+    ray_submission_id: str | None = None  # of the latest attempt, when there is one
+
+
+# -- users and tokens ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UserRow:
+    name: str
+    role: Role
+    enabled: bool
+    created_at: float
+    disabled_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRow:
+    """A token as lists show it: never its secret, nor its hash."""
+
+    token_id: str
+    user: str
+    label: str
+    created_at: float
+    last_used_at: float | None
+    expires_at: float | None
+    revoked_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenAuth:
+    """What checking a presented token needs: its hash, state and its user's."""
+
+    token_id: str
+    user: str
+    sha256: str
+    role: Role
+    user_enabled: bool
+    expires_at: float | None
+    revoked_at: float | None
+    last_used_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedToken:
+    """A token just made: ``secret`` is the whole token, shown to its owner once."""
+
+    row: TokenRow
+    secret: str
+
+
+@dataclass(frozen=True, slots=True)
+class UserStatusChange:
+    """A user enabled or disabled, and what of theirs is on the queue or the cluster."""
+
+    user: UserRow
+    changed: bool  # False: the user already was in that state
+    active_tasks: int  # SUBMITTING / SUBMITTED / RUNNING: they run to their end
+    runnable_tasks: int  # QUEUED / PENDING_RESOURCES: held while the user is disabled
+
+
+# -- rows the scheduler works with -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunnableRow:
+    seq: int
+    task_id: str
+    state: TaskState
+    user: str | None
+    nnodes: int
+    n_gpus_per_node: int
+    runnable_since: float
+    pending_reason: str | None
+    priority: int = 0
+    retry_not_before: float | None = None  # in a retry backoff until then (kept in place)
+    attempt_no: int = 0  # the latest attempt (0: none yet)
+    max_runtime_s: float | None = None  # time limit of an attempt (None: none)
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveRow:
+    """A SUBMITTING / SUBMITTED / RUNNING task with its latest attempt."""
+
+    task_id: str
+    state: TaskState
+    user: str | None
+    nnodes: int
+    n_gpus_per_node: int
+    attempt_no: int
+    ray_submission_id: str
+    ray_status: str | None
+    message: str | None
+    start_time: float | None
+    submitted_at: float | None
+    cancel_requested: bool
+    stop_requested: bool
+    priority: int = 0
+    preemptions: int = 0  # earlier attempts preempted (not counted against max_attempts)
+    resource_failures: int = 0  # consecutive INSUFFICIENT_RESOURCES failures before this
+    checkpointing: bool = False  # the JobSpec's save_freq >= 1: a restart resumes
+    preempted_for: str | None = None  # being stopped to make room for this task
+    max_runtime_s: float | None = None  # time limit of the attempt (None: none)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nnodes * self.n_gpus_per_node
+
+    @property
+    def deadline(self) -> float | None:
+        """When the attempt's time limit runs out (None: no limit, or not started)."""
+        if self.max_runtime_s is None or self.start_time is None:
+            return None
+        return self.start_time + self.max_runtime_s
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """An attempt claimed for submission (task now SUBMITTING, attempt row committed)."""
+
+    task_id: str
+    attempt_no: int
+    ray_submission_id: str
+    jobspec_yaml: str
+    spec: dict[str, Any]
+    user: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """How a task that failed retryably waits for its next attempt (see ``retry.plan``)."""
+
+    next_run_at: float  # scanned by admission from then on
+    runnable_since: float  # its wait counts from then (starvation guard, wait metrics)
+    not_before: float | None = None  # submitted not before (in the scan, kept in place)
+    resource_failures: int = 0  # consecutive INSUFFICIENT_RESOURCES failures so far
+    preemptions: int = 0  # attempts preempted so far
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """What is known about an attempt when it ends."""
+
+    ray_status: str | None
+    failure_kind: str | None = None
+    message: str | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BulkTask:
+    """A task row for ``Store.bulk_load`` (benchmarks and large fixtures only)."""
+
+    task_id: str
+    workload: str
+    state: TaskState
+    created_at: float
+    nnodes: int = 1
+    n_gpus_per_node: int = 1
+    jobspec_yaml: str = ""
+    spec: Mapping[str, Any] | None = None
+    user: str | None = None
+    attempt_span: tuple[float, float] | None = None  # (start, end): one ended attempt
+    priority: int = 0
+    max_runtime_s: float | None = None
+
+
+# -- the web console -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A console sign-in: who, with which token (None: the bootstrap token, whose
+    fingerprint is ``token_fp``), its form token, and until when it lives at most."""
+
+    user: str
+    token_id: str | None
+    token_fp: str | None
+    csrf: str
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRow:
+    """A runnable task as the console's queue page shows it."""
+
+    seq: int
+    task_id: str
+    state: TaskState
+    workload: str
+    user: str | None
+    nnodes: int
+    n_gpus_per_node: int
+    created_at: float
+    runnable_since: float
+    next_run_at: float
+    pending_reason: str | None
+    cancel_requested_at: float | None
+    attempts: int
+    queue_position: int  # 1-based in the whole queue, whatever the filter
+    priority: int = 0  # higher is admitted first
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """The queue and the cluster at one time (``gpus_*`` None: Ray did not answer)."""
+
+    ts: float
+    pending: int
+    running: int
+    gpus_used: float | None
+    gpus_total: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingGroup:
+    """Runnable tasks of one workload, owner and pending reason; ``since``: the oldest's
+    ``runnable_since``."""
+
+    workload: str
+    user: str | None
+    reason: str | None
+    tasks: int
+    since: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """An attempt claimed for submission, and how long its task had waited for it."""
+
+    workload: str
+    user: str | None
+    waited_s: float
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class FollowState:
+    """Where the log follower left an attempt: the characters of its driver log read,
+    its progress, and each metric's (stride, points received) and kept steps (empty when
+    never followed)."""
+
+    jobspec_total: int | None
+    log_offset: int
+    progress: Progress
+    series: Mapping[str, tuple[int, int]]
+    steps: Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressUpdate:
+    """What one read of an attempt's log adds: written by ``Store.record_progress`` only
+    if the stored offset is still ``expected_offset``."""
+
+    task_id: str
+    attempt_no: int
+    expected_offset: int
+    log_offset: int
+    progress: Progress
+    points: tuple[Point, ...] = ()  # new kept points (a repeated step's key: replaced)
+    dropped: tuple[tuple[str, int], ...] = ()  # (key, step) thinned away
+    # (stride, points received) of the series this read touched
+    series: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressRow:
+    """The progress of a task's latest attempt, with the task's state."""
+
+    task_id: str
+    state: TaskState
+    attempt_no: int
+    progress: Progress
+    updated_at: float

@@ -1,0 +1,1 @@
+"""The loops that act: the scheduler tick, dependency releases, log followers, samples."""

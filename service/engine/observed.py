@@ -1,0 +1,111 @@
+"""What the scheduler saw last, for readers that must not call Ray themselves.
+
+The console's cluster page and ``/metrics`` show nodes and free resources as admission
+sees them. They read the snapshot of the scheduler's last tick (``Observed``), never Ray:
+a page view or a scrape costs no Ray call, and shows exactly what admission used.
+
+``reason_class`` sorts a pending task's reason (free text written by the scheduler) into
+a few stable classes, a bounded label for ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable, NodeResources
+from service.scheduling.admission import CPU, GPU, NEVER_FITS
+from service.scheduling.fairshare import Share
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One tick's view: the snapshot, or why Ray did not answer; and when."""
+
+    at: float
+    snapshot: ClusterSnapshot | None
+    unreachable: str | None
+    shares: Mapping[str | None, Share] = field(  # fair share per user
+        default_factory=lambda: MappingProxyType({}))
+    estimates: Mapping[str, float] = field(  # task id -> planned start (reservations)
+        default_factory=lambda: MappingProxyType({}))
+
+
+class Observed:
+    """The last ``Seen``, written by the scheduler thread, read by the API's threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: Seen | None = None
+
+    def record(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
+               shares: Mapping[str | None, Share] | None = None,
+               estimates: Mapping[str, float] | None = None) -> None:
+        if snapshot is None:
+            return
+        frozen = MappingProxyType(dict(shares or {}))
+        planned = MappingProxyType(dict(estimates or {}))
+        if isinstance(snapshot, ClusterUnavailable):
+            seen = Seen(now, None, str(snapshot), frozen, planned)
+        else:
+            seen = Seen(now, snapshot, None, frozen, planned)
+        with self._lock:
+            self._seen = seen
+
+    @property
+    def last(self) -> Seen | None:
+        with self._lock:
+            return self._seen
+
+    def estimated_start(self, task_id: str) -> float | None:
+        """When the last plan expects ``task_id`` to start (None: no reservation)."""
+        seen = self.last
+        return None if seen is None else seen.estimates.get(task_id)
+
+
+def total_of(node: NodeResources, name: str) -> float:
+    """A node's capacity of ``name`` (its free amount when the capacity is unknown)."""
+    if node.total is not None and name in node.total:
+        return float(node.total[name])
+    return node.get(name)
+
+
+def gpu_totals(snapshot: ClusterSnapshot) -> tuple[float, float]:
+    """(GPUs in use, GPUs in all) over the snapshot's alive nodes."""
+    total = sum(total_of(n, GPU) for n in snapshot.nodes)
+    free = sum(n.get(GPU) for n in snapshot.nodes)
+    return max(0.0, total - free), total
+
+
+RESOURCES = (GPU, CPU)
+
+REASON_CLASSES = ("new", "resources", "never_fits", "user_limit", "starvation_guard",
+                  "max_running", "retry_backoff", "preemption", "cluster_unreachable",
+                  "other")
+
+
+def reason_class(reason: str | None) -> str:
+    """The class of a pending reason (one of ``REASON_CLASSES``)."""
+    if not reason:
+        return "new"
+    if reason.startswith(NEVER_FITS):
+        return "never_fits"
+    if reason.startswith(("needs ", "no free driver slot")) and " more than user " not in reason:
+        return "resources"
+    if reason.startswith("user ") or " more than user " in reason:
+        return "user_limit"
+    if reason.startswith("preempting ") or (
+            reason.startswith(("waiting behind ", "attempt ")) and " preempt" in reason):
+        return "preemption"
+    if reason.startswith("waiting behind "):
+        return "starvation_guard"
+    if reason.startswith("max_running_tasks"):
+        return "max_running"
+    if reason.startswith("retry backoff") or (
+            reason.startswith("attempt ") and " failed " in reason):
+        return "retry_backoff"
+    if reason.startswith("Ray cluster unreachable"):
+        return "cluster_unreachable"
+    return "other"

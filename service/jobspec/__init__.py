@@ -1,0 +1,1 @@
+"""The JobSpec front door: YAML walk, validation, overrides, paths, the verl command. Pure."""

@@ -1,0 +1,3 @@
+"""Decisions from values: failures, retry, priorities, quotas, usage, dependencies, progress.
+Pure.
+"""

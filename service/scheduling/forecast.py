@@ -1,0 +1,81 @@
+"""Expected starts: the reservation plan replayed with expected run times (pure).
+
+``service.scheduling.reservations`` plans from time limits, which makes each reserved task's planned
+start a bound (it starts then at the latest, when nothing ahead of it overruns). Users
+also want the likely time. The plan's own decisions are replayed on a second
+``Timeline`` in the same order: the attempts on the cluster end when
+``service.scheduling.runtimes.RuntimeModel`` expects, the tasks started this tick hold their nodes
+for their expected length, and each reserved task takes the earliest room it finds for
+its expected length. Decisions stay the limits' (a forecast that runs late must never
+have delayed a reservation); only the estimate shown changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from service.scheduling.plan import LIMIT_SLACK_S
+from service.scheduling.runtimes import RuntimeModel, Shape
+from service.scheduling.timeline import INF, Timeline
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """One decision of the reservation walk, in its order: a task started now on
+    ``nodes`` (``until``: when its room is free again, by its limit), a reservation
+    (``nodes`` None: the replay finds the room), or nodes held for good (``until`` inf)."""
+
+    task_id: str
+    user: str | None
+    shape: Shape
+    cpus_per_node: float
+    limit_s: float | None
+    nodes: tuple[str, ...] | None = None
+    not_before: float | None = None  # a retry backoff: not before then
+    forever: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Releasing:
+    """GPUs/CPUs an attempt holds on each node, and when it is expected to end."""
+
+    held: Mapping[str, tuple[float, float]]
+    end: float
+
+
+def expected_starts(now: float, free: Mapping[str, tuple[float, float]],
+                    running: Sequence[Releasing], placed: Sequence[Placed],
+                    model: RuntimeModel) -> dict[str, float]:
+    """``{task id: expected start}`` of every reservation in ``placed`` the replay finds
+    room for (a task without a limit runs for good in the replay too). A run expected to
+    end on its own frees its room then: no stop to wait for, unlike at a limit."""
+    timeline = Timeline(now, free)
+    for rel in running:
+        for node, (gpus, cpus) in rel.held.items():
+            timeline.release(node, rel.end, gpus, cpus)
+    out: dict[str, float] = {}
+    for p in placed:
+        timeline.unhold(p.task_id)  # placed anew (its turn came): only the last counts
+        out.pop(p.task_id, None)
+        gpus = float(p.shape[1])
+        length = INF if p.forever or p.limit_s is None else \
+            _length(model.duration(p.user, p.shape, p.limit_s), p.limit_s)
+        if p.nodes is not None:
+            start = max(now, p.not_before or now)
+            for node in p.nodes:
+                timeline.hold(node, now, start + length, gpus, p.cpus_per_node, p.task_id)
+            continue
+        found = timeline.earliest(p.shape[0], gpus, p.cpus_per_node, length, p.not_before)
+        if found is None:
+            continue
+        start, nodes = found
+        for node in nodes:
+            timeline.hold(node, start, start + length, gpus, p.cpus_per_node, p.task_id)
+        out[p.task_id] = start
+    return out
+
+
+def _length(expected: float | None, limit_s: float) -> float:
+    """An expected length, or with no basis the limit and the stop's slack, as planned."""
+    return limit_s + LIMIT_SLACK_S if expected is None else expected

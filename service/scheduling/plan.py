@@ -1,0 +1,111 @@
+"""What admission decides, as values: the planner's input and its plan.
+
+``PlanInput`` is the snapshot a tick plans from; ``Plan`` the decisions the scheduler
+applies: ``Start`` (submit now), ``Wait`` (with the reason shown to users), the nodes kept
+for a waiting gang, at most one ``Preemption``, each user's fair share, and the estimated
+start of the waiting tasks that have one. Plus the small rules both admission passes share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from service.cluster.boundary import ClusterSnapshot
+from service.domain.rows import ActiveRow, RunnableRow
+from service.domain.timefmt import iso
+from service.scheduling.fairshare import Share
+from service.scheduling.preemption import Running
+from service.scheduling.runtimes import RuntimeModel
+
+# A task may use kept nodes when its limit ends this long before they surely drain: the
+# stop of an attempt past its limit takes a tick to send and Ray a few seconds to do.
+LIMIT_SLACK_S = 30.0
+
+
+@dataclass(frozen=True)
+class Start:
+    """Submit this task now: its gang fits."""
+
+    cand: RunnableRow
+
+
+@dataclass(frozen=True)
+class Wait:
+    """This task keeps waiting, for this reason."""
+
+    cand: RunnableRow
+    reason: str
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """Stop ``victims`` to make room for ``cand``, whose reason becomes ``reason``."""
+
+    cand: RunnableRow
+    victims: tuple[Running, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    now: float
+    candidates: list[RunnableRow]  # runnable tasks, the backfill window, in index order
+    active: list[ActiveRow]  # attempts SUBMITTING, SUBMITTED or RUNNING
+    snapshot: ClusterSnapshot
+    charges: dict[str | None, float]  # each user's fair-share charge now
+    disabled: frozenset[str] = frozenset()  # users whose tasks may not start
+    reservation: frozenset[str] = frozenset()  # the nodes the guard kept last tick
+    runtimes: RuntimeModel | None = None  # expected run times (None: estimates from limits)
+
+
+@dataclass
+class Plan:
+    steps: list[Start | Wait] = field(default_factory=list)  # in admission order
+    preemption: Preemption | None = None
+    kept: frozenset[str] = frozenset()  # node ids the guard keeps after this tick
+    shares: dict[str | None, Share] = field(default_factory=dict)
+    # task id -> when it is planned to start (reservations; absent: no known time)
+    estimates: dict[str, float] = field(default_factory=dict)
+
+
+class Seen:
+    """What admission examined so far this tick, to say what a waiting task is behind."""
+
+    def __init__(self, fair: bool) -> None:
+        self.fair = fair
+        self.top_priority: int | None = None
+        # per priority: each user's smallest weighted share when one of their tasks came up
+        self.users_at: dict[int, dict[str | None, float]] = {}
+
+    def add(self, cand: RunnableRow, weighted_share: float = 0.0) -> None:
+        if self.top_priority is None or cand.priority > self.top_priority:
+            self.top_priority = cand.priority
+        users = self.users_at.setdefault(cand.priority, {})
+        users[cand.user] = min(users.get(cand.user, weighted_share), weighted_share)
+
+    def ahead_of(self, cand: RunnableRow, weighted_share: float = 0.0) -> str:
+        """``"; after tasks of higher priority"`` or ``"; after users bob, carol (smaller
+        fair share)"`` when such tasks came first in admission order: users whose weighted
+        share was smaller than ``weighted_share`` (``cand``'s user's), not those that only
+        came first on a tie (FIFO); else ``""``."""
+        if self.top_priority is not None and self.top_priority > cand.priority:
+            return "; after tasks of higher priority"
+        if not self.fair:
+            return ""
+        others = sorted(u or "-" for u, share in self.users_at.get(cand.priority, {}).items()
+                        if u != cand.user and share < weighted_share - 1e-12)
+        if not others:
+            return ""
+        shown = ", ".join(others[:3]) + (" ..." if len(others) > 3 else "")
+        return f"; after users {shown} (smaller fair share)"
+
+
+def in_backoff(cand: RunnableRow, now: float) -> bool:
+    return cand.retry_not_before is not None and cand.retry_not_before > now
+
+
+def backoff_reason(cand: RunnableRow) -> str:
+    return (f"retry backoff: attempt {cand.attempt_no + 1} not before "
+            f"{iso(cand.retry_not_before)}; the room it needs is kept for it")
+
+

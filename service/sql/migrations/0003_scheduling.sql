@@ -1,4 +1,0 @@
--- Migration 0003: reserved. The scheduling-policy schema was planned under this number on
--- a branch that never landed while 0004 did; databases already carry user_version 4, so
--- the scheduling tables arrived as 0005_scheduling.sql instead. This file changes nothing
--- and keeps the numbering whole.

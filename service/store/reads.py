@@ -1,0 +1,365 @@
+"""The store's reads: each thread reads through a connection of its own.
+
+A read runs on the calling thread's reading connection (opened on first use, closed with
+the store): one statement, or one read transaction when it takes several, so a call sees
+one snapshot. In WAL mode that snapshot is the last committed state, read without waiting
+for the writer: the API's reads never queue behind the scheduler's transactions, nor
+behind each other. ``Store`` (``service.store.writer``) adds the one writing connection and the
+transactions on top of this class.
+
+Rows are read by column name (``sqlite3.Row``) and returned as ``service.domain.rows``
+dataclasses.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import fields
+from typing import Any
+
+from service.domain.rows import (
+    MAX_SEQ,
+    ActiveRow,
+    AttemptRow,
+    EventRow,
+    RunnableRow,
+    TaskRow,
+)
+from service.domain.states import ON_CLUSTER, RUNNABLE, TaskState
+from service.policy.usage import (
+    AttemptSpan,
+    EndedTotals,
+    RunningSpan,
+    Summary,
+    UserUsage,
+    all_history,
+)
+from service.scheduling.runtimes import EndedRun
+from service.store.db import connect_reader
+from service.store.sql import QUERIES as Q
+
+ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
+
+
+# The least of each owner's runnable tasks a fair-share tick looks at.
+MIN_PER_USER = 16
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# -- decoding rows by column name --------------------------------------------------------
+
+
+def _attempt(r: sqlite3.Row) -> AttemptRow:
+    return AttemptRow(
+        task_id=r["task_id"], attempt_no=r["attempt_no"],
+        ray_submission_id=r["ray_submission_id"], ray_status=r["ray_status"],
+        failure_kind=r["failure_kind"], message=r["message"],
+        created_at=r["attempt_created_at"], submitted_at=r["submitted_at"],
+        start_time=r["start_time"], end_time=r["end_time"], exit_code=r["exit_code"],
+        stop_requested=bool(r["stop_requested"]), preempted_for=r["preempted_for"],
+    )
+
+
+# TaskRow's fields read from the column of the same name (sql's task_columns fragment);
+# the others are built below. A new task column is a field here and a column there.
+_TASK_COLUMNS = tuple(f.name for f in fields(TaskRow)
+                      if f.name not in ("state", "latest_attempt", "queue_position"))
+
+
+def task_row(r: sqlite3.Row, position: int | None) -> TaskRow:
+    """The one decoder of a task read (``task_columns``), ``position`` its queue place."""
+    return TaskRow(**{name: r[name] for name in _TASK_COLUMNS}, state=TaskState(r["state"]),
+                   latest_attempt=None if r["attempt_no"] is None else _attempt(r),
+                   queue_position=position)
+
+
+# JobSpec fields whose value, defaults applied, is a task column (changed there: PATCH
+# sets the priority): the stored JobSpec JSON leaves them out, and reading it back takes
+# them from the columns, so each is stored once and never disagrees.
+SPEC_COLUMNS = ("priority", "max_runtime_s")
+
+
+def spec_json(spec: Any) -> str:
+    """The JobSpec JSON as stored: without the fields its task's columns hold."""
+    return json.dumps({k: v for k, v in dict(spec).items() if k not in SPEC_COLUMNS},
+                      sort_keys=True)
+
+
+def spec_of(r: sqlite3.Row) -> dict[str, Any]:
+    """The stored JobSpec of a row with ``spec_json`` and the ``SPEC_COLUMNS``, the
+    columns' values in place of any the JSON holds (rows stored before they were left
+    out)."""
+    return {**json.loads(r["spec_json"]), **{k: r[k] for k in SPEC_COLUMNS}}
+
+
+def _span(r: sqlite3.Row) -> AttemptSpan:
+    return AttemptSpan(task_id=r["task_id"], attempt_no=r["attempt_no"], user=r["user"],
+                       gpus=r["gpus"], start_time=r["start_time"], end_time=r["end_time"],
+                       ray_status=r["ray_status"], failure_kind=r["failure_kind"])
+
+
+def _runnable(r: sqlite3.Row) -> RunnableRow:
+    return RunnableRow(
+        seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]), user=r["user"],
+        nnodes=r["nnodes"], n_gpus_per_node=r["n_gpus_per_node"],
+        runnable_since=r["runnable_since"], pending_reason=r["pending_reason"],
+        priority=r["priority"], retry_not_before=r["retry_not_before"],
+        attempt_no=r["latest_attempt_no"], max_runtime_s=r["max_runtime_s"],
+    )
+
+
+class StoreReads:
+    """Reads of the service database (see the module docstring)."""
+
+    def __init__(self, db_path: str) -> None:
+        if db_path == ":memory:" or db_path.startswith("file::memory:"):
+            raise ValueError("the store needs a database file: each thread reads through "
+                             "a connection of its own")
+        self.db_path = db_path
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+
+    def _close_readers(self) -> None:
+        with self._readers_lock:
+            self._closed = True
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's reading connection (opened on first use). A single statement
+        reads one snapshot by itself; ``_snapshot`` spans several."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            with self._readers_lock:
+                if self._closed:
+                    raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+                conn = connect_reader(self.db_path)
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every statement inside sees the same committed state."""
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    # -- tasks, attempts, events ----------------------------------------------------------
+    def task_exists(self, task_id: str) -> bool:
+        row = self._reader().execute(Q["task_exists"], {"task_id": task_id}).fetchone()
+        return row is not None
+
+    def get_task(self, task_id: str) -> TaskRow | None:
+        """One task with its latest attempt and queue position (indexed lookups)."""
+        row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()
+        return None if row is None else task_row(row, row["queue_position"])
+
+    def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
+                   before_seq: int | None = None, user: str | None = None
+                   ) -> tuple[list[TaskRow], int | None]:
+        """Newest first: up to ``limit`` tasks with ``seq < before_seq`` (from the newest
+        when None), of ``user`` only when given. Returns the page and the ``before_seq``
+        of the next one (None: last)."""
+        if not _is_int(limit) or limit < 1:
+            raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+        if before_seq is not None and (not _is_int(before_seq) or not 1 <= before_seq <= MAX_SEQ):
+            raise ValueError(f"before_seq must be an integer in 1..{MAX_SEQ}, got {before_seq!r}")
+        params: dict[str, Any] = {"before_seq": MAX_SEQ if before_seq is None else before_seq,
+                                  "limit": limit + 1}
+        query = "list_tasks" if user is None else "list_tasks_of_user"
+        if user is not None:
+            params["user"] = user
+        if state is not None:
+            query += "_in_state"
+            params["state"] = TaskState(state).value
+        with self._snapshot() as conn:  # the positions of the rows as read
+            rows = conn.execute(Q[query], params).fetchall()
+            waiting = [r["seq"] for r in rows[:limit] if TaskState(r["state"]) in RUNNABLE]
+            positions = {} if not waiting else {
+                p["seq"]: p["pos"] for p in conn.execute(
+                    Q["queue_positions"], {"seqs": json.dumps(waiting)})}
+        page = [task_row(r, positions.get(r["seq"])) for r in rows[:limit]]
+        return page, page[-1].seq if len(rows) > limit else None
+
+    def list_attempts(self, task_id: str) -> list[AttemptRow]:
+        rows = self._reader().execute(Q["list_attempts"], {"task_id": task_id}).fetchall()
+        return [_attempt(r) for r in rows]
+
+    def get_attempt(self, task_id: str, attempt_no: int | None = None) -> AttemptRow | None:
+        """Attempt ``attempt_no`` of a task, or its latest one when None."""
+        if attempt_no is None:
+            query, params = "get_latest_attempt", {"task_id": task_id}
+        else:
+            query, params = "get_attempt", {"task_id": task_id, "attempt_no": attempt_no}
+        row = self._reader().execute(Q[query], params).fetchone()
+        return None if row is None else _attempt(row)
+
+    def queue(self, user: str | None = None, *, limit: int = MAX_SEQ, offset: int = 0
+              ) -> tuple[list[TaskRow], list[TaskRow]]:
+        """(pending: ``limit`` runnable tasks in admission order with positions, after the
+        first ``offset``; running: active tasks); only ``user``'s when given, their
+        positions still counted in the whole queue (one ranking for the page)."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset, "user": user}
+        with self._snapshot() as conn:  # a task is in one list or the other, never both
+            if user is None:
+                pending = conn.execute(Q["queue_pending"], params).fetchall()
+                positions = {r["seq"]: offset + i for i, r in enumerate(pending, start=1)}
+            else:
+                pending = conn.execute(Q["queue_pending_of_user"], params).fetchall()
+                positions = {p["seq"]: p["pos"] for p in conn.execute(
+                    Q["queue_positions"], {"seqs": json.dumps([r["seq"] for r in pending])})
+                } if pending else {}
+            running = conn.execute(Q["queue_running"]).fetchall()
+        return (
+            [task_row(r, positions.get(r["seq"])) for r in pending],
+            [task_row(r, None) for r in running if user is None or r["user"] == user],
+        )
+
+    def counts_by_state(self) -> dict[str, int]:
+        """Number of tasks per state (every state present, zeros included)."""
+        counts = {s.value: 0 for s in TaskState}
+        for r in self._reader().execute(Q["counts_by_state"]).fetchall():
+            counts[r["state"]] = r["n"]
+        return counts
+
+    def counts_by_user_and_state(self) -> dict[tuple[str | None, str], int]:
+        """``{(user, state): tasks}`` for the pairs that have tasks."""
+        rows = self._reader().execute(Q["counts_by_user_and_state"]).fetchall()
+        return {(r["user"], r["state"]): r["n"] for r in rows}
+
+    def events(self, task_id: str) -> list[EventRow]:
+        rows = self._reader().execute(Q["list_events"], {"task_id": task_id}).fetchall()
+        return [
+            EventRow(id=r["id"], task_id=r["task_id"], ts=r["ts"], event_type=r["event_type"],
+                     payload=json.loads(r["payload_json"]))
+            for r in rows
+        ]
+
+    # -- scheduler: reads ----------------------------------------------------------------
+    def runnable(self, now: float, limit: int, *, per_user: bool = False
+                 ) -> list[RunnableRow]:
+        """Tasks with ``next_run_at <= now`` in admission order (priority, then FIFO):
+        the first ``limit`` of the whole queue; or with ``per_user`` the first of each
+        owner's, ``limit`` shared out among the owners but at least ``MIN_PER_USER`` each
+        (fair share must see every user's head, however long another user's queue is).
+        Partial index scans only."""
+        if not per_user:
+            rows = self._reader().execute(Q["runnable"], {"now": now, "limit": limit})
+            return [_runnable(r) for r in rows]
+        with self._snapshot() as conn:
+            users = [r["user"] for r in conn.execute(Q["runnable_users"])]
+            each = max(MIN_PER_USER, limit // max(len(users), 1))
+            out = [_runnable(r) for u in users for r in conn.execute(
+                Q["runnable_of_user"], {"user": u, "now": now, "limit": each})]
+        out.sort(key=lambda r: (-r.priority, r.seq))
+        return out
+
+    def active(self, states: Iterable[TaskState] = ACTIVE) -> list[ActiveRow]:
+        """Active tasks (SUBMITTING/SUBMITTED/RUNNING by default) with their latest attempt."""
+        wanted = {TaskState(s) for s in states}
+        rows = self._reader().execute(Q["active"]).fetchall()
+        out = []
+        for r in rows:
+            state = TaskState(r["state"])
+            if state in wanted:
+                out.append(ActiveRow(
+                    task_id=r["task_id"], state=state, user=r["user"], nnodes=r["nnodes"],
+                    n_gpus_per_node=r["n_gpus_per_node"], attempt_no=r["attempt_no"],
+                    ray_submission_id=r["ray_submission_id"], ray_status=r["ray_status"],
+                    message=r["message"], start_time=r["start_time"],
+                    submitted_at=r["submitted_at"],
+                    cancel_requested=r["cancel_requested_at"] is not None,
+                    stop_requested=bool(r["stop_requested"]), priority=r["priority"],
+                    preemptions=r["preemptions"], resource_failures=r["resource_failures"],
+                    checkpointing=_is_int(r["save_freq"]) and r["save_freq"] >= 1,
+                    preempted_for=r["preempted_for"], max_runtime_s=r["max_runtime_s"],
+                ))
+        return out
+
+    # -- users and tokens ------------------------------------------------------------------
+    # -- accounting ------------------------------------------------------------------------
+    def usage_spans(self, window_from: float, window_to: float, user: str | None = None
+                    ) -> list[AttemptSpan]:
+        """Attempts that held their gang at some time in ``[window_from, window_to)``."""
+        rows = self._reader().execute(Q["usage_spans"], {
+            "from": window_from, "to": window_to, "user": user}).fetchall()
+        return [_span(r) for r in rows]
+
+    def usage_summary(self, window_from: float, window_to: float, now: float,
+                      user: str | None, task_limit: int) -> Summary:
+        """The usage in ``[window_from, window_to)`` summed in SQL (``user``'s only when
+        given): per-user totals, and the attempts of the ``task_limit`` tasks that used
+        the most. However long the window, only those attempts leave SQLite."""
+        with self._snapshot() as conn:  # the same attempts for the totals and the tasks
+            if window_from <= 0.0 and window_to >= now:  # all history: the running totals
+                users, top = self._usage_all_history(conn, now, user, task_limit)
+            else:
+                users, top = self._usage_totals(window_from, window_to, now, user, task_limit)
+            spans = [_span(r) for r in conn.execute(Q["usage_spans_of_tasks"], {
+                "from": window_from, "to": window_to, "task_ids": json.dumps(top)})
+                     ] if top else []
+        return Summary(users, spans, sum(u.tasks for u in users))
+
+    def _usage_totals(self, window_from: float, window_to: float, now: float,
+                      user: str | None, task_limit: int) -> tuple[list[UserUsage], list[str]]:
+        """Per-user totals and the ids of the ``task_limit`` tasks that used the most, in
+        one pass over the window's attempts (``usage_totals``)."""
+        rows = self._reader().execute(Q["usage_totals"], {
+            "from": window_from, "to": window_to, "now": now, "user": user,
+            "limit": task_limit}).fetchall()
+        users = [UserUsage(r["user"], r["gpu_seconds"], r["failed_gpu_seconds"], r["tasks"],
+                           r["attempts"], r["running_attempts"])
+                 for r in rows if r["kind"] == "user"]
+        return users, [r["task_id"] for r in rows if r["kind"] == "task"]
+
+    def _usage_all_history(self, conn: sqlite3.Connection, now: float, user: str | None,
+                           task_limit: int) -> tuple[list[UserUsage], list[str]]:
+        """``_usage_totals`` over all history, from each task's running totals
+        (``task_usage``) and the attempts running now: no ended attempt is read."""
+        params = {"now": now, "user": user}
+        ended = [EndedTotals(r["user"], r["gpu_seconds"], r["failed_gpu_seconds"], r["tasks"],
+                             r["attempts"])
+                 for r in conn.execute(Q["usage_ended_by_user"], params)]
+        running = [RunningSpan(r["task_id"], r["user"], r["gpus"] * (now - r["start_time"]),
+                               r["failure_kind"] is not None, r["ended_gpu_seconds"])
+                   for r in conn.execute(Q["usage_running"], params)]
+        # a running task may outrank any ended one: read as many more as there are running
+        query = "usage_top_ended_all" if user is None else "usage_top_ended_of_user"
+        top = [(r["task_id"], r["gpu_seconds"]) for r in conn.execute(
+            Q[query], {"user": user, "limit": task_limit + len(running)})] if task_limit else []
+        return all_history(ended, running, top, task_limit)
+
+    def recent_runs(self, scan: int) -> list[EndedRun]:
+        """Runs that ended on their own or at their limit, among the ``scan`` attempts that
+        ended last (``service.scheduling.runtimes``)."""
+        return [EndedRun(r["user"], (r["nnodes"], r["n_gpus_per_node"]), r["runtime_s"],
+                         r["max_runtime_s"])
+                for r in self._reader().execute(Q["recent_runs"], {"scan": scan})]
+
+    def gpus_in_use_by_user(self) -> dict[str | None, int]:
+        """GPUs of each owner's active (SUBMITTING/SUBMITTED/RUNNING) tasks."""
+        out: dict[str | None, int] = {}
+        for row in self.active():
+            out[row.user] = out.get(row.user, 0) + row.total_gpus
+        return out
+
+    def gpu_seconds_by_user(self) -> dict[str | None, float]:
+        """GPU-seconds of every ended attempt, per owner (the store's running ledger)."""
+        rows = self._reader().execute(Q["gpu_seconds_by_user"]).fetchall()
+        return {r["user"]: float(r["gpu_seconds"] or 0.0) for r in rows}
+
+    # -- progress and training curves --------------------------------------------------

@@ -1,0 +1,1007 @@
+-- Every statement of the task store (service/store.py), by name.
+--
+-- Partial indexes: SQLite uses tasks_runnable / tasks_active only when a query repeats the
+-- index's WHERE term word for word, so the queries over runnable or active rows below
+-- spell it out literally (state IN ('QUEUED', 'PENDING_RESOURCES') and
+-- state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')) and name the index with INDEXED BY: the
+-- planner cannot fall back to sorting tasks_state_seq, and SQLite refuses the statement
+-- outright if the terms ever drift apart from schema.sql.
+--
+-- Task reads return the task's columns and its latest attempt's (NULL without one); the
+-- attempt's created_at is renamed attempt_created_at wherever both tables are read. A
+-- runnable task's queue_position (1-based, in admission order: priority first, then FIFO)
+-- is an indexed count of the runnable rows ahead of it, evaluated only for runnable rows;
+-- it is NULL for the others. (Fair share reorders users of one priority tick by tick: the
+-- position is the priority-and-FIFO order the pending reason explains departures from.)
+
+-- tasks: create and read ------------------------------------------------------------------
+
+-- fragment: task_columns
+-- A task as every task read returns it (service.store.reads.task_row decodes it by name):
+-- the task's columns and its latest attempt's, the attempt's created_at renamed. A new
+-- task column is added here once. Used with {latest_attempt} (a) after FROM tasks t.
+t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason,
+t.cancel_requested_at, t.priority, t.max_runtime_s,
+json_extract(t.spec_json, '$.description') AS description,
+a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+a.exit_code, a.stop_requested, a.preempted_for
+
+-- fragment: latest_attempt
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+
+-- name: insert_task
+INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, n_gpus_per_node,
+                   user, created_at, updated_at, next_run_at, runnable_since, priority,
+                   max_runtime_s)
+VALUES (:task_id, :workload, :state, :jobspec_yaml, :spec_json, :nnodes, :n_gpus_per_node,
+        :user, :now, :now, :now, :now, :priority, :max_runtime_s);
+
+-- name: task_exists
+SELECT 1 AS found FROM tasks WHERE task_id = :task_id;
+
+-- name: task_state
+SELECT state FROM tasks WHERE task_id = :task_id;
+
+-- name: get_task
+SELECT {task_columns},
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
+       ) END AS queue_position
+FROM tasks t
+{latest_attempt}
+WHERE t.task_id = :task_id;
+
+-- name: list_tasks
+-- Newest first, one page: rows before :before_seq (the page's cursor). The runnable rows'
+-- queue positions are read for the whole page at once (queue_positions), not per row.
+SELECT {task_columns}
+FROM tasks t
+{latest_attempt}
+WHERE t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: list_tasks_in_state
+-- As list_tasks, in one state (walks tasks_state_seq).
+SELECT {task_columns}
+FROM tasks t
+{latest_attempt}
+WHERE t.state = :state AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: list_tasks_of_user
+-- As list_tasks, of one owner (walks tasks_user_seq).
+SELECT {task_columns}
+FROM tasks t INDEXED BY tasks_user_seq
+{latest_attempt}
+WHERE t.user = :user AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: list_tasks_of_user_in_state
+-- As list_tasks, of one owner in one state (walks tasks_user_state_seq).
+SELECT {task_columns}
+FROM tasks t INDEXED BY tasks_user_state_seq
+{latest_attempt}
+WHERE t.user = :user AND t.state = :state AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: queue_positions
+-- The queue positions of the runnable tasks among :seqs (a JSON array of seq): one ranking
+-- of the runnable rows in admission order (the index's order: no sort), however many of a
+-- page's rows ask.
+SELECT seq, pos FROM (
+    SELECT seq, row_number() OVER (ORDER BY priority DESC, seq) AS pos
+    FROM tasks INDEXED BY tasks_runnable
+    WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
+)
+WHERE seq IN (SELECT value FROM json_each(:seqs));
+
+-- name: queue_pending
+-- One page of the queue in admission order (OFFSET walks the index: no sort).
+SELECT {task_columns}
+FROM tasks t INDEXED BY tasks_runnable
+{latest_attempt}
+WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
+ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
+
+-- name: queue_pending_of_user
+-- One page of :user's part of the queue in admission order (tasks_user_runnable).
+SELECT {task_columns}
+FROM tasks t INDEXED BY tasks_user_runnable
+{latest_attempt}
+WHERE t.user = :user AND t.state IN ('QUEUED', 'PENDING_RESOURCES')
+ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
+
+-- name: queue_running
+SELECT {task_columns}
+FROM tasks t INDEXED BY tasks_active
+{latest_attempt}
+WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+ORDER BY t.seq;
+
+-- name: counts_by_state
+-- The trigger-kept counts (migration 0011): a few rows, however many tasks there are.
+SELECT state, sum(n) AS n FROM task_counts GROUP BY state;
+
+-- name: counts_by_user_and_state
+SELECT nullif(user, '') AS user, state, n FROM task_counts WHERE n > 0;
+
+-- attempts and events ------------------------------------------------------------------------
+
+-- name: list_attempts
+SELECT a.task_id, a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested, a.preempted_for
+FROM attempts a WHERE a.task_id = :task_id
+ORDER BY a.attempt_no;
+
+-- name: get_attempt
+SELECT a.task_id, a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested, a.preempted_for
+FROM attempts a WHERE a.task_id = :task_id AND a.attempt_no = :attempt_no;
+
+-- name: get_latest_attempt
+SELECT a.task_id, a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+       a.exit_code, a.stop_requested, a.preempted_for
+FROM tasks t
+JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.task_id = :task_id;
+
+-- name: insert_attempt
+INSERT INTO attempts (task_id, attempt_no, ray_submission_id, created_at)
+VALUES (:task_id, :attempt_no, :ray_submission_id, :now);
+
+-- name: insert_ended_attempt
+-- Benchmarks and large fixtures only (Store.bulk_load): attempt 1, already ended.
+INSERT INTO attempts (task_id, attempt_no, ray_submission_id, ray_status, created_at,
+                      submitted_at, start_time, end_time)
+VALUES (:task_id, 1, :ray_submission_id, :ray_status, :start_time, :start_time,
+        :start_time, :end_time);
+
+-- name: insert_event
+INSERT INTO events (task_id, ts, event_type, payload_json)
+VALUES (:task_id, :ts, :event_type, :payload_json);
+
+-- name: list_events
+SELECT id, task_id, ts, event_type, payload_json FROM events
+WHERE task_id = :task_id
+ORDER BY id;
+
+-- cancel -------------------------------------------------------------------------------------
+
+-- name: cancel_target
+SELECT t.state, t.user, t.cancel_requested_at, t.priority, a.ray_submission_id
+FROM tasks t
+{latest_attempt}
+WHERE t.task_id = :task_id;
+
+-- name: flag_cancel
+-- An active task: the scheduler stops its attempt and finishes the cancel.
+UPDATE tasks SET cancel_requested_at = :now, updated_at = :now
+WHERE task_id = :task_id AND state = :expected;
+
+-- scheduler reads ----------------------------------------------------------------------------
+
+-- name: runnable
+-- Admission order (priority, then FIFO), up to :limit runnable tasks due by :now (a scan
+-- of tasks_runnable only).
+SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
+       priority, retry_not_before, latest_attempt_no, max_runtime_s
+FROM tasks INDEXED BY tasks_runnable
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
+ORDER BY priority DESC, seq LIMIT :limit;
+
+-- name: runnable_users
+-- The owners of runnable tasks, one index seek each (a skip scan of tasks_user_runnable,
+-- never a walk over the queue); NULL last when tasks from before users are runnable.
+WITH RECURSIVE owners(user) AS (
+    SELECT (SELECT min(user) FROM tasks INDEXED BY tasks_user_runnable
+            WHERE state IN ('QUEUED', 'PENDING_RESOURCES'))
+    UNION ALL
+    SELECT (SELECT min(r.user) FROM tasks r INDEXED BY tasks_user_runnable
+            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.user > o.user)
+    FROM owners o WHERE o.user IS NOT NULL
+)
+SELECT user FROM owners WHERE user IS NOT NULL
+UNION ALL
+SELECT NULL FROM (SELECT 1 FROM tasks INDEXED BY tasks_user_runnable
+                  WHERE state IN ('QUEUED', 'PENDING_RESOURCES') AND user IS NULL LIMIT 1);
+
+-- name: runnable_of_user
+-- As runnable, of one owner (tasks_user_runnable).
+SELECT seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
+       priority, retry_not_before, latest_attempt_no, max_runtime_s
+FROM tasks INDEXED BY tasks_user_runnable
+WHERE user IS :user AND state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
+ORDER BY priority DESC, seq LIMIT :limit;
+
+-- name: active
+-- SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt (tasks_active only).
+-- save_freq: whether the task writes checkpoints (preemption spares those that do not).
+SELECT t.task_id, t.state, t.user, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
+       t.priority, t.preemptions, t.resource_failures, t.max_runtime_s,
+       json_extract(t.spec_json, '$.save_freq') AS save_freq,
+       a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
+       a.submitted_at, a.stop_requested, a.preempted_for
+FROM tasks t INDEXED BY tasks_active
+JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+ORDER BY t.seq;
+
+-- name: claim_target
+SELECT t.latest_attempt_no, a.submitted_at, t.jobspec_yaml, t.spec_json, t.priority,
+       t.max_runtime_s, t.user
+FROM tasks t
+{latest_attempt}
+WHERE t.task_id = :task_id;
+
+-- name: cancel_requested_at
+SELECT cancel_requested_at FROM tasks WHERE task_id = :task_id;
+
+-- state transitions --------------------------------------------------------------------------
+-- Each is a compare-and-set: it moves the row only from the :expected state (zero rows
+-- changed means the task moved meanwhile). The store checks the move against the one
+-- transition table first and writes its event in the same transaction.
+
+-- name: move
+UPDATE tasks SET state = :dst, updated_at = :now
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_claimed
+-- Runnable -> SUBMITTING for attempt :attempt_no.
+UPDATE tasks SET state = :dst, updated_at = :now, latest_attempt_no = :attempt_no,
+                 pending_reason = NULL, retry_not_before = NULL
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_released
+-- SUBMITTING -> PENDING_RESOURCES: Ray never accepted the attempt; due again at once.
+UPDATE tasks SET state = :dst, updated_at = :now, pending_reason = :reason,
+                 next_run_at = :now
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_retry
+-- Back to PENDING_RESOURCES after a retryable failure: scanned again from :next_run_at,
+-- submitted not before :retry_not_before (NULL: as soon as it fits), waiting (for the
+-- starvation guard and the wait metrics) since :runnable_since.
+UPDATE tasks SET state = :dst, updated_at = :now, pending_reason = :reason,
+                 next_run_at = :next_run_at, runnable_since = :runnable_since,
+                 retry_not_before = :retry_not_before,
+                 resource_failures = :resource_failures, preemptions = :preemptions
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: set_priority
+-- A waiting task's priority (guarded like a transition: zero rows, it moved meanwhile).
+UPDATE tasks SET priority = :priority, updated_at = :now
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_ended
+-- To a terminal state.
+UPDATE tasks SET state = :dst, updated_at = :now, error_summary = :error_summary,
+                 pending_reason = NULL
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: move_canceled
+-- A runnable task canceled by request.
+UPDATE tasks SET state = :dst, updated_at = :now, error_summary = :error_summary,
+                 pending_reason = NULL, cancel_requested_at = :now
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: mark_pending
+-- Why runnable tasks in state :from_state wait, for a batch of [task_id, reason] pairs (a
+-- JSON array): one statement per state, however many reasons. The unary +state keeps
+-- SQLite on the task_id index: left to itself it walks the state index, i.e. every
+-- runnable row. Only the rows the guard let through come back.
+UPDATE tasks SET state = :to_state, pending_reason = w.reason, updated_at = :now,
+                 next_run_at = coalesce(:next_run_at, tasks.next_run_at)
+FROM (SELECT json_extract(value, '$[0]') AS task_id, json_extract(value, '$[1]') AS reason
+      FROM json_each(:items)) AS w
+WHERE tasks.task_id = w.task_id AND +tasks.state = :from_state
+RETURNING task_id, pending_reason;
+
+-- name: insert_pending_events
+-- The STATE_TRANSITION events of the tasks mark_pending moved ([task_id, reason] pairs).
+INSERT INTO events (task_id, ts, event_type, payload_json)
+SELECT json_extract(value, '$[0]'), :now, 'STATE_TRANSITION',
+       json_object('from', :from_state, 'reason', json_extract(value, '$[1]'),
+                   'to', :to_state)
+FROM json_each(:moved);
+
+-- attempt updates ----------------------------------------------------------------------------
+
+-- name: attempt_submitted
+UPDATE attempts SET submitted_at = :now, ray_status = :ray_status
+WHERE task_id = :task_id AND attempt_no = :attempt_no;
+
+-- name: attempt_refused
+UPDATE attempts SET failure_kind = :failure_kind, message = :message, end_time = :now
+WHERE task_id = :task_id AND attempt_no = :attempt_no;
+
+-- name: attempt_synced
+UPDATE attempts SET ray_status = :ray_status, message = :message, start_time = :start_time
+WHERE task_id = :task_id AND attempt_no = :attempt_no;
+
+-- name: attempt_ended
+UPDATE attempts SET ray_status = :ray_status, failure_kind = :failure_kind,
+                    message = :message, start_time = :start_time, end_time = :end_time,
+                    exit_code = :exit_code
+WHERE task_id = :task_id AND attempt_no = :attempt_no;
+
+-- name: request_stop
+-- The first stop sent for an attempt (zero rows: it was sent before).
+UPDATE attempts SET stop_requested = 1
+WHERE task_id = :task_id AND attempt_no = :attempt_no AND stop_requested = 0;
+
+-- name: request_preemption
+-- The attempt is stopped to make room for :preempted_for (zero rows: it was already).
+UPDATE attempts SET preempted_for = :preempted_for
+WHERE task_id = :task_id AND attempt_no = :attempt_no AND preempted_for IS NULL
+  AND end_time IS NULL;
+
+-- users and tokens ---------------------------------------------------------------------------
+
+-- name: insert_user
+INSERT INTO users (name, role, enabled, created_at) VALUES (:name, :role, 1, :now);
+
+-- name: get_user
+SELECT name, role, enabled, created_at, disabled_at FROM users WHERE name = :name;
+
+-- name: list_users
+SELECT name, role, enabled, created_at, disabled_at FROM users ORDER BY name;
+
+-- name: disabled_users
+SELECT name FROM users WHERE enabled = 0;
+
+-- name: set_user_enabled
+-- Guarded: only a user in the other state changes (zero rows: it already was).
+UPDATE users SET enabled = :enabled,
+                 disabled_at = CASE WHEN :enabled THEN NULL ELSE :now END
+WHERE name = :name AND enabled != :enabled;
+
+-- name: make_admin
+-- The bootstrap admin: an admin, enabled, whatever an earlier row said.
+UPDATE users SET role = 'admin', enabled = 1, disabled_at = NULL
+WHERE name = :name AND (role != 'admin' OR enabled = 0);
+
+-- name: adopt_ownerless_tasks
+-- Tasks created before users existed get an owner (tasks_user_seq finds them).
+UPDATE tasks SET user = :user WHERE user IS NULL;
+
+-- name: user_task_counts
+-- Tasks of one user in the states given (a JSON array).
+SELECT count(*) AS n FROM tasks
+WHERE user = :user AND state IN (SELECT value FROM json_each(:states));
+
+-- name: insert_token
+INSERT INTO tokens (token_id, user, label, sha256, created_at, expires_at)
+VALUES (:token_id, :user, :label, :sha256, :now, :expires_at);
+
+-- name: token_exists
+SELECT 1 AS found FROM tokens WHERE token_id = :token_id;
+
+-- name: token_auth
+-- What a request's token check needs: the token and its user, by the token's id.
+SELECT k.token_id, k.user, k.sha256, k.expires_at, k.revoked_at, k.last_used_at,
+       u.role, u.enabled
+FROM tokens k JOIN users u ON u.name = k.user
+WHERE k.token_id = :token_id;
+
+-- name: get_token
+SELECT token_id, user, label, created_at, last_used_at, expires_at, revoked_at
+FROM tokens WHERE token_id = :token_id;
+
+-- name: list_tokens
+SELECT token_id, user, label, created_at, last_used_at, expires_at, revoked_at
+FROM tokens WHERE user = :user
+ORDER BY created_at, token_id;
+
+-- name: live_tokens
+SELECT count(*) AS n FROM tokens
+WHERE user = :user AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: revoke_token
+UPDATE tokens SET revoked_at = :now
+WHERE token_id = :token_id AND user = :user AND revoked_at IS NULL;
+
+-- name: touch_token
+UPDATE tokens SET last_used_at = :now
+WHERE token_id = :token_id AND (last_used_at IS NULL OR last_used_at < :now);
+
+-- accounting ---------------------------------------------------------------------------------
+
+-- name: usage_spans
+-- Attempts that held their gang at some time in [:from, :to): started before :to, and
+-- ended after :from (a range of attempts_end_time) or still on the cluster (no end yet,
+-- task active: an attempt without an end whose task moved on is not counted as running).
+-- :user NULL: every user.
+SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,
+       a.start_time, a.end_time, a.ray_status, a.failure_kind
+FROM attempts a INDEXED BY attempts_end_time
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.end_time > :from AND a.start_time < :to
+  AND (:user IS NULL OR t.user = :user)
+UNION ALL
+SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,
+       a.start_time, a.end_time, a.ray_status, a.failure_kind
+FROM attempts a INDEXED BY attempts_end_time
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.end_time IS NULL AND a.start_time < :to
+  AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+  AND (:user IS NULL OR t.user = :user);
+
+-- name: add_gpu_seconds
+-- An attempt of :task_id ended: its gang's GPUs x (end - start) go to the owner's total
+-- (nothing for an attempt that never started, or a task without an owner).
+INSERT INTO user_gpu_seconds (user, gpu_seconds)
+SELECT t.user, max(0.0, :end_time - :start_time) * t.nnodes * t.n_gpus_per_node
+FROM tasks t
+WHERE t.task_id = :task_id AND t.user IS NOT NULL AND :start_time IS NOT NULL
+  AND :end_time IS NOT NULL
+ON CONFLICT (user) DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds;
+
+-- name: adopt_gpu_seconds
+-- Before ownerless tasks get :user, their ended attempts go to :user's total.
+INSERT INTO user_gpu_seconds (user, gpu_seconds)
+SELECT :user, coalesce(sum(max(0.0, a.end_time - a.start_time) * t.nnodes
+                           * t.n_gpus_per_node), 0.0)
+FROM tasks t INDEXED BY tasks_user_seq
+JOIN attempts a ON a.task_id = t.task_id
+WHERE t.user IS NULL AND a.start_time IS NOT NULL AND a.end_time IS NOT NULL
+ON CONFLICT (user) DO UPDATE SET gpu_seconds = gpu_seconds + excluded.gpu_seconds;
+
+-- name: gpu_seconds_by_user
+SELECT user, gpu_seconds FROM user_gpu_seconds;
+
+-- web console: sessions ----------------------------------------------------------------------
+
+-- name: insert_session
+INSERT INTO ui_sessions (id_sha256, user, token_id, token_fp, csrf, created_at, expires_at)
+VALUES (:id_sha256, :user, :token_id, :token_fp, :csrf, :now, :expires_at);
+
+-- name: get_session
+SELECT id_sha256, user, token_id, token_fp, csrf, created_at, expires_at
+FROM ui_sessions WHERE id_sha256 = :id_sha256;
+
+-- name: delete_session
+DELETE FROM ui_sessions WHERE id_sha256 = :id_sha256;
+
+-- name: drop_oldest_sessions
+-- Keep :user's :keep newest sessions, drop the others (walks ui_sessions_user).
+DELETE FROM ui_sessions WHERE user = :user AND id_sha256 NOT IN (
+    SELECT id_sha256 FROM ui_sessions INDEXED BY ui_sessions_user WHERE user = :user
+    ORDER BY created_at DESC, id_sha256 LIMIT :keep);
+
+-- name: delete_expired_sessions
+DELETE FROM ui_sessions WHERE expires_at <= :now;
+
+-- web console: the queue, one page --------------------------------------------------------
+
+-- name: queue_pending_page
+-- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
+-- by owner and workload (NULL: any), one page. The console's reads of runnable rows name
+-- no index (the planner picks one), so a change of the runnable index cannot break them.
+-- Rows are numbered in admission order (priority first, then FIFO).
+SELECT * FROM (
+    SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+           t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
+           t.pending_reason, t.cancel_requested_at, t.latest_attempt_no, t.priority,
+           row_number() OVER (ORDER BY t.priority DESC, t.seq) AS queue_position
+    FROM tasks t
+    WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
+) q
+WHERE (:user IS NULL OR q.user = :user) AND (:workload IS NULL OR q.workload = :workload)
+ORDER BY q.queue_position LIMIT :limit OFFSET :offset;
+
+-- name: queue_pending_count
+SELECT count(*) AS n FROM tasks
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
+  AND (:user IS NULL OR user = :user) AND (:workload IS NULL OR workload = :workload);
+
+-- name: pending_groups
+-- The runnable tasks by workload, owner and reason, with the oldest's runnable_since:
+-- one pass over the waiting tasks for every queue family of /metrics.
+SELECT workload, user, pending_reason, count(*) AS n, min(runnable_since) AS since
+FROM tasks WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
+GROUP BY workload, user, pending_reason;
+
+-- name: admitted_since
+-- Attempts claimed after :since (up to :until), with how long their task had waited.
+SELECT t.workload, t.user, a.created_at - t.runnable_since AS waited_s, a.created_at
+FROM attempts a INDEXED BY attempts_created_at
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.created_at > :since AND a.created_at <= :until;
+
+-- name: workloads
+SELECT DISTINCT workload FROM tasks
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- web console: samples ---------------------------------------------------------------------
+
+-- name: insert_sample
+INSERT OR REPLACE INTO samples (ts, pending, running, gpus_used, gpus_total)
+VALUES (:ts, :pending, :running, :gpus_used, :gpus_total);
+
+-- name: delete_samples_before
+DELETE FROM samples WHERE ts < :before;
+
+-- name: samples_since
+SELECT ts, pending, running, gpus_used, gpus_total FROM samples WHERE ts >= :since ORDER BY ts;
+
+-- name: last_sample_ts
+SELECT max(ts) AS ts FROM samples;
+
+-- name: active_count
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_active
+WHERE state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING');
+
+-- name: runnable_count
+SELECT count(*) AS n FROM tasks
+WHERE state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- name: task_jobspec
+SELECT jobspec_yaml FROM tasks WHERE task_id = :task_id;
+
+-- name: change_seq
+-- Grows whenever a task is created or its updated_at moves (the tasks_changed_* triggers):
+-- one row read by its key, whatever the size of the tasks table.
+SELECT seq FROM task_changes WHERE id = 1;
+
+-- name: user_waiting_count
+-- A user's waiting (runnable) tasks, counted in tasks_user_runnable: the cost grows with
+-- that user's waiting tasks only, which the quota bounds.
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_user_runnable
+WHERE user = :user AND state IN ('QUEUED', 'PENDING_RESOURCES');
+
+-- name: user_spec_bytes_since
+-- A user's stored JobSpec bytes per hour from :hour on (a day: at most 25 rows).
+SELECT hour, bytes FROM user_spec_bytes WHERE user = :user AND hour >= :hour ORDER BY hour;
+
+-- name: add_user_spec_bytes
+INSERT INTO user_spec_bytes (user, hour, bytes) VALUES (:user, :hour, :bytes)
+ON CONFLICT (user, hour) DO UPDATE SET bytes = bytes + excluded.bytes;
+
+-- name: drop_user_spec_bytes_before
+DELETE FROM user_spec_bytes WHERE user = :user AND hour < :hour;
+
+-- name: usage_totals
+-- Usage inside [:from, :to) (of :user's tasks only when not NULL), a running attempt
+-- counted up to :now: the attempts usage_spans reads, clipped the way service.usage.clip
+-- does and summed in SQL (no row per attempt leaves SQLite, however long the window). One
+-- row per owner (kind 'user': GPU-seconds, those of failed attempts, tasks, attempts,
+-- running attempts), then the :limit tasks that used the most (kind 'task', ties by id).
+WITH per_task AS (
+    SELECT task_id, user, sum(secs) AS gpu_seconds,
+           sum(CASE WHEN failure_kind IS NOT NULL THEN secs ELSE 0.0 END)
+               AS failed_gpu_seconds,
+           count(*) AS attempts, sum(end_time IS NULL) AS running_attempts
+    FROM (
+        SELECT task_id, user, failure_kind, end_time, gpus * (hi - lo) AS secs FROM (
+            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+                   a.end_time, max(a.start_time, :from) AS lo,
+                   max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+            FROM attempts a INDEXED BY attempts_end_time
+            JOIN tasks t ON t.task_id = a.task_id
+            WHERE a.end_time > :from AND a.start_time < :to
+              AND (:user IS NULL OR t.user = :user)
+            UNION ALL
+            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+                   a.end_time, max(a.start_time, :from) AS lo,
+                   max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
+            FROM attempts a INDEXED BY attempts_end_time
+            JOIN tasks t ON t.task_id = a.task_id
+            WHERE a.end_time IS NULL AND a.start_time < :to
+              AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+              AND (:user IS NULL OR t.user = :user)
+        ) WHERE hi > lo
+    )
+    GROUP BY task_id
+)
+SELECT * FROM (
+    SELECT 'user' AS kind, user, NULL AS task_id, sum(gpu_seconds) AS gpu_seconds,
+           sum(failed_gpu_seconds) AS failed_gpu_seconds, count(*) AS tasks,
+           sum(attempts) AS attempts, sum(running_attempts) AS running_attempts
+    FROM per_task GROUP BY user ORDER BY coalesce(user, '')
+)
+UNION ALL
+SELECT * FROM (
+    SELECT 'task', user, task_id, gpu_seconds, failed_gpu_seconds, 1, attempts,
+           running_attempts
+    FROM per_task ORDER BY gpu_seconds DESC, task_id LIMIT :limit
+);
+
+-- name: add_task_usage
+-- An attempt of :task_id ended: what it used goes to the task's running totals (read by
+-- all-history usage instead of every attempt). An attempt that never started or held its
+-- gang no time counts nothing, as usage_totals counts it.
+INSERT INTO task_usage (task_id, user, gpu_seconds, failed_gpu_seconds, attempts)
+SELECT t.task_id, t.user, (:end_time - :start_time) * t.nnodes * t.n_gpus_per_node,
+       CASE WHEN :failure_kind IS NOT NULL
+            THEN (:end_time - :start_time) * t.nnodes * t.n_gpus_per_node ELSE 0.0 END, 1
+FROM tasks t
+WHERE t.task_id = :task_id AND :start_time IS NOT NULL AND :end_time > :start_time
+ON CONFLICT (task_id) DO UPDATE SET
+    gpu_seconds = gpu_seconds + excluded.gpu_seconds,
+    failed_gpu_seconds = failed_gpu_seconds + excluded.failed_gpu_seconds,
+    attempts = attempts + 1;
+
+-- name: adopt_task_usage
+-- Ownerless tasks get :user: so do their usage totals.
+UPDATE task_usage SET user = :user WHERE user IS NULL;
+
+-- name: usage_ended_by_user
+-- All-history totals of ended attempts per owner (of :user only when not NULL), read from
+-- the covering index task_usage_user: one narrow entry per task, no attempt read.
+SELECT user, sum(gpu_seconds) AS gpu_seconds, sum(failed_gpu_seconds) AS failed_gpu_seconds,
+       count(*) AS tasks, sum(attempts) AS attempts
+FROM task_usage INDEXED BY task_usage_user
+WHERE (:user IS NULL OR user = :user)
+GROUP BY user;
+
+-- name: usage_running
+-- Attempts on the cluster now (no end, task active) that started before :now, with what
+-- their task's ended attempts used (NULL: none yet): all-history usage adds them up to :now.
+SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time,
+       a.failure_kind, u.gpu_seconds AS ended_gpu_seconds
+FROM attempts a INDEXED BY attempts_end_time
+JOIN tasks t ON t.task_id = a.task_id
+LEFT JOIN task_usage u ON u.task_id = a.task_id
+WHERE a.end_time IS NULL AND a.start_time < :now
+  AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+  AND (:user IS NULL OR t.user = :user);
+
+-- name: usage_top_ended_all
+-- The :limit tasks whose ended attempts used the most, ties by id (task_usage_all_top).
+SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_all_top
+ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
+
+-- name: usage_top_ended_of_user
+-- usage_top_ended_all of :user's tasks (task_usage_top).
+SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_top
+WHERE user = :user
+ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
+
+-- name: usage_spans_of_tasks
+-- usage_spans of the tasks in :task_ids (a JSON array) only.
+SELECT a.task_id, a.attempt_no, t.user, t.nnodes * t.n_gpus_per_node AS gpus,
+       a.start_time, a.end_time, a.ray_status, a.failure_kind
+FROM attempts a
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.task_id IN (SELECT value FROM json_each(:task_ids)) AND a.start_time < :to
+  AND (a.end_time > :from
+       OR (a.end_time IS NULL AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')));
+
+-- name: recent_runs
+-- The runs that ended on their own (SUCCEEDED) or at their time limit among the :scan
+-- attempts that ended last (attempts_end_time, newest first): how long each took against
+-- its limit, for the expected starts (service.runtimes).
+SELECT t.user, t.nnodes, t.n_gpus_per_node, a.end_time - a.start_time AS runtime_s,
+       t.max_runtime_s
+FROM (SELECT task_id, start_time, end_time, ray_status, failure_kind
+      FROM attempts INDEXED BY attempts_end_time
+      WHERE end_time IS NOT NULL ORDER BY end_time DESC LIMIT :scan) a
+JOIN tasks t ON t.task_id = a.task_id
+WHERE a.start_time IS NOT NULL AND t.max_runtime_s IS NOT NULL
+  AND (a.ray_status = 'SUCCEEDED' OR a.failure_kind = 'TIME_LIMIT');
+
+-- name: recent_finished
+-- The ids of the newest :limit finished tasks (of :user when not NULL), each state read
+-- newest first through tasks_state_seq: a long runnable queue is never walked. The rows
+-- themselves are read with get_task (whatever columns a task has).
+SELECT f.task_id FROM (
+    SELECT * FROM (SELECT t.seq, t.task_id FROM tasks t INDEXED BY tasks_state_seq
+                   WHERE t.state = 'SUCCEEDED' AND (:user IS NULL OR t.user = :user)
+                   ORDER BY t.seq DESC LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (SELECT t.seq, t.task_id FROM tasks t INDEXED BY tasks_state_seq
+                   WHERE t.state = 'FAILED' AND (:user IS NULL OR t.user = :user)
+                   ORDER BY t.seq DESC LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (SELECT t.seq, t.task_id FROM tasks t INDEXED BY tasks_state_seq
+                   WHERE t.state = 'CANCELED' AND (:user IS NULL OR t.user = :user)
+                   ORDER BY t.seq DESC LIMIT :limit)
+) f
+ORDER BY f.seq DESC LIMIT :limit;
+
+-- progress and training curves (migration 0007) -----------------------------------------
+
+-- name: follow_state
+-- Where the follower left an attempt (NULL progress columns: never followed), and the
+-- JobSpec's total_training_steps (the run's length until the log says it).
+SELECT json_extract(t.spec_json, '$.total_training_steps') AS jobspec_total,
+       p.log_offset, p.step, p.total_steps, p.resumed_from, p.first_step, p.first_at,
+       p.last_at
+FROM tasks t
+LEFT JOIN attempt_progress p ON p.task_id = t.task_id AND p.attempt_no = :attempt_no
+WHERE t.task_id = :task_id;
+
+-- name: follow_points
+SELECT s.key, s.stride, s.seen, m.step
+FROM metric_series s
+LEFT JOIN metric_points m ON m.series_id = s.series_id
+WHERE s.task_id = :task_id AND s.attempt_no = :attempt_no
+ORDER BY s.key, m.step;
+
+-- name: insert_progress
+INSERT OR IGNORE INTO attempt_progress (task_id, attempt_no, log_offset, updated_at)
+VALUES (:task_id, :attempt_no, 0, :now);
+
+-- name: update_progress
+-- Guarded by the offset the follower read from: zero rows = another writer moved it.
+UPDATE attempt_progress
+SET log_offset = :log_offset, step = :step, total_steps = :total_steps,
+    resumed_from = :resumed_from, first_step = :first_step, first_at = :first_at,
+    last_at = :last_at, rate = :rate, eta_at = :eta_at, updated_at = :now
+WHERE task_id = :task_id AND attempt_no = :attempt_no AND log_offset = :expected_offset;
+
+-- name: upsert_series
+INSERT INTO metric_series (task_id, attempt_no, key, stride, seen)
+VALUES (:task_id, :attempt_no, :key, :stride, :seen)
+ON CONFLICT (task_id, attempt_no, key) DO UPDATE SET stride = excluded.stride,
+                                                     seen = excluded.seen
+RETURNING series_id;
+
+-- name: put_point
+-- A validation line repeats its step: the later value of a key wins.
+INSERT OR REPLACE INTO metric_points (series_id, step, value)
+VALUES (:series_id, :step, :value);
+
+-- name: delete_point
+DELETE FROM metric_points WHERE series_id = :series_id AND step = :step;
+
+-- name: task_progress
+-- The progress of a task's latest attempt (no row: never followed).
+SELECT t.task_id, t.state, json_extract(t.spec_json, '$.total_training_steps') AS jobspec_total,
+       p.attempt_no, p.step, p.total_steps, p.resumed_from, p.first_step, p.first_at,
+       p.last_at, p.rate, p.eta_at, p.updated_at
+FROM tasks t
+JOIN attempt_progress p ON p.task_id = t.task_id AND p.attempt_no = t.latest_attempt_no
+WHERE t.task_id = :task_id;
+
+-- name: active_progress
+SELECT t.task_id, t.state, json_extract(t.spec_json, '$.total_training_steps') AS jobspec_total,
+       p.attempt_no, p.step, p.total_steps, p.resumed_from, p.first_step, p.first_at,
+       p.last_at, p.rate, p.eta_at, p.updated_at
+FROM tasks t INDEXED BY tasks_active
+JOIN attempt_progress p ON p.task_id = t.task_id AND p.attempt_no = t.latest_attempt_no
+WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING');
+
+-- name: metric_keys
+SELECT DISTINCT key FROM metric_series WHERE task_id = :task_id ORDER BY key;
+
+-- name: metric_points
+-- :keys is a JSON array of metric names.
+SELECT s.attempt_no, s.key, m.step, m.value
+FROM metric_series s
+JOIN metric_points m ON m.series_id = s.series_id
+WHERE s.task_id = :task_id AND s.key IN (SELECT value FROM json_each(:keys))
+ORDER BY s.attempt_no, s.key, m.step;
+
+-- ==== webhooks (service/store_webhooks.py) ====================================================
+
+-- name: webhook_insert
+INSERT INTO webhooks (hook_id, owner, url, events, format, secret, created_at)
+VALUES (:hook_id, :owner, :url, :events, :format, :secret, :now);
+
+-- name: webhook_count_owner
+SELECT count(*) AS n FROM webhooks WHERE owner = :owner;
+
+-- name: webhook_get
+SELECT hook_id, owner, url, events, format, secret, created_at FROM webhooks
+WHERE hook_id = :hook_id;
+
+-- name: webhook_list
+SELECT hook_id, owner, url, events, format, secret, created_at FROM webhooks
+WHERE :owner IS NULL OR owner = :owner
+ORDER BY created_at, hook_id;
+
+-- name: webhook_delete
+DELETE FROM webhooks WHERE hook_id = :hook_id;
+
+-- What a task event's webhook data names (the task's owner, workload and summary).
+-- name: webhook_task_facts
+SELECT user, workload, state, error_summary, latest_attempt_no FROM tasks
+WHERE task_id = :task_id;
+
+-- The outbox: one delivery per hook of the owner that subscribed to the event type (an
+-- indexed lookup of the owner's few hooks), in the transaction of the event itself.
+-- name: webhook_enqueue
+INSERT INTO webhook_deliveries (hook_id, event_id, event_type, event_ts, data_json, next_at)
+SELECT h.hook_id, :event_id, :event_type, :now, :data_json, :now
+FROM webhooks AS h INDEXED BY webhooks_owner
+WHERE h.owner = :owner
+  AND EXISTS (SELECT 1 FROM json_each(h.events) WHERE json_each.value = :event_type);
+
+-- name: webhook_next_due
+SELECT min(next_at) AS next_at FROM webhook_deliveries INDEXED BY webhook_deliveries_due
+WHERE state = 'PENDING';
+
+-- Claim the due deliveries nobody holds, oldest due first: a lease, and the try counted.
+-- name: webhook_claim
+UPDATE webhook_deliveries SET lease_until = :lease_until, attempts = attempts + 1,
+    last_attempt_at = :now
+WHERE delivery_id IN (
+    SELECT delivery_id FROM webhook_deliveries INDEXED BY webhook_deliveries_due
+    WHERE state = 'PENDING' AND next_at <= :now
+      AND (lease_until IS NULL OR lease_until <= :now)
+    ORDER BY next_at LIMIT :limit)
+RETURNING delivery_id, hook_id, event_id, event_type, event_ts, data_json, attempts;
+
+-- A restart: every lease was held by a process that is gone (one service per database).
+-- name: webhook_release_leases
+UPDATE webhook_deliveries SET lease_until = NULL
+WHERE state = 'PENDING' AND lease_until IS NOT NULL;
+
+-- The outcome of one try, guarded by the try it belongs to (a stale worker changes nothing).
+-- name: webhook_record
+UPDATE webhook_deliveries SET state = :state, next_at = :next_at, lease_until = NULL,
+    last_status = :status, last_error = :error, ended_at = :ended_at
+WHERE delivery_id = :delivery_id AND state = 'PENDING' AND attempts = :attempts;
+
+-- name: webhook_insert_try
+INSERT INTO webhook_tries (delivery_id, attempt, at, status, error)
+VALUES (:delivery_id, :attempts, :at, :status, :error);
+
+-- The tries of the deliveries named (a JSON array of ids), oldest first.
+-- name: webhook_tries_of
+SELECT delivery_id, attempt, at, status, error FROM webhook_tries
+WHERE delivery_id IN (SELECT value FROM json_each(:ids))
+ORDER BY delivery_id, attempt;
+
+-- name: webhook_deliveries_of_hook
+SELECT delivery_id, hook_id, event_id, event_type, event_ts, state, attempts, next_at,
+       last_attempt_at, last_status, last_error, ended_at
+FROM webhook_deliveries INDEXED BY webhook_deliveries_hook
+WHERE hook_id = :hook_id
+ORDER BY delivery_id DESC LIMIT :limit;
+
+-- name: webhook_prune_ended
+DELETE FROM webhook_deliveries WHERE delivery_id IN (
+    SELECT delivery_id FROM webhook_deliveries INDEXED BY webhook_deliveries_ended
+    WHERE ended_at IS NOT NULL AND ended_at < :before LIMIT :limit);
+
+-- dependencies and pipelines (migration 0012) -----------------------------------------------
+-- BLOCKED tasks are read through tasks_blocked (its term repeated word for word), so a tick
+-- costs what the blocked tasks cost, never a scan of tasks.
+
+-- name: dep_parent
+-- A named parent: its owner, state and depth (0: it depends on nothing).
+SELECT t.task_id, t.user, t.state,
+       coalesce((SELECT max(d.depth) FROM task_deps d WHERE d.task_id = t.task_id), 0) AS depth
+FROM tasks t WHERE t.task_id = :task_id;
+
+-- name: insert_dep
+INSERT INTO task_deps (task_id, parent_id, condition, depth)
+VALUES (:task_id, :parent_id, :condition, :depth);
+
+-- name: woken_deps
+-- The BLOCKED tasks named in dep_wakeups (a parent of theirs ended, or they are new), each
+-- with every dependency and the parent's state now, in FIFO order; a pipeline stage's
+-- template (its output references unresolved) comes along. :upto: the last wakeup read.
+SELECT t.task_id, t.user,
+       coalesce(json_extract(t.spec_json, '$.on_unsatisfiable'), 'cancel') AS on_unsatisfiable,
+       d.parent_id, d.condition, p.state AS parent_state,
+       s.pipeline_id, s.stage, s.template_json
+FROM tasks t
+JOIN task_deps d ON d.task_id = t.task_id
+JOIN tasks p ON p.task_id = d.parent_id
+LEFT JOIN pipeline_stages s ON s.task_id = t.task_id
+WHERE t.task_id IN (SELECT task_id FROM dep_wakeups WHERE id <= :upto)
+  AND t.state = 'BLOCKED'
+ORDER BY t.seq;
+
+-- name: last_wakeup
+SELECT max(id) AS upto FROM dep_wakeups;
+
+-- name: delete_wakeups
+DELETE FROM dep_wakeups WHERE id <= :upto;
+
+-- name: insert_wakeup
+INSERT INTO dep_wakeups (task_id) VALUES (:task_id);
+
+-- name: blocked_count
+SELECT count(*) AS n FROM tasks INDEXED BY tasks_blocked WHERE state = 'BLOCKED';
+
+-- name: blocked_page
+-- One page of the BLOCKED tasks (the console's "waiting on other tasks", the queue's
+-- blocked), oldest first; :user's only when not NULL.
+SELECT {task_columns}
+FROM tasks t INDEXED BY tasks_blocked
+{latest_attempt}
+WHERE t.state = 'BLOCKED' AND (:user IS NULL OR t.user = :user)
+ORDER BY t.seq LIMIT :limit;
+
+-- name: deps_of_task
+-- A task's dependencies with each parent's state now (the API's "after" and wait reason).
+SELECT d.parent_id, d.condition, p.state AS parent_state
+FROM task_deps d JOIN tasks p ON p.task_id = d.parent_id
+WHERE d.task_id = :task_id
+ORDER BY p.seq;
+
+-- name: deps_of_tasks
+-- The dependencies of the tasks in :ids (a JSON array), for a page of tasks at once.
+SELECT d.task_id, d.parent_id, d.condition, p.state AS parent_state
+FROM task_deps d JOIN tasks p ON p.task_id = d.parent_id
+WHERE d.task_id IN (SELECT value FROM json_each(:ids));
+
+-- name: move_unblocked
+-- BLOCKED -> QUEUED: its dependencies hold. It joins the queue now (FIFO among tasks
+-- unblocked since; its seq keeps its place among equal priorities), with its references
+-- resolved (:spec_json; NULL: unchanged).
+UPDATE tasks SET state = :dst, updated_at = :now, next_run_at = :now, runnable_since = :now,
+                 pending_reason = NULL, spec_json = coalesce(:spec_json, spec_json)
+WHERE task_id = :task_id AND state = :expected;
+
+-- name: insert_pipeline
+INSERT INTO pipelines (pipeline_id, name, user, state, document, created_at, updated_at)
+VALUES (:pipeline_id, :name, :user, 'RUNNING', :document, :now, :now);
+
+-- name: insert_stage
+INSERT INTO pipeline_stages (pipeline_id, stage, task_id, position, template_json)
+VALUES (:pipeline_id, :stage, :task_id, :position, :template_json);
+
+-- name: pipeline_exists
+SELECT 1 AS found FROM pipelines WHERE pipeline_id = :pipeline_id;
+
+-- name: get_pipeline
+SELECT pipeline_id, name, user, state, created_at, updated_at, ended_at, cancel_requested_at
+FROM pipelines WHERE pipeline_id = :pipeline_id;
+
+-- name: list_pipelines
+-- Newest first, at most :limit (all users).
+SELECT pipeline_id, name, user, state, created_at, updated_at, ended_at, cancel_requested_at
+FROM pipelines INDEXED BY pipelines_created
+ORDER BY created_at DESC LIMIT :limit;
+
+-- name: list_pipelines_of_user
+SELECT pipeline_id, name, user, state, created_at, updated_at, ended_at, cancel_requested_at
+FROM pipelines INDEXED BY pipelines_user_created
+WHERE user = :user
+ORDER BY created_at DESC LIMIT :limit;
+
+-- name: pipeline_stages
+-- A pipeline's stages in document order with their tasks' states and dependencies.
+SELECT s.stage, s.task_id, s.position, s.skipped, t.state, t.error_summary, t.pending_reason,
+       t.latest_attempt_no
+FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
+WHERE s.pipeline_id = :pipeline_id
+ORDER BY s.position;
+
+-- name: pipeline_edges
+-- Every dependency between two stages of a pipeline (by stage name).
+SELECT c.stage AS child, p.stage AS parent, d.condition
+FROM pipeline_stages c
+JOIN task_deps d ON d.task_id = c.task_id
+JOIN pipeline_stages p ON p.task_id = d.parent_id
+WHERE c.pipeline_id = :pipeline_id
+ORDER BY c.position, p.position;
+
+-- name: task_on_unsatisfiable
+SELECT coalesce(json_extract(spec_json, '$.on_unsatisfiable'), 'cancel') AS on_unsatisfiable
+FROM tasks WHERE task_id = :task_id;
+
+-- name: stage_of_task
+SELECT s.pipeline_id, s.stage FROM pipeline_stages s WHERE s.task_id = :task_id;
+
+-- name: running_pipeline_stages
+-- The stages of every RUNNING pipeline (the tick derives their states).
+SELECT p.pipeline_id, p.cancel_requested_at, s.task_id, s.position, s.skipped, t.state
+FROM pipelines p INDEXED BY pipelines_running
+JOIN pipeline_stages s ON s.pipeline_id = p.pipeline_id
+JOIN tasks t ON t.task_id = s.task_id
+WHERE p.state = 'RUNNING';
+
+-- name: mark_stage_skipped
+UPDATE pipeline_stages SET skipped = 1 WHERE task_id = :task_id;
+
+-- name: end_pipeline
+-- RUNNING -> a final state (guarded: zero rows, it ended meanwhile).
+UPDATE pipelines SET state = :state, updated_at = :now, ended_at = :now
+WHERE pipeline_id = :pipeline_id AND state = 'RUNNING';
+
+-- name: flag_pipeline_cancel
+UPDATE pipelines SET cancel_requested_at = :now, updated_at = :now
+WHERE pipeline_id = :pipeline_id AND state = 'RUNNING' AND cancel_requested_at IS NULL;

@@ -1,0 +1,1 @@
+"""HTTP: the route table, the API handlers, the console, OpenAPI, metrics."""

@@ -1,0 +1,336 @@
+"""Users, tokens, ``/me`` and GPU accounting: one coroutine per route.
+
+Who may do what (the route table's ``Access`` first, then these handlers):
+
+* an admin creates, lists, disables and enables users; users are never deleted (their
+  tasks and their GPU time stay theirs), so ``DELETE`` answers 405 and says so;
+* a user reads themself and creates, lists and revokes their own tokens; an admin does
+  it for anyone (``/users/me/...`` is the caller);
+* the bootstrap admin (the token in the environment) cannot be disabled: whoever holds
+  the machine's environment would lock everyone out, and the token is revoked by
+  changing the environment variable;
+* disabling a user refuses their tokens at once (401, saying the user is disabled);
+  their tasks on the cluster run to their end; their queued tasks stay queued and are
+  not started while the user is disabled (an admin may cancel them, or enable the user
+  again);
+* everyone may read the usage of everyone (everyone sees every task anyway).
+
+The secret of a token leaves the service once, in the answer that created it; lists
+show its public prefix only. Every write here makes the authenticator forget its cached
+tokens, so a revocation or a disable takes effect on the next request.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from service.domain.timefmt import iso, parse_time
+from service.domain.users import (
+    MAX_TOKEN_LIFETIME_S,
+    ME,
+    MIN_TOKEN_LIFETIME_S,
+    Principal,
+    Role,
+    display_prefix,
+    label_problem,
+    name_problem,
+)
+from service.policy.usage import report_of
+from service.store.writer import (
+    TokenNotFound,
+    TooManyTokens,
+    UserDisabled,
+    UserExists,
+    UserNotFound,
+)
+from service.web.api.body import read_json_object, unknown_fields
+from service.web.api.deps import AppDeps, deps_of, principal_of
+from service.web.api.handlers import user_filter
+from service.web.api.middlewares import ApiError
+from service.web.api.views import token_json, usage_json, user_json
+
+log = logging.getLogger(__name__)
+
+MAX_LIVE_TOKENS = 50  # per user: unrevoked, unexpired
+DEFAULT_LABEL = "default"
+USAGE_TASKS_DEFAULT, USAGE_TASKS_MAX = 100, 1000
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _target(request: web.Request) -> str:
+    """The user named in the path (``me``: the caller); 400 for a malformed name."""
+    raw = request.match_info["name"]
+    if raw == ME:
+        return principal_of(request).name
+    problem = name_problem(raw)
+    if problem:
+        raise ApiError(400, "invalid user name", details=[{"field": "name",
+                                                          "message": problem}])
+    return raw
+
+
+def _may_manage(request: web.Request, name: str, action: str) -> Principal:
+    who = principal_of(request)
+    if not who.may_manage(name):
+        raise ApiError(403, f"only {name} or an admin may {action}; you are {who.name}")
+    return who
+
+
+def _user_view(deps: AppDeps, user: Any) -> dict[str, Any]:
+    return user_json(user, deps.settings.users.limits_for(user.name))
+
+
+async def _user_or_404(deps: AppDeps, name: str) -> Any:
+    user = await deps.store.get_user(name)
+    if user is None:
+        raise ApiError(404, f"user {name} not found")
+    return user
+
+
+# -- me -----------------------------------------------------------------------------------
+
+
+async def me(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    who = principal_of(request)
+    user = await deps.store.get_user(who.name)
+    body: dict[str, Any] = (_user_view(deps, user) if user is not None else {
+        "name": who.name, "role": who.role.value, "enabled": True,
+        "limits": None})
+    body["role"] = who.role.value
+    if who.token_id is None:
+        body["token"] = {"bootstrap": True, "prefix": None,
+                         "label": f"the {deps.settings.token_env} environment variable"}
+    else:
+        token = await deps.store.get_token(who.token_id)
+        body["token"] = ({"bootstrap": False, **token_json(token, deps.clock())}
+                         if token is not None else None)
+    return web.json_response(body)
+
+
+# -- users --------------------------------------------------------------------------------
+
+
+async def list_users(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    users = await deps.store.list_users()
+    return web.json_response({"users": [_user_view(deps, u) for u in users]})
+
+
+async def create_user(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    doc = await read_json_object(request, required=True)
+    errors = unknown_fields(doc, ("name", "role"))
+    name = doc.get("name")
+    problem = name_problem(name)
+    if problem:
+        errors.append({"field": "name", "message": problem})
+    raw_role = doc.get("role", Role.USER.value)
+    try:
+        role = Role(raw_role)
+    except ValueError:
+        errors.append({"field": "role", "message": f"must be admin or user, got "
+                                                  f"{str(raw_role)[:40]!r}"})
+    if errors:
+        raise ApiError(400, "invalid user", details=errors)
+    try:
+        user = await deps.store.create_user(name, role, deps.clock())
+    except UserExists as exc:
+        raise ApiError(409, str(exc), details=[{"field": "name",
+                                               "message": "already exists"}]) from exc
+    deps.auth.invalidate()
+    log.info("user %s (%s) created by %s", user.name, user.role, principal_of(request).name)
+    return web.json_response(_user_view(deps, user), status=201)
+
+
+async def get_user(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    name = _target(request)
+    _may_manage(request, name, "read this user")
+    return web.json_response(_user_view(deps, await _user_or_404(deps, name)))
+
+
+async def delete_user(request: web.Request) -> web.Response:
+    name = _target(request)
+    raise ApiError(
+        405, f"users are never deleted (their tasks and GPU time stay theirs); disable "
+             f"{name} instead: POST /api/v2/users/{name}:disable",
+        details=[{"field": "method", "message": "DELETE is not allowed on a user"}])
+
+
+async def _set_enabled(request: web.Request, enabled: bool) -> web.Response:
+    deps = deps_of(request)
+    name = _target(request)
+    if not enabled and name == deps.auth.bootstrap_admin:
+        raise ApiError(409, f"{name} is the bootstrap admin (the token in "
+                            f"{deps.settings.token_env}) and cannot be disabled; change that "
+                            "variable to revoke its token")
+    try:
+        change = await deps.store.set_user_enabled(name, enabled, deps.clock())
+    except UserNotFound as exc:
+        raise ApiError(404, str(exc)) from exc
+    deps.auth.invalidate()
+    verb = "enabled" if enabled else "disabled"
+    if change.changed:
+        log.info("user %s %s by %s", name, verb, principal_of(request).name)
+    if enabled:
+        effect = "the user's tokens work again and queued tasks may start"
+    else:
+        effect = (f"the user's tokens are refused; {change.active_tasks} task(s) on the "
+                  f"cluster run to their end; {change.runnable_tasks} queued task(s) wait "
+                  "until the user is enabled again (or an admin cancels them)")
+    return web.json_response({
+        "user": _user_view(deps, change.user),
+        "changed": change.changed,
+        "active_tasks": change.active_tasks,
+        "queued_tasks": change.runnable_tasks,
+        "effect": effect if change.changed else f"already {verb}: nothing changed",
+    })
+
+
+async def disable_user(request: web.Request) -> web.Response:
+    return await _set_enabled(request, False)
+
+
+async def enable_user(request: web.Request) -> web.Response:
+    return await _set_enabled(request, True)
+
+
+# -- tokens -------------------------------------------------------------------------------
+
+
+def _expiry(doc: dict[str, Any], now: float, errors: list[dict[str, Any]]) -> float | None:
+    """``expires_at`` (ISO-8601 or epoch seconds) or ``expires_in_s``, or None: never."""
+    at, within = doc.get("expires_at"), doc.get("expires_in_s")
+    if at is not None and within is not None:
+        errors.append({"field": "expires_at", "message": "give expires_at or expires_in_s, "
+                                                         "not both"})
+        return None
+    if within is not None:
+        if (isinstance(within, bool) or not isinstance(within, int | float)
+                or not MIN_TOKEN_LIFETIME_S <= within <= MAX_TOKEN_LIFETIME_S):
+            errors.append({"field": "expires_in_s", "message": (
+                f"must be a number of seconds in [{MIN_TOKEN_LIFETIME_S:.0f}, "
+                f"{MAX_TOKEN_LIFETIME_S:.0f}]")})
+            return None
+        return now + float(within)
+    if at is None:
+        return None
+    try:
+        when = parse_time(str(at)) if isinstance(at, str | int | float) and not isinstance(
+            at, bool) else None
+    except ValueError as exc:
+        errors.append({"field": "expires_at", "message": str(exc)})
+        return None
+    if when is None:
+        errors.append({"field": "expires_at", "message": "must be an ISO-8601 time"})
+    elif not now < when <= now + MAX_TOKEN_LIFETIME_S:
+        errors.append({"field": "expires_at", "message": (
+            f"must be in the future and within {MAX_TOKEN_LIFETIME_S / 86400:.0f} days")})
+        return None
+    return when
+
+
+async def create_token(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    name = _target(request)
+    who = _may_manage(request, name, "create tokens for this user")
+    doc = await read_json_object(request, required=False)
+    now = deps.clock()
+    errors = unknown_fields(doc, ("label", "expires_at", "expires_in_s"))
+    label = doc.get("label", DEFAULT_LABEL)
+    problem = label_problem(label)
+    if problem:
+        errors.append({"field": "label", "message": problem})
+    expires_at = _expiry(doc, now, errors)
+    if errors:
+        raise ApiError(400, "invalid token request", details=errors)
+    try:
+        created = await deps.store.create_token(name, label, expires_at, now,
+                                                max_live=MAX_LIVE_TOKENS)
+    except UserNotFound as exc:
+        raise ApiError(404, str(exc)) from exc
+    except (UserDisabled, TooManyTokens) as exc:
+        raise ApiError(409, f"no token created: {exc}") from exc
+    deps.auth.invalidate()
+    log.info("token %s (%s) created for %s by %s", display_prefix(created.row.token_id),
+             label, name, who.name)
+    body = token_json(created.row, now)
+    body["token"] = created.secret
+    body["note"] = "the token is shown this once: keep it now"
+    return web.json_response(body, status=201)
+
+
+async def list_tokens(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    name = _target(request)
+    _may_manage(request, name, "list this user's tokens")
+    await _user_or_404(deps, name)
+    now = deps.clock()
+    tokens = await deps.store.list_tokens(name)
+    return web.json_response({"user": name, "tokens": [token_json(t, now) for t in tokens]})
+
+
+async def revoke_token(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    name = _target(request)
+    who = _may_manage(request, name, "revoke this user's tokens")
+    token_id = request.match_info["token_id"]
+    try:
+        token, changed = await deps.store.revoke_token(name, token_id, deps.clock())
+    except TokenNotFound as exc:
+        raise ApiError(404, str(exc)[:200]) from exc
+    deps.auth.invalidate()
+    if changed:
+        log.info("token %s of %s revoked by %s", display_prefix(token_id), name, who.name)
+    return web.json_response({**token_json(token, deps.clock()), "changed": changed})
+
+
+# -- accounting ---------------------------------------------------------------------------
+
+
+def _time_param(request: web.Request, name: str, default: float,
+                errors: list[dict[str, Any]]) -> float:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return parse_time(raw)
+    except ValueError as exc:
+        errors.append({"field": name, "message": str(exc)})
+        return default
+
+
+def _task_limit(request: web.Request, errors: list[dict[str, Any]]) -> int:
+    raw = request.query.get("tasks")
+    if raw is None or raw == "":
+        return USAGE_TASKS_DEFAULT
+    if raw.isascii() and raw.isdigit() and int(raw) <= USAGE_TASKS_MAX:
+        return int(raw)
+    errors.append({"field": "tasks", "message": f"must be an integer from 0 to "
+                                                f"{USAGE_TASKS_MAX}, got {raw[:40]!r}"})
+    return USAGE_TASKS_DEFAULT
+
+
+async def usage(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    now = deps.clock()
+    errors: list[dict[str, Any]] = []
+    window_from = _time_param(request, "from", 0.0, errors)
+    window_to = _time_param(request, "to", now, errors)
+    user = await user_filter(request, errors)
+    limit = _task_limit(request, errors)
+    if not errors and not window_from < window_to:
+        errors.append({"field": "from", "message": f"must be before to "
+                                                   f"({iso(window_from)} >= {iso(window_to)})"})
+    if errors:
+        raise ApiError(400, "invalid query parameters", details=errors)
+    summary = await deps.store.usage_summary(window_from, window_to, now, user, limit)
+    body = await deps.work.run(  # CPU work: off the event loop
+        lambda: usage_json(report_of(summary, window_from, window_to, now), now, limit))
+    return web.json_response(body)

@@ -1,0 +1,331 @@
+"""One coroutine per task route: validate the request, await the store or the use case,
+shape the answer.
+
+Submit, cancel and a priority change are the use cases' (``service.usecases.tasks``:
+defaults, allowances, ownership, quotas, the write, the stop on Ray, the wake); a handler
+parses the request and maps the outcome, or the refusal (``api.outcomes``), to JSON.
+
+Nothing here blocks the event loop. Store calls are awaited on the store's own threads
+(``store_async.AsyncStore``); JobSpec parsing runs on a small work pool; anything that
+talks to Ray runs on the cluster pool under the configured timeout, so a hung Ray call can
+neither block the loop nor starve other requests. Everyone sees every task and the queue;
+a task's owner or an admin reads its metrics (403 for anyone else).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from service.domain.rows import TaskRow
+from service.domain.states import TaskState
+from service.domain.users import ALL, ME, Principal, name_problem
+from service.jobspec.spec import JobSpecError
+from service.policy.curves import default_keys, join
+from service.policy.priorities import range_problem
+from service.usecases import tasks
+from service.usecases.ports import UseCaseError
+from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unknown_fields
+from service.web.api.deps import AppDeps, deps_of, principal_of
+from service.web.api.middlewares import ApiError
+from service.web.api.outcomes import api_error
+from service.web.api.params import SQLITE_MAX_INT, parse_uint
+from service.web.api.pipelines import blocked_tasks, task_dependencies, waiting_reasons
+from service.web.api.views import (
+    InvalidCursor,
+    attempt_json,
+    curves_json,
+    decode_cursor,
+    encode_cursor,
+    event_json,
+    fair_share_json,
+    task_json,
+    task_with_progress,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+YAML_CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml"})
+UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
+LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
+QUEUE_LIMIT_DEFAULT, QUEUE_LIMIT_MAX = 500, 1000  # waiting tasks per /queue page
+QUEUE_BLOCKED_SHOWN = 100  # tasks waiting on other tasks, on the first page
+PRIORITY_FIELDS = ("priority",)
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+async def off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
+    """Run CPU-bound or file work of a request on the work threads."""
+    return await deps.work.run(fn, *args)
+
+
+async def _json_off_loop(deps: AppDeps, build: Callable[[], Any]) -> web.Response:
+    """A large JSON answer (hundreds of tasks) shaped and encoded on the work threads:
+    the event loop, which serves everyone, never spends tens of milliseconds on one."""
+    text = await off_loop(deps, lambda: json.dumps(build()))
+    return web.Response(text=text, content_type="application/json")
+
+
+async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
+    task = await deps.store.get_task(task_id)
+    if task is None:
+        raise ApiError(404, f"task {task_id} not found")
+    return task
+
+
+async def own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
+    """The task, when the caller owns it or is an admin; 404 / 403 otherwise."""
+    try:
+        return await tasks.owned_task(deps_of(request), principal_of(request), task_id,
+                                      action)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+
+
+def _priority_request(doc: dict[str, Any]) -> int:
+    """The priority of a ``PATCH`` body ``{"priority": N}``; 400 naming what is wrong."""
+    errors = unknown_fields(doc, PRIORITY_FIELDS)
+    value = doc.get("priority")
+    # JSON has one number type: 260.0 is the integer 260 (as JSON Schema's "integer" says)
+    if isinstance(value, float) and value.is_integer() and abs(value) <= SQLITE_MAX_INT:
+        value = int(value)
+    if "priority" not in doc:
+        errors.append({"field": "priority", "message": "required"})
+    else:
+        problem = range_problem(value)
+        if problem:
+            errors.append({"field": "priority", "message": problem[:200]})
+    if errors:
+        raise ApiError(400, "invalid priority request", details=errors)
+    return value
+
+
+async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str | None:
+    """The ``user`` query parameter: a user name, ``me`` (the caller) or ``all`` (the
+    default: everyone). A malformed or unknown name is a 400."""
+    raw = request.query.get("user")
+    if raw is None or raw == "" or raw == ALL:
+        return None
+    who: Principal = principal_of(request)
+    if raw == ME:
+        return who.name
+    problem = name_problem(raw)
+    if problem is None and raw != who.name and await deps_of(request).store.get_user(
+            raw) is None:
+        problem = f"no user {raw!r}"
+    if problem:
+        errors.append({"field": "user", "message": f"{problem} (or: me, all)"})
+        return None
+    return raw
+
+
+def int_param(
+    request: web.Request, name: str, default: int, lo: int, hi: int,
+    errors: list[dict[str, Any]],
+) -> int:
+    """Query integer ``name`` (ASCII digits, ``lo..hi``: ``params.parse_uint``)."""
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    value = parse_uint(raw, lo, hi)
+    if value is None:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        errors.append({"field": name,
+                       "message": f"must be an integer between {lo} and {hi}, got {shown!r}"})
+        return default
+    return value
+
+
+# -- tasks ----------------------------------------------------------------------------
+
+
+async def submit_task(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    as_json = request.content_type == JSON_CONTENT_TYPE
+    if not as_json and request.content_type not in YAML_CONTENT_TYPES:
+        raise ApiError(
+            415,
+            f"content type {request.content_type!r} is not accepted; send the JobSpec as "
+            + " or ".join(sorted({*YAML_CONTENT_TYPES, JSON_CONTENT_TYPE})),
+        )
+    charset = request.charset
+    if charset is not None and charset.lower() not in UTF8_CHARSETS:
+        raise ApiError(415, f"charset {charset!r} is not accepted; send UTF-8")
+    raw = await read_body(request, deps.settings.max_body_bytes,
+                          deps.settings.api_body_timeout_s)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(
+            400, "request body is not valid UTF-8",
+            details=[{"field": "body", "message": f"invalid byte at offset {exc.start}"}],
+        ) from exc
+    try:
+        done = await tasks.submit(deps, principal_of(request), text, as_json=as_json)
+    except JobSpecError as exc:
+        status = exc.status if exc.status in (400, 413) else 400
+        raise ApiError(
+            status, "invalid JobSpec" if status == 400 else str(exc), details=exc.details
+        ) from exc
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    return web.json_response({"task_id": done.task_id, "state": done.state.value},
+                             status=201)
+
+
+async def list_tasks(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    errors: list[dict[str, Any]] = []
+    state: TaskState | None = None
+    raw_state = request.query.get("state")
+    if raw_state is not None:  # given empty: no state, a 400 (leave it out for every state)
+        try:
+            state = TaskState(raw_state.upper())
+        except ValueError:
+            errors.append({"field": "state", "message": (
+                f"unknown state {raw_state!r}; one of {', '.join(s.value for s in TaskState)}"
+            )})
+    limit = int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
+    user = await user_filter(request, errors)
+    before_seq: int | None = None
+    cursor = request.query.get("cursor") or None
+    if cursor is not None:
+        try:
+            before_seq = decode_cursor(cursor)
+        except InvalidCursor as exc:
+            errors.append({"field": "cursor", "message": str(exc)})
+    if errors:
+        raise ApiError(400, "invalid query parameters", details=errors)
+    tasks, next_before = await deps.store.list_tasks(state=state, limit=limit,
+                                                     before_seq=before_seq, user=user)
+    waits = await waiting_reasons(deps, tasks)  # BLOCKED tasks: why they wait
+    return await _json_off_loop(deps, lambda: {
+        "tasks": [{**task_json(t), **({"pending_reason": waits[t.task_id]}
+                                      if t.task_id in waits else {})} for t in tasks],
+        "next_cursor": None if next_before is None else encode_cursor(next_before),
+    })
+
+
+async def get_task(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    task = await _task_or_404(deps, request.match_info["task_id"])
+    progress = await deps.store.task_progress(task.task_id)
+    planned = deps.metrics.observed.estimated_start(task.task_id)
+    return web.json_response({**task_with_progress(task, progress, deps.clock(), planned),
+                              **await task_dependencies(deps, task)})
+
+
+MAX_CURVES = 16  # metrics one request may ask for
+KEY_PARAM_MAX = 4096  # characters of ?keys=
+
+
+async def task_metrics(request: web.Request) -> web.Response:
+    """The training curves of a task: its metric names, and the points of ``?keys=``
+    (comma-separated; default a loss and a reward) over all attempts on one step axis."""
+    deps = deps_of(request)
+    task_id = request.match_info["task_id"]
+    raw = request.query.get("keys")
+    wanted = None if raw is None else [k for k in raw[:KEY_PARAM_MAX + 1].split(",") if k]
+    task = await own_task(request, task_id, "read the metrics of")
+    keys = await deps.store.metric_keys(task.task_id)
+    errors: list[dict[str, Any]] = []
+    if raw is not None and len(raw) > KEY_PARAM_MAX:
+        errors.append({"field": "keys", "message": f"at most {KEY_PARAM_MAX} characters"})
+    elif wanted is not None and len(wanted) > MAX_CURVES:
+        errors.append({"field": "keys", "message": f"at most {MAX_CURVES} keys, got "
+                                                    f"{len(wanted)}"})
+    elif wanted is not None:
+        unknown = [k for k in wanted if k not in set(keys)]
+        if unknown:
+            errors.append({"field": "keys", "message": "no such metric in this task: "
+                                                        + ", ".join(k[:80] for k in unknown[:5])})
+    if errors:
+        raise ApiError(400, "invalid query parameters", details=errors)
+    chosen = default_keys(keys) if wanted is None else list(dict.fromkeys(wanted))
+    points = await deps.store.metric_points(task.task_id, chosen)
+    return web.json_response(curves_json(task.task_id, keys, chosen, join(points)))
+
+
+async def list_attempts(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    task_id = request.match_info["task_id"]
+    await _task_or_404(deps, task_id)
+    attempts = await deps.store.list_attempts(task_id)
+    return web.json_response({"task_id": task_id,
+                              "attempts": [attempt_json(a) for a in attempts]})
+
+
+async def list_events(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    task_id = request.match_info["task_id"]
+    await _task_or_404(deps, task_id)
+    events = await deps.store.events(task_id)
+    return web.json_response({"task_id": task_id, "events": [event_json(e) for e in events]})
+
+
+async def cancel_task(request: web.Request) -> web.Response:
+    task_id = request.match_info["task_id"]
+    try:
+        done = await tasks.cancel(deps_of(request), principal_of(request), task_id)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    if not done.stopping:
+        return web.json_response({"task_id": task_id, "state": done.state.value})
+    # the attempt is (or may be) on Ray: the scheduler finishes the task once it stopped
+    return web.json_response(
+        {"task_id": task_id, "state": done.state.value, "cancel_requested": True},
+        status=202)
+
+
+async def set_task_priority(request: web.Request) -> web.Response:
+    """``PATCH /tasks/{id}`` with ``{"priority": N}``: a waiting task's new priority."""
+    task_id = request.match_info["task_id"]
+    priority = _priority_request(await read_json_object(request, required=True))
+    try:
+        task = await tasks.set_priority(deps_of(request), principal_of(request), task_id,
+                                        priority)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    return web.json_response(task_json(task))
+
+
+async def queue(request: web.Request) -> web.Response:
+    """One page of the waiting tasks (``limit``, then ``next_cursor``) and every active
+    one: a long queue is never read or sent whole."""
+    errors: list[dict[str, Any]] = []
+    user = await user_filter(request, errors)
+    limit = int_param(request, "limit", QUEUE_LIMIT_DEFAULT, 1, QUEUE_LIMIT_MAX, errors)
+    offset = 0
+    cursor = request.query.get("cursor") or None
+    if cursor is not None:
+        try:
+            offset = decode_cursor(cursor, kind="pos")
+        except InvalidCursor as exc:
+            errors.append({"field": "cursor", "message": str(exc)})
+    if errors:
+        raise ApiError(400, "invalid query parameters", details=errors)
+    deps = deps_of(request)
+    pending, running = await deps.store.queue(user, limit=limit + 1, offset=offset)
+    blocked = [] if cursor is not None else await deps.store.read(
+        lambda s: blocked_tasks(s, QUEUE_BLOCKED_SHOWN, user))
+    more = len(pending) > limit
+    progress = await deps.store.active_progress()
+    seen = deps.metrics.observed.last
+    now = deps.clock()
+    return await _json_off_loop(deps, lambda: {
+        "pending": [task_json(t, None if seen is None else seen.estimates.get(t.task_id))
+                    for t in pending[:limit]],
+        "running": [task_with_progress(t, progress.get(t.task_id), now) for t in running],
+        "blocked": [{**task_json(t), "pending_reason": why, "waiting_on": why}
+                    for t, why in blocked],
+        "fair_share": fair_share_json({} if seen is None else seen.shares),
+        "next_cursor": encode_cursor(offset + limit, kind="pos") if more else None,
+    })

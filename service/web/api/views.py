@@ -1,0 +1,274 @@
+"""The JSON shape of what the store returns, and the opaque cursors of task lists.
+
+Times leave as ISO-8601 UTC strings (``timefmt.iso``); a task's ``next_run_at`` only
+while it is runnable (otherwise it means nothing to a reader).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import heapq
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from service.domain.rows import (
+    MAX_SEQ,
+    AttemptRow,
+    EventRow,
+    ProgressRow,
+    TaskRow,
+    TokenRow,
+    UserRow,
+)
+from service.domain.states import RUNNABLE, TaskState
+from service.domain.timefmt import iso
+from service.domain.users import display_prefix
+from service.policy.curves import Point
+from service.policy.quotas import Limits
+from service.policy.usage import AttemptUsage, Report, TaskUsage, UserUsage
+from service.scheduling.fairshare import Share
+from service.web.api.params import parse_uint
+
+
+class InvalidCursor(ValueError):
+    """A pagination cursor that this service did not hand out."""
+
+
+def encode_cursor(seq: int, kind: str = "seq") -> str:
+    """The cursor of the list page that starts below task ``seq`` (``kind`` "pos": the
+    queue page that starts after that many pending tasks)."""
+    return base64.urlsafe_b64encode(f"{kind}:{seq}".encode()).decode().rstrip("=")
+
+
+_CURSOR = re.compile(r"[A-Za-z0-9_-]{1,40}")  # what encode_cursor makes (no padding)
+
+
+def decode_cursor(cursor: str, kind: str = "seq") -> int:
+    """The number a cursor from ``encode_cursor`` of ``kind`` stands for; InvalidCursor
+    otherwise (also for a number out of 1..MAX_SEQ or not written as plain ASCII
+    digits)."""
+    seq = None
+    if _CURSOR.fullmatch(cursor):
+        try:
+            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        except (binascii.Error, UnicodeDecodeError):
+            raw = ""
+        found, _, value = raw.partition(":")
+        if found == kind:
+            seq = parse_uint(value, 1, MAX_SEQ)
+    if seq is None:
+        shown = cursor if len(cursor) <= 64 else cursor[:64] + "..."
+        raise InvalidCursor(f"invalid cursor {shown!r}")
+    return seq
+
+
+def attempt_summary_json(attempt: AttemptRow) -> dict[str, Any]:
+    """The ``latest_attempt`` object of a task."""
+    return {
+        "attempt_no": attempt.attempt_no,
+        "ray_submission_id": attempt.ray_submission_id,
+        "ray_status": attempt.ray_status,
+        "start_time": iso(attempt.start_time),
+        "end_time": iso(attempt.end_time),
+    }
+
+
+def attempt_json(attempt: AttemptRow) -> dict[str, Any]:
+    return {
+        **attempt_summary_json(attempt),
+        "failure_kind": attempt.failure_kind,
+        "message": attempt.message,
+        "submitted_at": iso(attempt.submitted_at),
+        "exit_code": attempt.exit_code,
+        "stop_requested": attempt.stop_requested,
+    }
+
+
+def task_json(task: TaskRow, estimated_start: float | None = None) -> dict[str, Any]:
+    """A task as the API shows it; ``estimated_start``: when the scheduler's plan expects it
+    to start (reservations on, a waiting task with a reservation), else null."""
+    return {
+        "task_id": task.task_id,
+        "state": task.state.value,
+        "workload": task.workload,
+        "user": task.user,
+        "created_at": iso(task.created_at),
+        "updated_at": iso(task.updated_at),
+        "desired_resources": {
+            "nnodes": task.nnodes,
+            "n_gpus_per_node": task.n_gpus_per_node,
+            "total_gpus": task.total_gpus,
+        },
+        "latest_attempt": (
+            attempt_summary_json(task.latest_attempt) if task.latest_attempt else None
+        ),
+        "error_summary": task.error_summary,
+        "pending_reason": task.pending_reason,
+        "queue_position": task.queue_position,
+        "priority": task.priority,
+        "max_runtime_s": task.max_runtime_s,
+        "description": task.description,
+        "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
+        "estimated_start": (iso(estimated_start)
+                            if estimated_start is not None and task.state in RUNNABLE else None),
+        "cancel_requested": task.cancel_requested,
+    }
+
+
+def progress_json(row: ProgressRow | None, now: float) -> dict[str, Any] | None:
+    """How far the task's latest attempt got (None: no step line read yet). Rate and ETA
+    only while it runs: they are the attempt's own pace, not a promise after it ended."""
+    if row is None:
+        return None
+    p = row.progress
+    running = row.state is TaskState.RUNNING
+    rate, eta_at = (p.rate, p.eta_at) if running else (None, None)
+    return {
+        "attempt_no": row.attempt_no,
+        "step": p.step,
+        "total_steps": p.total,
+        "fraction": None if p.fraction is None else round(p.fraction, 4),
+        "resumed_from": p.resumed_from,
+        "rate_steps_per_s": None if rate is None else round(rate, 4),
+        "eta_s": None if eta_at is None else round(max(0.0, eta_at - now), 1),
+        "eta_at": iso(eta_at),
+        "last_step_at": iso(p.last_at),
+    }
+
+
+def task_with_progress(task: TaskRow, progress: ProgressRow | None,
+                       now: float, estimated_start: float | None = None) -> dict[str, Any]:
+    """``task_json`` and the ``progress`` of its latest attempt."""
+    return {**task_json(task, estimated_start), "progress": progress_json(progress, now)}
+
+
+def curves_json(task_id: str, keys: list[str], chosen: list[str],
+                joined: Mapping[str, list[Point]]) -> dict[str, Any]:
+    """Every metric name of the task, and the chosen ones' points on one step axis."""
+    return {
+        "task_id": task_id,
+        "keys": keys,
+        "series": [{
+            "key": key,
+            "steps": [p.step for p in joined.get(key, [])],
+            "values": [p.value for p in joined.get(key, [])],
+            "attempts": [p.attempt_no for p in joined.get(key, [])],
+        } for key in chosen],
+    }
+
+
+def fair_share_json(shares: Mapping[str | None, Share]) -> list[dict[str, Any]]:
+    """Each user's standing at the scheduler's last tick, smallest weighted share first
+    (the user fair share serves next among equal priorities)."""
+    return [
+        {"user": user, "gpus": round(s.charge, 3), "share": round(s.share, 4),
+         "weight": s.weight, "weighted_share": round(s.weighted, 4)}
+        for user, s in sorted(shares.items(), key=lambda kv: (kv[1].weighted, kv[0] or ""))
+    ]
+
+
+def event_json(event: EventRow) -> dict[str, Any]:
+    return {"id": event.id, "ts": iso(event.ts), "type": event.event_type,
+            "payload": event.payload}
+
+
+# -- users, tokens, accounting ---------------------------------------------------------
+
+
+def limits_json(limits: Limits) -> dict[str, Any]:
+    """A user's limits; 0 means no limit."""
+    return {"max_running_tasks": limits.max_running_tasks, "max_gpus": limits.max_gpus,
+            "max_waiting_tasks": limits.max_waiting_tasks,
+            "max_spec_bytes_per_day": limits.max_spec_bytes_per_day}
+
+
+def user_json(user: UserRow, limits: Limits) -> dict[str, Any]:
+    return {
+        "name": user.name,
+        "role": user.role.value,
+        "enabled": user.enabled,
+        "created_at": iso(user.created_at),
+        "disabled_at": iso(user.disabled_at),
+        "limits": limits_json(limits),
+    }
+
+
+def token_state(token: TokenRow, now: float) -> str:
+    if token.revoked_at is not None:
+        return "revoked"
+    if token.expires_at is not None and now >= token.expires_at:
+        return "expired"
+    return "active"
+
+
+def token_json(token: TokenRow, now: float) -> dict[str, Any]:
+    """A token as lists show it: its public id and prefix, never the secret or its hash."""
+    return {
+        "token_id": token.token_id,
+        "prefix": display_prefix(token.token_id),
+        "user": token.user,
+        "label": token.label,
+        "state": token_state(token, now),
+        "created_at": iso(token.created_at),
+        "last_used_at": iso(token.last_used_at),
+        "expires_at": iso(token.expires_at),
+        "revoked_at": iso(token.revoked_at),
+    }
+
+
+def _rounded(seconds: float) -> float:
+    return round(seconds, 3)
+
+
+def _attempt_usage_json(used: AttemptUsage) -> dict[str, Any]:
+    span = used.span
+    return {
+        "attempt_no": span.attempt_no,
+        "ray_status": span.ray_status,
+        "failure_kind": span.failure_kind,
+        "failed": used.failed,
+        "running": used.running,
+        "start_time": iso(span.start_time),
+        "end_time": iso(span.end_time),
+        "counted_from": iso(used.counted_from),
+        "counted_to": iso(used.counted_to),
+        "gpu_seconds": _rounded(used.gpu_seconds),
+    }
+
+
+def _task_usage_json(task: TaskUsage) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "user": task.user,
+        "gpus": task.gpus,
+        "gpu_seconds": _rounded(task.gpu_seconds),
+        "failed_gpu_seconds": _rounded(task.failed_gpu_seconds),
+        "attempts": [_attempt_usage_json(a) for a in task.attempts],
+    }
+
+
+def _user_usage_json(user: UserUsage) -> dict[str, Any]:
+    return {
+        "user": user.user,
+        "gpu_seconds": _rounded(user.gpu_seconds),
+        "gpu_hours": round(user.gpu_seconds / 3600, 4),
+        "failed_gpu_seconds": _rounded(user.failed_gpu_seconds),
+        "tasks": user.tasks,
+        "attempts": user.attempts,
+        "running_attempts": user.running_attempts,
+    }
+
+
+def usage_json(report: Report, now: float, task_limit: int) -> dict[str, Any]:
+    """Every user's totals; the ``task_limit`` tasks that used the most GPU time."""
+    top = heapq.nsmallest(task_limit, report.tasks, key=lambda t: (-t.gpu_seconds, t.task_id))
+    return {
+        "from": iso(report.window_from),
+        "to": iso(report.window_to),
+        "generated_at": iso(now),
+        "users": [_user_usage_json(u) for u in report.users],
+        "tasks": [_task_usage_json(t) for t in top],
+        "tasks_total": len(report.tasks) if report.tasks_total is None else report.tasks_total,
+    }

@@ -1,0 +1,91 @@
+"""``argus webhook add|list|rm|deliveries`` against a running test server (real app and
+Store; the CLI's urllib calls run in a worker thread while the loop serves them)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import ipaddress
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from argus_client.cli import main as cli
+from service.cluster.fake import FakeCluster
+from service.config import Settings
+from service.engine.artifacts import Artifacts
+from service.store.writer import Store
+from service.web.app import create_app
+from service.webhooks.settings import WebhookSettings
+
+TOKEN = "cli-token"
+T0 = 1_766_000_000.0
+TID = "mvp2-ppo-20251223-143201-7f3a"
+
+
+@pytest.fixture
+async def server(tmp_path: Path, aiohttp_server, monkeypatch):
+    settings = Settings(shared_root=str(tmp_path / "shared"), webhooks=WebhookSettings(
+        allow_networks=(ipaddress.ip_network("127.0.0.0/8"),)))
+    store = Store(str(tmp_path / "db.sqlite3"))
+    app = create_app(settings, store, FakeCluster(), Artifacts(settings.shared_root),
+                     token=TOKEN, clock=lambda: T0)
+    test_server = await aiohttp_server(app)
+    monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
+    yield str(test_server.make_url("/")), store
+    store.close()
+
+
+async def run(url: str, *argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = await asyncio.to_thread(cli.main, ["--url", url, *argv], out=out)
+    return code, out.getvalue()
+
+
+async def test_add_list_deliveries_rm(server: tuple[str, Store]) -> None:
+    url, store = server
+    code, out = await run(url, "webhook", "add", "http://127.0.0.1:9/hook", "--events",
+                          "task.failed, task.canceled", "--format", "slack")
+    assert code == 0, out
+    lines = out.splitlines()
+    secret = lines[lines.index("signing secret:") + 1]
+    assert secret.startswith("whsec_") and "shown this once" in out
+    hook_id = out.split()[1]
+
+    code, out = await run(url, "webhook", "list")
+    assert code == 0 and hook_id in out and "task.canceled,task.failed" in out
+    assert secret not in out
+
+    store.create_task(task_id=TID, workload="ppo", jobspec_yaml="x", spec={}, nnodes=1,
+                      n_gpus_per_node=1, user="admin", now=T0)
+    store.cancel(TID, T0 + 1)
+    code, out = await run(url, "--json", "webhook", "deliveries", hook_id, "--limit", "5")
+    assert code == 0
+    [delivery] = json.loads(out)["deliveries"]
+    assert delivery["event_type"] == "task.canceled" and delivery["outcome"] == "PENDING"
+
+    code, out = await run(url, "webhook", "rm", hook_id)
+    assert (code, out.strip()) == (0, f"deleted {hook_id}")
+    code, out = await run(url, "--json", "webhook", "list")
+    assert json.loads(out) == {"webhooks": []}
+
+
+@pytest.mark.parametrize(("argv", "message", "exit_code"), [
+    (["webhook", "add", "http://10.0.0.1/x", "--events", "task.failed"], "private", 1),
+    (["webhook", "add", "http://127.0.0.1:9/x", "--events", "task.nope"], "unknown event", 1),
+    (["webhook", "rm", "wh_000000000000"], "not found", 3),
+])
+async def test_refusals_exit_with_their_code_and_reason(server, capsys, argv: list[str],
+                                                        message: str, exit_code: int) -> None:
+    url, _ = server
+    code, _ = await run(url, *argv)
+    assert code == exit_code
+    assert message in capsys.readouterr().err
+
+
+def test_add_without_events_is_a_usage_error(capsys: Any) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.build_parser().parse_args(["webhook", "add", "http://x"])
+    assert exc.value.code == 2 and "--events" in capsys.readouterr().err

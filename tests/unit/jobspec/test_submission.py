@@ -1,0 +1,292 @@
+"""The submit request: exact argv per workload, default overrides, runtime_env, resources."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import pytest
+
+from service.config import WORKLOADS, Settings, thaw
+from service.config_load import settings_from_mapping
+from service.domain.workloads import WORKLOADS as TABLE
+from service.domain.workloads import driver, owned_keys
+from service.jobspec.spec import JobSpec
+from service.jobspec.submission import (
+    build_entrypoint,
+    build_submit_request,
+    driver_argv,
+    with_exit_marker,
+)
+
+TASK = "mvp2-ppo-20251223-143201-7f3a"
+CKPT = f"/private/checkpoints/{TASK}"
+RUN_DIR = f"/private/jobs/{TASK}--a01"
+TQ = "+transfer_queue.backend.SimpleStorage.required_node_resource=worker_node"
+SETTINGS = Settings()
+
+SPEC = JobSpec(
+    workload="ppo",
+    code_path="/private/code/verl",
+    model_id="Qwen/Qwen2.5-0.5B-Instruct",
+    train_file="/private/data/train.parquet",
+    val_file="/private/data/test.parquet",
+    nnodes=2,
+    n_gpus_per_node=4,
+    total_epochs=3,
+    total_training_steps=50,
+    save_freq=10,
+    test_freq=5,
+    overrides=("actor_rollout_ref.rollout.name=vllm", "trainer.val_before_train=False"),
+)
+
+
+def _spec(**changes: object) -> JobSpec:
+    return JobSpec.from_dict({**SPEC.to_dict(), **changes})
+
+
+def test_ppo_argv_exactly() -> None:
+    assert build_entrypoint(SPEC, TASK, 1, SETTINGS) == [
+        "python3", "-m", "verl.trainer.main_ppo",
+        "algorithm.adv_estimator=gae",
+        "data.train_files=/private/data/train.parquet",
+        "data.val_files=/private/data/test.parquet",
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+        "critic.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=4",
+        "trainer.total_epochs=3",
+        "trainer.total_training_steps=50",
+        "trainer.save_freq=10",
+        "trainer.test_freq=5",
+        f"trainer.default_local_dir={CKPT}",
+        "trainer.resume_mode=auto",
+        "trainer.project_name=argus",
+        f"trainer.experiment_name={TASK}",
+        "trainer.logger=[console]",
+        f"hydra.run.dir={RUN_DIR}",
+        f"hydra.sweep.dir={RUN_DIR}",
+        TQ,
+        "actor_rollout_ref.rollout.name=vllm",
+        "trainer.val_before_train=False",
+    ]
+
+
+def test_grpo_argv_exactly() -> None:
+    spec = _spec(workload="grpo", total_training_steps=None, save_freq=None, test_freq=None,
+                 overrides=[])
+    assert build_entrypoint(spec, TASK, 1, SETTINGS) == [
+        "python3", "-m", "verl.trainer.main_ppo",
+        "algorithm.adv_estimator=grpo",
+        "data.train_files=/private/data/train.parquet",
+        "data.val_files=/private/data/test.parquet",
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=4",
+        "trainer.total_epochs=3",
+        f"trainer.default_local_dir={CKPT}",
+        "trainer.resume_mode=auto",
+        "trainer.project_name=argus",
+        f"trainer.experiment_name={TASK}",
+        "trainer.logger=[console]",
+        f"hydra.run.dir={RUN_DIR}",
+        f"hydra.sweep.dir={RUN_DIR}",
+        TQ,
+    ]
+
+
+def test_sft_argv_exactly() -> None:
+    spec = _spec(workload="sft", trainer_device="cpu", model_id="/private/models/qwen",
+                 overrides=["data.micro_batch_size_per_gpu=2"])
+    assert build_entrypoint(spec, TASK, 1, SETTINGS) == [
+        "python3", "-m", "verl.trainer.sft_trainer_ray",
+        "data.train_files=/private/data/train.parquet",
+        "data.val_files=/private/data/test.parquet",
+        "model.path=/private/models/qwen",
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=4",
+        "trainer.device=cpu",
+        "trainer.total_epochs=3",
+        "trainer.total_training_steps=50",
+        "trainer.save_freq=10",
+        "trainer.test_freq=5",
+        f"trainer.default_local_dir={CKPT}",
+        "trainer.resume_mode=auto",
+        "trainer.project_name=argus",
+        f"trainer.experiment_name={TASK}",
+        "trainer.logger=[console]",
+        f"hydra.run.dir={RUN_DIR}",
+        f"hydra.sweep.dir={RUN_DIR}",
+        "data.micro_batch_size_per_gpu=2",
+    ]
+
+
+def test_sft_omits_null_optional_fields() -> None:
+    spec = _spec(workload="sft", val_file=None, trainer_device=None, total_training_steps=None,
+                 save_freq=None, test_freq=None, overrides=[])
+    argv = build_entrypoint(spec, TASK, 1, SETTINGS)
+    assert argv[3:] == [
+        "data.train_files=/private/data/train.parquet",
+        "model.path=Qwen/Qwen2.5-0.5B-Instruct",
+        "trainer.nnodes=2",
+        "trainer.n_gpus_per_node=4",
+        "trainer.total_epochs=3",
+        f"trainer.default_local_dir={CKPT}",
+        "trainer.resume_mode=auto",
+        "trainer.project_name=argus",
+        f"trainer.experiment_name={TASK}",
+        "trainer.logger=[console]",
+        f"hydra.run.dir={RUN_DIR}",
+        f"hydra.sweep.dir={RUN_DIR}",
+    ]
+    assert not any("None" in token for token in argv)
+
+
+def test_default_overrides_come_from_settings_before_user_overrides() -> None:
+    settings = settings_from_mapping(
+        {"ray": {"shared_root": "/data/argus"},
+         "v2": {"verl": {"default_overrides": {"ppo": ["+x.y=1", "a.b=c d"],
+                                                "sft": ["trainer.seed=7"]}}}}
+    )
+    argv = build_entrypoint(SPEC, TASK, 1, settings)
+    assert argv[-4:] == ["+x.y=1", "a.b=c d", *SPEC.overrides]
+    assert TQ not in argv  # the operator replaced the ppo defaults
+    assert f"trainer.default_local_dir=/data/argus/checkpoints/{TASK}" in argv
+    sft = build_entrypoint(_spec(workload="sft", overrides=[]), TASK, 1, settings)
+    assert sft[-1] == "trainer.seed=7"
+    grpo = build_entrypoint(_spec(workload="grpo", overrides=[]), TASK, 1, settings)
+    assert grpo[-1] == TQ  # grpo not configured: built-in default stays
+
+
+def test_every_config_workload_has_an_entrypoint() -> None:
+    assert set(TABLE) == set(WORKLOADS)
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_owned_keys_are_exactly_the_keys_argus_sets(workload: str) -> None:
+    spec = _spec(workload=workload, overrides=[],
+                 trainer_device="cuda" if workload == "sft" else None)
+    argv = build_entrypoint(spec, TASK, 1, Settings(default_overrides={}))
+    assert [token.split("=", 1)[0] for token in argv[3:]] == list(owned_keys(workload))
+
+
+def test_owned_keys_name_the_jobspec_field_behind_each_key() -> None:
+    keys = owned_keys("ppo")
+    assert keys["trainer.nnodes"] == "nnodes"
+    assert keys["critic.model.path"] == "model_id"
+    assert keys["trainer.experiment_name"] is None
+    assert "critic.model.path" not in owned_keys("grpo")
+    assert owned_keys("sft")["trainer.device"] == "trainer_device"
+    jobspec_fields = set(JobSpec.__dataclass_fields__)
+    for workload in WORKLOADS:
+        assert {f for f in owned_keys(workload).values() if f} <= jobspec_fields
+
+
+# -- submit request ----------------------------------------------------------------------
+
+
+def test_submit_request_fields() -> None:
+    req = build_submit_request(SPEC, task_id=TASK, attempt_no=3, user="alice",
+                               settings=SETTINGS)
+    argv = build_entrypoint(SPEC, TASK, 3, SETTINGS, "alice")
+    assert req.submission_id == f"{TASK}--a03"
+    marker = f"/private/users/alice/jobs/{TASK}--a03/exit_code"
+    assert req.entrypoint == with_exit_marker(shlex.join(argv), marker)
+    assert driver_argv(req.entrypoint) == argv
+    assert req.runtime_env == {"env_vars": {"PYTHONPATH": "/private/code/verl"}}
+    assert req.entrypoint_num_cpus == 1.0
+    assert req.entrypoint_resources == {"worker_node": 1.0}
+    assert req.metadata == {"argus_task_id": TASK, "argus_attempt": "3", "argus_user": "alice"}
+    assert all(isinstance(v, str) for v in req.metadata.values())
+
+
+def test_submit_request_without_user_has_an_empty_user() -> None:
+    req = build_submit_request(SPEC, task_id=TASK, attempt_no=1, user=None, settings=SETTINGS)
+    assert req.metadata["argus_user"] == ""
+
+
+def test_runtime_env_keeps_config_and_prepends_code_path() -> None:
+    settings = settings_from_mapping({"ray": {
+        "entrypoint_num_cpus": 2,
+        "runtime_env": {"env_vars": {"PYTHONPATH": "/opt/extra", "HF_HOME": "/private/hf"},
+                        "working_dir": None, "pip": ["x==1"]},
+    }})
+    before = thaw(settings.runtime_env)
+    req = build_submit_request(SPEC, task_id=TASK, attempt_no=1, user=None, settings=settings)
+    assert req.runtime_env == {
+        "env_vars": {"PYTHONPATH": "/private/code/verl:/opt/extra", "HF_HOME": "/private/hf"},
+        "working_dir": None,
+        "pip": ["x==1"],
+    }
+    assert req.entrypoint_num_cpus == 2.0
+    assert thaw(settings.runtime_env) == before  # the frozen settings are untouched
+
+
+def test_runtime_env_with_bad_env_vars_is_a_clear_error() -> None:
+    settings = settings_from_mapping({"ray": {"runtime_env": {"env_vars": ["A=1"]}}})
+    with pytest.raises(ValueError, match="env_vars must be a mapping"):
+        build_submit_request(SPEC, task_id=TASK, attempt_no=1, user=None, settings=settings)
+
+
+@pytest.mark.parametrize(
+    ("configured", "expected"),
+    [
+        ({}, {"worker_node": 1.0}),
+        ({"worker_node": 0.5}, {"worker_node": 1.0}),
+        ({"worker_node": 2}, {"worker_node": 2.0}),
+        ({"memory_gb": 4}, {"memory_gb": 4.0, "worker_node": 1.0}),
+    ],
+)
+def test_driver_always_asks_for_a_worker_node_slot(
+    configured: dict[str, float], expected: dict[str, float]
+) -> None:
+    settings = settings_from_mapping({"ray": {"entrypoint_resources": configured}})
+    req = build_submit_request(SPEC, task_id=TASK, attempt_no=1, user=None, settings=settings)
+    assert req.entrypoint_resources == expected
+    # the scheduler admits with the same floor it sends
+    needs = driver(settings.entrypoint_resources, settings.entrypoint_num_cpus)
+    assert (dict(needs.resources), needs.num_cpus) == (expected, req.entrypoint_num_cpus)
+
+
+# -- per-user places ------------------------------------------------------------------------
+
+
+def test_hydra_run_dir_and_checkpoints_in_the_owners_tree() -> None:
+    task = "mvp2-alice-ppo-20251223-143201-7f3a"
+    keys = dict(a.split("=", 1) for a in build_entrypoint(SPEC, task, 2, SETTINGS, "alice")
+                if "=" in a)
+    jobs = f"/private/users/alice/jobs/{task}--a02"
+    assert keys["hydra.run.dir"] == keys["hydra.sweep.dir"] == jobs
+    assert keys["trainer.default_local_dir"] == f"/private/users/alice/checkpoints/{task}"
+
+
+def test_a_task_from_before_users_keeps_its_checkpoint_dir() -> None:
+    # Its earlier attempts checkpointed under <shared_root>/checkpoints: the next one
+    # resumes from there; its new attempt's files go to the owner's tree.
+    keys = dict(a.split("=", 1) for a in build_entrypoint(SPEC, TASK, 2, SETTINGS, "admin")
+                if "=" in a)
+    assert keys["trainer.default_local_dir"] == f"/private/checkpoints/{TASK}"
+    assert keys["hydra.run.dir"] == f"/private/users/admin/jobs/{TASK}--a02"
+
+
+def test_layout_refuses_what_is_not_a_name_or_an_id() -> None:
+    from service.domain.layout import attempt_dir, checkpoint_dir
+
+    with pytest.raises(ValueError, match="user name"):
+        attempt_dir("/private", "../x", f"{TASK}--a01")
+    with pytest.raises(ValueError, match="not a task id"):
+        checkpoint_dir("/private", "alice", "../../etc")
+    with pytest.raises(ValueError, match="not a task id"):
+        checkpoint_dir("/private", None, "../../etc")
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_the_exit_marker_keeps_the_drivers_exit_code(tmp_path, code: int) -> None:
+    marker = tmp_path / "it's a dir; touch x" / "exit_code"  # quoted like every path
+    marker.parent.mkdir()
+    entrypoint = with_exit_marker(shlex.join(["sh", "-c", f"exit {code}"]), str(marker))
+    proc = subprocess.run(["/bin/sh", "-c", entrypoint], cwd=tmp_path, timeout=30,
+                          check=False)
+    assert proc.returncode == code
+    assert marker.read_text() == f"{code}\n"
+    assert not (tmp_path / "x").exists()

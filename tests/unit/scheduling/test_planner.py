@@ -1,0 +1,263 @@
+"""The admission planner by table: values in, decisions out (no SQLite, no Ray, no clock).
+
+Each case is a cluster (free GPUs per node), the attempts on it and the runnable tasks in
+index order; the expectation is what starts, what waits (and a fragment of why), which
+nodes the guard keeps and whom a preemption stops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from service.cluster.boundary import ClusterSnapshot, NodeResources
+from service.config import SchedulerSettings, UserSettings
+from service.domain.rows import ActiveRow, RunnableRow
+from service.domain.states import TaskState
+from service.domain.workloads import driver
+from service.policy.quotas import Limits
+from service.scheduling.passes import drained_by, ends_by, with_shadow
+from service.scheduling.plan import LIMIT_SLACK_S, Plan, PlanInput, Start, Wait
+from service.scheduling.planner import Planner
+
+NOW = 1_000_000.0
+DRIVER = driver({}, 1.0)
+
+
+def node(name: str, free_gpus: float, total_gpus: float = 4.0) -> NodeResources:
+    free = {"GPU": free_gpus, "CPU": 16.0 - 3 * (total_gpus - free_gpus), "worker_node": 100.0}
+    return NodeResources(name, f"10.0.0.{name[-1]}", {k: v for k, v in free.items() if v},
+                         {"GPU": total_gpus, "CPU": 16.0, "worker_node": 100.0})
+
+
+def task(task_id: str, nnodes: int = 1, gpus: int = 4, *, user: str = "alice",
+         seq: int | None = None, waited: float = 0.0, priority: int = 0,
+         limit: float | None = None, backoff_until: float | None = None) -> RunnableRow:
+    return RunnableRow(seq if seq is not None else int(task_id[1:]), task_id,
+                       TaskState.PENDING_RESOURCES, user, nnodes, gpus, NOW - waited, None,
+                       priority=priority, retry_not_before=backoff_until,
+                       attempt_no=1 if backoff_until else 0, max_runtime_s=limit)
+
+
+def running(task_id: str, nnodes: int = 1, gpus: int = 4, *, user: str = "bob",
+            started: float = NOW - 60, limit: float | None = None, priority: int = 0,
+            checkpointing: bool = True) -> ActiveRow:
+    return ActiveRow(task_id, TaskState.RUNNING, user, nnodes, gpus, 1, f"{task_id}--a01",
+                     "RUNNING", None, started, started, False, False, priority=priority,
+                     checkpointing=checkpointing, max_runtime_s=limit)
+
+
+def plan(nodes: list[NodeResources], candidates: list[RunnableRow],
+         active: list[ActiveRow] = (), *, held_on: dict[str, dict[str, float]] | None = None,
+         users: UserSettings | None = None, charges: dict[str | None, float] | None = None,
+         reservation: frozenset[str] = frozenset(), disabled: frozenset[str] = frozenset(),
+         **sched: object) -> Plan:
+    held_on = held_on or {}
+    snapshot = ClusterSnapshot(
+        tuple(nodes), {sid: sum(h.values()) for sid, h in held_on.items()}, {}, held_on)
+    planner = Planner(SchedulerSettings(**sched), users or UserSettings(), DRIVER)
+    return planner.plan(PlanInput(NOW, list(candidates), list(active), snapshot,
+                                  charges or {}, disabled, reservation))
+
+
+def started(p: Plan) -> list[str]:
+    return [s.cand.task_id for s in p.steps if isinstance(s, Start)]
+
+
+def reasons(p: Plan) -> dict[str, str]:
+    return {s.cand.task_id: s.reason for s in p.steps if isinstance(s, Wait)}
+
+
+# (name, nodes, candidates, settings, started, {waiting task: fragment of its reason})
+CASES = [
+    ("a gang that fits starts", [node("w1", 4)], [task("t1")], {}, ["t1"], {}),
+    ("room for one of two", [node("w1", 4)], [task("t1"), task("t2")], {}, ["t1"],
+     {"t2": "needs 1x4 GPUs"}),
+    ("backfill: a later small task passes a big one", [node("w1", 2)],
+     [task("t1", gpus=4), task("t2", gpus=2)], {}, ["t2"], {"t1": "needs 1x4 GPUs"}),
+    ("backfill off: first come, first served", [node("w1", 2)],
+     [task("t1", gpus=4), task("t2", gpus=2)], {"backfill": False}, [],
+     {"t1": "needs 1x4 GPUs", "t2": "first come, first served (backfill off)"}),
+    ("a gang spread over two nodes", [node("w1", 4), node("w2", 4)], [task("t1", nnodes=2)],
+     {}, ["t1"], {}),
+    ("fragmented: 2+2 free is no 1x4", [node("w1", 2), node("w2", 2)], [task("t1")], {}, [],
+     {"t1": "needs 1x4 GPUs"}),
+    ("never fits this cluster", [node("w1", 4)], [task("t1", gpus=8)], {}, [],
+     {"t1": "never"}),
+    ("max_running_tasks", [node("w1", 4), node("w2", 4)], [task("t1"), task("t2")],
+     {"max_running_tasks": 1}, ["t1"], {"t2": "max_running_tasks (1) reached"}),
+    # candidates come in the store's index order: priority, then FIFO
+    ("priority first", [node("w1", 4)], [task("t2", priority=5), task("t1")], {}, ["t2"],
+     {"t1": "after tasks of higher priority"}),
+    ("in retry backoff: its room is kept", [node("w1", 4)],
+     [task("t1", backoff_until=NOW + 30), task("t2")], {}, [],
+     {"t1": "retry backoff", "t2": "needs 1x4 GPUs"}),
+]
+
+
+@pytest.mark.parametrize(("name", "nodes", "candidates", "sched", "want_started", "want_waits"),
+                         CASES, ids=[c[0] for c in CASES])
+def test_admission_table(name, nodes, candidates, sched, want_started, want_waits) -> None:
+    p = plan(nodes, candidates, **sched)
+    assert started(p) == want_started
+    got = reasons(p)
+    assert set(got) == set(want_waits)
+    for task_id, fragment in want_waits.items():
+        assert fragment in got[task_id], got[task_id]
+
+
+def test_fair_share_puts_the_user_with_less_first() -> None:
+    p = plan([node("w1", 4)], [task("t1", user="alice"), task("t2", user="carol")],
+             charges={"alice": 8.0, "carol": 0.0})
+    assert started(p) == ["t2"]
+    assert "after users carol (smaller fair share)" in reasons(p)["t1"]
+
+
+def test_a_users_limit_holds_only_that_users_task() -> None:
+    users = UserSettings(limits=Limits(max_running_tasks=1))
+    p = plan([node("w1", 4), node("w2", 4)], [task("t1", user="bob"), task("t2")],
+             [running("r1", user="bob")], users=users)
+    assert started(p) == ["t2"]
+    assert "bob" in reasons(p)["t1"]
+
+
+def test_a_disabled_users_task_waits() -> None:
+    p = plan([node("w1", 4)], [task("t1", user="mallory")], disabled=frozenset({"mallory"}))
+    assert started(p) == []
+    assert "disabled" in reasons(p)["t1"]
+
+
+def test_the_guard_keeps_draining_nodes_for_a_starving_gang() -> None:
+    # w1 is free, w2 drains: t1 (2x4) waited past the guard; t2 (1x4) may not take w1
+    p = plan([node("w1", 4), node("w2", 0)],
+             [task("t1", nnodes=2, waited=400), task("t2")], [running("r1")],
+             held_on={"r1--a01": {"w2": 4}})
+    assert started(p) == []
+    assert "starvation guard" in reasons(p)["t2"]
+    assert p.kept == frozenset({"w1", "w2"})
+
+
+def test_a_task_that_ends_before_the_kept_nodes_drain_may_use_them() -> None:
+    limit = 3600.0
+    r1 = running("r1", started=NOW - 60, limit=limit)
+    quick = task("t2", limit=limit - 60 - 2 * LIMIT_SLACK_S)
+    p = plan([node("w1", 4), node("w2", 0)], [task("t1", nnodes=2, waited=400), quick],
+             [r1], held_on={"r1--a01": {"w2": 4}})
+    assert started(p) == ["t2"]
+    assert "free by" in reasons(p)["t1"] or "needs" in reasons(p)["t1"]
+
+
+def test_preemption_stops_the_lower_priority_task_for_a_starving_gang() -> None:
+    victim = running("r1", priority=0)
+    p = plan([node("w1", 0)], [task("t1", priority=5, waited=700)], [victim],
+             held_on={"r1--a01": {"w1": 4}}, preemption=True, preemption_grace_s=600,
+             starvation_guard_s=10_000)
+    assert p.preemption is not None
+    assert [v.task_id for v in p.preemption.victims] == ["r1"]
+    assert reasons(p)["t1"].startswith("preempting r1 (priority 0)")
+
+
+def test_no_preemption_before_the_grace_period() -> None:
+    p = plan([node("w1", 0)], [task("t1", priority=5, waited=10)], [running("r1")],
+             held_on={"r1--a01": {"w1": 4}}, preemption=True, preemption_grace_s=600)
+    assert p.preemption is None
+
+
+def test_no_candidates_keeps_last_ticks_reservation() -> None:
+    p = plan([node("w1", 4)], [], reservation=frozenset({"w1"}))
+    assert p.steps == [] and p.kept == frozenset({"w1"})
+
+
+# -- the shadow time ------------------------------------------------------------------------
+
+def _snapshot(nodes: list[NodeResources], held_on: dict[str, dict[str, float]]
+              ) -> ClusterSnapshot:
+    return ClusterSnapshot(tuple(nodes), {k: sum(v.values()) for k, v in held_on.items()},
+                           {}, held_on)
+
+
+@pytest.mark.parametrize(("active", "nodes", "held_on", "want"), [
+    ([running("r1", limit=100)], [node("w2", 0)], {"r1--a01": {"w2": 4}}, NOW - 60 + 100),
+    ([running("r1")], [node("w2", 0)], {"r1--a01": {"w2": 4}}, None),  # no limit: unknown
+    ([running("r1", limit=100), running("r2", limit=500)], [node("w2", 0)],
+     {"r1--a01": {"w2": 2}, "r2--a01": {"w2": 2}}, NOW - 60 + 500),  # the latest
+    ([], [node("w2", 2)], {}, None),  # 2 GPUs used by something that is not ours
+    ([running("r1", limit=100)], [node("w2", 4), node("w3", 0)], {"r1--a01": {"w3": 4}},
+     None),  # elsewhere: nothing of ours on w2, so no known end (never 1970-01-01)
+], ids=["one limit", "no limit", "latest of two", "foreign use", "attempt elsewhere"])
+def test_drained_by(active, nodes, held_on, want) -> None:
+    assert drained_by({"w2"}, active, _snapshot(nodes, held_on)) == want
+
+
+@pytest.mark.parametrize(("cand", "shadow", "want"), [
+    (task("t1", limit=100), NOW + 100 + LIMIT_SLACK_S, True),
+    (task("t1", limit=100), NOW + 100, False),  # no slack for the stop
+    (task("t1"), NOW + 10_000, False),  # no limit
+    (task("t1", limit=100), None, False),  # nodes with no known end
+    (task("t1", limit=10, backoff_until=NOW + 5), NOW + 10_000, False),  # starts later
+])
+def test_ends_by(cand, shadow, want) -> None:
+    assert ends_by(cand, shadow, NOW) is want
+
+
+def test_with_shadow_says_until_when() -> None:
+    assert with_shadow(None, NOW) is None
+    assert with_shadow("kept", None) == "kept"
+    assert "kept; they are free by" in with_shadow("kept", NOW)
+
+
+def test_plan_is_pure_same_input_same_plan() -> None:
+    args = ([node("w1", 4), node("w2", 2)], [task("t1"), task("t2", gpus=2), task("t3")])
+    first, second = plan(*args), plan(*args)
+    assert first.steps == second.steps and first.kept == second.kept
+    assert [replace(s.cand) for s in first.steps] == [s.cand for s in second.steps]
+
+
+# -- defects found on real workloads (each failed before its fix) ---------------------------
+
+def test_kept_nodes_blocked_by_something_else_name_no_date() -> None:
+    """CPUs of w1 are used by another submitter: the gang kept there waits with no known
+    end. The reason said 'they are free by 1970-01-01T00:00:00.000Z'."""
+    cpu_starved = NodeResources("w1", "10.0.0.1",
+                                {"GPU": 4.0, "CPU": 6.0, "worker_node": 100.0},
+                                {"GPU": 4.0, "CPU": 16.0, "worker_node": 100.0})
+    p = plan([cpu_starved], [task("t1", waited=400), task("t2", gpus=1)])
+    assert started(p) == []
+    assert p.kept == frozenset({"w1"})
+    assert "starvation guard" in reasons(p)["t2"]  # it would fit w1 but for the guard
+    for reason in reasons(p).values():
+        assert "1970" not in reason and "free by" not in reason, reason
+
+
+def test_a_higher_priority_task_is_not_held_back_by_a_lower_priority_guard() -> None:
+    """A fresh priority-10 task waited 'behind t1 (priority 0) ... nodes kept' until it had
+    itself waited past the guard."""
+    p = plan([node("w1", 4), node("w2", 0)],
+             [task("t2", priority=10), task("t1", nnodes=2, waited=400)], [running("r1")],
+             held_on={"r1--a01": {"w2": 4}})
+    assert started(p) == ["t2"]
+    assert "needs 2x4 GPUs" in reasons(p)["t1"]
+
+
+def test_an_equal_priority_task_still_waits_for_the_guard() -> None:
+    p = plan([node("w1", 4), node("w2", 0)],
+             [task("t1", nnodes=2, waited=400), task("t2")], [running("r1")],
+             held_on={"r1--a01": {"w2": 4}})
+    assert started(p) == []
+    assert "starvation guard" in reasons(p)["t2"]
+
+
+@pytest.mark.parametrize(("charges", "says"), [
+    ({"alice": 0.0, "bob": 0.0}, None),  # a tie: alice came first by FIFO only
+    ({"alice": 0.0, "bob": 4.0}, "; after users alice (smaller fair share)"),
+])
+def test_smaller_fair_share_is_said_only_when_it_was_smaller(charges, says) -> None:
+    """On a tie the reason said 'after users alice (smaller fair share)'."""
+    p = plan([node("w1", 4)], [task("t1", user="alice"), task("t2", user="bob")],
+             charges=charges)
+    assert started(p) == ["t1"]
+    if says is None:
+        assert "fair share" not in reasons(p)["t2"], reasons(p)["t2"]
+    else:
+        assert reasons(p)["t2"].endswith(says)

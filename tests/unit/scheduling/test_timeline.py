@@ -1,0 +1,138 @@
+"""The forward plan's arithmetic (service.scheduling.timeline) and the reservation pass by table."""
+
+from __future__ import annotations
+
+import pytest
+from test_planner import NOW, node, plan, reasons, running, started, task
+
+from service.scheduling.plan import LIMIT_SLACK_S
+from service.scheduling.timeline import INF, Timeline
+
+
+def line(**free: tuple[float, float]) -> Timeline:
+    return Timeline(0.0, free)
+
+
+def test_profile_steps_through_releases_and_holds() -> None:
+    t = line(w1=(2, 6))
+    t.release("w1", 100, 2, 6)
+    t.hold("w1", 50, 150, 1, 3, "a")
+    assert t.profile("w1") == [(0.0, 2, 6), (50, 1, 3), (100, 3, 9), (150, 4, 12)]
+    assert t.free_at("w1", 120) == (3, 9)
+
+
+@pytest.mark.parametrize(("gpus", "duration", "want"), [
+    (2, 10, [(0.0, INF)]),  # fits now for ever
+    (3, 10, [(100, INF)]),  # after the release
+    (4, 10, []),  # never 4
+    (3, INF, [(100, INF)]),  # no limit: from the release on, for good
+])
+def test_starts(gpus, duration, want) -> None:
+    t = line(w1=(2, 100))
+    t.release("w1", 100, 1, 0)
+    assert t.starts("w1", gpus, 0, duration) == want
+
+
+def test_a_window_too_short_is_no_start() -> None:
+    t = line(w1=(4, 100))
+    t.hold("w1", 50, 200, 4, 0, "gang")
+    assert t.starts("w1", 4, 0, 60) == [(200, INF)]  # [0, 50) is too short for 60 s
+    assert t.starts("w1", 4, 0, 50) == [(0.0, 0.0), (200, INF)]
+    assert t.fits(["w1"], 4, 0, 50) and not t.fits(["w1"], 4, 0, 51)
+
+
+def test_earliest_needs_distinct_nodes_at_one_time() -> None:
+    t = line(w1=(8, 24), w2=(0, 0), w3=(0, 0))
+    t.release("w2", 300, 8, 24)
+    t.release("w3", 100, 8, 24)
+    assert t.earliest(1, 8, 24, 1000) == (0.0, ["w1"])
+    assert t.earliest(2, 8, 24, 1000) == (100, ["w1", "w3"]) or \
+        t.earliest(2, 8, 24, 1000) == (100, ["w3", "w1"])
+    assert t.earliest(3, 8, 24, 1000)[0] == 300
+    assert t.earliest(4, 8, 24, 1000) is None
+    assert t.earliest(1, 8, 24, 1000, not_before=50)[0] == 50
+
+
+def test_earliest_prefers_the_fullest_node_that_fits() -> None:
+    t = line(w1=(8, 24), w2=(2, 6))
+    assert t.earliest(1, 2, 6, 100) == (0.0, ["w2"])
+
+
+def test_unhold_gives_back_exactly_that_owners_holds() -> None:
+    t = line(w1=(8, 24))
+    t.hold("w1", 10, 20, 4, 12, "a")
+    t.hold("w1", 10, 30, 4, 12, "b")
+    t.unhold("a")
+    assert t.profile("w1") == [(0.0, 8, 24), (10, 4, 12), (30, 8, 24)]
+    assert [h.owner for h in t.holds] == ["b"]
+
+
+def test_blocking_names_the_first_future_hold() -> None:
+    t = line(w1=(8, 24))
+    t.hold("w1", 0, 100, 1, 3, "started-now")
+    t.hold("w1", 500, 900, 8, 24, "gang")
+    assert t.blocking(["w1"], 600).owner == "gang"
+    assert t.blocking(["w1"], 400) is None
+
+
+# -- the reservation pass ---------------------------------------------------------------------
+
+LIMIT = 3600.0
+
+
+def test_a_gang_is_reserved_and_a_short_task_backfills_before_it() -> None:
+    # w2 drains at r1's limit; the 2x4 gang is planned then; a task ending before that
+    # starts on w1 now, one that would run past it waits
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    gang = task("t1", nnodes=2)
+    short = task("t2", gpus=1, limit=600)
+    long_ = task("t3", gpus=1, limit=LIMIT * 2)
+    p = plan([node("w1", 4), node("w2", 0)], [gang, short, long_], [r1],
+             held_on={"r1--a01": {"w2": 4}}, reservations=8)
+    assert started(p) == ["t2"]
+    drained = NOW - 60 + LIMIT + LIMIT_SLACK_S
+    assert p.estimates["t1"] == drained
+    assert "planned start by" in reasons(p)["t1"]
+    assert reasons(p)["t3"].startswith("waiting behind t1: nodes 10.0.0.1 are reserved")
+
+
+def test_the_plan_orders_reservations_by_priority() -> None:
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    p = plan([node("w1", 0)], [task("t2", priority=5), task("t1")], [r1],
+             held_on={"r1--a01": {"w1": 4}}, reservations=8)
+    first_free = NOW - 60 + LIMIT + LIMIT_SLACK_S
+    assert p.estimates["t2"] == first_free
+    assert "t1" not in p.estimates  # after t2 on the only node: no limit, for good
+
+
+def test_a_running_attempt_without_a_limit_gives_no_time() -> None:
+    p = plan([node("w1", 0)], [task("t1", waited=10)], [running("r1")],
+             held_on={"r1--a01": {"w1": 4}}, reservations=8)
+    assert p.estimates == {}
+    assert "planned start" not in reasons(p)["t1"]
+
+
+def test_past_the_guard_a_gang_without_a_known_time_holds_its_nodes() -> None:
+    # nothing has a limit: the 2x4 gang that waited past the guard holds w1 (free) and the
+    # draining w2, so the 1x4 behind it does not take w1
+    p = plan([node("w1", 4), node("w2", 0)], [task("t1", nnodes=2, waited=400), task("t2")],
+             [running("r1")], held_on={"r1--a01": {"w2": 4}}, reservations=8)
+    assert started(p) == []
+    assert reasons(p)["t2"].startswith("waiting behind t1")
+
+
+def test_the_overdue_gang_is_reserved_before_fair_share_reorders() -> None:
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    gang = task("t1", nnodes=2, user="carol", waited=400)
+    small = task("t2", user="alice", limit=LIMIT * 3)
+    p = plan([node("w1", 4), node("w2", 0)], [gang, small], [r1],
+             held_on={"r1--a01": {"w2": 4}}, charges={"carol": 32.0, "alice": 0.0},
+             reservations=8)
+    assert started(p) == []  # alice's task would run past the gang's planned start
+    assert "t1" in p.estimates
+
+
+def test_reservations_off_is_the_guard() -> None:
+    p = plan([node("w1", 4)], [task("t1")], reservations=0)
+    assert started(p) == ["t1"] and p.estimates == {}
+

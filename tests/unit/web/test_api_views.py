@@ -1,0 +1,105 @@
+"""The JSON shape of store rows and the list cursors (the HTTP layer's own, no I/O)."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.domain.rows import AttemptRow, EventRow, TaskRow
+from service.domain.states import TaskState
+from service.domain.timefmt import iso
+from service.store.writer import MAX_SEQ
+from service.web.api.views import (
+    InvalidCursor,
+    attempt_json,
+    decode_cursor,
+    encode_cursor,
+    event_json,
+    task_json,
+)
+
+T = 1766500321.5  # 2025-12-23T14:32:01.500Z
+TID = "mvp2-ppo-20251223-143201-0001"
+
+
+def task(**fields: object) -> TaskRow:
+    base = dict(
+        seq=1, task_id=TID, state=TaskState.QUEUED, workload="ppo", user=None, nnodes=2,
+        n_gpus_per_node=4, created_at=T, updated_at=T, next_run_at=T, error_summary=None,
+        pending_reason=None, cancel_requested_at=None, latest_attempt=None, queue_position=1,
+        priority=-5, max_runtime_s=7200.0,
+    )
+    return TaskRow(**{**base, **fields})
+
+
+def attempt(**fields: object) -> AttemptRow:
+    base = dict(
+        task_id=TID, attempt_no=1, ray_submission_id=TID + "--a01", ray_status="FAILED",
+        failure_kind="INSUFFICIENT_RESOURCES", message="m", created_at=T, submitted_at=T + 1,
+        start_time=T + 2, end_time=T + 3, exit_code=1, stop_requested=False,
+    )
+    return AttemptRow(**{**base, **fields})
+
+
+def test_task_json_of_a_queued_task() -> None:
+    assert task_json(task()) == {
+        "task_id": TID, "state": "QUEUED", "workload": "ppo", "user": None,
+        "created_at": "2025-12-23T14:32:01.500Z", "updated_at": "2025-12-23T14:32:01.500Z",
+        "desired_resources": {"nnodes": 2, "n_gpus_per_node": 4, "total_gpus": 8},
+        "latest_attempt": None, "error_summary": None, "pending_reason": None,
+        "queue_position": 1, "priority": -5, "max_runtime_s": 7200.0, "description": None,
+        "next_run_at": "2025-12-23T14:32:01.500Z", "estimated_start": None,
+        "cancel_requested": False,
+    }
+
+
+def test_task_json_shows_the_planned_start_of_a_waiting_task_only() -> None:
+    assert task_json(task(), T + 600)["estimated_start"] == iso(T + 600)
+    running = task(state=TaskState.RUNNING, latest_attempt=attempt(ray_status="RUNNING"))
+    assert task_json(running, T + 600)["estimated_start"] is None
+
+
+def test_task_json_with_an_attempt_hides_next_run_at_once_not_runnable() -> None:
+    body = task_json(task(state=TaskState.RUNNING, latest_attempt=attempt(ray_status="RUNNING"),
+                          queue_position=None, cancel_requested_at=T + 9))
+    assert body["state"] == "RUNNING" and body["next_run_at"] is None
+    assert body["cancel_requested"] is True and body["queue_position"] is None
+    assert body["latest_attempt"] == {
+        "attempt_no": 1, "ray_submission_id": TID + "--a01", "ray_status": "RUNNING",
+        "start_time": iso(T + 2), "end_time": iso(T + 3),
+    }
+
+
+def test_attempt_json() -> None:
+    assert attempt_json(attempt()) == {
+        "attempt_no": 1, "ray_submission_id": TID + "--a01", "ray_status": "FAILED",
+        "start_time": "2025-12-23T14:32:03.500Z", "end_time": "2025-12-23T14:32:04.500Z",
+        "failure_kind": "INSUFFICIENT_RESOURCES", "message": "m",
+        "submitted_at": "2025-12-23T14:32:02.500Z", "exit_code": 1, "stop_requested": False,
+    }
+    assert attempt_json(attempt(start_time=None, end_time=None))["end_time"] is None
+
+
+def test_event_json() -> None:
+    event = EventRow(id=7, task_id=TID, ts=T, event_type="CREATED", payload={"state": "QUEUED"})
+    assert event_json(event) == {"id": 7, "ts": "2025-12-23T14:32:01.500Z", "type": "CREATED",
+                                 "payload": {"state": "QUEUED"}}
+
+
+def test_cursor_round_trip() -> None:
+    for seq in (1, 42, MAX_SEQ):
+        cursor = encode_cursor(seq)
+        assert "=" not in cursor and decode_cursor(cursor) == seq
+
+
+@pytest.mark.parametrize("bad", [
+    "nope",  # junk
+    encode_cursor(5)[:-1] + "!",  # bad base64
+    "c2VxOi0x",  # seq:-1
+    encode_cursor(0),
+    encode_cursor(MAX_SEQ + 1),  # would overflow SQLite's integer
+    "aWQ6NQ",  # id:5 (another kind)
+    "",
+])
+def test_invalid_cursors(bad: str) -> None:
+    with pytest.raises(InvalidCursor):
+        decode_cursor(bad)
