@@ -34,8 +34,8 @@ from bench_ui import print_pages, time_pages
 from service.cluster.boundary import SubmitRequest
 from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.domain.rows import ProgressUpdate
 from service.domain.states import TaskState
+from service.domain.writes import ProgressUpdate
 from service.engine.artifacts import Artifacts
 from service.engine.progress_follower import LogFollower
 from service.policy.curves import Point

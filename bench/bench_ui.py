@@ -28,9 +28,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from service.cluster.boundary import ClusterSnapshot, NodeResources
 from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.domain.rows import Sample
 from service.domain.states import TaskState
 from service.domain.users import Role
+from service.domain.writes import Sample
 from service.engine.artifacts import Artifacts
 from service.store.writer import BulkTask, Store
 from service.web.app import create_app

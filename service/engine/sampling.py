@@ -10,7 +10,8 @@ import logging
 from typing import Protocol
 
 from service.cluster.boundary import ClusterSnapshot
-from service.domain.rows import Admitted, Sample
+from service.domain.rows import Admitted
+from service.domain.writes import Sample
 from service.engine.observed import gpu_totals
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ backoff and is not counted against ``max_attempts``.
 from __future__ import annotations
 
 from service.config import SchedulerSettings
-from service.domain.rows import RetryPlan
 from service.domain.states import FailureKind
+from service.domain.writes import RetryPlan
 
 
 def delay(attempt_no: int, sched: SchedulerSettings) -> float:

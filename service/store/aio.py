@@ -29,12 +29,10 @@ from typing import Any, TypeVar
 from service.domain.ids import new_task_id
 from service.domain.rows import (
     AttemptRow,
-    CancelOutcome,
     CreatedToken,
     EventRow,
     PendingRow,
     ProgressRow,
-    Sample,
     SessionRow,
     TaskRow,
     TokenAuth,
@@ -44,6 +42,7 @@ from service.domain.rows import (
 )
 from service.domain.states import TaskState
 from service.domain.users import Role
+from service.domain.writes import CancelOutcome, Sample
 from service.policy.curves import Point
 from service.policy.quotas import Limits
 from service.policy.usage import Summary

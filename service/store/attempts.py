@@ -10,8 +10,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from service.domain.ids import submission_id
-from service.domain.rows import AttemptEnd, Claim, RetryPlan
+from service.domain.rows import Claim
 from service.domain.states import RUNNABLE, RayStatus, TaskState, check_transition
+from service.domain.writes import AttemptEnd, RetryPlan
 from service.store.core import StoreCore, TaskNotFound, truncate_message
 from service.store.reads import spec_of
 from service.store.sql import QUERIES as Q

@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import logging
 
-from service.domain.rows import (
-    Admitted,
-    PendingGroup,
-    PendingRow,
-    Sample,
-    TaskRow,
-)
+from service.domain.rows import Admitted, PendingGroup, PendingRow, TaskRow
 from service.domain.states import TaskState
+from service.domain.writes import Sample
 from service.store.core import StoreCore
 from service.store.reads import task_row
 from service.store.sql import QUERIES as Q

@@ -8,8 +8,9 @@ import json
 import sqlite3
 from collections.abc import Iterable
 
-from service.domain.rows import FollowState, ProgressRow, ProgressUpdate
+from service.domain.rows import FollowState, ProgressRow
 from service.domain.states import TaskState
+from service.domain.writes import ProgressUpdate
 from service.policy.curves import Point
 from service.policy.progress import Progress, with_total
 from service.store.core import StaleProgress, StoreCore

@@ -33,15 +33,10 @@ from typing import Any
 from service.domain.ids import submission_id
 from service.domain.rows import (
     ActiveRow,
-    AttemptEnd,
     AttemptRow,
-    BulkTask,
-    CancelKind,
-    CancelOutcome,
     Claim,
     CreatedToken,
     EventRow,
-    RetryPlan,
     RunnableRow,
     TaskRow,
     TokenRow,
@@ -49,6 +44,13 @@ from service.domain.rows import (
     UserStatusChange,
 )
 from service.domain.states import WAITING, RayStatus, TaskState
+from service.domain.writes import (
+    AttemptEnd,
+    BulkTask,
+    CancelKind,
+    CancelOutcome,
+    RetryPlan,
+)
 from service.policy.quotas import HOUR_S, Limits, submit_refusal, window_start_hour
 from service.store.attempts import AttemptWrites
 from service.store.console import ConsoleReads

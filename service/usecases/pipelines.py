@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.domain.rows import CancelKind
 from service.domain.users import Principal
+from service.domain.writes import CancelKind
 from service.policy.pipelines import parse_pipeline
 from service.store.pipelines import DependencyError, PipelineNotFound, PipelineView
 from service.store.writer import QuotaExceeded

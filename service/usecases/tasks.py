@@ -13,9 +13,10 @@ import logging
 from dataclasses import dataclass
 
 from service.cluster.boundary import ClusterError
-from service.domain.rows import CancelKind, CancelOutcome, TaskRow
+from service.domain.rows import TaskRow
 from service.domain.states import TaskState
 from service.domain.users import Principal
+from service.domain.writes import CancelKind, CancelOutcome
 from service.jobspec.spec import JobSpec, parse_jobspec, parse_jobspec_json
 from service.policy.priorities import allowance_problem, range_problem
 from service.store.pipelines import DependencyError

@@ -9,8 +9,8 @@ import pytest
 
 from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.domain.rows import ProgressUpdate
 from service.domain.states import RayStatus, TaskState
+from service.domain.writes import ProgressUpdate
 from service.engine.artifacts import Artifacts
 from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from service.config import SchedulerSettings
-from service.domain.rows import RetryPlan
 from service.domain.states import FailureKind
+from service.domain.writes import RetryPlan
 from service.policy.retry import backoff, counted, delay, may_retry, plan
 
 

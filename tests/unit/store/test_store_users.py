@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from service.domain.rows import AttemptEnd
 from service.domain.states import TaskState
 from service.domain.users import Role
+from service.domain.writes import AttemptEnd
 from service.store.db import connect, initialize, migration_files
 from service.store.sql import QUERIES
 from service.store.writer import (

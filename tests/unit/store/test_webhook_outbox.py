@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from service.domain.rows import AttemptEnd, RetryPlan
 from service.domain.states import FailureKind, RayStatus, TaskState
+from service.domain.writes import AttemptEnd, RetryPlan
 from service.store.sql import QUERIES
 from service.store.webhooks import TooManyWebhooks, WebhookOwnerUnknown
 from service.store.writer import Store

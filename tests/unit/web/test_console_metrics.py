@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from service.cluster.fake import FakeCluster
 from service.config import Settings
 from service.domain.ids import new_task_id
-from service.domain.rows import Sample
 from service.domain.states import TaskState
+from service.domain.writes import Sample
 from service.engine.artifacts import Artifacts
 from service.engine.observed import REASON_CLASSES, reason_class
 from service.engine.sampling import Sampler
