@@ -58,6 +58,7 @@ class TaskRow:
     priority: int = 0  # higher is admitted first
     max_runtime_s: float | None = None  # each attempt's time limit (None: none)
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
+    description: str | None = None  # the JobSpec's free-text note
 
     @property
     def total_gpus(self) -> int:

@@ -88,6 +88,7 @@ FIELDS: tuple[str, ...] = (
     "max_runtime_s",
     "after",
     "on_unsatisfiable",
+    "description",
 )
 MAX_NNODES = 1024
 MAX_GPUS_PER_NODE = 64
@@ -95,6 +96,7 @@ MAX_EPOCHS = 100_000
 MAX_STEPS = 1_000_000_000
 MAX_RUNTIME_S = 30 * 86400  # a limit beyond a month is no limit anyone means
 MAX_STRING_LEN = 4096
+MAX_DESCRIPTION = 500  # characters of the free-text note
 MAX_OVERRIDES = 256
 TRAINER_DEVICES = ("cpu", "cuda")
 YAML_LIMITS = yamldoc.Limits(max_depth=3)  # fields; after: a mapping of lists
@@ -122,6 +124,7 @@ class JobSpec:
     # (condition, parent task id) pairs (service.policy.dependencies): BLOCKED until they hold
     after: tuple[tuple[str, str], ...] = ()
     on_unsatisfiable: str = OnUnsatisfiable.CANCEL.value
+    description: str | None = None  # a free-text note, shown with the task
 
     @property
     def total_gpus(self) -> int:
@@ -300,6 +303,7 @@ class _Validator:
             "priority": self.optional_int("priority", MIN_PRIORITY, MAX_PRIORITY),
             "max_runtime_s": self.optional_int("max_runtime_s", 1, MAX_RUNTIME_S),
             **self.dependencies(),
+            "description": self.description(),
         }
         if self.details:
             raise JobSpecError(self.details)
@@ -314,6 +318,14 @@ class _Validator:
             self.error("on_unsatisfiable", problem)
         return {"after": in_order((c.value, p) for c, p in after.pairs),
                 "on_unsatisfiable": policy.value}
+
+    def description(self) -> str | None:
+        text = self.string("description", self.doc.get("description"), optional=True,
+                           empty_ok=True)
+        if text is not None and len(text) > MAX_DESCRIPTION:
+            self.error("description", f"must be at most {MAX_DESCRIPTION} characters long")
+            return None
+        return text or None
 
     # -- presence ------------------------------------------------------------------
 
@@ -522,6 +534,9 @@ def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",),
                 1, MAX_RUNTIME_S,
                 "time limit of each attempt from its driver's start (stopped past it, "
                 "TIME_LIMIT); default: config (none)")),
+            "description": nullable({"type": "string", "maxLength": MAX_DESCRIPTION,
+                                     "pattern": "^[ -~]*$",
+                                     "description": "a free-text note shown with the task"}),
             "on_unsatisfiable": nullable({
                 "type": "string", "enum": [p.value for p in OnUnsatisfiable],
                 "description": "a dependency that can never hold: cancel (default) or "

@@ -27,7 +27,7 @@ from service.domain.states import TaskState
 from service.policy.dependencies import Condition, Dep, depth_problem
 from service.policy.pipelines import PipelineState, derive_state
 from service.policy.quotas import HOUR_S, Limits, window_start_hour
-from service.store.reads import _task as task_row
+from service.store.reads import spec_json, task_row
 from service.store.sql import QUERIES as Q
 
 _S = TaskState
@@ -192,7 +192,7 @@ class PipelineStore:
                 conn.execute(Q["insert_task"], {
                     "task_id": stage.task_id, "workload": stage.workload,
                     "state": state.value, "jobspec_yaml": stage.jobspec_yaml,
-                    "spec_json": json.dumps(dict(stage.spec), sort_keys=True),
+                    "spec_json": spec_json(stage.spec),
                     "nnodes": stage.nnodes, "n_gpus_per_node": stage.n_gpus_per_node,
                     "user": user, "now": now, "priority": stage.priority,
                     "max_runtime_s": stage.max_runtime_s})
@@ -217,7 +217,7 @@ class PipelineStore:
                 {"reason": "dependencies met",
                  **({} if spec is None else {"resolved": dict(spec)})},
                 query="move_unblocked",
-                spec_json=None if spec is None else json.dumps(dict(spec), sort_keys=True))
+                spec_json=None if spec is None else spec_json(spec))
 
     def cancel_blocked(self, task_id: str, now: float, reason: str, *,
                        skipped: bool) -> None:

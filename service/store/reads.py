@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import Any
 
 from service.domain.reasons import WaitKind
@@ -26,18 +27,10 @@ from service.domain.rows import (
     ActiveRow,
     AttemptRow,
     EventRow,
-    FollowState,
-    ProgressRow,
     RunnableRow,
     TaskRow,
-    TokenAuth,
-    TokenRow,
-    UserRow,
 )
 from service.domain.states import ON_CLUSTER, RUNNABLE, TaskState
-from service.domain.users import Role
-from service.policy.curves import Point
-from service.policy.progress import Progress, with_total
 from service.policy.usage import (
     AttemptSpan,
     EndedTotals,
@@ -75,18 +68,36 @@ def _attempt(r: sqlite3.Row) -> AttemptRow:
     )
 
 
-def _task(r: sqlite3.Row, position: int | None) -> TaskRow:
-    return TaskRow(
-        seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]),
-        workload=r["workload"], user=r["user"], nnodes=r["nnodes"],
-        n_gpus_per_node=r["n_gpus_per_node"], created_at=r["created_at"],
-        updated_at=r["updated_at"], next_run_at=r["next_run_at"],
-        error_summary=r["error_summary"], pending_reason=r["pending_reason"],
-        cancel_requested_at=r["cancel_requested_at"],
-        latest_attempt=None if r["attempt_no"] is None else _attempt(r),
-        queue_position=position, priority=r["priority"], max_runtime_s=r["max_runtime_s"],
-        reason_kind=r["reason_kind"],
-    )
+# TaskRow's fields read from the column of the same name (sql's task_columns fragment);
+# the others are built below. A new task column is a field here and a column there.
+_TASK_COLUMNS = tuple(f.name for f in fields(TaskRow)
+                      if f.name not in ("state", "latest_attempt", "queue_position"))
+
+
+def task_row(r: sqlite3.Row, position: int | None) -> TaskRow:
+    """The one decoder of a task read (``task_columns``), ``position`` its queue place."""
+    return TaskRow(**{name: r[name] for name in _TASK_COLUMNS}, state=TaskState(r["state"]),
+                   latest_attempt=None if r["attempt_no"] is None else _attempt(r),
+                   queue_position=position)
+
+
+# JobSpec fields whose value, defaults applied, is a task column (changed there: PATCH
+# sets the priority): the stored JobSpec JSON leaves them out, and reading it back takes
+# them from the columns, so each is stored once and never disagrees.
+SPEC_COLUMNS = ("priority", "max_runtime_s")
+
+
+def spec_json(spec: Any) -> str:
+    """The JobSpec JSON as stored: without the fields its task's columns hold."""
+    return json.dumps({k: v for k, v in dict(spec).items() if k not in SPEC_COLUMNS},
+                      sort_keys=True)
+
+
+def spec_of(r: sqlite3.Row) -> dict[str, Any]:
+    """The stored JobSpec of a row with ``spec_json`` and the ``SPEC_COLUMNS``, the
+    columns' values in place of any the JSON holds (rows stored before they were left
+    out)."""
+    return {**json.loads(r["spec_json"]), **{k: r[k] for k in SPEC_COLUMNS}}
 
 
 def _span(r: sqlite3.Row) -> AttemptSpan:
@@ -104,34 +115,6 @@ def _runnable(r: sqlite3.Row) -> RunnableRow:
         attempt_no=r["latest_attempt_no"], max_runtime_s=r["max_runtime_s"],
         reason_kind=r["reason_kind"],
     )
-
-
-def _progress(r: sqlite3.Row) -> Progress:
-    return Progress(step=r["step"], total=r["total_steps"], resumed_from=r["resumed_from"],
-                    first_step=r["first_step"], first_at=r["first_at"], last_at=r["last_at"])
-
-
-def _jobspec_total(r: sqlite3.Row) -> int | None:
-    total = r["jobspec_total"]
-    return total if _is_int(total) and total >= 1 else None
-
-
-def _progress_row(r: sqlite3.Row) -> ProgressRow:
-    return ProgressRow(task_id=r["task_id"], state=TaskState(r["state"]),
-                       attempt_no=r["attempt_no"],
-                       progress=with_total(_progress(r), _jobspec_total(r)),
-                       updated_at=r["updated_at"])
-
-
-def user_row(r: sqlite3.Row) -> UserRow:
-    return UserRow(name=r["name"], role=Role(r["role"]), enabled=bool(r["enabled"]),
-                   created_at=r["created_at"], disabled_at=r["disabled_at"])
-
-
-def token_row(r: sqlite3.Row) -> TokenRow:
-    return TokenRow(token_id=r["token_id"], user=r["user"], label=r["label"],
-                    created_at=r["created_at"], last_used_at=r["last_used_at"],
-                    expires_at=r["expires_at"], revoked_at=r["revoked_at"])
 
 
 class StoreReads:
@@ -185,7 +168,7 @@ class StoreReads:
     def get_task(self, task_id: str) -> TaskRow | None:
         """One task with its latest attempt and queue position (indexed lookups)."""
         row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()
-        return None if row is None else _task(row, row["queue_position"])
+        return None if row is None else task_row(row, row["queue_position"])
 
     def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
                    before_seq: int | None = None, user: str | None = None,
@@ -216,7 +199,7 @@ class StoreReads:
             positions = {} if not waiting else {
                 p["seq"]: p["pos"] for p in conn.execute(
                     Q["queue_positions"], {"seqs": json.dumps(waiting)})}
-        page = [_task(r, positions.get(r["seq"])) for r in rows[:limit]]
+        page = [task_row(r, positions.get(r["seq"])) for r in rows[:limit]]
         return page, page[-1].seq if len(rows) > limit else None
 
     def list_attempts(self, task_id: str) -> list[AttemptRow]:
@@ -256,8 +239,8 @@ class StoreReads:
                 } if pending else {}
             running = conn.execute(Q["queue_running"]).fetchall()
         return (
-            [_task(r, positions.get(r["seq"])) for r in pending],
-            [_task(r, None) for r in running if user is None or r["user"] == user],
+            [task_row(r, positions.get(r["seq"])) for r in pending],
+            [task_row(r, None) for r in running if user is None or r["user"] == user],
         )
 
     def counts_by_state(self) -> dict[str, int]:
@@ -322,33 +305,6 @@ class StoreReads:
         return out
 
     # -- users and tokens ------------------------------------------------------------------
-    def get_user(self, name: str) -> UserRow | None:
-        row = self._reader().execute(Q["get_user"], {"name": name}).fetchone()
-        return None if row is None else user_row(row)
-
-    def list_users(self) -> list[UserRow]:
-        return [user_row(r) for r in self._reader().execute(Q["list_users"]).fetchall()]
-
-    def disabled_users(self) -> frozenset[str]:
-        return frozenset(r["name"] for r in self._reader().execute(Q["disabled_users"]))
-
-    def token_auth(self, token_id: str) -> TokenAuth | None:
-        """A token and its user's role and state, by the token's (non-secret) id."""
-        r = self._reader().execute(Q["token_auth"], {"token_id": token_id}).fetchone()
-        if r is None:
-            return None
-        return TokenAuth(token_id=r["token_id"], user=r["user"], sha256=r["sha256"],
-                         role=Role(r["role"]), user_enabled=bool(r["enabled"]),
-                         expires_at=r["expires_at"], revoked_at=r["revoked_at"],
-                         last_used_at=r["last_used_at"])
-
-    def get_token(self, token_id: str) -> TokenRow | None:
-        row = self._reader().execute(Q["get_token"], {"token_id": token_id}).fetchone()
-        return None if row is None else token_row(row)
-
-    def list_tokens(self, user: str) -> list[TokenRow]:
-        return [token_row(r) for r in self._reader().execute(Q["list_tokens"], {"user": user})]
-
     # -- accounting ------------------------------------------------------------------------
     def usage_spans(self, window_from: float, window_to: float, user: str | None = None
                     ) -> list[AttemptSpan]:
@@ -421,45 +377,3 @@ class StoreReads:
         return {r["user"]: float(r["gpu_seconds"] or 0.0) for r in rows}
 
     # -- progress and training curves --------------------------------------------------
-    def follow_state(self, task_id: str, attempt_no: int) -> FollowState | None:
-        """Where the log follower left an attempt (None: no such task)."""
-        params = {"task_id": task_id, "attempt_no": attempt_no}
-        with self._snapshot() as conn:
-            head = conn.execute(Q["follow_state"], params).fetchone()
-            points = conn.execute(Q["follow_points"], params).fetchall()
-        if head is None:
-            return None
-        series: dict[str, tuple[int, int]] = {}
-        steps: dict[str, list[int]] = {}
-        for r in points:
-            series[r["key"]] = (r["stride"], r["seen"])
-            kept = steps.setdefault(r["key"], [])
-            if r["step"] is not None:
-                kept.append(r["step"])
-        followed = head["log_offset"] is not None
-        return FollowState(
-            jobspec_total=_jobspec_total(head),
-            log_offset=head["log_offset"] if followed else 0,
-            progress=_progress(head) if followed else Progress(),
-            series=series, steps={k: tuple(v) for k, v in steps.items()})
-
-    def task_progress(self, task_id: str) -> ProgressRow | None:
-        """The progress of the task's latest attempt (None: not followed yet)."""
-        row = self._reader().execute(Q["task_progress"], {"task_id": task_id}).fetchone()
-        return None if row is None else _progress_row(row)
-
-    def active_progress(self) -> dict[str, ProgressRow]:
-        """``{task_id: progress}`` of the active tasks' followed attempts."""
-        return {r["task_id"]: _progress_row(r)
-                for r in self._reader().execute(Q["active_progress"])}
-
-    def metric_keys(self, task_id: str) -> list[str]:
-        """The metric names any attempt of the task logged, sorted."""
-        return [r["key"] for r in self._reader().execute(Q["metric_keys"],
-                                                         {"task_id": task_id})]
-
-    def metric_points(self, task_id: str, keys: Iterable[str]) -> list[Point]:
-        """The kept points of ``keys`` over all the task's attempts."""
-        rows = self._reader().execute(Q["metric_points"], {
-            "task_id": task_id, "keys": json.dumps(list(keys))})
-        return [Point(r["attempt_no"], r["key"], r["step"], r["value"]) for r in rows]

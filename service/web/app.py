@@ -27,6 +27,8 @@ from service.store.writer import Store
 from service.web import ui
 from service.web.api import accounts as a
 from service.web.api import handlers as h
+from service.web.api import health as hl
+from service.web.api import logs as lg
 from service.web.api import pipelines as pl
 from service.web.api import webhooks as wh
 from service.web.api.auth import Access, Authenticator
@@ -63,7 +65,7 @@ ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("GET", f"{API}/tasks/{TASK_ID}/attempts", h.list_attempts, U),
     ("GET", f"{API}/tasks/{TASK_ID}/events", h.list_events, U),
     ("POST", f"{API}/tasks/{TASK_ID}:cancel", h.cancel_task, U),
-    ("GET", f"{API}/tasks/{TASK_ID}/logs", h.task_logs, U),
+    ("GET", f"{API}/tasks/{TASK_ID}/logs", lg.task_logs, U),
     ("GET", f"{API}/tasks/{TASK_ID}/metrics", h.task_metrics, U),
     ("GET", f"{API}/queue", h.queue, U),
     ("POST", f"{API}/pipelines", pl.create_pipeline, U),
@@ -85,10 +87,10 @@ ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("GET", f"{API}/webhooks", wh.list_webhooks, U),
     ("DELETE", f"{API}/webhooks/{HOOK_ID}", wh.delete_webhook, U),
     ("GET", f"{API}/webhooks/{HOOK_ID}/deliveries", wh.list_deliveries, U),
-    ("GET", f"{API}/openapi.json", h.openapi, P),
-    ("GET", "/metrics", h.metrics, U),
-    ("GET", "/healthz", h.healthz, P),
-    ("GET", "/readyz", h.readyz, P),
+    ("GET", f"{API}/openapi.json", hl.openapi, P),
+    ("GET", "/metrics", hl.metrics, U),
+    ("GET", "/healthz", hl.healthz, P),
+    ("GET", "/readyz", hl.readyz, P),
 )
 
 

@@ -173,6 +173,8 @@ SCHEMAS: dict[str, Any] = {
             "max_runtime_s": {"type": ["number", "null"],
                               "description": "each attempt's time limit in seconds from its "
                                              "start (stopped past it: TIME_LIMIT); null: none"},
+            "description": {"type": ["string", "null"], "maxLength": 500,
+                            "description": "the JobSpec's free-text note"},
             "next_run_at": TS,
             "estimated_start": {**TS, "description": "when the scheduler's plan expects a "
                                 "waiting task to start (v2.scheduler.reservations on, from "

@@ -84,6 +84,7 @@ class Task(_Model):
     error_summary: str | None
     reason_kind: str | None  # the kind of pending_reason (a WaitKind value) while waiting
     max_runtime_s: float | None
+    description: str | None
     estimated_start: str | None
     next_run_at: str | None
     cancel_requested: bool | None

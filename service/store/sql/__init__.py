@@ -5,6 +5,10 @@ the store runs as a named query.
 the lines up to the next block are the statement (whole-line ``--`` comments dropped, one
 trailing ``;`` allowed). Parameters are named (``:task_id``), so a statement and its call
 site agree by name, never by position.
+
+A ``-- fragment: <identifier>`` block is SQL text shared by several statements (a task's
+one column list, say): a statement names it as ``{identifier}`` and gets the text in its
+place. Fragments are not queries; a statement naming an unknown one is an error.
 """
 
 from __future__ import annotations
@@ -19,32 +23,43 @@ SCHEMA_FILE = SQL_DIR / "schema.sql"
 MIGRATIONS_DIR = SQL_DIR / "migrations"
 QUERIES_FILE = SQL_DIR / "queries.sql"
 
-_NAME_LINE = re.compile(r"--\s*name:\s*(?P<name>\S+)\s*")
+_NAME_LINE = re.compile(r"--\s*(?P<kind>name|fragment):\s*(?P<name>\S+)\s*")
+_PLACEHOLDER = re.compile(r"\{(?P<name>[a-z][a-z0-9_]*)\}")
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def parse_queries(text: str) -> dict[str, str]:
     """``{name: statement}`` from the text of a queries file (see the module docstring)."""
     queries: dict[str, list[str]] = {}
+    fragments: dict[str, list[str]] = {}
     current: list[str] | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         match = _NAME_LINE.fullmatch(line.strip())
         if match:
-            name = match["name"]
+            name, into = match["name"], queries if match["kind"] == "name" else fragments
             if not _IDENTIFIER.fullmatch(name):
                 raise ValueError(f"line {number}: query name {name!r} is not an identifier")
-            if name in queries:
+            if name in queries or name in fragments:
                 raise ValueError(f"line {number}: query {name!r} is defined twice")
-            current = queries[name] = []
+            current = into[name] = []
         elif line.strip().startswith("--") or not line.strip():
             continue
         elif current is None:
             raise ValueError(f"line {number}: SQL before the first '-- name:' line")
         else:
             current.append(line.rstrip())
+    shared = {name: "\n".join(lines).strip() for name, lines in fragments.items()}
+
+    def fill(name: str, statement: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            if match["name"] not in shared:
+                raise ValueError(f"query {name!r} names no fragment {match['name']!r}")
+            return shared[match["name"]]
+        return _PLACEHOLDER.sub(one, statement)
+
     out = {}
     for name, lines in queries.items():
-        statement = "\n".join(lines).strip().removesuffix(";").strip()
+        statement = fill(name, "\n".join(lines).strip().removesuffix(";").strip())
         if not statement:
             raise ValueError(f"query {name!r} is empty")
         if ";" in statement:

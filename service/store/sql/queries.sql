@@ -16,6 +16,21 @@
 
 -- tasks: create and read ------------------------------------------------------------------
 
+-- fragment: task_columns
+-- A task as every task read returns it (service.store.reads.task_row decodes it by name):
+-- the task's columns and its latest attempt's, the attempt's created_at renamed. A new
+-- task column is added here once. Used with {latest_attempt} (a) after FROM tasks t.
+t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
+t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
+t.cancel_requested_at, t.priority, t.max_runtime_s,
+json_extract(t.spec_json, '$.description') AS description,
+a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
+a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
+a.exit_code, a.stop_requested, a.preempted_for
+
+-- fragment: latest_attempt
+LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+
 -- name: insert_task
 INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, n_gpus_per_node,
                    user, created_at, updated_at, next_run_at, runnable_since, priority,
@@ -30,71 +45,46 @@ SELECT 1 AS found FROM tasks WHERE task_id = :task_id;
 SELECT state FROM tasks WHERE task_id = :task_id;
 
 -- name: get_task
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for,
+SELECT {task_columns},
        CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
              AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
        ) END AS queue_position
 FROM tasks t
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.task_id = :task_id;
 
 -- name: list_tasks
 -- Newest first, one page: rows before :before_seq (the page's cursor). The runnable rows'
 -- queue positions are read for the whole page at once (queue_positions), not per row.
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for
+SELECT {task_columns}
 FROM tasks t
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.seq < :before_seq
 ORDER BY t.seq DESC LIMIT :limit;
 
 -- name: list_tasks_in_state
 -- As list_tasks, in one state (walks tasks_state_seq).
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for
+SELECT {task_columns}
 FROM tasks t
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.state = :state AND t.seq < :before_seq
 ORDER BY t.seq DESC LIMIT :limit;
 
 -- name: list_tasks_of_user
 -- As list_tasks, of one owner (walks tasks_user_seq).
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for
+SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_user_seq
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.user = :user AND t.seq < :before_seq
 ORDER BY t.seq DESC LIMIT :limit;
 
 -- name: list_tasks_of_user_in_state
 -- As list_tasks, of one owner in one state (walks tasks_user_state_seq).
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for
+SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_user_state_seq
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.user = :user AND t.state = :state AND t.seq < :before_seq
 ORDER BY t.seq DESC LIMIT :limit;
 
@@ -111,41 +101,26 @@ WHERE seq IN (SELECT value FROM json_each(:seqs));
 
 -- name: queue_pending
 -- One page of the queue in admission order (OFFSET walks the index: no sort).
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for
+SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_runnable
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES')
 ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
 
 -- name: queue_pending_of_user
 -- One page of :user's part of the queue in admission order (tasks_user_runnable).
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for
+SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_user_runnable
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.user = :user AND t.state IN ('QUEUED', 'PENDING_RESOURCES')
 ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
 
 -- name: queue_pending_by_reason
 -- One page of the waiting tasks whose reason is of kind :reason ('new': none yet), of :user
 -- when given (NULL: any), in admission order; positions are read apart (queue_positions).
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for
+SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_runnable
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES') AND coalesce(t.reason_kind, 'new') = :reason
   AND (:user IS NULL OR t.user = :user)
 ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
@@ -153,28 +128,18 @@ ORDER BY t.priority DESC, t.seq LIMIT :limit OFFSET :offset;
 -- name: list_tasks_by_reason
 -- As list_tasks, the waiting tasks whose reason is of kind :reason, in :state when given,
 -- of :user when given (NULL: any). Only runnable rows can match: it walks tasks_runnable.
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for
+SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_runnable
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.state IN ('QUEUED', 'PENDING_RESOURCES') AND t.seq < :before_seq
   AND (:state IS NULL OR t.state = :state) AND coalesce(t.reason_kind, 'new') = :reason
   AND (:user IS NULL OR t.user = :user)
 ORDER BY t.seq DESC LIMIT :limit;
 
 -- name: queue_running
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
-       a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
-       a.exit_code, a.stop_requested, a.preempted_for
+SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_active
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
 ORDER BY t.seq;
 
@@ -233,7 +198,7 @@ ORDER BY id;
 -- name: cancel_target
 SELECT t.state, t.user, t.cancel_requested_at, t.priority, a.ray_submission_id
 FROM tasks t
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.task_id = :task_id;
 
 -- name: flag_cancel
@@ -290,9 +255,10 @@ WHERE t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
 ORDER BY t.seq;
 
 -- name: claim_target
-SELECT t.latest_attempt_no, a.submitted_at, t.jobspec_yaml, t.spec_json, t.user
+SELECT t.latest_attempt_no, a.submitted_at, t.jobspec_yaml, t.spec_json, t.priority,
+       t.max_runtime_s, t.user
 FROM tasks t
-LEFT JOIN attempts a ON a.task_id = t.task_id AND a.attempt_no = t.latest_attempt_no
+{latest_attempt}
 WHERE t.task_id = :task_id;
 
 -- name: cancel_requested_at
@@ -968,14 +934,9 @@ SELECT count(*) AS n FROM tasks INDEXED BY tasks_blocked WHERE state = 'BLOCKED'
 -- name: blocked_page
 -- One page of the BLOCKED tasks (the console's "waiting on other tasks", the queue's
 -- blocked), oldest first; :user's only when not NULL.
-SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
-       t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-       t.cancel_requested_at, t.priority, t.max_runtime_s,
-       NULL AS attempt_no, NULL AS ray_submission_id, NULL AS ray_status,
-       NULL AS failure_kind, NULL AS message, NULL AS attempt_created_at,
-       NULL AS submitted_at, NULL AS start_time, NULL AS end_time, NULL AS exit_code,
-       NULL AS stop_requested, NULL AS preempted_for
+SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_blocked
+{latest_attempt}
 WHERE t.state = 'BLOCKED' AND (:user IS NULL OR t.user = :user)
 ORDER BY t.seq LIMIT :limit;
 

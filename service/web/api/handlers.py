@@ -1,42 +1,38 @@
-"""One coroutine per route: validate the request, await the store, shape the answer.
+"""One coroutine per task route: validate the request, await the store or the use case,
+shape the answer.
+
+Submit, cancel and a priority change are the use cases' (``service.usecases.tasks``:
+defaults, allowances, ownership, quotas, the write, the stop on Ray, the wake); a handler
+parses the request and maps the outcome, or the refusal (``api.outcomes``), to JSON.
 
 Nothing here blocks the event loop. Store calls are awaited on the store's own threads
-(``store_async.AsyncStore``); JobSpec parsing and archived-log reads run on a small work
-pool; anything that talks to Ray runs on the cluster pool under the configured timeout,
-so a hung Ray call can neither block the loop nor starve other requests. Ray being
-unreachable is never an API error: a cancel still records the request (the scheduler
-finishes it) and logs fall back to the archive.
-
-Everyone sees every task and the queue; a task's owner or an admin cancels it, reads
-its logs or changes its priority while it waits (403 for anyone else). A submitted task
-belongs to the caller. A priority (at submit or later) above ``max_user_priority`` is an
-admin's to give (``service.policy.priorities``): a user asking for more gets a 403.
+(``store_async.AsyncStore``); JobSpec parsing runs on a small work pool; anything that
+talks to Ray runs on the cluster pool under the configured timeout, so a hung Ray call can
+neither block the loop nor starve other requests. Everyone sees every task and the queue;
+a task's owner or an admin reads its metrics (403 for anyone else).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
 
-from service.cluster.boundary import ClusterError, ClusterUnavailable
-from service.domain.rows import AttemptRow, TaskRow
-from service.domain.states import RayStatus, TaskState
+from service.domain.rows import TaskRow
+from service.domain.states import TaskState
 from service.domain.users import ALL, ME, Principal, name_problem
-from service.domain.writes import CancelKind
-from service.jobspec.spec import JobSpec, JobSpecError, parse_jobspec, parse_jobspec_json
+from service.jobspec.spec import JobSpecError
 from service.policy.curves import default_keys, join
-from service.policy.priorities import allowance_problem, range_problem
-from service.store.db import storage_fault
-from service.store.pipelines import DependencyError
-from service.store.writer import QuotaExceeded, StaleState, TaskNotFound
+from service.policy.priorities import range_problem
+from service.usecases import tasks
+from service.usecases.ports import UseCaseError
 from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unknown_fields
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.middlewares import ApiError
+from service.web.api.outcomes import api_error
 from service.web.api.params import SQLITE_MAX_INT, parse_reason, parse_uint
 from service.web.api.pipelines import blocked_tasks, task_dependencies, waiting_reasons
 from service.web.api.views import (
@@ -50,7 +46,6 @@ from service.web.api.views import (
     task_json,
     task_with_progress,
 )
-from service.web.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -61,27 +56,13 @@ UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
 QUEUE_LIMIT_DEFAULT, QUEUE_LIMIT_MAX = 500, 1000  # waiting tasks per /queue page
 QUEUE_BLOCKED_SHOWN = 100  # tasks waiting on other tasks, on the first page
-LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
-LOG_ATTEMPT_HEADER, LOG_END_HEADER = "X-Argus-Attempt", "X-Argus-Log-End"
 PRIORITY_FIELDS = ("priority",)
 
 
 # -- helpers --------------------------------------------------------------------------
 
 
-async def _on_cluster(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
-    """Run a blocking cluster call in the cluster pool, bounded by the Ray timeout."""
-    loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(deps.cluster_pool, fn, *args)
-    try:
-        return await asyncio.wait_for(future, timeout=deps.settings.ray_timeout_s)
-    except TimeoutError as exc:
-        raise ClusterUnavailable(
-            f"no answer from Ray within {deps.settings.ray_timeout_s:g}s"
-        ) from exc
-
-
-async def _off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
+async def off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
     """Run CPU-bound or file work of a request on the work threads."""
     return await deps.work.run(fn, *args)
 
@@ -89,15 +70,8 @@ async def _off_loop(deps: AppDeps, fn: Callable[..., T], *args: Any) -> T:
 async def _json_off_loop(deps: AppDeps, build: Callable[[], Any]) -> web.Response:
     """A large JSON answer (hundreds of tasks) shaped and encoded on the work threads:
     the event loop, which serves everyone, never spends tens of milliseconds on one."""
-    text = await _off_loop(deps, lambda: json.dumps(build()))
+    text = await off_loop(deps, lambda: json.dumps(build()))
     return web.Response(text=text, content_type="application/json")
-
-
-async def _parse_jobspec(deps: AppDeps, text: str, user: str, *, as_json: bool) -> JobSpec:
-    """The JobSpec of a submit, parsed off the event loop: parsing is CPU work. The body
-    is stored as received, YAML or JSON (the console shows it as sent)."""
-    parse = parse_jobspec_json if as_json else parse_jobspec
-    return await _off_loop(deps, parse, text, deps.settings, user)
 
 
 async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
@@ -107,26 +81,13 @@ async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
     return task
 
 
-async def _own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
+async def own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
     """The task, when the caller owns it or is an admin; 404 / 403 otherwise."""
-    task = await _task_or_404(deps_of(request), task_id)
-    who = principal_of(request)
-    if not who.may_act_on(task.user):
-        raise ApiError(403, f"only its owner ({task.user}) or an admin may {action} task "
-                            f"{task_id}; you are {who.name}")
-    return task
-
-
-def _check_allowance(request: web.Request, priority: int, current: int | None = None
-                     ) -> None:
-    """403 when the caller may not ask for ``priority`` (``priorities.allowance_problem``;
-    ``current``: the task's priority now, when changing one)."""
-    problem = allowance_problem(
-        priority, is_admin=principal_of(request).is_admin,
-        max_user_priority=deps_of(request).settings.scheduler.max_user_priority,
-        current=current)
-    if problem:
-        raise ApiError(403, problem, details=[{"field": "priority", "message": problem}])
+    try:
+        return await tasks.owned_task(deps_of(request), principal_of(request), task_id,
+                                      action)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
 
 
 def _priority_request(doc: dict[str, Any]) -> int:
@@ -166,7 +127,7 @@ async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str
     return raw
 
 
-def _int_param(
+def int_param(
     request: web.Request, name: str, default: int, lo: int, hi: int,
     errors: list[dict[str, Any]],
 ) -> int:
@@ -181,17 +142,6 @@ def _int_param(
                        "message": f"must be an integer between {lo} and {hi}, got {shown!r}"})
         return default
     return value
-
-
-def _tail(text: str, lines: int) -> str:
-    """The last ``lines`` lines of ``text`` (without splitting the whole text)."""
-    end = len(text) - 1 if text.endswith("\n") else len(text)
-    pos = end
-    for _ in range(lines):
-        pos = text.rfind("\n", 0, pos)
-        if pos < 0:
-            return text
-    return text[pos + 1:]
 
 
 # -- tasks ----------------------------------------------------------------------------
@@ -218,40 +168,17 @@ async def submit_task(request: web.Request) -> web.Response:
             400, "request body is not valid UTF-8",
             details=[{"field": "body", "message": f"invalid byte at offset {exc.start}"}],
         ) from exc
-    principal = principal_of(request)
-    owner = principal.name
     try:
-        spec = await _parse_jobspec(deps, text, owner, as_json=as_json)
+        done = await tasks.submit(deps, principal_of(request), text, as_json=as_json)
     except JobSpecError as exc:
         status = exc.status if exc.status in (400, 413) else 400
         raise ApiError(
             status, "invalid JobSpec" if status == 400 else str(exc), details=exc.details
         ) from exc
-    priority = (deps.settings.scheduler.default_priority if spec.priority is None
-                else spec.priority)
-    _check_allowance(request, priority)
-    max_runtime_s = (deps.settings.scheduler.default_max_runtime_s
-                     if spec.max_runtime_s is None else spec.max_runtime_s)
-    quota = None if principal.is_admin else deps.settings.users.limits_for(owner)
-    try:
-        task_id = await deps.store.create_task(
-            id_prefix=deps.settings.task_id_prefix, workload=spec.workload,
-            jobspec_yaml=text, spec=spec.to_dict(), nnodes=spec.nnodes,
-            n_gpus_per_node=spec.n_gpus_per_node, user=owner, now=deps.clock(),
-            priority=priority, max_runtime_s=max_runtime_s, quota=quota,
-            after=spec.after, admin=principal.is_admin)
-    except DependencyError as exc:
-        raise ApiError(400, "invalid JobSpec", details=[
-            {"field": "after", "message": p} for p in exc.problems]) from exc
-    except QuotaExceeded as exc:
-        refusal = exc.refusal
-        raise ApiError(429, refusal.message, code="quota_exceeded",
-                       details=[{"field": refusal.limit, "message": refusal.message}],
-                       headers={"Retry-After": str(refusal.retry_after_s)}) from exc
-    deps.metrics.submits.inc()
-    deps.waker.wake()
-    state = TaskState.BLOCKED if spec.after else TaskState.QUEUED
-    return web.json_response({"task_id": task_id, "state": state.value}, status=201)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    return web.json_response({"task_id": done.task_id, "state": done.state.value},
+                             status=201)
 
 
 async def list_tasks(request: web.Request) -> web.Response:
@@ -266,7 +193,7 @@ async def list_tasks(request: web.Request) -> web.Response:
             errors.append({"field": "state", "message": (
                 f"unknown state {raw_state!r}; one of {', '.join(s.value for s in TaskState)}"
             )})
-    limit = _int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
+    limit = int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
     user = await user_filter(request, errors)
     reason = parse_reason(request.query.get("reason"), errors)
     before_seq: int | None = None
@@ -309,7 +236,7 @@ async def task_metrics(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
     raw = request.query.get("keys")
     wanted = None if raw is None else [k for k in raw[:KEY_PARAM_MAX + 1].split(",") if k]
-    task = await _own_task(request, task_id, "read the metrics of")
+    task = await own_task(request, task_id, "read the metrics of")
     keys = await deps.store.metric_keys(task.task_id)
     errors: list[dict[str, Any]] = []
     if raw is not None and len(raw) > KEY_PARAM_MAX:
@@ -347,98 +274,29 @@ async def list_events(request: web.Request) -> web.Response:
 
 
 async def cancel_task(request: web.Request) -> web.Response:
-    deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    await _own_task(request, task_id, "cancel")  # owners never change: checked once
-    outcome = await deps.store.cancel(task_id, deps.clock(), principal_of(request).name)
-    if outcome.kind is CancelKind.NOT_FOUND or outcome.task is None:
-        raise ApiError(404, f"task {task_id} not found")
-    state = outcome.task.state
-    if outcome.kind is CancelKind.TERMINAL:
-        raise ApiError(409, f"task {task_id} is already {state}; nothing to cancel",
-                       details=[{"field": "state", "message": str(state)}])
-    if outcome.kind is CancelKind.CANCELED:
-        return web.json_response({"task_id": task_id, "state": TaskState.CANCELED.value})
-    # STOPPING: the attempt is (or may be) on Ray. Ask Ray now, best effort; the
-    # scheduler sees cancel_requested and finishes the task (and retries the stop).
-    if outcome.ray_submission_id:
-        try:
-            await _on_cluster(deps, deps.cluster.stop, outcome.ray_submission_id)
-        except ClusterError as exc:
-            log.warning("stop %s: %s (the scheduler will retry)", outcome.ray_submission_id, exc)
-    deps.waker.wake()
+    try:
+        done = await tasks.cancel(deps_of(request), principal_of(request), task_id)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    if not done.stopping:
+        return web.json_response({"task_id": task_id, "state": done.state.value})
+    # the attempt is (or may be) on Ray: the scheduler finishes the task once it stopped
     return web.json_response(
-        {"task_id": task_id, "state": str(state), "cancel_requested": True}, status=202,
-    )
+        {"task_id": task_id, "state": done.state.value, "cancel_requested": True},
+        status=202)
 
 
 async def set_task_priority(request: web.Request) -> web.Response:
     """``PATCH /tasks/{id}`` with ``{"priority": N}``: a waiting task's new priority."""
-    deps = deps_of(request)
     task_id = request.match_info["task_id"]
     priority = _priority_request(await read_json_object(request, required=True))
-    before = await _own_task(request, task_id, "change the priority of")
-    _check_allowance(request, priority, current=before.priority)
-    who = principal_of(request).name
     try:
-        task = await deps.store.set_priority(task_id, priority, deps.clock(), who)
-    except TaskNotFound as exc:
-        raise ApiError(404, f"task {task_id} not found") from exc
-    except StaleState as exc:
-        raise ApiError(409, f"task {task_id} is {exc.actual}: only a waiting (BLOCKED, "
-                            "QUEUED or PENDING_RESOURCES) task's priority can change",
-                       details=[{"field": "state", "message": str(exc.actual)}]) from exc
-    if before.priority != priority:
-        log.info("priority of %s: %d -> %d by %s", task_id, before.priority, priority, who)
-    deps.waker.wake()
+        task = await tasks.set_priority(deps_of(request), principal_of(request), task_id,
+                                        priority)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     return web.json_response(task_json(task))
-
-
-async def task_logs(request: web.Request) -> web.Response:
-    deps = deps_of(request)
-    task_id = request.match_info["task_id"]
-    errors: list[dict[str, Any]] = []
-    attempt_no: int | None = None
-    if request.query.get("attempt", "latest") != "latest":
-        attempt_no = _int_param(request, "attempt", 0, 1, SQLITE_MAX_INT, errors)
-        if errors:
-            errors[0]["message"] = ("must be 'latest' or an integer between 1 and "
-                                    f"{SQLITE_MAX_INT}, got {request.query['attempt'][:40]!r}")
-    tail = _int_param(request, "tail", LOG_TAIL_DEFAULT, 1, LOG_TAIL_MAX, errors)
-    offset = (None if "offset" not in request.query
-              else _int_param(request, "offset", 0, 0, SQLITE_MAX_INT, errors))
-    if errors:
-        raise ApiError(400, "invalid query parameters", details=errors)
-    task = await _own_task(request, task_id, "read the logs of")
-    attempt = await deps.store.get_attempt(task_id, attempt_no)
-    if attempt is None:
-        which = "no attempts yet" if attempt_no is None else f"no attempt {attempt_no}"
-        raise ApiError(404, f"task {task_id} has {which}")
-    text = await _attempt_log(deps, attempt, task.user)
-    if text is None:
-        raise ApiError(404, f"no logs for {attempt.ray_submission_id} (live or archived)")
-    data = text.encode("utf-8", "replace")
-    # where this answer ends in the log: a follower asks for ?offset=<it> next, and gets
-    # only what was written since (a new attempt starts a new log: X-Argus-Attempt)
-    headers = {LOG_ATTEMPT_HEADER: str(attempt.attempt_no), LOG_END_HEADER: str(len(data))}
-    body = data[offset:] if offset is not None else _tail(text, tail).encode("utf-8", "replace")
-    return web.Response(body=body, content_type="text/plain", charset="utf-8",
-                        headers=headers)
-
-
-async def _attempt_log(deps: AppDeps, attempt: AttemptRow, user: str | None) -> str | None:
-    """Live from Ray while the attempt runs; the archive once it ended (or Ray is gone)."""
-    sid = attempt.ray_submission_id
-    ended = attempt.ray_status is not None and RayStatus(attempt.ray_status).is_terminal()
-    if ended:
-        archived = await _off_loop(deps, deps.artifacts.read_log, sid, user)
-        if archived is not None:
-            return archived
-    try:
-        return await _on_cluster(deps, deps.cluster.logs, sid)
-    except ClusterError as exc:
-        log.info("live logs of %s unavailable: %s", sid, exc)
-    return None if ended else await _off_loop(deps, deps.artifacts.read_log, sid, user)
 
 
 async def queue(request: web.Request) -> web.Response:
@@ -447,7 +305,7 @@ async def queue(request: web.Request) -> web.Response:
     errors: list[dict[str, Any]] = []
     user = await user_filter(request, errors)
     reason = parse_reason(request.query.get("reason"), errors)
-    limit = _int_param(request, "limit", QUEUE_LIMIT_DEFAULT, 1, QUEUE_LIMIT_MAX, errors)
+    limit = int_param(request, "limit", QUEUE_LIMIT_DEFAULT, 1, QUEUE_LIMIT_MAX, errors)
     offset = 0
     cursor = request.query.get("cursor") or None
     if cursor is not None:
@@ -475,87 +333,3 @@ async def queue(request: web.Request) -> web.Response:
         "fair_share": fair_share_json({} if seen is None else seen.shares),
         "next_cursor": encode_cursor(offset + limit, kind="pos") if more else None,
     })
-
-
-# -- service --------------------------------------------------------------------------
-
-
-async def openapi(request: web.Request) -> web.Response:
-    return web.Response(body=deps_of(request).openapi_body, content_type="application/json")
-
-
-async def metrics(request: web.Request) -> web.Response:
-    deps = deps_of(request)
-    body = await _off_loop(deps, deps.metrics.render)  # counts tasks by state in the store
-    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
-
-
-async def healthz(request: web.Request) -> web.Response:
-    """Liveness and what is wrong: reads the loop's counters only, never the database."""
-    loop = deps_of(request).scheduler_loop
-    scheduler = None
-    failed = loop is not None and loop.failed
-    degraded = None if loop is None else loop.degraded
-    if loop is not None:
-        scheduler = {
-            "alive": loop.alive,
-            "ticks": loop.ticks,
-            "errors": loop.errors,
-            "last_tick_duration_s": loop.last_tick_duration_s,
-            "last_error": None if loop.last_error is None else str(loop.last_error),
-        }
-    # A dead scheduler thread means accepted tasks will never run: fail the liveness
-    # probe so the supervisor restarts the service (start-up reconciliation resumes).
-    if failed:
-        return web.json_response({"status": "scheduler stopped", "scheduler": scheduler},
-                                 status=503)
-    # Storage trouble (disk full...) is reported, not failed: a restart would not bring
-    # the disk back, and the service resumes by itself once writes work again.
-    if degraded is not None:
-        return web.json_response({"status": "degraded", "reason": degraded,
-                                  "scheduler": scheduler})
-    return web.json_response({"status": "ok", "scheduler": scheduler})
-
-
-READY_DEADLINE_S = 1.0  # a probe read or work call slower than this: not ready
-
-
-async def _lane_latency(call: Awaitable[Any]) -> float | None:
-    """Seconds ``call`` took, or None past ``READY_DEADLINE_S``."""
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    try:
-        await asyncio.wait_for(call, READY_DEADLINE_S)
-    except TimeoutError:
-        return None
-    return loop.time() - started
-
-
-async def readyz(request: web.Request) -> web.Response:
-    """Readiness: can this process answer requests in time now? A probe read through the
-    store's read lane and a no-op through the work lane must come back within
-    ``READY_DEADLINE_S`` (both queue behind what the requests in flight asked for), and
-    the scheduler must be running with a writable database. 503 with the reasons
-    otherwise: an orchestrator then stops sending traffic here (``/healthz`` tells it
-    whether to restart the process)."""
-    deps = deps_of(request)
-    reasons: list[str] = []
-    loop = deps.scheduler_loop
-    if loop is not None and loop.failed:
-        reasons.append("the scheduler thread stopped")
-    if loop is not None and loop.degraded is not None:
-        reasons.append(f"the database cannot be written: {loop.degraded}")
-    try:
-        read_s = await _lane_latency(deps.store.change_seq())
-    except Exception as exc:  # any failure of the read is a reason, not a 500
-        read_s = None
-        reasons.append(f"a database read failed: {storage_fault(exc) or type(exc).__name__}")
-    else:
-        if read_s is None:
-            reasons.append(f"a database read took over {READY_DEADLINE_S} s")
-    work_s = await _lane_latency(deps.work.run(int))
-    if work_s is None:
-        reasons.append(f"the work lane took over {READY_DEADLINE_S} s")
-    body = {"status": "not ready" if reasons else "ready", "reasons": reasons,
-            "read_s": read_s, "work_s": work_s}
-    return web.json_response(body, status=503 if reasons else 200)

@@ -7,30 +7,27 @@ the list shows the caller's own (an admin: everyone's, or ``?user=``).
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
 from aiohttp import web
 
-from service.cluster.boundary import ClusterError
 from service.domain.ids import TaskIdExhausted
 from service.domain.rows import TaskRow
 from service.domain.states import TaskState
 from service.domain.timefmt import iso
 from service.domain.users import ALL, ME, name_problem
-from service.domain.writes import CancelKind
 from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
-from service.policy.pipelines import PipelineDoc, PipelineError, parse_pipeline
-from service.store.pipelines import DependencyError, PipelineNotFound, PipelineRow, PipelineView
-from service.store.writer import QuotaExceeded, Store
-from service.usecases.pipeline_submit import submit_pipeline
+from service.policy.pipelines import PipelineError
+from service.store.pipelines import PipelineRow, PipelineView
+from service.store.writer import Store
+from service.usecases.pipelines import cancel_pipeline as usecase_cancel
+from service.usecases.pipelines import owned_pipeline, submit_pipeline
+from service.usecases.ports import UseCaseError
 from service.web.api.body import read_body
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.middlewares import ApiError
+from service.web.api.outcomes import api_error
 from service.web.api.params import parse_uint
-
-log = logging.getLogger(__name__)
 
 CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml",
                            "application/json"})
@@ -116,24 +113,12 @@ def pipeline_view_json(view: PipelineView) -> dict[str, Any]:
                       for e in view.edges]}
 
 
-async def _stop(deps: AppDeps, sid: str) -> None:
-    """Ask Ray to stop an attempt now (best effort, bounded by the Ray timeout)."""
-    loop = asyncio.get_running_loop()
-    await asyncio.wait_for(loop.run_in_executor(deps.cluster_pool, deps.cluster.stop, sid),
-                           timeout=deps.settings.ray_timeout_s)
-
-
 async def _pipeline_of(request: web.Request, action: str) -> PipelineView:
-    deps = deps_of(request)
-    pipeline_id = request.match_info["pipeline_id"]
-    view = await deps.store.read(lambda s: s.get_pipeline(pipeline_id))
-    if view is None:
-        raise ApiError(404, f"pipeline {pipeline_id} not found")
-    who = principal_of(request)
-    if not who.may_act_on(view.pipeline.user):
-        raise ApiError(403, f"only its owner ({view.pipeline.user}) or an admin may {action} "
-                            f"pipeline {pipeline_id}; you are {who.name}")
-    return view
+    try:
+        return await owned_pipeline(deps_of(request), principal_of(request),
+                                    request.match_info["pipeline_id"], action)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
 
 
 async def create_pipeline(request: web.Request) -> web.Response:
@@ -147,26 +132,16 @@ async def create_pipeline(request: web.Request) -> web.Response:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ApiError(400, "request body is not valid UTF-8") from exc
-    who = principal_of(request)
     try:
-        doc: PipelineDoc = await deps.work.run(parse_pipeline, text)
-        pipeline_id, stages = await deps.store.write(
-            lambda s: submit_pipeline(s, doc, text, deps.settings, who.name, deps.clock(),
-                                      is_admin=who.is_admin))
+        done = await submit_pipeline(deps, principal_of(request), text)
     except PipelineError as exc:
         raise ApiError(400, "invalid pipeline", details=exc.details) from exc
-    except QuotaExceeded as exc:
-        refusal = exc.refusal
-        raise ApiError(429, refusal.message, code="quota_exceeded",
-                       details=[{"field": refusal.limit, "message": refusal.message}],
-                       headers={"Retry-After": str(refusal.retry_after_s)}) from exc
-    except DependencyError as exc:  # pragma: no cover - stages name only new stages
-        raise ApiError(400, f"invalid pipeline: {exc}") from exc
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     except TaskIdExhausted as exc:  # pragma: no cover - needs a broken random source
         raise ApiError(500, str(exc)) from exc
-    deps.waker.wake()
-    return web.json_response({"pipeline_id": pipeline_id, "state": "RUNNING",
-                              "stages": stages}, status=201)
+    return web.json_response({"pipeline_id": done.pipeline_id, "state": "RUNNING",
+                              "stages": done.stages}, status=201)
 
 
 async def list_pipelines(request: web.Request) -> web.Response:
@@ -199,28 +174,10 @@ async def get_pipeline(request: web.Request) -> web.Response:
 
 
 async def cancel_pipeline(request: web.Request) -> web.Response:
-    """Cancel every stage that has not ended (waiting ones at once, running ones stopped
-    on Ray by the scheduler), children first so none is released meanwhile."""
-    deps = deps_of(request)
-    view = await _pipeline_of(request, "cancel")
-    pipeline_id, who, now = view.pipeline.pipeline_id, principal_of(request).name, deps.clock()
+    """Cancel every stage that has not ended (``usecases.pipelines.cancel_pipeline``)."""
     try:
-        await deps.store.write(lambda s: s.flag_pipeline_cancel(pipeline_id, now))
-    except PipelineNotFound as exc:  # pragma: no cover - pipelines are never deleted
-        raise ApiError(404, str(exc)) from exc
-    canceled = []
-    for stage in sorted(view.stages, key=lambda s: -s.position):
-        if stage.state.is_terminal():
-            continue
-        outcome = await deps.store.cancel(stage.task_id, now, who)
-        if outcome.kind is CancelKind.STOPPING and outcome.ray_submission_id:
-            sid = outcome.ray_submission_id
-            try:
-                await _stop(deps, sid)
-            except (ClusterError, TimeoutError) as exc:  # the scheduler stops it again
-                log.info("stop %s: %s", sid, exc)
-        if outcome.kind in (CancelKind.CANCELED, CancelKind.STOPPING):
-            canceled.append(stage.task_id)
-    deps.waker.wake()
-    after = await deps.store.read(lambda s: s.get_pipeline(pipeline_id))
-    return web.json_response({**pipeline_view_json(after or view), "canceled": canceled})
+        done = await usecase_cancel(deps_of(request), principal_of(request),
+                                    request.match_info["pipeline_id"])
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    return web.json_response({**pipeline_view_json(done.view), "canceled": done.canceled})

@@ -112,6 +112,7 @@ def task_json(task: TaskRow, estimated_start: float | None = None) -> dict[str, 
         "queue_position": task.queue_position,
         "priority": task.priority,
         "max_runtime_s": task.max_runtime_s,
+        "description": task.description,
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
         "estimated_start": (iso(estimated_start)
                             if estimated_start is not None and task.state in RUNNABLE else None),

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from service.policy.failure_guard import FailureGuard
 from service.web.api.deps import DEPS
-from service.web.ui import live, pages, pipeline_view, webhooks_view
+from service.web.ui import cluster_view, live, pages, pipeline_view, signin, webhooks_view
 from service.web.ui.changes import ChangeFeed
 from service.web.ui.sessions import fingerprint
 from service.web.ui.slots import StreamSlots
@@ -49,11 +49,11 @@ def static_handler(assets: dict[str, bytes]) -> pages.PageHandler:
 # document leave them out; the auth middleware lets them through (public), and each
 # page checks the session itself.
 ROUTES: tuple[tuple[str, str, pages.PageHandler], ...] = (
-    ("GET", "/ui", pages.root),
-    ("GET", "/ui/", pages.root),
-    ("GET", "/ui/signin", pages.signin_form),
-    ("POST", "/ui/signin", pages.signin),
-    ("POST", "/ui/signout", pages.signout),
+    ("GET", "/ui", signin.root),
+    ("GET", "/ui/", signin.root),
+    ("GET", "/ui/signin", signin.signin_form),
+    ("POST", "/ui/signin", signin.signin),
+    ("POST", "/ui/signout", signin.signout),
     ("GET", "/ui/queue", pages.queue_page),
     ("GET", f"/ui/tasks/{TASK}", pages.task_page),
     ("GET", f"/ui/tasks/{TASK}/log", pages.task_log),
@@ -62,8 +62,8 @@ ROUTES: tuple[tuple[str, str, pages.PageHandler], ...] = (
     ("GET", f"/ui/tasks/{TASK}/priority", pages.priority_form),
     ("POST", f"/ui/tasks/{TASK}/priority", pages.set_priority),
     ("GET", "/ui/pipelines/{pipeline_id:[^/:]+}", pipeline_view.pipeline_page),
-    ("GET", "/ui/cluster", pages.cluster_page),
-    ("GET", "/ui/charts", pages.charts_page),
+    ("GET", "/ui/cluster", cluster_view.cluster_page),
+    ("GET", "/ui/charts", cluster_view.charts_page),
     ("GET", "/ui/webhooks", webhooks_view.webhooks_page),
     ("POST", "/ui/webhooks", webhooks_view.create),
     ("POST", "/ui/webhooks/{hook_id:[^/:]+}/delete", webhooks_view.delete),

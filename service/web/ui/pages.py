@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,26 +24,22 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import jinja2
 from aiohttp import web
 
-from service.cluster.address import parse_record, read_file
-from service.cluster.boundary import ClusterError
 from service.config import SchedulerSettings
 from service.domain.reasons import WaitKind
 from service.domain.rows import TaskRow
 from service.domain.states import RUNNABLE, TERMINAL, TaskState
 from service.domain.timefmt import duration, iso
-from service.domain.users import ME, Principal, name_problem, parse_token_id, presentable
-from service.domain.writes import CancelKind
-from service.engine.observed import total_of
+from service.domain.users import ME, Principal, name_problem
 from service.policy.failure_guard import FailureGuard
-from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY, allowance_problem, range_problem
+from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.store.offload import PARTY
-from service.store.writer import StaleState, TaskNotFound
-from service.web.api.auth import AuthFailure
+from service.usecases import tasks
+from service.usecases.ports import Invalid, NotAllowed, NotFound, NotOwner, UseCaseError, WrongState
 from service.web.api.deps import AppDeps, deps_of
-from service.web.api.handlers import _attempt_log, _on_cluster, _tail
+from service.web.api.logs import attempt_log, tail_lines
 from service.web.api.params import parse_uint
 from service.web.api.pipelines import blocked_tasks, task_dependencies
-from service.web.ui import charts, progress_view
+from service.web.ui import progress_view
 from service.web.ui.changes import ChangeFeed
 from service.web.ui.progress_text import progress_summary
 from service.web.ui.sessions import (
@@ -52,8 +47,6 @@ from service.web.ui.sessions import (
     clear_cookie,
     csrf_ok,
     current,
-    set_cookie,
-    sign_in,
 )
 from service.web.ui.slots import StreamSlots
 
@@ -65,8 +58,6 @@ RECENT = 20
 BLOCKED_SHOWN = 50  # tasks waiting on other tasks, oldest first
 LOG_LINES = 200
 FORM_MAX_BYTES = 8192
-CHART_WINDOW_S = 24 * 3600.0
-USAGE_WINDOW_S = 7 * 24 * 3600.0
 STATE_FILTERS = ("", "pending", "running", "finished")
 _WORKLOAD = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # terminal colours in Ray's driver logs
@@ -82,7 +73,6 @@ CLOSING = web.AppKey("argus_ui_closing", asyncio.Event)  # set when the service 
 FEED = web.AppKey("argus_ui_feed", ChangeFeed)  # the process's one change watcher
 SLOTS = web.AppKey("argus_ui_slots", StreamSlots)  # live streams open per session/user
 GUARD = web.AppKey("argus_ui_signin_guard", FailureGuard)  # failed sign-ins, backoff
-SIGNIN_LOG_S = 60.0  # failed sign-ins are logged in aggregate, at most this often
 
 HEADERS = {
     "Cache-Control": "no-store",
@@ -133,14 +123,6 @@ def parse_marker(text: str | None) -> int | None:
     if not text.isascii() or not text.isdigit() or len(text) > 19:
         return None
     return int(text)
-
-
-def _safe_next(raw: str | None) -> str:
-    """Where to go after signing in: a console path only (no other site, no ``//``)."""
-    if (raw and raw.startswith(UI + "/") and not raw.startswith("//") and "\\" not in raw
-            and raw.isprintable() and len(raw) <= 2000):
-        return raw
-    return UI + "/queue"
 
 
 def signed_in(handler: PageHandler) -> PageHandler:
@@ -198,72 +180,10 @@ def _not_found(request: web.Request, what: str) -> web.Response:
     return render(request, "error.html", status=404, title="Not found", message=what)
 
 
-# -- sign-in ---------------------------------------------------------------------------------
-
-
-async def root(request: web.Request) -> web.StreamResponse:
-    raise web.HTTPSeeOther(UI + "/queue", headers=HEADERS)
-
-
-async def signin_form(request: web.Request) -> web.Response:
-    return render(request, "signin.html", next=_safe_next(request.query.get("next")),
-                  error=None)
-
-
-async def signin(request: web.Request) -> web.StreamResponse:
-    if _cross_site(request):
-        return _refused(request)
-    form = await _form(request)
-    token = form.get("token", "").strip()
-    target = _safe_next(form.get("next"))
-    guard = request.app[GUARD]
-    # who is guessing: the client's address, and the account the token names (its public
-    # id; the environment's token, or anything else, is one account)
-    keys = (f"address:{request.remote}", f"account:{parse_token_id(token) or 'other'}")
-    wait = guard.wait_s(*keys)
-    if wait > 0:
-        retry = max(1, math.ceil(wait))
-        response = render(request, "signin.html", status=429, next=target, error=(
-            f"Too many failed sign-ins from this address or for this token; try again in "
-            f"{retry} s."))
-        response.headers["Retry-After"] = str(retry)
-        return response
-    error = "Enter an API token."
-    if token:
-        if not presentable(token):
-            error = "That is not a valid token."
-        else:
-            try:
-                raw, _ = await sign_in(request, token, request.app[BOOTSTRAP_FP])
-            except AuthFailure as exc:
-                error = f"Sign-in refused: {exc.message}."
-            else:
-                guard.succeeded(*keys)
-                response = web.HTTPSeeOther(target, headers=HEADERS)
-                set_cookie(request, response, raw)
-                raise response
-        guard.failed(*keys)
-        if failures := guard.report(SIGNIN_LOG_S):
-            log.warning("%d failed console sign-in(s) since the last report", failures)
-    return render(request, "signin.html", status=401, next=target, error=error)
-
-
-@signed_in
-async def signout(request: web.Request) -> web.StreamResponse:
-    signed = request[SIGNED]
-    form = await _form(request)
-    if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
-        return _refused(request)
-    await deps_of(request).store.delete_session(signed.id_sha256)
-    response = web.HTTPSeeOther(UI + "/signin", headers=HEADERS)
-    clear_cookie(response)
-    raise response
-
-
 # -- queue -----------------------------------------------------------------------------------
 
 
-def _held(deps: AppDeps) -> dict[str, float]:
+def held_gpus(deps: AppDeps) -> dict[str, float]:
     seen = deps.metrics.observed.last
     return {} if seen is None or seen.snapshot is None else dict(seen.snapshot.held_gpus)
 
@@ -320,7 +240,7 @@ async def queue_page(request: web.Request) -> web.Response:
         request, "_queue.html" if q.get("fragment") else "queue.html", nav="queue",
         counts=counts, states=[s.value for s in TaskState], pending=pending,
         pending_total=pending_total, blocked=blocked, running=running, recent=recent,
-        held=_held(deps),
+        held=held_gpus(deps),
         progress=progress,
         filters=filters, workloads=await store.pending_workloads(), page=page, pages=pages,
         reason_kinds=[k.value for k in WaitKind],
@@ -352,7 +272,7 @@ async def task_page(request: web.Request) -> web.Response:
         request, "_task.html" if request.query.get("fragment") else "task.html",
         nav="queue", task=task, attempts=attempts, events=events, jobspec=spec or "",
         may_act=may_act, terminal=task.state in TERMINAL,
-        waiting=task.state in RUNNABLE, held=_held(deps), progress=progress, curves=curves,
+        waiting=task.state in RUNNABLE, held=held_gpus(deps), progress=progress, curves=curves,
         links=links)
 
 
@@ -372,8 +292,8 @@ async def task_log(request: web.Request) -> web.Response:
     attempt = await deps.store.get_attempt(task_id, None)
     if attempt is None:
         return web.Response(text="(no attempt yet)", headers=headers)
-    text = await _attempt_log(deps, attempt, task.user)
-    body = "(no log yet)" if not text else _ANSI.sub("", _tail(text, LOG_LINES))
+    text = await attempt_log(deps, attempt, task.user)
+    body = "(no log yet)" if not text else _ANSI.sub("", tail_lines(text, LOG_LINES))
     return web.Response(text=body, headers=headers)
 
 
@@ -389,41 +309,38 @@ async def cancel_confirm(request: web.Request) -> web.Response:
                   terminal=task.state in TERMINAL)
 
 
-async def _owned_task_form(request: web.Request, action: str
-                           ) -> tuple[web.StreamResponse | None, dict[str, str], TaskRow | None]:
-    """A task form's POST: the origin and form-token checks, the task, and whether the
-    caller may ``action`` it. ``(refusal, form, task)``: a refusal page, or None and the
-    form and the task."""
-    signed = request[SIGNED]
-    task_id = request.match_info["task_id"]
+async def _checked_form(request: web.Request
+                        ) -> tuple[web.StreamResponse | None, dict[str, str]]:
+    """A task form's POST: the origin and form-token checks. ``(refusal, form)``: a
+    refusal page, or None and the form."""
     form = await _form(request)
-    if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
-        return _refused(request), form, None
-    task = await deps_of(request).store.get_task(task_id)
-    if task is None:
-        return _not_found(request, f"There is no task {task_id}."), form, None
-    if not signed.principal.may_act_on(task.user):
+    if _cross_site(request) or not csrf_ok(request[SIGNED], form.get("csrf")):
+        return _refused(request), form
+    return None, form
+
+
+def _refusal(request: web.Request, exc: UseCaseError) -> web.Response:
+    """The page for a use case's refusal that is not about the form's value."""
+    if isinstance(exc, NotFound):
+        return _not_found(request, f"There is no task {exc.ident}.")
+    if isinstance(exc, NotOwner):
         return render(request, "error.html", status=403, title="Refused", message=(
-            f"Only its owner ({task.user}) or an admin may {action} {task_id}.")), form, None
-    return None, form, task
+            f"Only its owner ({exc.owner}) or an admin may {exc.action} {exc.ident}."))
+    return render(request, "error.html", status=409, title="Refused", message=exc.message)
 
 
 @signed_in
 async def cancel(request: web.Request) -> web.StreamResponse:
-    deps = deps_of(request)
-    signed = request[SIGNED]
     task_id = request.match_info["task_id"]
-    refusal, _, _ = await _owned_task_form(request, "cancel")
+    refusal, _ = await _checked_form(request)
     if refusal is not None:
         return refusal
-    outcome = await deps.store.cancel(task_id, deps.clock(), signed.principal.name)
-    if outcome.kind is CancelKind.STOPPING and outcome.ray_submission_id:
-        try:  # best effort, as the API does: the scheduler stops it anyway
-            await _on_cluster(deps, deps.cluster.stop, outcome.ray_submission_id)
-        except ClusterError as exc:
-            log.warning("stop %s: %s (the scheduler will retry)", outcome.ray_submission_id,
-                        exc)
-    deps.waker.wake()
+    try:
+        await tasks.cancel(deps_of(request), request[SIGNED].principal, task_id)
+    except WrongState:
+        pass  # it ended meanwhile: its page says so
+    except UseCaseError as exc:
+        return _refusal(request, exc)
     raise web.HTTPSeeOther(f"{UI}/tasks/{task_id}", headers=HEADERS)
 
 
@@ -441,19 +358,6 @@ def _priority_page(request: web.Request, task: TaskRow, *, status: int = 200,
                   error=error)
 
 
-def _form_priority(raw: str, who: Principal, sched: SchedulerSettings, current: int
-                  ) -> tuple[int | None, int, str | None]:
-    """The priority a form asks for: (value, status, problem); the API's rules."""
-    text = raw.strip()
-    value = int(text) if _PRIORITY.fullmatch(text) else None
-    problem = range_problem(value)
-    if value is None or problem:
-        return None, 400, f"The priority {problem}."
-    problem = allowance_problem(value, is_admin=who.is_admin,
-                                max_user_priority=sched.max_user_priority, current=current)
-    return (None, 403, f"Refused: {problem}.") if problem else (value, 200, None)
-
-
 @signed_in
 async def priority_form(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
@@ -465,88 +369,26 @@ async def priority_form(request: web.Request) -> web.Response:
 
 @signed_in
 async def set_priority(request: web.Request) -> web.StreamResponse:
-    """The priority form's answer: the API's checks (owner or admin, the caller's
-    allowance, a waiting task), then back to the task page."""
-    deps = deps_of(request)
+    """The priority form's answer: the use case's checks (owner or admin, the range, the
+    caller's allowance, a waiting task), then back to the task page."""
     task_id = request.match_info["task_id"]
-    refusal, form, task = await _owned_task_form(request, "change the priority of")
-    if refusal is not None or task is None:
-        return refusal or _not_found(request, f"There is no task {task_id}.")
-    who = request[SIGNED].principal
-    priority, status, problem = _form_priority(form.get("priority", ""), who,
-                                              deps.settings.scheduler, task.priority)
-    if priority is None:
-        return _priority_page(request, task, status=status, error=problem)
+    refusal, form = await _checked_form(request)
+    if refusal is not None:
+        return refusal
+    text = form.get("priority", "").strip()
+    value = int(text) if _PRIORITY.fullmatch(text) else None  # None: not a number
     try:
-        await deps.store.set_priority(task_id, priority, deps.clock(), who.name)
-    except TaskNotFound:
-        return _not_found(request, f"There is no task {task_id}.")
-    except StaleState:
-        task = await deps.store.get_task(task_id) or task
-        return _priority_page(request, task, status=409)  # the page says it no longer waits
-    deps.waker.wake()
+        await tasks.set_priority(deps_of(request), request[SIGNED].principal, task_id, value)
+    except (Invalid, NotAllowed, WrongState) as exc:
+        task = exc.task
+        if task is None:  # pragma: no cover - the use case names the task it refused
+            raise
+        if isinstance(exc, WrongState):
+            return _priority_page(request, task, status=409)  # it says it no longer waits
+        if isinstance(exc, Invalid):
+            return _priority_page(request, task, status=400,
+                                  error=f"The priority {exc.message}.")
+        return _priority_page(request, task, status=403, error=f"Refused: {exc.message}.")
+    except UseCaseError as exc:
+        return _refusal(request, exc)
     raise web.HTTPSeeOther(f"{UI}/tasks/{task_id}", headers=HEADERS)
-
-
-# -- cluster ---------------------------------------------------------------------------------
-
-
-def _head(path: str, now: float) -> dict[str, Any]:
-    """head.json as the service reads it: generation, age, or why it cannot be read."""
-    try:
-        text, mtime = read_file(path)
-        record = parse_record(text)
-    except (OSError, ValueError) as exc:
-        return {"path": path, "error": str(exc)}
-    return {"path": path, "error": None, "generation": record.generation, "seq": record.seq,
-            "head_ip": record.head_ip, "age_s": now - record.written_at,
-            "ttl_s": record.ttl_s, "stale": now - record.written_at > record.ttl_s,
-            "mtime": mtime}
-
-
-@signed_in
-async def cluster_page(request: web.Request) -> web.Response:
-    deps = deps_of(request)
-    now = deps.clock()
-    seen = deps.metrics.observed.last
-    nodes = []
-    if seen is not None and seen.snapshot is not None:
-        for n in seen.snapshot.nodes:
-            nodes.append({
-                "id": n.node_id, "ip": n.node_ip,
-                "gpus_free": n.get("GPU"), "gpus_total": total_of(n, "GPU"),
-                "cpus_free": n.get("CPU"), "cpus_total": total_of(n, "CPU")})
-    head = None
-    if deps.settings.head_json:
-        head = await deps.work.run(_head, deps.settings.head_json, now)
-    active = await deps.store.active_tasks()
-    return render(
-        request, "_cluster.html" if request.query.get("fragment") else "cluster.html",
-        nav="cluster", seen=seen, nodes=nodes, head=head, active=active, held=_held(deps),
-        ray_address=deps.settings.ray_address)
-
-
-# -- charts ----------------------------------------------------------------------------------
-
-
-@signed_in
-async def charts_page(request: web.Request) -> web.Response:
-    deps = deps_of(request)
-    now = deps.clock()
-    start = now - CHART_WINDOW_S
-    samples = await deps.store.samples_since(start)
-    used = await deps.store.gpu_seconds_in_window(now - USAGE_WINDOW_S, now, now)
-    util = [(s.ts, None if not s.gpus_total else 100.0 * (s.gpus_used or 0) / s.gpus_total)
-            for s in samples]
-    bars = sorted(((user or "(no owner)", seconds / 3600) for user, seconds in used.items()),
-                  key=lambda b: -b[1])
-    return render(
-        request, "charts.html", nav="charts", samples=len(samples),
-        queue_chart=charts.line_chart([(s.ts, s.pending) for s in samples], start=start,
-                                      end=now, title="Pending tasks, last 24 h"),
-        running_chart=charts.line_chart([(s.ts, s.running) for s in samples], start=start,
-                                        end=now, title="Running tasks, last 24 h"),
-        gpu_chart=charts.line_chart(util, start=start, end=now, unit="%", y_max=100.0,
-                                    title="GPUs allocated, % of all, last 24 h"),
-        usage_chart=charts.bar_chart(bars, unit=" h", title="GPU-hours per user, last 7 days"))
-

@@ -125,6 +125,14 @@ async def test_status_table_and_json(server, tmp_path):
     assert code == 0 and json.loads(out)["desired_resources"]["total_gpus"] == 2
 
 
+async def test_status_shows_the_description(server, tmp_path):
+    task_id = await submitted(server, tmp_path, description="lr sweep, run 3")
+    code, out = await run(server, "status", task_id)
+    assert code == 0
+    rows = dict(line.split(None, 1) for line in out.splitlines())
+    assert rows["description"] == "lr sweep, run 3"
+
+
 async def test_status_unknown_task_is_exit_not_found(server, capsys):
     code, _ = await run(server, "status", "mvp2-sft-20250101-000000-beef")
     assert code == Exit.NOT_FOUND

@@ -109,6 +109,16 @@ def test_null_optional_fields_mean_defaults() -> None:
     assert _parse(doc) == _parse(PPO)
 
 
+def test_description_is_an_optional_note_of_at_most_500_characters() -> None:
+    assert _parse(_with(description="lr sweep, run 3")).description == "lr sweep, run 3"
+    assert _parse(PPO).description is None and _parse(_with(description="")).description is None
+    with pytest.raises(JobSpecError) as long:
+        _parse(_with(description="x" * 501))
+    assert long.value.details == [{"field": "description",
+                                   "message": "must be at most 500 characters long"}]
+    assert _parse(_with(description="y" * 500)).description == "y" * 500
+
+
 @pytest.mark.parametrize("priority", [-1000, -1, 0, 7, 1000])
 def test_priority_is_kept_and_omitted_means_the_default(priority: int) -> None:
     assert _parse(_with(priority=priority)).priority == priority
@@ -173,11 +183,11 @@ ROOT_MSG = "is outside the allowed roots (/private)"
             ("gpus", "unknown field (known fields: workload, submission_id, code_path, "
                      "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
                      "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
-                     "priority, max_runtime_s, after, on_unsatisfiable)"),
+                     "priority, max_runtime_s, after, on_unsatisfiable, description)"),
             ("Nnodes", "unknown field (known fields: workload, submission_id, code_path, "
                        "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
                        "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
-                     "priority, max_runtime_s, after, on_unsatisfiable)"),
+                     "priority, max_runtime_s, after, on_unsatisfiable, description)"),
         ]),
         # workload
         ({"workload": "dpo"},
@@ -274,7 +284,7 @@ def test_three_errors_are_all_reported() -> None:
         ("colour", "unknown field (known fields: workload, submission_id, code_path, "
                    "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
                    "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
-                     "priority, max_runtime_s, after, on_unsatisfiable)"),
+                     "priority, max_runtime_s, after, on_unsatisfiable, description)"),
         ("code_path", "must be an absolute path, got 'relative/verl' (a string)"),
         ("nnodes", "must be an integer from 1 to 1024, got true (a boolean)"),
     ]

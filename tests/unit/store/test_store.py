@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import threading
@@ -13,7 +14,7 @@ from service.domain.reasons import WaitKind, as_text
 from service.domain.states import RUNNABLE, TaskState
 from service.policy.pipelines import PipelineState
 from service.store import reads as store_reads
-from service.store.sql import QUERIES, parse_queries
+from service.store.sql import QUERIES, QUERIES_FILE, parse_queries
 from service.store.writer import (
     ACTIVE,
     MAX_SEQ,
@@ -49,6 +50,29 @@ def add(store: Store, i: int, now: float = 100.0, nnodes: int = 1, g: int = 1) -
     return tid(i)
 
 
+def test_priority_and_time_limit_are_stored_once_in_their_columns(store: Store) -> None:
+    """The JobSpec JSON leaves out what a column holds; reading it back for the submit
+    takes the columns' values, so a changed priority is the one everywhere."""
+    store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="priority: 3\n",
+                      spec={"workload": "ppo", "priority": 3, "max_runtime_s": None},
+                      nnodes=1, n_gpus_per_node=1, user="alice", now=100.0, priority=3,
+                      max_runtime_s=60.0)
+    stored = store._reader().execute("SELECT spec_json FROM tasks WHERE task_id = ?",
+                                     (tid(1),)).fetchone()["spec_json"]
+    assert json.loads(stored) == {"workload": "ppo"}
+    assert store.set_priority(tid(1), 9, 101.0).priority == 9
+    claim = store.claim_for_submit(tid(1), S.QUEUED, 102.0)
+    assert (claim.spec["priority"], claim.spec["max_runtime_s"]) == (9, 60.0)
+    assert claim.spec["workload"] == "ppo"
+
+
+def test_a_row_stored_with_its_priority_in_the_json_reads_the_column(store: Store) -> None:
+    add(store, 1)
+    with store._tx() as conn:  # as a task stored before the JSON left the priority out
+        conn.execute("UPDATE tasks SET spec_json = '{\"priority\": 1}', priority = 5")
+    assert store.claim_for_submit(tid(1), S.QUEUED, 101.0).spec["priority"] == 5
+
+
 def test_create_and_view(store: Store) -> None:
     store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="a: 1  # raw\n",
                       spec={"workload": "ppo"}, nnodes=2, n_gpus_per_node=4,
@@ -66,7 +90,8 @@ def test_create_and_view(store: Store) -> None:
     with pytest.raises(TaskExists):
         add(store, 1)
     claim = store.claim_for_submit(tid(1), S.QUEUED, 2.0)
-    assert claim.jobspec_yaml == "a: 1  # raw\n" and claim.spec == {"workload": "ppo"}
+    assert claim.jobspec_yaml == "a: 1  # raw\n"
+    assert claim.spec == {"workload": "ppo", "priority": 0, "max_runtime_s": None}
     assert [e.event_type for e in store.events(tid(1))] == ["CREATED", "STATE_TRANSITION"]
 
 
@@ -392,6 +417,32 @@ def test_queries_file_format() -> None:
     text = ("-- file notes\n\n-- name: one\n-- what it does\nSELECT 1\n  FROM t;\n"
             "-- name: two\nSELECT 2")
     assert parse_queries(text) == {"one": "SELECT 1\n  FROM t", "two": "SELECT 2"}
+
+
+def test_queries_file_fragments_are_filled_in_and_unknown_ones_refused() -> None:
+    text = ("-- fragment: cols\n-- shared\na, b\n-- name: one\nSELECT {cols} FROM t;\n"
+            "-- name: two\nSELECT {cols}, c FROM u")
+    assert parse_queries(text) == {"one": "SELECT a, b FROM t", "two": "SELECT a, b, c FROM u"}
+    with pytest.raises(ValueError, match="names no fragment 'nope'"):
+        parse_queries("-- name: one\nSELECT {nope} FROM t")
+    with pytest.raises(ValueError, match="defined twice"):
+        parse_queries("-- fragment: a\nx\n-- name: a\nSELECT 1")
+
+
+TASK_READS = ("get_task", "list_tasks", "list_tasks_in_state", "list_tasks_of_user",
+              "list_tasks_of_user_in_state", "queue_pending", "queue_pending_of_user",
+              "queue_running", "blocked_page")
+
+
+def test_every_task_read_selects_the_one_task_projection() -> None:
+    """A task column is named once in queries.sql (the task_columns fragment); every read
+    that returns tasks selects exactly it, so the decoder sees the same row everywhere."""
+    text = QUERIES_FILE.read_text(encoding="utf-8")
+    assert text.count("t.next_run_at, t.error_summary, t.pending_reason") == 1  # fragment
+    fragment = QUERIES["get_task"].split("SELECT ", 1)[1].split(",\n       CASE")[0]
+    for name in TASK_READS:
+        assert fragment in QUERIES[name], name
+        assert "LEFT JOIN attempts a ON a.task_id = t.task_id" in QUERIES[name], name
 
 
 def test_reads_do_not_wait_for_the_writer(store: Store) -> None:

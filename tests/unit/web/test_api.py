@@ -23,7 +23,7 @@ from service.domain.states import RayStatus, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
 from service.store.writer import BulkTask, Store
-from service.web.api import handlers
+from service.usecases import tasks
 from service.web.api.deps import DEPS
 from service.web.api.waker import Waker
 from service.web.app import ROUTES, create_app
@@ -456,6 +456,30 @@ async def test_priority_change_reorders_the_queue_and_wakes_the_scheduler(client
     assert (view["priority"], view["queue_position"]) == (0, 2)
 
 
+async def test_a_changed_priority_is_the_one_everywhere(client, env):
+    """PATCH then GET, the queue and the JobSpec Ray is given: one priority (the stored
+    JobSpec JSON holds none of its own)."""
+    env.cluster.add_node("n1", gpus=2)
+    task_id = await submit(client, env, priority=3)
+    status, _ = await patch_priority(client, task_id, {"priority": 8})
+    assert status == 200
+    assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["priority"] == 8
+    pending = (await get_json(client, "/api/v2/queue"))["pending"]
+    assert [t["priority"] for t in pending] == [8]
+    claim = env.store.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
+    assert claim.spec["priority"] == 8
+
+
+async def test_the_description_is_shown_with_the_task(client, env):
+    task_id = await submit(client, env, description="lr sweep, run 3")
+    assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["description"] == (
+        "lr sweep, run 3")
+    listed = (await get_json(client, "/api/v2/tasks"))["tasks"]
+    assert [t["description"] for t in listed] == ["lr sweep, run 3"]
+    other = await submit(client, env)
+    assert (await get_json(client, f"/api/v2/tasks/{other}"))["description"] is None
+
+
 async def test_submit_applies_the_configured_default_priority(aiohttp_client, env):
     env.settings = replace(env.settings, scheduler=replace(
         env.settings.scheduler, default_priority=7, max_user_priority=7))
@@ -670,14 +694,14 @@ async def test_readyz_says_ready_and_why_not(client, env, monkeypatch):
     runs with a writable database; 503 with each reason otherwise."""
     import threading
 
-    from service.web.api import handlers
+    from service.web.api import health
 
     resp = await client.get("/readyz")
     body = await resp.json()
     assert resp.status == 200 and body["status"] == "ready" and body["reasons"] == []
     assert body["read_s"] >= 0 and body["work_s"] >= 0
     # the read lane stuck behind slow reads, the database read-only
-    monkeypatch.setattr(handlers, "READY_DEADLINE_S", 0.05)
+    monkeypatch.setattr(health, "READY_DEADLINE_S", 0.05)
     gate, held_read_done = threading.Event(), threading.Event()
     real = env.store.change_seq
 
@@ -908,7 +932,7 @@ async def test_store_calls_and_parsing_run_off_the_event_loop(client, env, monke
             return fn(*args, **kw)
         return call
 
-    monkeypatch.setattr(handlers, "parse_jobspec", spy("parse", handlers.parse_jobspec))
+    monkeypatch.setattr(tasks, "parse_jobspec", spy("parse", tasks.parse_jobspec))
     for method in ("create_task", "get_task", "list_tasks", "list_attempts", "events",
                    "get_attempt", "queue", "cancel", "set_priority"):
         monkeypatch.setattr(env.store, method, spy(method, getattr(env.store, method)))

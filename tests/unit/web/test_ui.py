@@ -85,12 +85,14 @@ async def client(env: Env, aiohttp_client):  # the app is cleaned up before the 
 
 
 def jobspec(shared: Path, gpus: int = 2, overrides: tuple[str, ...] = (),
-            max_runtime_s: int | None = None) -> str:
+            max_runtime_s: int | None = None, description: str | None = None) -> str:
     text = (f"workload: ppo\ncode_path: {shared}/code/verl\n"
             f"model_id: Qwen/Qwen2.5-0.5B-Instruct\ntrain_file: {shared}/data/train.parquet\n"
             f"val_file: {shared}/data/test.parquet\nnnodes: 1\nn_gpus_per_node: {gpus}\n")
     if max_runtime_s is not None:
         text += f"max_runtime_s: {max_runtime_s}\n"
+    if description is not None:
+        text += f"description: {description!r}\n"
     if overrides:
         text += "overrides:\n" + "".join(f"  - {o!r}\n" for o in overrides)
     return text
@@ -294,6 +296,15 @@ def pending_rows(html: str) -> list[tuple[str, str]]:
     table = html.split('<table id="pending">', 1)[1].split("</table>", 1)[0]
     return re.findall(r'<tr id="row-([^"]+)".*?<td>\d+&times;\d+ GPU</td>\s*<td>(-?\d+)</td>',
                       table, flags=re.S)
+
+
+async def test_task_page_shows_the_description_as_text(client, env):
+    task_id = await submit(client, env, description="sweep <b>3</b>")
+    await sign_in(client)
+    html = await page(client, f"/ui/tasks/{task_id}")
+    assert '<dd id="task-description">sweep &lt;b&gt;3&lt;/b&gt;</dd>' in html
+    assert 'id="task-description"' not in await page(
+        client, f"/ui/tasks/{await submit(client, env)}")
 
 
 async def test_queue_and_task_pages_show_the_priority(client, env):

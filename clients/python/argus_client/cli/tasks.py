@@ -40,6 +40,7 @@ def show_task(task: dict[str, Any]) -> str:
         ("priority", task.get("priority")),
         ("max_runtime_s", task.get("max_runtime_s")),
         ("workload", task.get("workload")),
+        ("description", task.get("description")),
         ("resources", _gpus(task) + " GPUs"),
         ("queue_position", task.get("queue_position")),
         ("pending_reason", task.get("pending_reason")),

@@ -1,0 +1,261 @@
+"""The store's one writer: the write transaction, storage faults, events, guarded moves.
+
+``StoreCore`` is the base of the store's parts (``store``, ``store_attempts``,
+``store_users``, ``store_console``, mixed into ``store.Store``): one writing connection
+behind one lock, each write a ``BEGIN IMMEDIATE`` transaction; a state change is
+``states.check_transition`` then a compare-and-set (``_transition``), its event (and the
+webhook outbox rows it causes) written in the same transaction. A write that fails because
+of the storage raises ``StorageUnavailable`` and is remembered in ``write_fault``. The
+store's errors live here too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from service.domain.states import TaskState, check_transition
+from service.policy.quotas import QuotaRefusal
+from service.store.db import (
+    DEFAULT_SYNCHRONOUS,
+    StorageUnavailable,
+    connect,
+    initialize,
+    storage_fault,
+)
+from service.store.reads import StoreReads
+from service.store.sql import QUERIES as Q
+from service.store.webhooks import enqueue as enqueue_webhooks
+
+MESSAGE_HEAD = 1_000
+# After a storage fault, every commit for this long is followed by a checkpoint (below)
+RECOVERY_WINDOW_S = 60.0
+MESSAGE_TAIL = 3_000
+
+_S = TaskState
+
+log = logging.getLogger(__name__)
+
+
+class StoreError(Exception):
+    """Base class of the store's own errors."""
+
+
+class TaskNotFound(StoreError):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id} not found")
+        self.task_id = task_id
+
+
+class TaskExists(StoreError):
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id} already exists")
+        self.task_id = task_id
+
+
+class QuotaExceeded(StoreError):
+    """A submission the owner's storage quota refuses (nothing was written)."""
+
+    def __init__(self, refusal: QuotaRefusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+class StaleState(StoreError):
+    """A guarded write found the task in another state than expected (a lost race)."""
+
+    def __init__(self, task_id: str, expected: TaskState, actual: str | None) -> None:
+        super().__init__(f"task {task_id}: expected state {expected}, found {actual}")
+        self.task_id = task_id
+        self.expected = expected
+        self.actual = actual
+
+
+class StaleProgress(StoreError):
+    """A progress write found another log offset than the one its reader started from."""
+
+    def __init__(self, task_id: str, attempt_no: int, expected_offset: int) -> None:
+        super().__init__(f"task {task_id} attempt {attempt_no}: progress moved past offset "
+                         f"{expected_offset} meanwhile")
+        self.task_id = task_id
+        self.attempt_no = attempt_no
+
+
+class UserNotFound(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"user {name} not found")
+        self.name = name
+
+
+class UserExists(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"user {name} already exists")
+        self.name = name
+
+
+class UserDisabled(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"user {name} is disabled")
+        self.name = name
+
+
+class TokenNotFound(StoreError):
+    def __init__(self, user: str, token_id: str) -> None:
+        super().__init__(f"user {user} has no token {token_id}")
+        self.user = user
+        self.token_id = token_id
+
+
+class TooManyTokens(StoreError):
+    def __init__(self, user: str, limit: int) -> None:
+        super().__init__(f"user {user} already has {limit} live tokens (the limit); "
+                         "revoke one first")
+        self.user = user
+        self.limit = limit
+
+
+def by_field(user: str | None) -> dict[str, str]:
+    """Who did it, for an event's payload (nothing when unknown)."""
+    return {} if user is None else {"by": user}
+
+
+def truncate_message(text: str | None) -> str | None:
+    """Keep the head and the tail of a long message (the error is usually at the end)."""
+    if text is None or len(text) <= MESSAGE_HEAD + MESSAGE_TAIL:
+        return text
+    cut = len(text) - MESSAGE_HEAD - MESSAGE_TAIL
+    return f"{text[:MESSAGE_HEAD]}\n...[{cut} characters truncated]...\n{text[-MESSAGE_TAIL:]}"
+
+
+class StoreCore(StoreReads):
+    """The writing connection and the helpers every write uses."""
+
+    def __init__(self, db_path: str, *, synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
+        super().__init__(db_path)
+        self._lock = threading.RLock()
+        self._conn = connect(db_path, synchronous=synchronous)
+        self._write_fault: str | None = None
+        self._fault_at = float("-inf")  # monotonic time of the last storage fault
+        try:
+            initialize(self._conn)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @property
+    def write_fault(self) -> str | None:
+        """Why the last write failed when the storage was to blame (``"disk full"``...);
+        None once a write commits again."""
+        return self._write_fault
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_readers()
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction on the one writing connection.
+
+        Whatever fails (the body, or the COMMIT itself) leaves no transaction open: a
+        connection left inside a failed transaction would refuse every later write, long
+        after the disk has room again. A storage fault becomes ``StorageUnavailable``.
+        """
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+            except sqlite3.Error as exc:
+                fault = storage_fault(exc)
+                if fault is None:
+                    raise
+                self._fault(fault, exc)
+                raise StorageUnavailable(fault, str(exc)) from exc
+            if self._write_fault is not None:
+                log.warning("database writes work again (they failed: %s)", self._write_fault)
+                self._write_fault = None
+            if time.monotonic() - self._fault_at < RECOVERY_WINDOW_S:
+                self._checkpoint()
+
+    def _fault(self, fault: str, exc: sqlite3.Error) -> None:
+        """Record a storage fault (logged once until writes work again) and checkpoint.
+
+        Why checkpoint: a WAL that has not reached its checkpoint size must grow to take
+        the next commit, and on a nearly full disk it eats whatever space comes back,
+        frame by frame, until the disk is full again (the service would fail again a few
+        writes after space returned). A checkpoint copies the WAL's pages into the
+        database, mostly over pages that are there already, after which the next commit
+        starts the WAL again from its beginning, inside the space the file already has.
+        A passive checkpoint never waits; when it cannot finish now, the next one goes on.
+        """
+        if self._write_fault != fault:
+            log.warning("database writes fail: %s (%s); answering 503 until they work", fault,
+                        exc)
+        self._write_fault = fault
+        self._fault_at = time.monotonic()
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        with suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def _rollback(self) -> None:
+        """Roll back if a transaction is still open (SQLite ends some failed ones itself);
+        a rollback that fails too leaves the connection as SQLite left it."""
+        if self._conn.in_transaction:
+            with suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def probe_write(self) -> None:
+        """Commit a write that changes nothing (the schema version, rewritten as it is):
+        it needs what any write needs (the lock, room in the WAL), so it tells whether
+        writes work again. Raises ``StorageUnavailable`` while they do not."""
+        with self._tx() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute(f"PRAGMA user_version = {int(version)}")
+
+    # -- write helpers (inside a transaction) ------------------------------------------
+    @staticmethod
+    def _event(conn: sqlite3.Connection, task_id: str, now: float, kind: str,
+               payload: Mapping[str, Any]) -> None:
+        cur = conn.execute(Q["insert_event"], {
+            "task_id": task_id, "ts": now, "event_type": kind,
+            "payload_json": json.dumps(payload, sort_keys=True, default=str),
+        })
+        # the webhook outbox, in this same transaction (never lost, never early)
+        enqueue_webhooks(conn, cur.lastrowid, task_id, now, kind, payload)
+
+    def _transition(self, conn: sqlite3.Connection, task_id: str, src: TaskState,
+                    dst: TaskState, now: float, payload: Mapping[str, Any] | None = None,
+                    *, query: str = "move", **params: Any) -> None:
+        """Guarded ``src -> dst`` by the named ``move*`` query (``params``: its other
+        values), plus the transition's event."""
+        check_transition(src, dst)
+        cur = conn.execute(Q[query], {
+            **params, "task_id": task_id, "expected": src.value, "dst": dst.value, "now": now,
+        })
+        if cur.rowcount != 1:
+            row = conn.execute(Q["task_state"], {"task_id": task_id}).fetchone()
+            if row is None:
+                raise TaskNotFound(task_id)
+            raise StaleState(task_id, src, row["state"])
+        self._event(conn, task_id, now, "STATE_TRANSITION",
+                    {"from": src.value, "to": dst.value, **(payload or {})})
+
+    @staticmethod
+    def _update_attempt(conn: sqlite3.Connection, query: str, task_id: str, attempt_no: int,
+                        **params: Any) -> None:
+        cur = conn.execute(Q[query], {**params, "task_id": task_id, "attempt_no": attempt_no})
+        if cur.rowcount != 1:
+            raise StoreError(f"task {task_id} has no attempt {attempt_no}")

@@ -1,0 +1,143 @@
+"""What the use cases are given, and the outcomes they refuse with.
+
+``TaskDeps`` is structural: the API's ``AppDeps`` satisfies it, and a unit test hands in a
+small object of its own (a real store on a temporary database, a fake cluster)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any, Protocol, TypeVar
+
+from service.cluster.boundary import Cluster, ClusterUnavailable
+from service.config import Settings
+from service.domain.rows import TaskRow
+from service.policy.quotas import QuotaRefusal
+from service.store.aio import AsyncStore
+from service.store.offload import Offload
+
+T = TypeVar("T")
+
+
+class Wakes(Protocol):
+    def wake(self) -> None: ...
+
+
+class Counts(Protocol):
+    def inc(self, amount: float = 1) -> None: ...
+
+
+class SubmitMetrics(Protocol):
+    @property
+    def submits(self) -> Counts: ...
+
+
+class TaskDeps(Protocol):
+    """The parts of the service a use case touches."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> AsyncStore: ...
+
+    @property
+    def cluster(self) -> Cluster: ...
+
+    @property
+    def cluster_pool(self) -> Executor: ...
+
+    @property
+    def work(self) -> Offload: ...
+
+    @property
+    def waker(self) -> Wakes: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def metrics(self) -> SubmitMetrics: ...
+
+
+async def on_cluster(deps: TaskDeps, fn: Callable[..., T], *args: Any) -> T:
+    """Run a blocking cluster call in the cluster pool, bounded by the Ray timeout."""
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(deps.cluster_pool, fn, *args)
+    try:
+        return await asyncio.wait_for(future, timeout=deps.settings.ray_timeout_s)
+    except TimeoutError as exc:
+        raise ClusterUnavailable(
+            f"no answer from Ray within {deps.settings.ray_timeout_s:g}s"
+        ) from exc
+
+
+# -- outcomes a use case refuses with ---------------------------------------------------
+
+
+class UseCaseError(Exception):
+    """A request the rules refuse; ``message`` says why in a sentence."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(UseCaseError):
+    """No such task or pipeline (``what``: "task" or "pipeline")."""
+
+    def __init__(self, what: str, ident: str) -> None:
+        super().__init__(f"{what} {ident} not found")
+        self.what, self.ident = what, ident
+
+
+class NotOwner(UseCaseError):
+    """The caller neither owns the task (or pipeline) nor is an admin."""
+
+    def __init__(self, what: str, ident: str, owner: str | None, action: str,
+                 caller: str) -> None:
+        super().__init__(f"only its owner ({owner}) or an admin may {action} {what} "
+                         f"{ident}; you are {caller}")
+        self.what, self.ident, self.owner, self.action = what, ident, owner, action
+
+
+class Invalid(UseCaseError):
+    """A value out of its range (``field`` names it); the task, when there is one."""
+
+    def __init__(self, field: str, message: str, task: TaskRow | None = None) -> None:
+        super().__init__(message)
+        self.field, self.task = field, task
+
+
+class NotAllowed(UseCaseError):
+    """The caller may not ask for this value (a priority above their allowance)."""
+
+    def __init__(self, field: str, message: str, task: TaskRow | None = None) -> None:
+        super().__init__(message)
+        self.field, self.task = field, task
+
+
+class WrongState(UseCaseError):
+    """The task is in a state where the request does not apply (``state``: which)."""
+
+    def __init__(self, message: str, state: str | None, task: TaskRow | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.state, self.task = state, task
+
+
+class OverQuota(UseCaseError):
+    """The owner's quota refuses the submission (``refusal``: which limit, until when)."""
+
+    def __init__(self, refusal: QuotaRefusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+class BadDependencies(UseCaseError):
+    """The ``after`` list names tasks that cannot be parents (``problems``: each)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems

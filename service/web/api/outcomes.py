@@ -1,0 +1,42 @@
+"""A use case's refusal (``service.usecases.ports``) as the API's JSON error."""
+
+from __future__ import annotations
+
+from service.usecases.ports import (
+    BadDependencies,
+    Invalid,
+    NotAllowed,
+    NotFound,
+    NotOwner,
+    OverQuota,
+    UseCaseError,
+    WrongState,
+)
+from service.web.api.middlewares import ApiError
+
+
+def api_error(exc: UseCaseError) -> ApiError:
+    """The answer for ``exc``: 404, 403, 400, 409 or 429 (with ``Retry-After``)."""
+    match exc:
+        case NotFound():
+            return ApiError(404, exc.message)
+        case NotOwner():
+            return ApiError(403, exc.message)
+        case NotAllowed():
+            return ApiError(403, exc.message,
+                            details=[{"field": exc.field, "message": exc.message}])
+        case Invalid():
+            return ApiError(400, f"invalid {exc.field} request",
+                            details=[{"field": exc.field, "message": exc.message[:200]}])
+        case WrongState():
+            return ApiError(409, exc.message,
+                            details=[{"field": "state", "message": str(exc.state)}])
+        case BadDependencies():
+            return ApiError(400, "invalid JobSpec",
+                            details=[{"field": "after", "message": p} for p in exc.problems])
+        case OverQuota():
+            refusal = exc.refusal
+            return ApiError(429, refusal.message, code="quota_exceeded",
+                            details=[{"field": refusal.limit, "message": refusal.message}],
+                            headers={"Retry-After": str(refusal.retry_after_s)})
+    return ApiError(400, exc.message)  # pragma: no cover - every kind is named above
