@@ -25,7 +25,8 @@ from pathlib import Path
 import yaml
 
 from service.config import Settings
-from service.jobspec.spec import JobSpecError, parse_jobspec
+from service.jobspec.model import JobSpecError
+from service.jobspec.spec import parse_jobspec
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "tests" / "unit" / "data" / "seed_jobspecs" / "002_api_jobspec.yaml"

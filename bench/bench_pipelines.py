@@ -29,7 +29,7 @@ from service.config import SchedulerSettings, Settings
 from service.domain.states import RayStatus, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler, SchedulerLoop
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 from service.policy.pipelines import parse_pipeline
 from service.store.writer import Store
 from service.usecases.pipeline_submit import submit_pipeline

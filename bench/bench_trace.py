@@ -82,7 +82,7 @@ from service.config import SchedulerSettings, Settings
 from service.domain.states import TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 from service.store.writer import BulkTask, Store
 
 FLOOR_LOAD = 0.95

@@ -42,7 +42,7 @@ from service.cluster.raycluster import RayCluster
 from service.config import SchedulerSettings, Settings
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 from service.store.writer import Store
 
 REPO = Path(__file__).resolve().parents[1]

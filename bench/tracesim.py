@@ -51,7 +51,7 @@ from service.domain.states import RayStatus
 from service.domain.workloads import driver
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import BACKFILL_WINDOW, Scheduler
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 from service.scheduling.admission import FreePool, Gang, InFlight
 from service.store.writer import Store
 

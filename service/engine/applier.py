@@ -28,7 +28,7 @@ from service.domain.reasons import Reason
 from service.domain.states import FailureKind, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.tick_report import TickReport
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 from service.jobspec.submission import build_submit_request, driver_argv
 from service.scheduling.admission import unreachable
 from service.scheduling.fairshare import Ledger, Share, Span, decayed_usage

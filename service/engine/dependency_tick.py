@@ -21,7 +21,8 @@ from typing import Any
 from service.config import Settings
 from service.domain.layout import attempt_dir, checkpoint_dir
 from service.engine.checkpoints import NoCheckpoint, latest_checkpoint
-from service.jobspec.spec import JobSpecError, validate_document
+from service.jobspec.model import JobSpecError
+from service.jobspec.spec import validate_document
 from service.policy.dependencies import OnUnsatisfiable, Verdict, cancel_reason, decide
 from service.policy.pipelines import find_refs, substitute
 from service.store.pipelines import BlockedTask

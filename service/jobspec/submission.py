@@ -22,7 +22,7 @@ from service.config import Settings, thaw
 from service.domain.ids import submission_id
 from service.domain.layout import EXIT_MARKER, attempt_dir, checkpoint_dir
 from service.domain.workloads import PYTHON, WORKLOADS, Context, driver
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 
 
 def _render(value: str | int) -> str:

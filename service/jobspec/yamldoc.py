@@ -78,7 +78,7 @@ class _Stop(Exception):
     """A structural problem: the walk ends here."""
 
 
-def _detail(field: str, message: str, line: int, column: int) -> dict[str, Any]:
+def error_detail(field: str, message: str, line: int, column: int) -> dict[str, Any]:
     return {"field": field, "message": f"{message} (line {line}, column {column})",
             "line": line, "column": column}
 
@@ -130,7 +130,7 @@ class _Builder:
 
     def problem(self, event: Any, message: str) -> None:
         mark = event.start_mark
-        self.details.append(_detail(self.field(), message, mark.line + 1, mark.column + 1))
+        self.details.append(error_detail(self.field(), message, mark.line + 1, mark.column + 1))
 
     def stop(self, event: Any, message: str) -> None:
         self.problem(event, message)
@@ -262,12 +262,12 @@ def load(text: str, limits: Limits = Limits(),
         what = "; ".join(p for p in (exc.context, exc.problem) if p) or "cannot parse"
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        builder.details.append(_detail("body", f"malformed YAML: {what}", line, column))
+        builder.details.append(error_detail("body", f"malformed YAML: {what}", line, column))
     except yaml.reader.ReaderError as exc:
         line, column = _position(text, exc.position)
         char = exc.character if isinstance(exc.character, int) else ord(exc.character)
         message = f"malformed YAML: unacceptable character #x{char:04x}: {exc.reason}"
-        builder.details.append(_detail("body", message, line, column))
+        builder.details.append(error_detail("body", message, line, column))
     finally:
         parser.dispose()
     if builder.details:

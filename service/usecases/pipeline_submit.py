@@ -17,7 +17,8 @@ from typing import Any
 from service.config import Settings
 from service.domain.ids import new_task_id, submission_id
 from service.domain.layout import attempt_dir, checkpoint_dir
-from service.jobspec.spec import JobSpecError, validate_document
+from service.jobspec.model import JobSpecError
+from service.jobspec.spec import validate_document
 from service.policy.pipelines import PipelineDoc, PipelineError, substitute
 from service.policy.priorities import allowance_problem
 from service.store.pipelines import NewStage

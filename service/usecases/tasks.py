@@ -17,7 +17,8 @@ from service.domain.rows import TaskRow
 from service.domain.states import TaskState
 from service.domain.users import Principal
 from service.domain.writes import CancelKind, CancelOutcome
-from service.jobspec.spec import JobSpec, parse_jobspec, parse_jobspec_json
+from service.jobspec.model import JobSpec
+from service.jobspec.spec import parse_jobspec, parse_jobspec_json
 from service.policy.priorities import allowance_problem, range_problem
 from service.store.pipelines import DependencyError
 from service.store.writer import QuotaExceeded, StaleState, TaskNotFound

@@ -15,7 +15,8 @@ from service.domain.reasons import WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.domain.users import MAX_TOKEN_LIFETIME_S, MIN_TOKEN_LIFETIME_S
 from service.domain.workloads import WORKLOAD_NAMES, WORKLOADS
-from service.jobspec.spec import TRAINER_DEVICES, jobspec_json_schema
+from service.jobspec.model import TRAINER_DEVICES
+from service.jobspec.schema import jobspec_json_schema
 from service.policy.dependencies import OnUnsatisfiable
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY
 

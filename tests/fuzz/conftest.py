@@ -67,7 +67,7 @@ def with_deployment_paths(doc: dict, shared: Path) -> dict:
     allowed roots, so that the specs drawn from it are ones the service accepts."""
     from service.config import Settings
     from service.domain.layout import users_root
-    from service.jobspec.spec import jobspec_json_schema
+    from service.jobspec.schema import jobspec_json_schema
 
     settings = Settings(shared_root=str(shared))
     path = jobspec_json_schema(settings.resolved_allowed_roots,

@@ -24,7 +24,7 @@ from aiohttp import web
 from service.domain.rows import TaskRow
 from service.domain.states import TaskState
 from service.domain.users import ALL, ME, Principal, name_problem
-from service.jobspec.spec import JobSpecError
+from service.jobspec.model import JobSpecError
 from service.policy.curves import default_keys, join
 from service.policy.priorities import range_problem
 from service.usecases import tasks

@@ -14,7 +14,7 @@ from service.domain.writes import ProgressUpdate
 from service.engine.artifacts import Artifacts
 from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 from service.policy.progress import Progress
 from service.store.writer import StaleProgress, Store
 

@@ -23,7 +23,7 @@ from service.engine.scheduler import (
     TickReport,
     open_outage_since,
 )
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 from service.policy.quotas import Limits
 from service.store.writer import EventRow, Store
 

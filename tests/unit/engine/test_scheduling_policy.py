@@ -16,7 +16,7 @@ from test_scheduler import T0, VERL_GPU_ERROR, Env, sid
 
 from service.config import UserSettings
 from service.domain.states import RayStatus, TaskState
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 
 S = TaskState
 

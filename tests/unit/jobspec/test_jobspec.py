@@ -10,7 +10,8 @@ import yaml
 
 from service.config import Settings
 from service.config_load import settings_from_mapping
-from service.jobspec.spec import JobSpec, JobSpecError, parse_jobspec
+from service.jobspec.model import JobSpec, JobSpecError
+from service.jobspec.spec import parse_jobspec
 
 SETTINGS = Settings()  # shared_root /private, allowed roots (/private,)
 

@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from service.config import Settings
-from service.jobspec.spec import JobSpec, JobSpecError, parse_jobspec
+from service.jobspec.model import JobSpec, JobSpecError
+from service.jobspec.spec import parse_jobspec
 from service.jobspec.submission import build_entrypoint, build_submit_request, driver_argv
 
 TASK = "mvp2-sft-20251223-143201-7f3a"

@@ -13,7 +13,9 @@ from hypothesis_jsonschema import from_schema
 
 from service.config import Settings
 from service.config_load import settings_from_mapping
-from service.jobspec.spec import JobSpecError, jobspec_json_schema, parse_jobspec
+from service.jobspec.model import JobSpecError
+from service.jobspec.schema import jobspec_json_schema
+from service.jobspec.spec import parse_jobspec
 from service.web.openapi import build_openapi
 
 DEFAULT = Settings()

@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from service.config import Settings
-from service.jobspec.spec import JobSpec, JobSpecError, jobspec_json_schema, parse_jobspec
+from service.jobspec.model import JobSpec, JobSpecError
+from service.jobspec.schema import jobspec_json_schema
+from service.jobspec.spec import parse_jobspec
 
 SETTINGS = Settings()  # shared_root /private, allowed roots (/private,)
 BASE: dict[str, Any] = {

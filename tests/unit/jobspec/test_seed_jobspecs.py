@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from service.config import Settings
-from service.jobspec.spec import jobspec_json_schema, parse_jobspec
+from service.jobspec.schema import jobspec_json_schema
+from service.jobspec.spec import parse_jobspec
 from service.jobspec.submission import build_submit_request
 
 ROOT = Path(__file__).resolve().parents[3]

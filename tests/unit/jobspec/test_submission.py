@@ -11,7 +11,7 @@ from service.config import WORKLOADS, Settings, thaw
 from service.config_load import settings_from_mapping
 from service.domain.workloads import WORKLOADS as TABLE
 from service.domain.workloads import driver, owned_keys
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 from service.jobspec.submission import (
     build_entrypoint,
     build_submit_request,

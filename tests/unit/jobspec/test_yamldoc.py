@@ -19,7 +19,8 @@ import pytest
 
 from service.config import Settings
 from service.jobspec import yamldoc
-from service.jobspec.spec import JobSpecError, parse_jobspec
+from service.jobspec.model import JobSpecError
+from service.jobspec.spec import parse_jobspec
 
 ROOT = Path(__file__).resolve().parents[3]
 # the parser must hold hostile bodies up to a generous operator limit, past the default
@@ -129,7 +130,8 @@ def test_hostile_bodies_cost_at_most_64_mb(tmp_path: Path) -> None:
     program = textwrap.dedent(f"""
         import json, resource
         from service.config import Settings
-        from service.jobspec.spec import JobSpecError, parse_jobspec
+        from service.jobspec.spec import parse_jobspec
+        from service.jobspec.model import JobSpecError
         bodies = json.load(open({str(corpus)!r}))
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         for body in bodies:
@@ -152,7 +154,8 @@ def test_deep_nesting_does_not_crash_the_process() -> None:
     program = textwrap.dedent("""
         import json
         from service.config import Settings
-        from service.jobspec.spec import JobSpecError, parse_jobspec
+        from service.jobspec.spec import parse_jobspec
+        from service.jobspec.model import JobSpecError
         for body in ("d: " + "[" * 25_000 + "]" * 25_000,
                      "d: " + "{a: " * 25_000 + "1" + "}" * 25_000):
             try:

@@ -297,7 +297,8 @@ def test_wait_keeps_an_unsatisfiable_dependent_with_its_reason(env: Env) -> None
 def test_a_jobspec_with_after_round_trips_through_its_dict_and_the_parser(env: Env) -> None:
     import yaml
 
-    from service.jobspec.spec import JobSpec, parse_jobspec
+    from service.jobspec.model import JobSpec
+    from service.jobspec.spec import parse_jobspec
     a = "mvp2-alice-ppo-20251223-143201-0c01"
     b = "mvp2-alice-ppo-20251223-143201-0c02"
     text = yaml.safe_load(_spec(env.root).replace("{", "{after: {ok: [" + a + "], any: ["

@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from service.config import Settings
-from service.jobspec.spec import JobSpec
+from service.jobspec.model import JobSpec
 from service.jobspec.submission import build_entrypoint
 from service.policy.progress import StepLine, parse_line
 

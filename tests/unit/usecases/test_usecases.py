@@ -20,7 +20,7 @@ from service.cluster.fake import FakeCluster
 from service.config import Settings, UserSettings
 from service.domain.states import TaskState
 from service.domain.users import Principal, Role
-from service.jobspec.spec import JobSpecError
+from service.jobspec.model import JobSpecError
 from service.policy.pipelines import PipelineError, parse_pipeline
 from service.policy.quotas import Limits
 from service.store.aio import AsyncStore

@@ -13,7 +13,8 @@ import yaml
 from service.cluster.fake import FakeCluster
 from service.config import Settings
 from service.engine.artifacts import Artifacts
-from service.jobspec.spec import JobSpecError, parse_jobspec_json
+from service.jobspec.model import JobSpecError
+from service.jobspec.spec import parse_jobspec_json
 from service.store.writer import Store
 from service.web.api.auth import Access
 from service.web.app import ROUTES, create_app

@@ -1,0 +1,124 @@
+"""The JobSpec as a value: its fields, their limits, and the error a bad document raises
+(with one detail per problem)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from service.policy.dependencies import OnUnsatisfiable, in_order
+
+FIELDS: tuple[str, ...] = (
+    "workload",
+    "submission_id",
+    "code_path",
+    "model_id",
+    "train_file",
+    "val_file",
+    "nnodes",
+    "n_gpus_per_node",
+    "total_epochs",
+    "total_training_steps",
+    "save_freq",
+    "test_freq",
+    "trainer_device",
+    "overrides",
+    "priority",
+    "max_runtime_s",
+    "after",
+    "on_unsatisfiable",
+    "description",
+)
+
+
+MAX_NNODES = 1024
+
+
+MAX_GPUS_PER_NODE = 64
+
+
+MAX_EPOCHS = 100_000
+
+
+MAX_STEPS = 1_000_000_000
+
+
+MAX_RUNTIME_S = 30 * 86400  # a limit beyond a month is no limit anyone means
+
+
+MAX_STRING_LEN = 4096
+
+
+MAX_DESCRIPTION = 500  # characters of the free-text note
+
+
+MAX_OVERRIDES = 256
+
+
+TRAINER_DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated, normalised JobSpec (paths normalised, defaults filled in)."""
+
+    workload: str
+    code_path: str
+    model_id: str
+    train_file: str
+    val_file: str | None
+    nnodes: int
+    n_gpus_per_node: int
+    total_epochs: int = 1
+    total_training_steps: int | None = None
+    save_freq: int | None = None
+    test_freq: int | None = None
+    trainer_device: str | None = None
+    overrides: tuple[str, ...] = ()
+    priority: int | None = None  # None: the configured default (service.policy.priorities)
+    max_runtime_s: int | None = None  # None: the configured default (none unless set)
+    # (condition, parent task id) pairs (service.policy.dependencies): BLOCKED until they hold
+    after: tuple[tuple[str, str], ...] = ()
+    on_unsatisfiable: str = OnUnsatisfiable.CANCEL.value
+    description: str | None = None  # a free-text note, shown with the task
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nnodes * self.n_gpus_per_node
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (overrides as a list); ``from_dict`` reads it back."""
+        out = asdict(self)
+        out["overrides"] = list(self.overrides)
+        after: dict[str, list[str]] = {}
+        for condition, parent in self.after:  # the document's form: parse_jobspec reads it
+            after.setdefault(condition, []).append(parent)
+        out["after"] = after
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> JobSpec:
+        """Rebuild a JobSpec stored by ``to_dict`` (trusted input, not re-validated)."""
+        after = d.get("after") or {}
+        return cls(**{**d, "overrides": tuple(d.get("overrides") or ()),
+                      "after": in_order((c, p) for c, ps in after.items() for p in ps)})
+
+
+class JobSpecError(ValueError):
+    """The body is not a valid JobSpec.
+
+    ``details``: one ``{"field", "message"}`` dict per problem (problems in the YAML
+    itself add ``line`` and ``column``, 1-based). ``status``: the HTTP status the API
+    should answer with (400, or 413 for a body over the size limit).
+    """
+
+    def __init__(self, details: Iterable[dict[str, Any]], status: int = 400) -> None:
+        self.details = list(details)
+        self.status = status
+        summary = "; ".join(f"{d['field']}: {d['message']}" for d in self.details)
+        super().__init__(f"invalid JobSpec: {summary}")
+
+
+def error_detail(field: str, message: str) -> dict[str, Any]:
+    return {"field": field, "message": message}
