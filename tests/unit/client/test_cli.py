@@ -12,76 +12,14 @@ import asyncio
 import io
 import json
 import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
+from cli_server import T0, TOKEN, Server, run, submitted
 
 from argus_client.cli import main as cli
 from argus_client.cli.exits import Exit
 from argus_client.env import DEFAULT_URL
-from service.cluster.fake import FakeCluster
-from service.config import Settings
 from service.domain.states import RayStatus
-from service.engine.artifacts import Artifacts
-from service.engine.scheduler import Scheduler
-from service.store.writer import Store
-from service.web.app import create_app
-
-TOKEN = "cli-token"
-T0 = 1_766_000_000.0
-
-
-class Server:
-    def __init__(self, tmp_path: Path) -> None:
-        self.shared = tmp_path / "shared"
-        self.settings = Settings(shared_root=str(self.shared))
-        self.store = Store(str(tmp_path / "db.sqlite3"))
-        self.cluster = FakeCluster(clock=T0)
-        self.cluster.add_node("n1", gpus=4)
-        self.artifacts = Artifacts(self.settings.shared_root)
-        self.scheduler = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
-        self.now = T0
-        self.url = ""
-
-    def tick(self) -> None:
-        self.now += 1
-        self.cluster.clock = self.now
-        self.scheduler.tick(self.now)
-
-    def spec_file(self, tmp_path: Path, **fields: Any) -> Path:
-        doc = {
-            "workload": "sft", "code_path": f"{self.shared}/code", "model_id": "org/model",
-            "train_file": f"{self.shared}/train.parquet", "val_file": "null", "nnodes": 1,
-            "n_gpus_per_node": 2, **fields,
-        }
-        path = tmp_path / "job.yaml"
-        path.write_text("".join(f"{k}: {v}\n" for k, v in doc.items()))
-        return path
-
-
-@pytest.fixture
-async def server(tmp_path, aiohttp_server, monkeypatch):
-    srv = Server(tmp_path)
-    app = create_app(srv.settings, srv.store, srv.cluster, srv.artifacts, token=TOKEN,
-                     clock=lambda: srv.now)
-    test_server = await aiohttp_server(app)
-    srv.url = str(test_server.make_url("/"))
-    monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
-    yield srv
-    srv.store.close()
-
-
-async def run(srv: Server, *argv: str, **kw: Any) -> tuple[int, str]:
-    out = io.StringIO()
-    code = await asyncio.to_thread(cli.main, ["--url", srv.url, *argv], out=out, **kw)
-    return code, out.getvalue()
-
-
-async def submitted(srv: Server, tmp_path: Path, **fields: Any) -> str:
-    code, out = await run(srv, "--json", "submit", str(srv.spec_file(tmp_path, **fields)))
-    assert code == 0, out
-    return json.loads(out)["task_id"]
 
 
 async def test_submit_file(server, tmp_path):

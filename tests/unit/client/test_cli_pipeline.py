@@ -1,12 +1,11 @@
 """``argus pipeline ...`` and ``argus status`` of a stage against the real API (FakeCluster,
 the real scheduler ticked by hand)."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 
 import json
 
-from test_cli import run, server  # noqa: F401
+from cli_server import run
 
 
 def _doc(srv) -> str:

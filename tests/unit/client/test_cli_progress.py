@@ -1,6 +1,5 @@
 """The CLI's progress: the pure renderings by table, and ``argus wait``/``argus queue``
 against the real API (FakeCluster, the real log follower, injected sleep and clock)."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import pytest
 
 # The fixture "server" of the CLI tests, shared by importing it (pytest finds a fixture by
 # its name in the module; the test parameters then shadow the import).
-from test_cli import run, server, submitted  # noqa: F401
+from cli_server import run, submitted
 
 from argus_client.cli.progress import bar, progress_cell, wait_line
 from service.domain.states import RayStatus

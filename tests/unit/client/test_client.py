@@ -2,7 +2,6 @@
 (real app, Store, FakeCluster): typed answers and errors, JSON/YAML/file submits, ``wait``
 through network errors, ``logs -f`` that fetches only what is new, ``--json`` errors, a
 wrong URL, shell completion."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 
 # the CLI tests' server fixture, shared by importing it (see test_cli_progress)
-from test_cli import TOKEN, Server, run, server, submitted  # noqa: F401
+from cli_server import TOKEN, Server, run, submitted
 
 from argus_client import (
     ArgusClient,

@@ -1,6 +1,5 @@
 """Progress in the task JSON and the queue, and the curves endpoint (real store, FakeCluster,
 the real log follower; injected clock, no sleeps)."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import pytest
 
 # The fixtures "client" and "env" of the API tests, shared by importing them (pytest
 # finds a fixture by its name in the module; the test parameters then shadow the imports).
-from test_api import assert_error, client, env, get_json, submit  # noqa: F401
+from api_env import assert_error, get_json, submit
 
 from service.domain.states import RayStatus
 from service.engine.progress_follower import LogFollower

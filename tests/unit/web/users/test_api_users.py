@@ -9,153 +9,30 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from users_world import (
+    BOOTSTRAP,
+    CASES,
+    EXPECTED,
+    PUBLIC_HOOK,
+    T0,
+    World,
+    app_of,
+    jobspec,
+    submit_as,
+)
 
-from service.cluster.fake import FakeCluster
-from service.config import Settings, UserSettings
 from service.domain.rows import EventRow
 from service.domain.states import RayStatus, TaskState
-from service.domain.users import Role
 from service.engine.artifacts import Artifacts
-from service.engine.scheduler import Scheduler
 from service.policy.quotas import Limits
-from service.store.writer import Store
 from service.web.api.auth import Access
 from service.web.app import ROUTES, create_app, path_template
-from service.web.metrics import ServiceMetrics
-
-BOOTSTRAP = "bootstrap-token-of-the-operator"
-T0 = 1_766_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class World:
-    shared: Path
-    store: Store
-    cluster: FakeCluster
-    scheduler: Scheduler
-    clock: Clock
-    tokens: dict[str, str]  # caller -> token
-
-    def tick(self, advance: float = 1.0) -> None:
-        self.clock.now += advance
-        self.cluster.clock = self.clock.now
-        self.scheduler.tick(self.clock.now)
-
-    def auth(self, who: str) -> dict[str, str]:
-        return {} if who == "anonymous" else {"Authorization": f"Bearer {self.tokens[who]}"}
-
-
-def jobspec(shared: Path, gpus: int = 1) -> str:
-    return (f"workload: sft\ncode_path: {shared}/code\nmodel_id: org/model\n"
-            f"train_file: {shared}/train.parquet\nval_file: null\nnnodes: 1\n"
-            f"n_gpus_per_node: {gpus}\n")
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    shared = tmp_path / "shared"
-    settings = Settings(shared_root=str(shared), users=UserSettings(
-        bootstrap_admin="root", default_user="root",
-        per_user={"alice": Limits(max_gpus=4)}))
-    store = Store(str(tmp_path / "db.sqlite3"))
-    cluster = FakeCluster(clock=T0)
-    cluster.add_node("n1", gpus=8, cpus=32)
-    clock = Clock()
-    scheduler = Scheduler(store, cluster, settings, Artifacts(settings.shared_root))
-    w = World(shared, store, cluster, scheduler, clock, {"bootstrap": BOOTSTRAP})
-    for name, role in (("ada", Role.ADMIN), ("alice", Role.USER), ("bob", Role.USER),
-                       ("carol", Role.USER)):
-        store.create_user(name, role, T0)
-        w.tokens[name] = store.create_token(name, "test", None, T0, max_live=10).secret
-    store.set_user_enabled("carol", False, T0)
-    w.settings = settings  # type: ignore[attr-defined]
-    yield w
-    store.close()
-
-
-def app_of(world: World):
-    return create_app(world.settings, world.store, world.cluster,  # type: ignore[attr-defined]
-                      Artifacts(world.settings.shared_root), token=BOOTSTRAP,  # type: ignore
-                      clock=world.clock,
-                      metrics=ServiceMetrics(world.store.counts_by_state, users=world.store))
-
-
-@pytest.fixture
-async def client(aiohttp_client, world: World):
-    return await aiohttp_client(app_of(world))
-
-
-async def submit_as(client, world: World, who: str, gpus: int = 1) -> str:
-    resp = await client.post("/api/v2/tasks", data=jobspec(world.shared, gpus),
-                             headers={**world.auth(who), "Content-Type": "application/yaml"})
-    assert resp.status == 201, await resp.text()
-    return (await resp.json())["task_id"]
-
-
-# -- every route x caller: the expected status ------------------------------------------------
-
-CALLERS = ("anonymous", "carol", "alice", "bob", "ada", "bootstrap")
-# alice owns the task and is the user named in /users/{name}; bob is another user; ada an
-# admin; bootstrap the environment's token; carol is disabled; anonymous sends no token.
-OK_ALL = {"alice": 200, "bob": 200, "ada": 200, "bootstrap": 200}
-OWNER = {"alice": 200, "bob": 403, "ada": 200, "bootstrap": 200}
-ADMIN = {"alice": 403, "bob": 403, "ada": 200, "bootstrap": 200}
-EXPECTED: dict[tuple[str, str], dict[str, int]] = {
-    ("POST", "/api/v2/tasks"): {k: 201 for k in OK_ALL},
-    ("GET", "/api/v2/tasks"): OK_ALL,
-    ("GET", "/api/v2/tasks/{task_id}"): OK_ALL,
-    # the task is on the cluster by then: past the owner check, its state refuses it
-    ("PATCH", "/api/v2/tasks/{task_id}"): {**OWNER, "alice": 409, "ada": 409,
-                                           "bootstrap": 409},
-    ("GET", "/api/v2/tasks/{task_id}/attempts"): OK_ALL,
-    ("GET", "/api/v2/tasks/{task_id}/events"): OK_ALL,
-    ("POST", "/api/v2/tasks/{task_id}:cancel"): {**OWNER, "alice": 202, "ada": 202,
-                                                 "bootstrap": 202},
-    ("GET", "/api/v2/tasks/{task_id}/logs"): OWNER,
-    ("GET", "/api/v2/tasks/{task_id}/metrics"): OWNER,  # read from the logs
-    ("GET", "/api/v2/queue"): OK_ALL,
-    ("POST", "/api/v2/pipelines"): {k: 201 for k in OK_ALL},
-    ("GET", "/api/v2/pipelines"): OK_ALL,
-    ("GET", "/api/v2/pipelines/{pipeline_id}"): OWNER,
-    ("POST", "/api/v2/pipelines/{pipeline_id}/cancel"): OWNER,
-    ("GET", "/api/v2/me"): OK_ALL,
-    ("GET", "/api/v2/users"): ADMIN,
-    ("POST", "/api/v2/users"): {**ADMIN, "ada": 201, "bootstrap": 201},
-    ("GET", "/api/v2/users/{name}"): OWNER,
-    ("DELETE", "/api/v2/users/{name}"): {**ADMIN, "ada": 405, "bootstrap": 405},
-    ("POST", "/api/v2/users/{name}:disable"): ADMIN,
-    ("POST", "/api/v2/users/{name}:enable"): ADMIN,
-    ("GET", "/api/v2/users/{name}/tokens"): OWNER,
-    ("POST", "/api/v2/users/{name}/tokens"): {**OWNER, "alice": 201, "ada": 201,
-                                              "bootstrap": 201},
-    ("POST", "/api/v2/users/{name}/tokens/{token_id}:revoke"): OWNER,
-    ("GET", "/api/v2/usage"): OK_ALL,
-    ("POST", "/api/v2/webhooks"): {k: 201 for k in OK_ALL},
-    ("GET", "/api/v2/webhooks"): OK_ALL,
-    ("DELETE", "/api/v2/webhooks/{hook_id}"): OWNER,  # alice's hook
-    ("GET", "/api/v2/webhooks/{hook_id}/deliveries"): OWNER,
-    ("GET", "/api/v2/openapi.json"): {**OK_ALL, "anonymous": 200, "carol": 200},
-    ("GET", "/metrics"): OK_ALL,
-    ("GET", "/healthz"): {**OK_ALL, "anonymous": 200, "carol": 200},
-    ("GET", "/readyz"): {**OK_ALL, "anonymous": 200, "carol": 200},
-}
-CASES = [(m, p, who) for (m, p) in EXPECTED for who in CALLERS]
-PUBLIC_HOOK = "https://93.184.215.14/hook"  # a public IP literal: no DNS, never called
 
 
 def test_the_table_covers_every_route_and_agrees_with_its_access() -> None:

@@ -31,7 +31,7 @@ from service.web.ui.charts import bar_chart, line_chart, nice_max
 from service.web.ui.pages import duration
 
 T0 = 1_766_000_000.0
-DASHBOARD = Path(__file__).resolve().parents[3] / "deploy" / "grafana" / "argus.json"
+DASHBOARD = Path(__file__).resolve().parents[4] / "deploy" / "grafana" / "argus.json"
 SPEC = ("workload: {w}\ncode_path: {s}/code/verl\nmodel_id: Qwen/Qwen2.5-0.5B-Instruct\n"
         "train_file: {s}/data/train.parquet\nval_file: {s}/data/test.parquet\nnnodes: 1\n"
         "n_gpus_per_node: {g}\n")

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 import yaml
-from test_api_users import app_of, jobspec, submit_as, world  # noqa: F401
+from users_world import app_of, jobspec, submit_as
 
 from service.domain.states import RayStatus
 
 
 @pytest.fixture
-async def client(aiohttp_client, world):  # noqa: F811
+async def client(aiohttp_client, world):
     return await aiohttp_client(app_of(world))
 
 
@@ -27,7 +27,7 @@ def _pipeline(shared: Path, eval_after: str = "any") -> dict[str, Any]:
 
 
 async def test_a_dependent_task_waits_saying_why_and_bad_parents_are_400(
-        client, world) -> None:  # noqa: F811
+        client, world) -> None:
     parent = await submit_as(client, world, "alice")
     world.tick()
     body = jobspec(world.shared) + f"after: {{ok: [{parent}]}}\n"
@@ -58,7 +58,7 @@ async def test_a_dependent_task_waits_saying_why_and_bad_parents_are_400(
     assert (await resp.json())["error"]["details"][0]["field"] == "after"
 
 
-async def test_pipeline_create_read_list_cancel(client, world) -> None:  # noqa: F811
+async def test_pipeline_create_read_list_cancel(client, world) -> None:
     headers = world.auth("alice")
     resp = await client.post("/api/v2/pipelines", json=_pipeline(world.shared),
                              headers=headers)
@@ -96,7 +96,7 @@ async def test_pipeline_create_read_list_cancel(client, world) -> None:  # noqa:
     ({"name": "x", "stages": {"a": {"jobspec": {}, "after": {"ok": ["b"]}},
                               "b": {"jobspec": {}, "after": {"ok": ["a"]}}}}, 400, "stages"),
 ])
-async def test_bad_pipelines_are_400_and_create_nothing(client, world, doc, status,  # noqa: F811
+async def test_bad_pipelines_are_400_and_create_nothing(client, world, doc, status,
                                                         field) -> None:
     resp = await client.post("/api/v2/pipelines", json=doc, headers=world.auth("alice"))
     assert resp.status == status
