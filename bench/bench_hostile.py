@@ -93,7 +93,7 @@ def slow_headers(service: Service, n: int) -> dict:
                 continue
             except OSError:
                 data = b""
-            if data.startswith(b"HTTP/1.1 503"):
+            if data.startswith((b"HTTP/1.1 503", b"HTTP/1.1 429")):  # the cap; a share
                 refused += 1
             closed_at[i] = time.monotonic() - started
         time.sleep(0.1)  # sampling the server's descriptors and our sockets
@@ -171,8 +171,9 @@ def main() -> int:
     print(f"server peak RSS growth over the corpus: {corpus['rss_grown_mb']:.1f} MB")
     closed = slow["all_closed_s"]
     print(f"\n{slow['n']} connections sending incomplete headers (opened in "
-          f"{slow['opened_s']:.1f} s): {slow['refused']} refused at once with 503 (connection "
-          f"cap), at most {slow['max_held_fds']} descriptors held, all closed after "
+          f"{slow['opened_s']:.1f} s): {slow['refused']} refused at once (503: the connection "
+          f"cap; 429: one address's share, half-open ones included), at most "
+          f"{slow['max_held_fds']} descriptors held, all closed after "
           f"{'-' if closed is None else f'{closed:.1f}'} s ({slow['left_open']} left open)")
     print(f"a body at 1 byte / 2 s: {body['status']} after {body['after_s']:.1f} s "
           f"({body['bytes_sent']} bytes sent)")

@@ -168,6 +168,9 @@ class Settings:
     # one client address may hold at most this many of them (0: no limit): set it high, or
     # 0, behind a reverse proxy, where every connection comes from the proxy's address
     api_max_connections_per_address: int = 128
+    # of those, at most this many may still be sending their first request's headers
+    # (half-open; 0: no limit): a flood of half-sent requests is refused early
+    api_max_half_open_per_address: int = 16
     # the console's live streams: open at once per sign-in session and per user (0: no
     # limit); a page refused one refreshes on its timer instead
     ui_max_streams_per_session: int = 4

@@ -245,10 +245,9 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     if "max_connections" in api:
         kw["api_max_connections"] = int(
             _num(api["max_connections"], "v2.api.max_connections", minimum=1, integer=True))
-    if "max_connections_per_address" in api:
-        kw["api_max_connections_per_address"] = int(_num(
-            api["max_connections_per_address"], "v2.api.max_connections_per_address",
-            minimum=0, integer=True))
+    for key in ("max_connections_per_address", "max_half_open_per_address"):
+        if key in api:
+            kw[f"api_{key}"] = int(_num(api[key], f"v2.api.{key}", minimum=0, integer=True))
     ui = _section(v2, "ui", "v2.")
     ui_counts = ("max_streams_per_session", "max_streams_per_user", "max_sessions_per_user")
     unknown_ui = set(ui) - {*ui_counts, "secure_cookie"}

@@ -147,6 +147,10 @@ class Validator:
     def integer(self, field: str, value: Any, low: int, high: int) -> int | None:
         if value is _MISSING:
             return None
+        # JSON has one number type: 1.0 is the integer 1, as JSON Schema's "integer" (and
+        # so the OpenAPI document) says; 1.5 is not
+        if isinstance(value, float) and value.is_integer() and low <= value <= high:
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             self.error(field, f"must be an integer from {low} to {high}, got {describe(value)}")
             return None

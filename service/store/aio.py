@@ -62,7 +62,7 @@ class AsyncStore:
 
     def __init__(self, store: Store, *, read_threads: int = READ_THREADS) -> None:
         self._store = store
-        self._reads = Offload("argus-store-read", read_threads)
+        self._reads = Offload("argus-store-read", read_threads, per_party=1)
         self._heavy = Offload("argus-store-heavy", HEAVY_THREADS, per_party=1)
         self._writes = Offload("argus-store-write", 1)
 

@@ -140,7 +140,7 @@ def create_app(
         openapi_body=json.dumps(build_openapi()).encode(),
         waker=Waker(scheduler_loop, wake_interval_s),
         cluster_pool=ThreadPoolExecutor(CLUSTER_THREADS, "argus-cluster"),
-        work=Offload("argus-api-work", WORK_THREADS),
+        work=Offload("argus-api-work", WORK_THREADS, per_party=1),
         auth_guard=FailureGuard(clock, failure_guard.API),
     )
     app[DEPS] = deps

@@ -16,7 +16,11 @@ client may take, how many may connect, and what a request that never reaches the
   ``503`` (the JSON error shape) and closed at once. One client address may hold at most
   ``max_connections_per_address`` of them (0: no limit); past that its new connection is
   answered ``429`` and closed, so one party (half-sent requests reconnecting, a page's
-  streams) never fills the global cap for everyone else.
+  streams) never fills the global cap for everyone else. Of an address's connections, at
+  most ``max_half_open_per_address`` may be *half-open* (their first request's headers not
+  yet complete): a new connection past that is refused with ``429`` too, so half-sent
+  requests reconnecting from one address hold few places and cost little, while that
+  address's working connections (keep-alive, streams) are still accepted.
 * **No decompression**: aiohttp would inflate a ``gzip`` or ``deflate`` body on the
   event loop, even while draining one that was refused; bodies are refused compressed
   instead (``api.body``).
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter
@@ -60,6 +65,7 @@ class ServerLimits:
     body_timeout_s: float = 30.0
     max_connections: int = 512
     max_connections_per_address: int = 128  # 0: no limit
+    max_half_open_per_address: int = 16  # 0: no limit
     lingering_s: float = 2.0  # drain an unread body this long after the answer
     max_line_size: int = 8190  # request line (aiohttp's default)
     max_field_size: int = 8190  # one header line (aiohttp's default)
@@ -70,7 +76,8 @@ class ServerLimits:
         return cls(header_timeout_s=settings.api_header_timeout_s,
                    body_timeout_s=settings.api_body_timeout_s,
                    max_connections=settings.api_max_connections,
-                   max_connections_per_address=settings.api_max_connections_per_address)
+                   max_connections_per_address=settings.api_max_connections_per_address,
+                   max_half_open_per_address=settings.api_max_half_open_per_address)
 
 
 def _refusal(status: int, reason: str, message: str) -> bytes:
@@ -84,17 +91,28 @@ def _refusal(status: int, reason: str, message: str) -> bytes:
     return head.encode("ascii") + body
 
 
+@functools.cache
 def _too_many_connections(limit: int) -> bytes:
     """The 503 answer to a connection over the global cap."""
     return _refusal(503, "Service Unavailable",
                     f"too many connections (limit {limit}); retry later")
 
 
+@functools.cache
 def _too_many_from_address(limit: int) -> bytes:
     """The 429 answer to a connection over its address's share."""
     return _refusal(429, "Too Many Requests",
                     f"too many connections from your address (limit {limit}, "
                     "max_connections_per_address); close some and retry")
+
+
+@functools.cache
+def _too_many_half_open(limit: int) -> bytes:
+    """The 429 answer to a connection over its address's share of half-open ones."""
+    return _refusal(429, "Too Many Requests",
+                    f"too many connections from your address still sending their request "
+                    f"headers (limit {limit}, max_half_open_per_address); finish or close "
+                    "them and retry")
 
 
 def parser_error_message(exc: BaseException | None, status: int) -> str:
@@ -123,6 +141,7 @@ class ArgusRequestHandler(web.RequestHandler):
         super().__init__(manager, **kwargs)
         self._max_connections = max_connections
         self._address: str | None = None  # counted in the server's per-address table
+        self._half_open = False  # counted as half-open (no complete request yet)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -137,14 +156,31 @@ class ArgusRequestHandler(web.RequestHandler):
             self._address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
             if not manager.opened(self._address):
                 answer = _too_many_from_address(manager.per_address)
+            else:
+                self._half_open = True
+                if not manager.half_opened(self._address):
+                    answer = _too_many_half_open(manager.half_open_per_address)
         if answer is not None:
             if isinstance(transport, asyncio.WriteTransport):
                 transport.write(answer)
             self.force_close()
 
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        # the parser counts each complete request (its headers) as it sees one
+        if self._half_open and self._request_count:
+            self._headers_done(self._manager)
+
+    def _headers_done(self, manager: web.Server | None) -> None:
+        self._half_open = False
+        if self._address is not None and isinstance(manager, ArgusServer):
+            manager.headers_done(self._address)
+
     def connection_lost(self, exc: BaseException | None) -> None:
         manager = self._manager  # (super() forgets it)
         super().connection_lost(exc)
+        if self._half_open:
+            self._headers_done(manager)
         if self._address is not None and isinstance(manager, ArgusServer):
             manager.closed(self._address)
             self._address = None
@@ -186,10 +222,13 @@ class ArgusServer(web.Server):
     REFUSAL_LOG_S = 10.0
 
     def __init__(self, *args: Any, max_connections: int, handler_kwargs: dict[str, Any],
-                 max_connections_per_address: int = 0, **kwargs: Any) -> None:
+                 max_connections_per_address: int = 0, max_half_open_per_address: int = 0,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._max_connections = max_connections
         self.per_address = max_connections_per_address
+        self.half_open_per_address = max_half_open_per_address
+        self._half_open: Counter[str] = Counter()
         self._handler_kwargs = handler_kwargs
         self.refused_total = 0
         self.refused_per_address_total = 0
@@ -207,6 +246,26 @@ class ArgusServer(web.Server):
                               "per address")
             return False
         return True
+
+    def half_opened(self, address: str) -> bool:
+        """Count a connection from ``address`` that has sent no complete request yet;
+        False when that passes the address's share of them (still counted until its
+        headers are done or it is lost)."""
+        self._half_open[address] += 1
+        if self.half_open_per_address and self._half_open[address] > self.half_open_per_address:
+            self.refused_per_address_total += 1
+            self._log_refusal(f"from {address} over the limit of "
+                              f"{self.half_open_per_address} half-open per address")
+            return False
+        return True
+
+    def headers_done(self, address: str) -> None:
+        self._half_open[address] -= 1
+        if self._half_open[address] <= 0:
+            del self._half_open[address]
+
+    def half_open_from(self, address: str) -> int:
+        return self._half_open[address]
 
     def closed(self, address: str) -> None:
         self._by_address[address] -= 1
@@ -263,6 +322,7 @@ class ArgusRunner(web.AppRunner):
                            max_connections=self.limits.max_connections,
                            max_connections_per_address=(
                                self.limits.max_connections_per_address),
+                           max_half_open_per_address=self.limits.max_half_open_per_address,
                            handler_kwargs=self._handler_kwargs)
 
 

@@ -22,6 +22,7 @@ tokens, so a revocation or a disable takes effect on the next request.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -98,16 +99,18 @@ async def _user_or_404(deps: AppDeps, name: str) -> Any:
 async def me(request: web.Request) -> web.Response:
     deps = deps_of(request)
     who = principal_of(request)
-    user = await deps.store.get_user(who.name)
+    token_id = who.token_id
+    # the user and the token in one call of the read lane (one hand-off, not two)
+    user, token = await deps.store.read(lambda s: (
+        s.get_user(who.name), None if token_id is None else s.get_token(token_id)))
     body: dict[str, Any] = (_user_view(deps, user) if user is not None else {
         "name": who.name, "role": who.role.value, "enabled": True,
         "limits": None})
     body["role"] = who.role.value
-    if who.token_id is None:
+    if token_id is None:
         body["token"] = {"bootstrap": True, "prefix": None,
                          "label": f"the {deps.settings.token_env} environment variable"}
     else:
-        token = await deps.store.get_token(who.token_id)
         body["token"] = ({"bootstrap": False, **token_json(token, deps.clock())}
                          if token is not None else None)
     return web.json_response(body)
@@ -331,6 +334,7 @@ async def usage(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     summary = await deps.store.usage_summary(window_from, window_to, now, user, limit)
-    body = await deps.work.run(  # CPU work: off the event loop
-        lambda: usage_json(report_of(summary, window_from, window_to, now), now, limit))
-    return web.json_response(body)
+    text = await deps.work.run(  # CPU work, the encoding included: off the event loop
+        lambda: json.dumps(usage_json(report_of(summary, window_from, window_to, now), now,
+                                      limit)))
+    return web.Response(text=text, content_type="application/json")

@@ -36,7 +36,7 @@ from service.web.ui.pages import (
     parse_marker,
     signed_in,
 )
-from service.web.ui.sessions import current
+from service.web.ui.sessions import current, session_key
 
 HEARTBEAT_S = 15.0
 RECHECK_S = 10.0
@@ -44,16 +44,29 @@ MAX_STREAM_S = 300.0
 REFUSED_RETRY_S = 30  # the page's own refresh interval
 
 
-@signed_in
+def _refused(refusal: str) -> web.Response:
+    return web.Response(
+        status=429, text=f"{refusal}; this page refreshes every {REFUSED_RETRY_S} s",
+        headers={**HEADERS, "Retry-After": str(REFUSED_RETRY_S)})
+
+
 async def live(request: web.Request) -> web.StreamResponse:
+    """The stream; a session that already holds its share is refused before anything is
+    read (a script re-opening streams in a loop costs the store nothing)."""
+    key = session_key(request)
+    if key is not None and (full := request.app[SLOTS].session_full(key)) is not None:
+        return _refused(full)
+    return await _live(request)
+
+
+@signed_in
+async def _live(request: web.Request) -> web.StreamResponse:
     signed = request[SIGNED]
     slots = request.app[SLOTS]
     user = signed.principal.name
     refusal = slots.acquire(signed.id_sha256, user)
     if refusal is not None:
-        return web.Response(
-            status=429, text=f"{refusal}; this page refreshes every {REFUSED_RETRY_S} s",
-            headers={**HEADERS, "Retry-After": str(REFUSED_RETRY_S)})
+        return _refused(refusal)
     try:
         response = web.StreamResponse(headers={
             **HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})

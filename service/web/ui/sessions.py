@@ -67,14 +67,22 @@ async def sign_in(request: web.Request, token: str, bootstrap_fp: str) -> tuple[
     return raw, principal
 
 
-async def current(request: web.Request, bootstrap_fp: str) -> Signed | None:
-    """The request's session when it is still valid; None otherwise (no cookie, unknown,
-    expired, or its token or user no longer valid)."""
+def session_key(request: web.Request) -> str | None:
+    """The key of the session the request's cookie names (not looked up: it may be
+    unknown or expired); None without a well-formed cookie."""
     raw = request.cookies.get(COOKIE, "")
     if not raw or len(raw) > _MAX_COOKIE or not raw.isascii():
         return None
+    return _sha256(raw)
+
+
+async def current(request: web.Request, bootstrap_fp: str) -> Signed | None:
+    """The request's session when it is still valid; None otherwise (no cookie, unknown,
+    expired, or its token or user no longer valid)."""
+    key = session_key(request)
+    if key is None:
+        return None
     deps = deps_of(request)
-    key = _sha256(raw)
     row = await deps.store.get_session(key)
     if row is None or deps.clock() >= row.expires_at:
         return None

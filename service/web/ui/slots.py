@@ -19,11 +19,19 @@ class StreamSlots:
     _sessions: Counter[str] = field(default_factory=Counter)
     _users: Counter[str] = field(default_factory=Counter)
 
-    def acquire(self, session: str, user: str) -> str | None:
-        """Take a slot, or say which limit is full (nothing taken)."""
+    def session_full(self, session: str) -> str | None:
+        """The session's limit, named, when it is already full: checked before the
+        session is looked up, so a script re-opening streams on a full session costs no
+        read of the store."""
         if self.per_session and self._sessions[session] >= self.per_session:
             return (f"this sign-in already has {self.per_session} live pages open "
                     "(max_streams_per_session)")
+        return None
+
+    def acquire(self, session: str, user: str) -> str | None:
+        """Take a slot, or say which limit is full (nothing taken)."""
+        if (full := self.session_full(session)) is not None:
+            return full
         if self.per_user and self._users[user] >= self.per_user:
             return (f"user {user} already has {self.per_user} live pages open "
                     "(max_streams_per_user)")

@@ -197,7 +197,7 @@ ROOT_MSG = "is outside the allowed roots (/private)"
         # integers: bool is not int, floats and strings are not ints, ranges
         ({"nnodes": True}, [("nnodes", "must be an integer from 1 to 1024, got true (a boolean)")]),
         ({"nnodes": "2"}, [("nnodes", "must be an integer from 1 to 1024, got '2' (a string)")]),
-        ({"nnodes": 2.0}, [("nnodes", "must be an integer from 1 to 1024, got 2.0 (a number)")]),
+        ({"nnodes": 2.5}, [("nnodes", "must be an integer from 1 to 1024, got 2.5 (a number)")]),
         ({"nnodes": None}, [("nnodes", "must be an integer from 1 to 1024, got null")]),
         ({"nnodes": 0}, [("nnodes", "must be from 1 to 1024, got 0")]),
         ({"nnodes": 1025}, [("nnodes", "must be from 1 to 1024, got 1025")]),
@@ -510,3 +510,16 @@ def test_body_limit_counts_utf8_bytes_not_characters() -> None:
     with pytest.raises(JobSpecError) as info:
         parse_jobspec("a: ééééé", settings)  # 8 characters, 13 bytes
     assert info.value.status == 413
+
+
+def test_integral_numbers_are_integers_as_the_json_schema_says() -> None:
+    """JSON has one number type and JSON Schema's "integer" takes 2.0: so does the
+    validator (the OpenAPI document draws such specs); 2.5 stays refused."""
+    from service.jobspec.spec import parse_jobspec_json
+
+    doc = _with(nnodes=2.0, priority=0.0, max_runtime_s=60.0, save_freq=1.0)
+    spec = parse_jobspec_json(json.dumps(doc), SETTINGS)
+    assert (spec.nnodes, spec.priority, spec.max_runtime_s, spec.save_freq) == (2, 0, 60, 1)
+    assert all(type(v) is int for v in (spec.nnodes, spec.priority, spec.max_runtime_s))
+    assert [f for f, _ in _errors(_with(nnodes=2.5))] == ["nnodes"]
+    assert [f for f, _ in _errors(_with(priority=1e6))] == ["priority"]

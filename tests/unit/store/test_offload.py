@@ -138,3 +138,49 @@ async def test_one_party_never_holds_every_thread() -> None:
 def test_a_share_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="per_party"):
         Offload("bad", threads=2, per_party=0)
+
+
+async def _read_as(party: str, call):
+    from service.store.offload import PARTY
+    PARTY.set(party)
+    return await call
+
+
+async def test_the_stores_read_lane_runs_one_call_per_party_at_a_time(tmp_path) -> None:
+    """A user's reads queue behind each other on the store's read lane (three threads):
+    only one of them holds a thread and its CPU at a time, and another user's read runs
+    meanwhile."""
+    from service.store.aio import AsyncStore
+    from service.store.writer import Store
+
+    store = Store(str(tmp_path / "db.sqlite3"))
+    reads = AsyncStore(store)
+    gate = threading.Event()
+    running = most = 0
+    lock = threading.Lock()
+
+    def slow_get_task(task_id: str) -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        gate.wait(10)
+        with lock:
+            running -= 1
+
+    store.get_task = slow_get_task  # type: ignore[method-assign]
+    try:
+        heavies = [asyncio.ensure_future(_read_as("mallory", reads.get_task("t")))
+                   for _ in range(3)]
+        for _ in range(10):
+            await asyncio.sleep(0)
+        async with asyncio.timeout(10):  # served while mallory's first read blocks
+            assert await _read_as("alice", reads.get_user("alice")) is None
+        assert not gate.is_set() and most == 1
+        gate.set()
+        await asyncio.gather(*heavies)
+        assert most == 1
+    finally:
+        gate.set()
+        reads.close()
+        store.close()

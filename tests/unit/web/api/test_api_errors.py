@@ -242,7 +242,7 @@ async def test_a_json_submit_is_validated_and_stored_as_sent(client, shared, sto
                        ('{"workload": "ppo", "workload": "sft"}', "body"),
                        (json.dumps({**spec, "nnodes": float("nan")}), "body"),
                        ("[1, 2]", "body"),
-                       (json.dumps({**spec, "nnodes": 2.0}), "nnodes")):
+                       (json.dumps({**spec, "nnodes": 2.5}), "nnodes")):
         resp = await client.post("/api/v2/tasks", data=bad,
                                  headers={**AUTH, "Content-Type": "application/json"})
         err = await error_of(resp, 400, "bad_request")

@@ -26,7 +26,7 @@ from service.config_load import settings_from_mapping
 from service.engine.artifacts import Artifacts
 from service.store.writer import Store
 from service.web.app import create_app
-from service.web.http_server import ArgusRunner, ServerLimits, parser_error_message
+from service.web.http_server import ArgusRunner, ArgusServer, ServerLimits, parser_error_message
 
 TOKEN = "t0ken"
 AUTH = f"Authorization: Bearer {TOKEN}\r\n".encode()
@@ -306,16 +306,56 @@ async def test_one_address_cannot_fill_the_cap_for_everyone(tmp_path):
         assert answer.startswith(b"HTTP/1.1 200")
 
 
+async def test_one_address_holds_few_half_open_connections(tmp_path):
+    """Connections still sending their first request's headers count against their
+    address's half-open share: past it a new one gets 429 (an address with working
+    connections is not refused), and the share frees as headers complete or connections
+    close."""
+    limits = replace(LIMITS, max_connections=16, max_connections_per_address=10,
+                     max_half_open_per_address=2, header_timeout_s=30)
+    async with serving(tmp_path, limits) as server:
+        manager = server.runner.server
+        assert isinstance(manager, ArgusServer)
+        half = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(2)]
+        for _, writer in half:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # never finished
+        assert await poll(lambda: manager.half_open_from("127.0.0.1") == 2)
+        answer = await server.exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        message = assert_error(answer, 429, "too_many_connections")
+        assert "max_half_open_per_address" in message and "limit 2" in message
+        assert await poll(lambda: manager.half_open_from("127.0.0.1") == 2)
+        # another address is served meanwhile
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port,
+                                                       local_addr=("127.0.0.2", 0))
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert (await read_all(reader, 5)).startswith(b"HTTP/1.1 200")
+        writer.close()
+        # one finishes its request: it is no longer half-open, and stays open (keep-alive)
+        first_reader, first_writer = half[0]
+        first_writer.write(b"\r\n")
+        assert (await first_reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        assert await poll(lambda: manager.half_open_from("127.0.0.1") == 1)
+        assert manager.open_from("127.0.0.1") == 2
+        answer = await server.exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                                       b"Connection: close\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200")
+        # a half-open one that closes frees its place too
+        half[1][1].close()
+        assert await poll(lambda: manager.half_open_from("127.0.0.1") == 0)
+        first_writer.close()
+        assert await poll(lambda: manager.open_from("127.0.0.1") == 0)
+
+
 # -- limits from the configuration ---------------------------------------------------------
 
 
 def test_limits_come_from_v2_api():
     settings = settings_from_mapping({"v2": {"api": {
         "header_timeout_s": 5, "body_timeout_s": 12.5, "max_connections": 100,
-        "max_connections_per_address": 20}}})
+        "max_connections_per_address": 20, "max_half_open_per_address": 4}}})
     assert ServerLimits.from_settings(settings) == ServerLimits(
         header_timeout_s=5.0, body_timeout_s=12.5, max_connections=100,
-        max_connections_per_address=20)
+        max_connections_per_address=20, max_half_open_per_address=4)
     assert ServerLimits.from_settings(Settings()) == ServerLimits()
 
 
@@ -326,6 +366,8 @@ def test_limits_come_from_v2_api():
     ({"max_connections": 1.5}, "v2.api.max_connections: must be an integer"),
     ({"max_connections_per_address": -1},
      "v2.api.max_connections_per_address: must be >= 0"),
+    ({"max_half_open_per_address": 1.5},
+     "v2.api.max_half_open_per_address: must be an integer"),
 ])
 def test_bad_limits_are_refused(api, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):

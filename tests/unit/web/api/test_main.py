@@ -67,6 +67,8 @@ def run_app_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
     monkeypatch.setattr(main_mod, "run", fake_run)
     monkeypatch.setattr(main_mod, "_exit_past_stuck_threads", lambda grace_s: None)
+    # serve() shortens the GIL switch interval: not for the rest of the test process
+    monkeypatch.setattr(main_mod.sys, "setswitchinterval", lambda interval: None)
     return calls
 
 
@@ -312,3 +314,19 @@ def test_refusals_are_logged_as_a_summary_not_one_line_each(caplog, monkeypatch)
     assert len(caplog.records) == 1  # the first refusal's summary; the rest wait
     assert "1 x 429" in caplog.text and '"POST /ui/signin"' in caplog.text
     assert sum(main_mod.ErrorAccessLogger._quiet.values()) == 999
+
+
+def test_the_server_shortens_the_gil_switch_interval(monkeypatch):
+    """The loop gets the GIL back within ``GIL_SWITCH_S`` of asking, not CPython's 5 ms,
+    while the store's threads are busy."""
+    import sys
+
+    seen = []
+    monkeypatch.setattr(main_mod, "run", lambda *a, **kw: seen.append(sys.getswitchinterval()))
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)  # CPython's default
+    try:
+        main_mod.serve(object(), "127.0.0.1", 0)  # type: ignore[arg-type]
+    finally:
+        sys.setswitchinterval(before)
+    assert seen == [pytest.approx(main_mod.GIL_SWITCH_S)] and main_mod.GIL_SWITCH_S < 0.005

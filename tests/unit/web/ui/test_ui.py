@@ -549,9 +549,14 @@ async def test_live_streams_are_limited_per_session_and_per_user(env, aiohttp_cl
 
     await sign_in(client)
     first = [await open_stream() for _ in range(2)]
+    looked_up = []
+    get_session = env.store.get_session
+    env.store.get_session = lambda key: looked_up.append(key) or get_session(key)
     refused = await open_stream()
     assert refused.status == 429 and refused.headers["Retry-After"] == "30"
     assert "max_streams_per_session" in await refused.text()
+    assert looked_up == [], "a full session is refused before the store is read"
+    del env.store.get_session
     await sign_in(client)  # a second session of the same user
     third = await open_stream()
     assert third.status == 200
