@@ -33,7 +33,7 @@ class Case:
 
 
 def _unit_yaml_corpus() -> dict[str, str]:
-    path = Path(__file__).resolve().parents[1] / "unit" / "test_yamldoc.py"
+    path = Path(__file__).resolve().parents[1] / "unit" / "jobspec" / "test_yamldoc.py"
     spec = importlib.util.spec_from_file_location("_argus_unit_yamldoc", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

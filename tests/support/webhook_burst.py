@@ -3,7 +3,7 @@ production wiring on a fake cluster), optionally killed with SIGKILL mid-burst a
 started again on the same database, and a local receiver that verifies every delivery
 with the independent ``standardwebhooks`` package.
 
-Shared by the outbox-across-kill test (``tests/unit/test_webhook_kill.py``) and
+Shared by the outbox-across-kill test (``tests/integration/test_webhook_kill.py``) and
 ``bench/bench_webhooks.py``. Each event is a cancel of a waiting task (``task.canceled``);
 the events expected are read from the database afterwards, so an event committed just
 before the kill counts even when its HTTP answer never arrived.
