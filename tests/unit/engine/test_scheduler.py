@@ -8,14 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from scheduler_env import T0, VERL_GPU_ERROR, Env, S, sid
 
 from service.cluster.boundary import ClusterUnavailable
-from service.cluster.fake import FakeCluster
-from service.config import SchedulerSettings, Settings, UserSettings
+from service.config import UserSettings
 from service.domain.reasons import as_text
-from service.domain.states import RayStatus, TaskState
+from service.domain.states import RayStatus
 from service.domain.users import Role
-from service.engine.artifacts import Artifacts
 from service.engine.scheduler import (
     DRIVER_NODE_GONE_S,
     Scheduler,
@@ -25,61 +24,7 @@ from service.engine.scheduler import (
 )
 from service.jobspec.model import JobSpec
 from service.policy.quotas import Limits
-from service.store.writer import EventRow, Store
-
-S = TaskState
-T0 = 1_766_500_000.0
-VERL_GPU_ERROR = "ValueError: Total available GPUs 2.0 is less than total desired GPUs 4"
-
-
-class Env:
-    def __init__(self, root: Path, users: UserSettings | None = None, **sched: object) -> None:
-        self.root = root
-        self.settings = Settings(shared_root=str(root),
-                                 scheduler=SchedulerSettings(**sched),  # type: ignore[arg-type]
-                                 users=users or UserSettings())
-        self.store = Store(str(root / "db.sqlite3"))
-        self.cluster = FakeCluster(clock=T0)
-        self.cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
-        self.cluster.add_node("w1", gpus=4, cpus=16)
-        self.artifacts = Artifacts(self.settings.shared_root)
-        self.sched = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
-        self.n = 0
-
-    def add(self, nnodes: int = 1, g: int = 4, now: float = T0, user: str = "alice") -> str:
-        self.n += 1
-        task_id = f"mvp2-ppo-20251223-143201-{self.n:04x}"
-        spec = JobSpec(workload="ppo", code_path=f"{self.root}/verl", model_id="org/model",
-                       train_file=f"{self.root}/train.parquet",
-                       val_file=f"{self.root}/val.parquet", nnodes=nnodes, n_gpus_per_node=g)
-        self.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="workload: ppo\n",
-                               spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
-                               user=user, now=now)
-        return task_id
-
-    def tick(self, now: float) -> TickReport:
-        self.cluster.clock = now
-        return self.sched.tick(now)
-
-    def state(self, task_id: str) -> TaskState:
-        return self.store.get_task(task_id).state
-
-    def reopen(self) -> None:
-        """The service died and starts again on the same database."""
-        self.store.close()
-        self.store = Store(str(self.root / "db.sqlite3"))
-        self.sched = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> Env:
-    e = Env(tmp_path)
-    yield e
-    e.store.close()
-
-
-def sid(task_id: str, n: int = 1) -> str:
-    return f"{task_id}--a{n:02d}"
+from service.store.writer import EventRow
 
 
 def test_happy_path_with_artifacts_and_log_archive(env: Env) -> None:

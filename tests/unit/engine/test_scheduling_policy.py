@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_scheduler import T0, VERL_GPU_ERROR, Env, sid
+from scheduler_env import T0, VERL_GPU_ERROR, Env, sid
 
 from service.config import UserSettings
 from service.domain.states import RayStatus, TaskState

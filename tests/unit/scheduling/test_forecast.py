@@ -4,7 +4,7 @@ plan replayed with them (service.scheduling.forecast), by table."""
 from __future__ import annotations
 
 import pytest
-from test_planner import DRIVER, NOW, node, running, task
+from planner_cases import DRIVER, NOW, node, running, task
 
 from service.cluster.boundary import ClusterSnapshot
 from service.config import SchedulerSettings, UserSettings

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_planner import NOW, node, plan, reasons, running, started, task
+from planner_cases import NOW, node, plan, reasons, running, started, task
 
 from service.scheduling.plan import LIMIT_SLACK_S
 from service.scheduling.timeline import INF, Timeline
