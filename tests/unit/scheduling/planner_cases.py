@@ -1,5 +1,5 @@
 """The harness shared by the tests of this folder (``test_planner.py`` and its siblings):
-constants, builders and helpers; (no fixtures)."""
+constants, builders and helpers (the folder needs no fixtures)."""
 
 from __future__ import annotations
 
