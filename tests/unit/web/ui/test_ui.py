@@ -6,126 +6,27 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
+from ui_env import (
+    AUTH,
+    SCRIPT,
+    T0,
+    TOKEN,
+    Loop,
+    csrf_of,
+    jobspec,
+    page,
+    sign_in,
+    submit,
+)
 from yarl import URL
 
-from service.cluster.fake import FakeCluster
-from service.config import Settings
 from service.domain.states import TaskState
 from service.domain.users import Role
 from service.engine.artifacts import Artifacts
-from service.engine.scheduler import Scheduler
-from service.store.writer import Store
 from service.web.app import create_app
-from service.web.metrics import MeteredScheduler, ServiceMetrics
 from service.web.ui import pages
-
-TOKEN = "t0ken-for-ui-tests"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-T0 = 1_766_000_000.0
-SCRIPT = "<script>alert(1)</script>"
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Loop:
-    ticks = errors = 0
-    alive, failed, last_error, last_tick_duration_s, degraded = True, False, None, 0.0, None
-
-    def wake(self) -> None:
-        pass
-
-
-@dataclass
-class Env:
-    shared: Path
-    settings: Settings
-    store: Store
-    cluster: FakeCluster
-    scheduler: MeteredScheduler
-    metrics: ServiceMetrics
-    clock: Clock
-
-    def tick(self, advance: float = 1.0) -> None:
-        self.clock.now += advance
-        self.cluster.clock = self.clock.now
-        self.scheduler.tick(self.clock.now)
-
-
-@pytest.fixture
-def env(tmp_path: Path):
-    shared = tmp_path / "shared"
-    settings = Settings(shared_root=str(shared), ray_timeout_s=5.0)
-    store = Store(str(tmp_path / "db.sqlite3"))
-    cluster = FakeCluster(clock=T0)
-    clock = Clock(T0)
-    metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store, clock=clock)
-    scheduler = MeteredScheduler(Scheduler(store, cluster, settings, Artifacts(str(shared))),
-                                 metrics)
-    yield Env(shared, settings, store, cluster, scheduler, metrics, clock)
-    store.close()
-
-
-@pytest.fixture
-async def client(env: Env, aiohttp_client):  # the app is cleaned up before the store closes
-    app = create_app(env.settings, env.store, env.cluster, Artifacts(str(env.shared)),
-                     token=TOKEN, scheduler_loop=Loop(), clock=env.clock, metrics=env.metrics,
-                     wake_interval_s=0.0)
-    return await aiohttp_client(app)
-
-
-def jobspec(shared: Path, gpus: int = 2, overrides: tuple[str, ...] = (),
-            max_runtime_s: int | None = None, description: str | None = None) -> str:
-    text = (f"workload: ppo\ncode_path: {shared}/code/verl\n"
-            f"model_id: Qwen/Qwen2.5-0.5B-Instruct\ntrain_file: {shared}/data/train.parquet\n"
-            f"val_file: {shared}/data/test.parquet\nnnodes: 1\nn_gpus_per_node: {gpus}\n")
-    if max_runtime_s is not None:
-        text += f"max_runtime_s: {max_runtime_s}\n"
-    if description is not None:
-        text += f"description: {description!r}\n"
-    if overrides:
-        text += "overrides:\n" + "".join(f"  - {o!r}\n" for o in overrides)
-    return text
-
-
-async def submit(client, env: Env, token: str = TOKEN, **kw: Any) -> str:
-    resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, **kw), headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/yaml"})
-    assert resp.status == 201, await resp.text()
-    return (await resp.json())["task_id"]
-
-
-async def sign_in(client, token: str = TOKEN) -> None:
-    resp = await client.post("/ui/signin", data={"token": token, "next": "/ui/queue"},
-                             allow_redirects=False)
-    assert resp.status == 303, await resp.text()
-    assert resp.headers["Location"] == "/ui/queue"
-
-
-async def page(client, path: str, status: int = 200) -> str:
-    resp = await client.get(path, allow_redirects=False)
-    text = await resp.text()
-    assert resp.status == status, text
-    return text
-
-
-def csrf_of(html: str) -> str:
-    match = re.search(r'name="csrf" value="([^"]+)"', html)
-    assert match, "no form token in the page"
-    return match.group(1)
-
-
-# -- sign-in and sessions ------------------------------------------------------------------
 
 
 async def test_signed_out_visit_redirects_to_sign_in(client):

@@ -1,6 +1,5 @@
 """The console's pipeline page (the DAG as server-drawn SVG), the queue's "waiting on other
 tasks", and a task page's pipeline and dependencies; the DAG layout by table."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_ui import TOKEN, client, env, jobspec, page, sign_in  # noqa: F401
+from ui_env import TOKEN, jobspec, page, sign_in
 
 from service.domain.states import RayStatus, TaskState
 from service.policy.dependencies import Condition

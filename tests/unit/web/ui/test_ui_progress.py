@@ -1,6 +1,5 @@
 """The console's progress bars and curves (real store, FakeCluster, the real log follower;
 injected clock, no sleeps)."""
-# ruff: noqa: F811
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ import time
 
 # The fixtures "client" and "env" of the console tests, shared by importing them (pytest
 # finds a fixture by its name in the module; the test parameters then shadow the imports).
-from test_ui import SCRIPT, client, env, page, sign_in, submit  # noqa: F401
+from ui_env import SCRIPT, page, sign_in, submit
 
 from service.engine.artifacts import Artifacts
 from service.engine.progress_follower import LogFollower

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_ui import T0, TOKEN, Clock, Env, Loop, csrf_of, page, sign_in
+from ui_env import T0, TOKEN, Clock, Env, Loop, csrf_of, page, sign_in
 
 from service.cluster.fake import FakeCluster
 from service.config import Settings
