@@ -67,6 +67,7 @@ from bench.tracegen import (
     make_trace,
     percentile,
 )
+from bench.tracereplay import make_replay, smallest_tenant
 from bench.tracesim import (
     POLICY_BY_NAME,
     T0,
@@ -123,6 +124,11 @@ def _estimate_cell(r: RunResult) -> str:
     return "-" if e is None else f"{e[0]:.0%}/{e[1]:.0%}/{e[2]:.0%}"
 
 
+def _user_cell(r: RunResult) -> str:
+    return "/".join(_num(statistics.fmean(w) / 60 if w else math.nan, ".0f")
+                    for _, w in sorted(r.user_waits.items()))
+
+
 def rows() -> list[Row]:
     out: list[Row] = [
         ("makespan / LB", lambda r: _num(r.ratio, ".3f")),
@@ -135,6 +141,7 @@ def rows() -> list[Row]:
     out += [
         ("wait prio-10 mean/p95 (min)", lambda r: _mins(r, "high")),
         ("largest large-gang wait (min)", lambda r: _num(r.wait("large", "max") / 60, ".0f")),
+        ("wait per user mean (min)", _user_cell),
         ("Jain, whole run, all have work", lambda r: _num(r.jain, ".3f")),
         ("Jain, 4-h windows, all have work", lambda r: _num(r.jain_window, ".3f")),
         ("Jain, 1-h windows, all have work", lambda r: _num(r.jain_short, ".3f")),
@@ -165,17 +172,22 @@ def print_table(load: float, trace_desc: str, results: dict[str, RunResult]) -> 
 DEFAULT_SHAPE = Shape()
 
 
-def describe(trace: Trace, step_s: float, shape: Shape = DEFAULT_SHAPE) -> str:
+def describe(trace: Trace, step_s: float, shape: Shape = DEFAULT_SHAPE,
+             replay: bool = False) -> str:
     counts = Counter(t.cls.name for t in trace.tasks)
     users = Counter(t.user for t in trace.tasks)
     lb = lower_bound(trace.tasks, shape.gpus)
     terms = ", ".join(f"{k} {v / 3600:.1f} h" for k, v in lb.terms.items())
     scale = ", ".join(f"{u} x{f:.2f}" for u, f in sorted(trace.scale.items()))
+    how = (f"real durations, inter-arrival times x{next(iter(trace.scale.values())):.2f} "
+           f"to offer exactly {trace.load} x {shape.gpus} GPUs, no time limits, "
+           "no priorities" if replay else
+           f"durations scaled per user to offer exactly {trace.load} x {shape.gpus} GPUs "
+           f"({scale})")
     return (f"{len(trace.tasks)} tasks "
             f"({', '.join(f'{c} {counts[c]}' for c in CLASS_ORDER)}; "
             f"{', '.join(f'{u} {n}' for u, n in sorted(users.items()))}) arriving over "
-            f"{trace.horizon / 3600:.1f} h, durations scaled per user to offer exactly "
-            f"{trace.load} x {shape.gpus} GPUs ({scale}), "
+            f"{trace.horizon / 3600:.1f} h, {how}, "
             f"{shape.nodes} workers x {shape.gpus_per_node} GPUs\n"
             f"   LB {lb.value / 3600:.2f} h, binding: {lb.term} [{terms}]\n"
             f"   tick at every arrival and job end, and every {step_s:g} s of simulated "
@@ -345,13 +357,18 @@ def run_load(load: float, args: argparse.Namespace, policies: Sequence[Policy],
              seed: int | None = None, shape: Shape | None = None) -> dict[str, RunResult]:
     seed = args.seed if seed is None else seed
     shape = shape or args.shapes[0]
-    trace = make_trace(args.tasks, load, seed, gpus=shape.gpus,
-                       classes=classes_for(shape.gpus_per_node))
+    replay = args.trace == "philly"
+    trace = (make_replay(load, gpus=shape.gpus, gpus_per_node=shape.gpus_per_node) if replay
+             else make_trace(args.tasks, load, seed, gpus=shape.gpus,
+                             classes=classes_for(shape.gpus_per_node)))
     results: dict[str, RunResult] = {}
     for p in policies:
         results[p.name] = simulate(trace.tasks, p, step_s=args.step, load=load,
                                    limits=not args.no_limits, shape=shape)
-    print_table(load, f"seed {seed}, " + describe(trace, args.step, shape), results)
+    title = "Philly window" if replay else f"seed {seed}"
+    print_table(load, f"{title}, " + describe(trace, args.step, shape, replay), results)
+    if replay:
+        args.smallest = smallest_tenant(trace)
     return results
 
 
@@ -360,8 +377,11 @@ def run_load(load: float, args: argparse.Namespace, policies: Sequence[Policy],
 VARIANT_BASE = ("fifo", "backfill")  # the floors compare with the best of these
 
 
-def variant_checks(results: dict[str, RunResult], judged: str) -> list[tuple[str, bool]]:
-    """(floor, passed) of ``judged`` against FIFO and backfill on one variant."""
+def variant_checks(results: dict[str, RunResult], judged: str,
+                   smallest: str | None = None) -> list[tuple[str, bool]]:
+    """(floor, passed) of ``judged`` against FIFO and backfill on one variant; with
+    ``fairshare`` run too, its Jain over 4-h windows is a floor, and with ``smallest``
+    (a replayed trace's smallest tenant) that tenant's mean wait <= 1/5 of FIFO's."""
     base = [results[n] for n in VARIANT_BASE if n in results]
     r = results.get(judged)
     if r is None or len(base) < len(VARIANT_BASE):
@@ -372,7 +392,7 @@ def variant_checks(results: dict[str, RunResult], judged: str) -> list[tuple[str
     worst_fifo = max(fifo.wait(c, "max") for c in CLASS_ORDER if fifo.waits.get(c))
     worst = max(r.wait(c, "max") for c in CLASS_ORDER if r.waits.get(c))
     large_p95, fifo_large_p95 = r.wait("large", "p95"), fifo.wait("large", "p95")
-    return [
+    out = [
         (f"util {r.utilization:.3f} >= best {best_util:.3f} - 0.005",
          r.utilization >= best_util - 0.005),
         (f"makespan {r.ratio:.3f} <= best {best_ratio:.3f} + 0.01",
@@ -382,10 +402,20 @@ def variant_checks(results: dict[str, RunResult], judged: str) -> list[tuple[str
         (f"worst wait {worst / 60:.0f} <= 2 x FIFO {worst_fifo / 60:.0f} min",
          worst <= 2 * worst_fifo),
     ]
+    fair = results.get("fairshare")
+    if fair is not None and judged != "fairshare":
+        out.append((f"Jain4h {r.jain_window:.3f} >= fairshare {fair.jain_window:.3f}",
+                    r.jain_window >= fair.jain_window - 1e-9))
+    if smallest is not None:
+        mine, theirs = (statistics.fmean(x.user_waits[smallest] or [math.nan])
+                        for x in (r, fifo))
+        out.append((f"{smallest} mean wait {mine / 60:.0f} <= FIFO {theirs / 60:.0f} / 5 min",
+                    mine <= theirs / 5))
+    return out
 
 
-def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequence[str]
-                   ) -> None:
+def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequence[str],
+                   smallest: str | None = None) -> None:
     """One line per variant and judged policy: each floor PASS/FAIL with its numbers."""
     if not summary:
         return
@@ -394,7 +424,7 @@ def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequ
     total = dict.fromkeys(judged, 0)
     for label, results in summary:
         for name in judged:
-            checks = variant_checks(results, name)
+            checks = variant_checks(results, name, smallest)
             if not checks:
                 continue
             total[name] += len(checks)
@@ -428,6 +458,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="policies judged against fifo/backfill on every variant")
     p.add_argument("--loads", default="0.7,0.95")
     p.add_argument("--policies", default=",".join(POLICY_BY_NAME))
+    p.add_argument("--trace", choices=("synthetic", "philly"), default="synthetic",
+                   help="philly: replay a 1,000-job window of Microsoft's Philly trace "
+                   "(bench/data/README.md) instead of the synthetic trace (--seeds, --tasks "
+                   "unused)")
     p.add_argument("--step", type=float, default=10.0,
                    help="simulated seconds between ticks while a task waits")
     p.add_argument("--tick-runnable", type=int, default=10_000)
@@ -448,6 +482,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(str(exc))
     args.seed_list = ([int(x) for x in args.seeds.split(",")] if args.seeds
                       else [args.seed])
+    if args.trace == "philly":
+        args.seed_list = args.seed_list[:1]
+    args.smallest = None  # a replay's smallest tenant, set when it is built
     return args
 
 
@@ -463,11 +500,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for seed in args.seed_list:
             for load in loads:
                 results = run_load(load, args, policies, seed, shape)
-                summary.append((f"{shape.nodes}x{shape.gpus_per_node} s{seed} L{load}",
+                where = "philly" if args.trace == "philly" else f"s{seed}"
+                summary.append((f"{shape.nodes}x{shape.gpus_per_node} {where} L{load}",
                                 results))
-                if math.isclose(load, FLOOR_LOAD) and not variants:
+                if math.isclose(load, FLOOR_LOAD) and not variants and args.trace != "philly":
                     ok = print_floors(floor_checks(results), results) and ok
-    print_variants(summary, [n for n in args.judge.split(",") if n in args.policies.split(",")])
+    print_variants(summary, [n for n in args.judge.split(",") if n in args.policies.split(",")],
+                   args.smallest)
     ok = print_tick(args.tick_runnable) and ok
     if args.real:
         from bench.tracereal import real_check

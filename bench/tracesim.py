@@ -378,6 +378,7 @@ class RunResult:
     wall_s: float
     # (actual wait, actual start - first planned start) of each task the plan estimated
     estimates: list[tuple[float, float]] = field(default_factory=list)
+    user_waits: dict[str, list[float]] = field(default_factory=dict)  # user -> waits (s)
 
     @property
     def ratio(self) -> float:
@@ -563,6 +564,14 @@ class Simulation:
                 waits["high"].append(start - (T0 + t.arrival))
         return waits
 
+    def _user_waits(self) -> dict[str, list[float]]:
+        waits: dict[str, list[float]] = {u: [] for u in self.users}
+        for t in self.trace:
+            start = self.cluster.first_run.get(t.task_id)
+            if start is not None:
+                waits[t.user].append(start - (T0 + t.arrival))
+        return waits
+
     def _estimates(self) -> list[tuple[float, float]]:
         """(actual wait, error of the first estimate: actual start - planned) of every task
         the plan estimated, its first estimate taken when it was made."""
@@ -597,7 +606,7 @@ class Simulation:
             hung=sum(1 for r in self.cluster.records.values() if r.hung),
             lost_gpu_h=self.cluster.lost_gpu_s / 3600, tick_ms=self.tick_ms,
             unfinished=unfinished, step_s=self.step_s, wall_s=wall_s,
-            estimates=self._estimates(),
+            estimates=self._estimates(), user_waits=self._user_waits(),
         )
 
 
