@@ -54,7 +54,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -436,6 +436,19 @@ def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequ
             print(f"  {name}: {passed[name]} of {total[name]} floors pass")
 
 
+def policy_named(name: str) -> Policy | None:
+    """A policy of ``tracesim``, or ``plan:N``: ``plan`` with N reservations (to choose N
+    by measurement); None for an unknown name."""
+    base, _, n = name.partition(":")
+    if not n:
+        return POLICY_BY_NAME.get(name)
+    if base != "plan" or not n.isdigit() or int(n) < 1:
+        return None
+    plan = POLICY_BY_NAME["plan"]
+    return replace(plan, name=name, label=f"{plan.label} ({n})",
+                   overrides={**plan.overrides, "reservations": int(n)})
+
+
 def parse_shape(text: str) -> Shape:
     nodes, _, gpus = text.partition("x")
     if not (nodes.isdigit() and gpus.isdigit()) or int(nodes) < 2 or int(gpus) < 1:
@@ -471,7 +484,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="exit 1 when a floor fails or "
                    "could not be measured")
     args = p.parse_args(argv)
-    unknown = set(args.policies.split(",")) - set(POLICY_BY_NAME)
+    unknown = {n for n in args.policies.split(",") if policy_named(n) is None}
     if unknown:
         p.error(f"unknown policies {sorted(unknown)}; known: {', '.join(POLICY_BY_NAME)}")
     if args.quick:
@@ -491,7 +504,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    policies = [POLICY_BY_NAME[n] for n in args.policies.split(",")]
+    policies = [p for p in map(policy_named, args.policies.split(",")) if p is not None]
     loads = [float(x) for x in args.loads.split(",")]
     ok = True
     summary: list[tuple[str, dict[str, RunResult]]] = []
