@@ -9,12 +9,16 @@ per policy:
 * ``backfill``: today's FIFO + backfill + starvation guard (300 s), 60 s retry timer;
 * ``priority``: + the trace's priorities (10% of tasks at 10), retry as soon as it fits;
 * ``fairshare``: + fair share (DRF among equal priorities);
-* ``preempt``: + preemption of checkpointing tasks (grace 300 s).
+* ``preempt``: + preemption of checkpointing tasks (grace 300 s);
+* ``plan``: fair share + 32 reservations from the time limits and start estimates for
+  the rest (``reservations: 32``, the shipped configuration); ``plan:N`` the same with N.
 
 Per load, one table with
-the policies side by side; then the floors of issue 9 at load 0.95, judged for ``fairshare``
-(the shipped configuration) with ``preempt`` for reference; then ticks with 10k runnable
-tasks.
+the policies side by side; then the floors of issue 9 at load 0.95, judged for ``plan``
+(the shipped configuration) with ``fairshare`` and ``preempt`` for reference; with several
+seeds or shapes, the floors of issue 21 on every variant; then ticks with 10k runnable
+tasks. ``--trace philly`` replays a window of a real GPU trace instead
+(``bench/tracereplay.py``).
 
 Metrics: makespan (first arrival -> last end) over a lower bound, the largest of: total
 GPU-time / 32, the longest task, max(arrival + duration), and max over t of (t + work
@@ -87,10 +91,10 @@ from service.states import TaskState
 from service.store import BulkTask, Store
 
 FLOOR_LOAD = 0.95
-# The floors are judged for the shipped configuration (fair share on, preemption off);
-# the optional preemption is shown against them for reference.
-FLOOR_POLICIES = ("fairshare", "preempt")
-JUDGED_POLICY = "fairshare"
+# The floors are judged for the shipped configuration (fair share + 32 reservations,
+# preemption off); fair share alone (before) and the optional preemption for reference.
+FLOOR_POLICIES = ("plan", "fairshare", "preempt")
+JUDGED_POLICY = "plan"
 TICK_FLOOR_MS = 20.0
 COL = 11
 
@@ -121,7 +125,7 @@ def estimate_error(r: RunResult) -> tuple[float, float, float, int] | None:
 
 def _estimate_cell(r: RunResult) -> str:
     e = estimate_error(r)
-    return "-" if e is None else f"{e[0]:.0%}/{e[1]:.0%}/{e[2]:.0%}"
+    return "-" if e is None else f"{e[0] * 100:.0f}/{e[1] * 100:.0f}/{e[2] * 100:.0f}%"
 
 
 def _user_cell(r: RunResult) -> str:
@@ -334,12 +338,12 @@ def tick_10k(settings: SchedulerSettings, n: int = 10_000, ticks: int = 50) -> T
 
 
 def print_tick(n: int) -> bool:
-    """The fair-share tick (judged) next to today's backfill tick (reference)."""
+    """The shipped plan's tick (judged) next to fair share's and backfill's (reference)."""
     print(f"\n== one tick with {n} runnable tasks (3 users, 6 running 1x4 and another "
           "submitter's 1x8 on 4 x 8 GPUs: nothing fits; every task past the guard, with a "
           "time limit), first tick + 50 more, ms")
     ok = True
-    for name, judged in (("fairshare", True), ("backfill", False)):
+    for name, judged in (("plan", True), ("fairshare", False), ("backfill", False)):
         r = tick_10k(scheduler_settings(POLICY_BY_NAME[name]), n)
         print(f"  {name:9} examined {r.examined:5}  CPU  {r.stats(r.cpu_ms)}")
         print(f"  {'':9} {'':14}  wall {r.stats(r.wall_ms)}")

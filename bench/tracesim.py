@@ -80,21 +80,24 @@ class Policy:
     backfill_window: int = BACKFILL_WINDOW
 
 
-_TODAY = {"retry_mode": "timer", "fair_share": False, "preemption": False}
+# every policy names its reservations: the default (the shipped plan) must not leak in
+_TODAY = {"retry_mode": "timer", "fair_share": False, "preemption": False, "reservations": 0}
 POLICIES: tuple[Policy, ...] = (
     Policy("fifo", "FIFO, no backfill",
            {"backfill": False, **_TODAY}),
     Policy("backfill", "FIFO+backfill+guard",
            {"retry_interval_s": 60.0, **_TODAY}),
     Policy("priority", "+priorities",
-           {"retry_mode": "when_fits", "fair_share": False, "preemption": False},
-           priorities=True),
+           {"retry_mode": "when_fits", "fair_share": False, "preemption": False,
+            "reservations": 0}, priorities=True),
     Policy("fairshare", "+fair share",
-           {"retry_mode": "when_fits", "fair_share": True, "preemption": False},
-           priorities=True),
+           {"retry_mode": "when_fits", "fair_share": True, "preemption": False,
+            "reservations": 0}, priorities=True),
     Policy("preempt", "+preemption",
            {"retry_mode": "when_fits", "fair_share": True, "preemption": True,
-            "preemption_grace_s": 300.0}, priorities=True),
+            "preemption_grace_s": 300.0, "reservations": 0}, priorities=True),
+    # the shipped configuration: 32 reservations from the time limits (N chosen by the
+    # trace bench against 1 and 4), start estimates for the rest
     Policy("plan", "fair share + reservations",
            {"retry_mode": "when_fits", "fair_share": True, "preemption": False,
             "reservations": 32}, priorities=True),
