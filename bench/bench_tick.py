@@ -12,8 +12,8 @@ has a higher priority. Three policies are measured:
   head of the queue (the window shared out among the users) and orders them by DRF;
 * guard: the head of the queue has waited past ``starvation_guard_s``, so the tick stops
   looking for room right after it (everything behind it waits by policy);
-* plan: the shipped configuration (fair share + 32 reservations, start estimates for up
-  to 64 waiting tasks), every task past the guard. The three above run with
+* plan: the opt-in plan (fair share + 32 reservations, start estimates for up to 64
+  waiting tasks), every task past the guard. The three above run with
   ``reservations: 0``.
 
 The first tick of each run writes every examined task's ``pending_reason`` (QUEUED ->
@@ -109,7 +109,7 @@ def main() -> None:
             "fairshare": run("fairshare", Path(tmp), args, guard_s=1e12, fair=True),
             "guard": run("guard", Path(tmp), args, guard_s=0.0, fair=True),
             "plan": run("plan", Path(tmp), args, guard_s=0.0, fair=True,
-                        reservations=SchedulerSettings().reservations),
+                        reservations=32),
         }
     print(f"tick benchmark: {args.runnable} runnable + {args.finished} finished tasks, "
           f"{args.ticks} ticks, nothing fits")

@@ -91,8 +91,10 @@ class SchedulerSettings:
     backfill: bool = True  # False: first come, first served (nothing passes a waiting task)
     # A forward plan (service.reservations): the first N waiting tasks in admission order
     # get a reservation from the time limits, the rest a start estimate; 0 = the
-    # starvation guard alone (service.passes.GuardPass). 32 was chosen on the trace bench.
-    reservations: int = 32
+    # starvation guard alone (service.passes.GuardPass). Off by default: without time
+    # limits the plan holds nodes for good and loses to the guard (the Philly replay);
+    # with limits declared, 32 did best on the trace bench.
+    reservations: int = 0
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)
