@@ -11,7 +11,10 @@ has a higher priority. Three policies are measured:
 * fairshare: the default policy: the same with fair share on, which reads each user's
   head of the queue (the window shared out among the users) and orders them by DRF;
 * guard: the head of the queue has waited past ``starvation_guard_s``, so the tick stops
-  looking for room right after it (everything behind it waits by policy).
+  looking for room right after it (everything behind it waits by policy);
+* plan: the opt-in plan (fair share + 32 reservations, start estimates for up to 64
+  waiting tasks), every task past the guard. The three above run with
+  ``reservations: 0``.
 
 The first tick of each run writes every examined task's ``pending_reason`` (QUEUED ->
 PENDING_RESOURCES) and is reported on its own; later ticks find nothing changed and
@@ -61,8 +64,8 @@ def build_db(path: str, runnable: int, finished: int, seed: int = 7) -> Store:
     return store
 
 
-def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: bool
-        ) -> dict[str, float]:
+def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: bool,
+        reservations: int = 0) -> dict[str, float]:
     store = build_db(str(root / f"{label}.sqlite3"), args.runnable, args.finished)
     cluster = FakeCluster()
     cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
@@ -71,7 +74,8 @@ def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: 
         cluster.occupy(f"worker{i}", GPU=7, CPU=21)
     settings = Settings(shared_root=str(root),
                         scheduler=SchedulerSettings(starvation_guard_s=guard_s,
-                                                    fair_share=fair))
+                                                    fair_share=fair,
+                                                    reservations=reservations))
     sched = Scheduler(store, cluster, settings, Artifacts(settings.shared_root))
     now = T0 + (args.runnable + args.finished) * 0.01 + 1.0
     sched.startup(now)
@@ -104,6 +108,8 @@ def main() -> None:
             "backfill": run("backfill", Path(tmp), args, guard_s=1e12, fair=False),
             "fairshare": run("fairshare", Path(tmp), args, guard_s=1e12, fair=True),
             "guard": run("guard", Path(tmp), args, guard_s=0.0, fair=True),
+            "plan": run("plan", Path(tmp), args, guard_s=0.0, fair=True,
+                        reservations=32),
         }
     print(f"tick benchmark: {args.runnable} runnable + {args.finished} finished tasks, "
           f"{args.ticks} ticks, nothing fits")

@@ -9,12 +9,16 @@ per policy:
 * ``backfill``: today's FIFO + backfill + starvation guard (300 s), 60 s retry timer;
 * ``priority``: + the trace's priorities (10% of tasks at 10), retry as soon as it fits;
 * ``fairshare``: + fair share (DRF among equal priorities);
-* ``preempt``: + preemption of checkpointing tasks (grace 300 s).
+* ``preempt``: + preemption of checkpointing tasks (grace 300 s);
+* ``plan``: fair share + 32 reservations from the time limits and start estimates for
+  the rest (``reservations: 32``, opt-in); ``plan:N`` the same with N.
 
 Per load, one table with
-the policies side by side; then the floors of issue 9 at load 0.95, judged for ``fairshare``
-(the shipped configuration) with ``preempt`` for reference; then ticks with 10k runnable
-tasks.
+the policies side by side; then the floors of issue 9 at load 0.95, judged for
+``fairshare`` (the shipped configuration) with ``plan`` and ``preempt`` for reference; with several
+seeds or shapes, the floors of issue 21 on every variant; then ticks with 10k runnable
+tasks. ``--trace philly`` replays a window of a real GPU trace instead
+(``bench/tracereplay.py``).
 
 Metrics: makespan (first arrival -> last end) over a lower bound, the largest of: total
 GPU-time / 32, the longest task, max(arrival + duration), and max over t of (t + work
@@ -54,7 +58,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -67,6 +71,7 @@ from bench.tracegen import (
     make_trace,
     percentile,
 )
+from bench.tracereplay import make_replay, smallest_tenant
 from bench.tracesim import (
     POLICY_BY_NAME,
     T0,
@@ -86,9 +91,9 @@ from service.jobspec.model import JobSpec
 from service.store.writer import BulkTask, Store
 
 FLOOR_LOAD = 0.95
-# The floors are judged for the shipped configuration (fair share on, preemption off);
-# the optional preemption is shown against them for reference.
-FLOOR_POLICIES = ("fairshare", "preempt")
+# The floors are judged for the shipped configuration (fair share, preemption off); the
+# optional plan (32 reservations) and preemption for reference.
+FLOOR_POLICIES = ("fairshare", "plan", "preempt")
 JUDGED_POLICY = "fairshare"
 TICK_FLOOR_MS = 20.0
 COL = 11
@@ -120,7 +125,12 @@ def estimate_error(r: RunResult) -> tuple[float, float, float, int] | None:
 
 def _estimate_cell(r: RunResult) -> str:
     e = estimate_error(r)
-    return "-" if e is None else f"{e[0]:.0%}/{e[1]:.0%}/{e[2]:.0%}"
+    return "-" if e is None else f"{e[0] * 100:.0f}/{e[1] * 100:.0f}/{e[2] * 100:.0f}%"
+
+
+def _user_cell(r: RunResult) -> str:
+    return "/".join(_num(statistics.fmean(w) / 60 if w else math.nan, ".0f")
+                    for _, w in sorted(r.user_waits.items()))
 
 
 def rows() -> list[Row]:
@@ -135,6 +145,7 @@ def rows() -> list[Row]:
     out += [
         ("wait prio-10 mean/p95 (min)", lambda r: _mins(r, "high")),
         ("largest large-gang wait (min)", lambda r: _num(r.wait("large", "max") / 60, ".0f")),
+        ("wait per user mean (min)", _user_cell),
         ("Jain, whole run, all have work", lambda r: _num(r.jain, ".3f")),
         ("Jain, 4-h windows, all have work", lambda r: _num(r.jain_window, ".3f")),
         ("Jain, 1-h windows, all have work", lambda r: _num(r.jain_short, ".3f")),
@@ -165,17 +176,22 @@ def print_table(load: float, trace_desc: str, results: dict[str, RunResult]) -> 
 DEFAULT_SHAPE = Shape()
 
 
-def describe(trace: Trace, step_s: float, shape: Shape = DEFAULT_SHAPE) -> str:
+def describe(trace: Trace, step_s: float, shape: Shape = DEFAULT_SHAPE,
+             replay: bool = False) -> str:
     counts = Counter(t.cls.name for t in trace.tasks)
     users = Counter(t.user for t in trace.tasks)
     lb = lower_bound(trace.tasks, shape.gpus)
     terms = ", ".join(f"{k} {v / 3600:.1f} h" for k, v in lb.terms.items())
     scale = ", ".join(f"{u} x{f:.2f}" for u, f in sorted(trace.scale.items()))
+    how = (f"real durations, inter-arrival times x{next(iter(trace.scale.values())):.2f} "
+           f"to offer exactly {trace.load} x {shape.gpus} GPUs, no time limits, "
+           "no priorities" if replay else
+           f"durations scaled per user to offer exactly {trace.load} x {shape.gpus} GPUs "
+           f"({scale})")
     return (f"{len(trace.tasks)} tasks "
             f"({', '.join(f'{c} {counts[c]}' for c in CLASS_ORDER)}; "
             f"{', '.join(f'{u} {n}' for u, n in sorted(users.items()))}) arriving over "
-            f"{trace.horizon / 3600:.1f} h, durations scaled per user to offer exactly "
-            f"{trace.load} x {shape.gpus} GPUs ({scale}), "
+            f"{trace.horizon / 3600:.1f} h, {how}, "
             f"{shape.nodes} workers x {shape.gpus_per_node} GPUs\n"
             f"   LB {lb.value / 3600:.2f} h, binding: {lb.term} [{terms}]\n"
             f"   tick at every arrival and job end, and every {step_s:g} s of simulated "
@@ -322,12 +338,12 @@ def tick_10k(settings: SchedulerSettings, n: int = 10_000, ticks: int = 50) -> T
 
 
 def print_tick(n: int) -> bool:
-    """The fair-share tick (judged) next to today's backfill tick (reference)."""
+    """The shipped fair-share tick (judged) next to the plan's and backfill's (reference)."""
     print(f"\n== one tick with {n} runnable tasks (3 users, 6 running 1x4 and another "
           "submitter's 1x8 on 4 x 8 GPUs: nothing fits; every task past the guard, with a "
           "time limit), first tick + 50 more, ms")
     ok = True
-    for name, judged in (("fairshare", True), ("backfill", False)):
+    for name, judged in (("fairshare", True), ("plan", False), ("backfill", False)):
         r = tick_10k(scheduler_settings(POLICY_BY_NAME[name]), n)
         print(f"  {name:9} examined {r.examined:5}  CPU  {r.stats(r.cpu_ms)}")
         print(f"  {'':9} {'':14}  wall {r.stats(r.wall_ms)}")
@@ -345,13 +361,18 @@ def run_load(load: float, args: argparse.Namespace, policies: Sequence[Policy],
              seed: int | None = None, shape: Shape | None = None) -> dict[str, RunResult]:
     seed = args.seed if seed is None else seed
     shape = shape or args.shapes[0]
-    trace = make_trace(args.tasks, load, seed, gpus=shape.gpus,
-                       classes=classes_for(shape.gpus_per_node))
+    replay = args.trace == "philly"
+    trace = (make_replay(load, gpus=shape.gpus, gpus_per_node=shape.gpus_per_node) if replay
+             else make_trace(args.tasks, load, seed, gpus=shape.gpus,
+                             classes=classes_for(shape.gpus_per_node)))
     results: dict[str, RunResult] = {}
     for p in policies:
         results[p.name] = simulate(trace.tasks, p, step_s=args.step, load=load,
                                    limits=not args.no_limits, shape=shape)
-    print_table(load, f"seed {seed}, " + describe(trace, args.step, shape), results)
+    title = "Philly window" if replay else f"seed {seed}"
+    print_table(load, f"{title}, " + describe(trace, args.step, shape, replay), results)
+    if replay:
+        args.smallest = smallest_tenant(trace)
     return results
 
 
@@ -360,8 +381,11 @@ def run_load(load: float, args: argparse.Namespace, policies: Sequence[Policy],
 VARIANT_BASE = ("fifo", "backfill")  # the floors compare with the best of these
 
 
-def variant_checks(results: dict[str, RunResult], judged: str) -> list[tuple[str, bool]]:
-    """(floor, passed) of ``judged`` against FIFO and backfill on one variant."""
+def variant_checks(results: dict[str, RunResult], judged: str,
+                   smallest: str | None = None) -> list[tuple[str, bool]]:
+    """(floor, passed) of ``judged`` against FIFO and backfill on one variant; with
+    ``fairshare`` run too, its Jain over 4-h windows is a floor, and with ``smallest``
+    (a replayed trace's smallest tenant) that tenant's mean wait <= 1/5 of FIFO's."""
     base = [results[n] for n in VARIANT_BASE if n in results]
     r = results.get(judged)
     if r is None or len(base) < len(VARIANT_BASE):
@@ -372,7 +396,7 @@ def variant_checks(results: dict[str, RunResult], judged: str) -> list[tuple[str
     worst_fifo = max(fifo.wait(c, "max") for c in CLASS_ORDER if fifo.waits.get(c))
     worst = max(r.wait(c, "max") for c in CLASS_ORDER if r.waits.get(c))
     large_p95, fifo_large_p95 = r.wait("large", "p95"), fifo.wait("large", "p95")
-    return [
+    out = [
         (f"util {r.utilization:.3f} >= best {best_util:.3f} - 0.005",
          r.utilization >= best_util - 0.005),
         (f"makespan {r.ratio:.3f} <= best {best_ratio:.3f} + 0.01",
@@ -382,10 +406,20 @@ def variant_checks(results: dict[str, RunResult], judged: str) -> list[tuple[str
         (f"worst wait {worst / 60:.0f} <= 2 x FIFO {worst_fifo / 60:.0f} min",
          worst <= 2 * worst_fifo),
     ]
+    fair = results.get("fairshare")
+    if fair is not None and judged != "fairshare":
+        out.append((f"Jain4h {r.jain_window:.3f} >= fairshare {fair.jain_window:.3f}",
+                    r.jain_window >= fair.jain_window - 1e-9))
+    if smallest is not None:
+        mine, theirs = (statistics.fmean(x.user_waits[smallest] or [math.nan])
+                        for x in (r, fifo))
+        out.append((f"{smallest} mean wait {mine / 60:.0f} <= FIFO {theirs / 60:.0f} / 5 min",
+                    mine <= theirs / 5))
+    return out
 
 
-def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequence[str]
-                   ) -> None:
+def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequence[str],
+                   smallest: str | None = None) -> None:
     """One line per variant and judged policy: each floor PASS/FAIL with its numbers."""
     if not summary:
         return
@@ -394,7 +428,7 @@ def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequ
     total = dict.fromkeys(judged, 0)
     for label, results in summary:
         for name in judged:
-            checks = variant_checks(results, name)
+            checks = variant_checks(results, name, smallest)
             if not checks:
                 continue
             total[name] += len(checks)
@@ -404,6 +438,19 @@ def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequ
     for name in judged:
         if total[name]:
             print(f"  {name}: {passed[name]} of {total[name]} floors pass")
+
+
+def policy_named(name: str) -> Policy | None:
+    """A policy of ``tracesim``, or ``plan:N``: ``plan`` with N reservations (to choose N
+    by measurement); None for an unknown name."""
+    base, _, n = name.partition(":")
+    if not n:
+        return POLICY_BY_NAME.get(name)
+    if base != "plan" or not n.isdigit() or int(n) < 1:
+        return None
+    plan = POLICY_BY_NAME["plan"]
+    return replace(plan, name=name, label=f"{plan.label} ({n})",
+                   overrides={**plan.overrides, "reservations": int(n)})
 
 
 def parse_shape(text: str) -> Shape:
@@ -428,6 +475,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="policies judged against fifo/backfill on every variant")
     p.add_argument("--loads", default="0.7,0.95")
     p.add_argument("--policies", default=",".join(POLICY_BY_NAME))
+    p.add_argument("--trace", choices=("synthetic", "philly"), default="synthetic",
+                   help="philly: replay a 1,000-job window of Microsoft's Philly trace "
+                   "(bench/data/README.md) instead of the synthetic trace (--seeds, --tasks "
+                   "unused)")
     p.add_argument("--step", type=float, default=10.0,
                    help="simulated seconds between ticks while a task waits")
     p.add_argument("--tick-runnable", type=int, default=10_000)
@@ -437,7 +488,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="exit 1 when a floor fails or "
                    "could not be measured")
     args = p.parse_args(argv)
-    unknown = set(args.policies.split(",")) - set(POLICY_BY_NAME)
+    unknown = {n for n in args.policies.split(",") if policy_named(n) is None}
     if unknown:
         p.error(f"unknown policies {sorted(unknown)}; known: {', '.join(POLICY_BY_NAME)}")
     if args.quick:
@@ -448,13 +499,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(str(exc))
     args.seed_list = ([int(x) for x in args.seeds.split(",")] if args.seeds
                       else [args.seed])
+    if args.trace == "philly":
+        args.seed_list = args.seed_list[:1]
+    args.smallest = None  # a replay's smallest tenant, set when it is built
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    policies = [POLICY_BY_NAME[n] for n in args.policies.split(",")]
+    policies = [p for p in map(policy_named, args.policies.split(",")) if p is not None]
     loads = [float(x) for x in args.loads.split(",")]
     ok = True
     summary: list[tuple[str, dict[str, RunResult]]] = []
@@ -463,11 +517,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for seed in args.seed_list:
             for load in loads:
                 results = run_load(load, args, policies, seed, shape)
-                summary.append((f"{shape.nodes}x{shape.gpus_per_node} s{seed} L{load}",
+                where = "philly" if args.trace == "philly" else f"s{seed}"
+                summary.append((f"{shape.nodes}x{shape.gpus_per_node} {where} L{load}",
                                 results))
-                if math.isclose(load, FLOOR_LOAD) and not variants:
+                if math.isclose(load, FLOOR_LOAD) and not variants and args.trace != "philly":
                     ok = print_floors(floor_checks(results), results) and ok
-    print_variants(summary, [n for n in args.judge.split(",") if n in args.policies.split(",")])
+    print_variants(summary, [n for n in args.judge.split(",") if n in args.policies.split(",")],
+                   args.smallest)
     ok = print_tick(args.tick_runnable) and ok
     if args.real:
         from bench.tracereal import real_check

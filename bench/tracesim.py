@@ -80,21 +80,24 @@ class Policy:
     backfill_window: int = BACKFILL_WINDOW
 
 
-_TODAY = {"retry_mode": "timer", "fair_share": False, "preemption": False}
+# every policy names its reservations: the default (the shipped plan) must not leak in
+_TODAY = {"retry_mode": "timer", "fair_share": False, "preemption": False, "reservations": 0}
 POLICIES: tuple[Policy, ...] = (
     Policy("fifo", "FIFO, no backfill",
            {"backfill": False, **_TODAY}),
     Policy("backfill", "FIFO+backfill+guard",
            {"retry_interval_s": 60.0, **_TODAY}),
     Policy("priority", "+priorities",
-           {"retry_mode": "when_fits", "fair_share": False, "preemption": False},
-           priorities=True),
+           {"retry_mode": "when_fits", "fair_share": False, "preemption": False,
+            "reservations": 0}, priorities=True),
     Policy("fairshare", "+fair share",
-           {"retry_mode": "when_fits", "fair_share": True, "preemption": False},
-           priorities=True),
+           {"retry_mode": "when_fits", "fair_share": True, "preemption": False,
+            "reservations": 0}, priorities=True),
     Policy("preempt", "+preemption",
            {"retry_mode": "when_fits", "fair_share": True, "preemption": True,
-            "preemption_grace_s": 300.0}, priorities=True),
+            "preemption_grace_s": 300.0, "reservations": 0}, priorities=True),
+    # the plan, opt-in: 32 reservations from the time limits (N chosen by the trace bench
+    # against 1 and 4), start estimates for the rest
     Policy("plan", "fair share + reservations",
            {"retry_mode": "when_fits", "fair_share": True, "preemption": False,
             "reservations": 32}, priorities=True),
@@ -378,6 +381,7 @@ class RunResult:
     wall_s: float
     # (actual wait, actual start - first planned start) of each task the plan estimated
     estimates: list[tuple[float, float]] = field(default_factory=list)
+    user_waits: dict[str, list[float]] = field(default_factory=dict)  # user -> waits (s)
 
     @property
     def ratio(self) -> float:
@@ -563,6 +567,14 @@ class Simulation:
                 waits["high"].append(start - (T0 + t.arrival))
         return waits
 
+    def _user_waits(self) -> dict[str, list[float]]:
+        waits: dict[str, list[float]] = {u: [] for u in self.users}
+        for t in self.trace:
+            start = self.cluster.first_run.get(t.task_id)
+            if start is not None:
+                waits[t.user].append(start - (T0 + t.arrival))
+        return waits
+
     def _estimates(self) -> list[tuple[float, float]]:
         """(actual wait, error of the first estimate: actual start - planned) of every task
         the plan estimated, its first estimate taken when it was made."""
@@ -597,7 +609,7 @@ class Simulation:
             hung=sum(1 for r in self.cluster.records.values() if r.hung),
             lost_gpu_h=self.cluster.lost_gpu_s / 3600, tick_ms=self.tick_ms,
             unfinished=unfinished, step_s=self.step_s, wall_s=wall_s,
-            estimates=self._estimates(),
+            estimates=self._estimates(), user_waits=self._user_waits(),
         )
 
 

@@ -94,6 +94,7 @@ class BasePass:
         self.inp = inp
         self.now = inp.now
         self.capacity = capacity  # None: node capacity unknown
+        self._never: dict[Gang, Reason | None] = {}  # never_fits, per shape
         self.order = order
         self.pool = FreePool.from_snapshot(
             inp.snapshot, [InFlight(r.ray_submission_id, rules.gang(r)) for r in inp.active])
@@ -173,10 +174,16 @@ class BasePass:
         return True
 
     def never_fits(self, gang: Gang) -> Reason | None:
-        """Why ``gang`` can never fit the cluster as it is (node capacity), or None."""
+        """Why ``gang`` can never fit the cluster as it is (node capacity), or None; once
+        per shape a pass (the capacity does not change within one, and with 10k runnable
+        tasks of a few shapes deciding it again for each was most of the plan's tick)."""
+        if gang in self._never:
+            return self._never[gang]
+        why = None
         if self.capacity is not None and not self.capacity.decide(gang, self.driver).fits:
-            return never_fits(gang, self.capacity)
-        return None
+            why = never_fits(gang, self.capacity)
+        self._never[gang] = why
+        return why
 
     def waits_for_room(self, cand: RunnableRow, gang: Gang) -> None:
         """``cand`` could fit an idle cluster but waits: it blocks the queue behind it with

@@ -78,7 +78,7 @@ def test_in_flight_task_keeps_its_gpus_reserved_until_it_holds_them(env: Env) ->
 
 
 def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
-    env = Env(tmp_path, starvation_guard_s=100.0)
+    env = Env(tmp_path, starvation_guard_s=100.0, reservations=0)
     env.cluster.occupy("w1", GPU=2, CPU=6)  # another user's job: 2 of the 4 GPUs
     big = env.add(nnodes=1, g=4)  # fits an idle w1, not now
     small = env.add(nnodes=1, g=1)
@@ -114,7 +114,7 @@ def test_the_guard_keeps_only_the_nodes_the_gang_needs(tmp_path: Path) -> None:
 
 
 def test_the_guard_keeps_the_same_nodes_while_they_drain(tmp_path: Path) -> None:
-    env = Env(tmp_path, starvation_guard_s=0.0)
+    env = Env(tmp_path, starvation_guard_s=0.0, reservations=0)
     env.cluster.add_node("w2", gpus=4, cpus=16)
     env.cluster.occupy("w1", GPU=2, CPU=6)
     env.cluster.occupy("w2", GPU=3, CPU=9)

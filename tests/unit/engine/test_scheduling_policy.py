@@ -103,7 +103,7 @@ def test_a_priority_change_reorders_the_queue(make) -> None:
 
 
 def test_backfill_and_the_guard_work_inside_the_priority_order(make) -> None:
-    env = make(fair_share=False, starvation_guard_s=100.0)
+    env = make(fair_share=False, starvation_guard_s=100.0, reservations=0)
     env.cluster.occupy("w1", GPU=2, CPU=6)
     big_high = env.add(g=4, priority=5)  # fits an idle w1, not now
     small_low = env.add(g=1, priority=0)
@@ -375,7 +375,7 @@ def test_a_preemption_is_recorded_before_ray_is_asked_and_survives_a_restart(mak
 
 
 def test_the_guard_goes_to_the_longest_wait_whatever_fair_share_says(make) -> None:
-    env = make(fair_share=True, starvation_guard_s=300.0)
+    env = make(fair_share=True, starvation_guard_s=300.0, reservations=0)
     env.cluster.add_node("w2", gpus=4, cpus=16)
     carol_running = env.add(g=2, user="carol")
     env.tick(T0)
@@ -448,7 +448,7 @@ def test_a_limit_never_touches_a_run_that_ends_in_time_or_fails_on_its_own(make)
 ])
 def test_a_task_whose_limit_ends_before_the_kept_nodes_drain_may_run_there(
         make, second_limit, outside, cand_limit, starts) -> None:
-    env = make(starvation_guard_s=100.0, fair_share=False)
+    env = make(starvation_guard_s=100.0, fair_share=False, reservations=0)
     env.cluster.add_node("w2", gpus=4, cpus=16)
     first = env.add(g=2, max_runtime_s=1000)
     second = env.add(g=2, max_runtime_s=second_limit)
@@ -468,7 +468,7 @@ def test_a_task_whose_limit_ends_before_the_kept_nodes_drain_may_run_there(
 
 
 def test_the_guard_says_until_when_its_nodes_are_kept(make) -> None:
-    env = make(starvation_guard_s=100.0, fair_share=False)
+    env = make(starvation_guard_s=100.0, fair_share=False, reservations=0)
     running = env.add(g=2, max_runtime_s=1000)
     env.tick(T0)
     env.cluster.start(sid(running), {"w1": 2})

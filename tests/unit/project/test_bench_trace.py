@@ -263,3 +263,81 @@ def test_variant_floors_compare_with_the_best_of_fifo_and_backfill() -> None:
         {"fifo": fifo, "backfill": backfill, "plan": bad}, "plan")]
     assert ok == [False, False, False, False]
     assert variant_checks({"fifo": fifo, "plan": good}, "plan") == []  # no backfill: no verdict
+
+
+def test_variant_floors_add_jain_and_the_smallest_tenants_wait() -> None:
+    from dataclasses import replace
+
+    from bench.bench_trace import variant_checks
+
+    base = dict(policy="x", load=0.9, tasks=4, makespan_s=110.0, lb_s=100.0, lb_term="w",
+                utilization=0.9, idle_fit_gpu_h=0.0, waits={"small": [60.0], "large": [600.0]},
+                jain=1.0, jain_window=0.8, jain_short=1.0, jain_waiting=1.0, all_busy_h=1.0,
+                all_waiting_h=0.0, idle_guard_gpu_h=0.0, preemptions=0, hung=0,
+                lost_gpu_h=0.0, tick_ms=[], unfinished=0, step_s=10.0, wall_s=1.0,
+                user_waits={"vca": [1000.0, 3000.0], "vcb": [60.0]})
+    fifo = RunResult(**base)
+    fair = replace(fifo, jain_window=0.85)
+    protects = replace(fifo, jain_window=0.86, user_waits={"vca": [100.0, 300.0], "vcb": []})
+    neglects = replace(fifo, jain_window=0.84, user_waits={"vca": [500.0, 500.0], "vcb": []})
+    results = {"fifo": fifo, "backfill": fifo, "fairshare": fair}
+    checks = variant_checks({**results, "plan": protects}, "plan", smallest="vca")
+    assert [ok for _, ok in checks[-2:]] == [True, True]  # 200 s <= 2000 s / 5
+    checks = variant_checks({**results, "plan": neglects}, "plan", smallest="vca")
+    assert [ok for _, ok in checks[-2:]] == [False, False]  # 500 s > 400 s
+    assert len(variant_checks(results, "fairshare")) == 4  # no Jain floor against itself
+
+
+# -- the replayed real trace (bench/tracereplay.py) -----------------------------------------
+
+def test_replay_window_is_the_published_one() -> None:
+    from bench.tracereplay import read_jobs
+
+    jobs = read_jobs()
+    assert len(jobs) == 1000 and jobs[0].arrival_s == 0
+    arrivals = [j.arrival_s for j in jobs]
+    assert arrivals == sorted(arrivals)
+    assert {j.gpus for j in jobs} <= {1, 2, 4, 8, 16} and all(j.duration_s > 0 for j in jobs)
+    assert len({j.tenant for j in jobs}) == 3
+
+
+@pytest.mark.parametrize("gpus_per_node", [8, 4])
+def test_replay_keeps_sizes_and_durations_and_offers_the_load(gpus_per_node: int) -> None:
+    from bench.tracereplay import Job, make_replay, smallest_tenant
+
+    jobs = [Job(0, 1, 600, "aa"), Job(100, 16, 3600, "bb"), Job(300, 4, 1200, "aa"),
+            Job(400, 8, 60, "cc")]
+    trace = make_replay(0.5, gpus=32, gpus_per_node=gpus_per_node, jobs=jobs)
+    shapes = [(t.cls.name, t.cls.nnodes * t.cls.gpus_per_node) for t in trace.tasks]
+    assert shapes == [("small", 1), ("large", 16), ("medium", 4),
+                      ("medium" if gpus_per_node == 8 else "large", 8)]
+    assert max(t.cls.gpus_per_node for t in trace.tasks) <= gpus_per_node
+    assert [t.duration for t in trace.tasks] == [600, 3600, 1200, 60]
+    work = sum(t.work for t in trace.tasks)
+    assert math.isclose(work / (32 * trace.horizon), 0.5)  # exactly the load
+    factor = trace.horizon / 400
+    assert [t.arrival for t in trace.tasks] == pytest.approx([0, 100 * factor, 300 * factor,
+                                                              400 * factor])
+    assert all(t.limit_s is None and t.priority == 0 for t in trace.tasks)
+    assert smallest_tenant(trace) == "vccc"  # 8 x 60 GPU-s
+    with pytest.raises(ValueError):
+        make_replay(0.0, jobs=jobs)
+
+
+def test_trace_flag_picks_the_replay() -> None:
+    from bench.bench_trace import parse_args
+
+    args = parse_args(["--trace", "philly", "--seeds", "1,2"])
+    assert args.trace == "philly" and args.seed_list == [1]  # one window, no seeds
+    assert parse_args([]).trace == "synthetic"
+    with pytest.raises(SystemExit):
+        parse_args(["--trace", "alibaba"])
+
+
+def test_a_short_replay_finishes_every_task() -> None:
+    from bench.tracereplay import make_replay, read_jobs
+
+    trace = make_replay(0.9, jobs=read_jobs()[:40])
+    r = _run(trace.tasks, "plan", limits=False)
+    assert r.unfinished == 0 and r.hung == 0
+    assert sum(len(w) for w in r.user_waits.values()) == 40

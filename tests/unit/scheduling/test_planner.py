@@ -56,7 +56,7 @@ def test_the_guard_keeps_draining_nodes_for_a_starving_gang() -> None:
     # w1 is free, w2 drains: t1 (2x4) waited past the guard; t2 (1x4) may not take w1
     p = plan([node("w1", 4), node("w2", 0)],
              [task("t1", nnodes=2, waited=400), task("t2")], [running("r1")],
-             held_on={"r1--a01": {"w2": 4}})
+             held_on={"r1--a01": {"w2": 4}}, reservations=0)  # the guard alone
     assert started(p) == []
     assert "starvation guard" in reasons(p)["t2"]
     assert p.kept == frozenset({"w1", "w2"})
@@ -149,7 +149,8 @@ def test_kept_nodes_blocked_by_something_else_name_no_date() -> None:
     cpu_starved = NodeResources("w1", "10.0.0.1",
                                 {"GPU": 4.0, "CPU": 6.0, "worker_node": 100.0},
                                 {"GPU": 4.0, "CPU": 16.0, "worker_node": 100.0})
-    p = plan([cpu_starved], [task("t1", waited=400), task("t2", gpus=1)])
+    p = plan([cpu_starved], [task("t1", waited=400), task("t2", gpus=1)],
+             reservations=0)
     assert started(p) == []
     assert p.kept == frozenset({"w1"})
     assert "starvation guard" in reasons(p)["t2"]  # it would fit w1 but for the guard
@@ -162,7 +163,7 @@ def test_a_higher_priority_task_is_not_held_back_by_a_lower_priority_guard() -> 
     itself waited past the guard."""
     p = plan([node("w1", 4), node("w2", 0)],
              [task("t2", priority=10), task("t1", nnodes=2, waited=400)], [running("r1")],
-             held_on={"r1--a01": {"w2": 4}})
+             held_on={"r1--a01": {"w2": 4}}, reservations=0)  # the guard alone
     assert started(p) == ["t2"]
     assert "needs 2x4 GPUs" in reasons(p)["t1"]
 
@@ -170,7 +171,7 @@ def test_a_higher_priority_task_is_not_held_back_by_a_lower_priority_guard() -> 
 def test_an_equal_priority_task_still_waits_for_the_guard() -> None:
     p = plan([node("w1", 4), node("w2", 0)],
              [task("t1", nnodes=2, waited=400), task("t2")], [running("r1")],
-             held_on={"r1--a01": {"w2": 4}})
+             held_on={"r1--a01": {"w2": 4}}, reservations=0)  # the guard alone
     assert started(p) == []
     assert "starvation guard" in reasons(p)["t2"]
 

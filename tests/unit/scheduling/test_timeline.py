@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from planner_cases import NOW, node, plan, reasons, running, started, task
 
+from service.domain.timefmt import iso
 from service.scheduling.plan import LIMIT_SLACK_S
 from service.scheduling.timeline import INF, Timeline
 
@@ -136,3 +137,36 @@ def test_reservations_off_is_the_guard() -> None:
     p = plan([node("w1", 4)], [task("t1")], reservations=0)
     assert started(p) == ["t1"] and p.estimates == {}
 
+
+
+def test_past_the_budget_tasks_get_an_estimate_that_protects_nothing() -> None:
+    # w1 drains first (r1), w2 later (r2, 1 GPU free now); t1 (1x4) reserves w1. With one
+    # reservation, t2 (1x4) only gets an estimate, so t3 (1x1, a long limit) starts now on
+    # w2; with two, t2 reserves w2 when r2 ends and t3 waits (it would run into it).
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    r2 = running("r2", gpus=3, started=NOW - 60, limit=LIMIT * 1.5)
+    tasks = [task("t1", limit=LIMIT), task("t2", limit=LIMIT), task("t3", gpus=1,
+                                                                    limit=LIMIT * 3)]
+    held = {"r1--a01": {"w1": 4}, "r2--a01": {"w2": 3}}
+    drained = NOW - 60 + LIMIT + LIMIT_SLACK_S
+    firm = plan([node("w1", 0), node("w2", 1)], tasks, [r1, r2], held_on=held,
+                reservations=2)
+    assert started(firm) == [] and firm.estimates["t2"] == NOW - 60 + LIMIT * 1.5 + 30
+    soft = plan([node("w1", 0), node("w2", 1)], tasks, [r1, r2], held_on=held,
+                reservations=1)
+    assert started(soft) == ["t3"]
+    assert soft.estimates["t1"] == drained
+    assert soft.estimates["t2"] == drained + LIMIT + LIMIT_SLACK_S  # after t1 (t3 on w2)
+    assert reasons(soft)["t2"].endswith(f"; planned start by {iso(soft.estimates['t2'])} "
+                                        "(from time limits)")
+
+
+def test_soft_estimates_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.scheduling import reservations
+
+    monkeypatch.setattr(reservations, "ESTIMATED", 2)
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    p = plan([node("w1", 0)], [task(f"t{i}", limit=LIMIT) for i in range(4)], [r1],
+             held_on={"r1--a01": {"w1": 4}}, reservations=1)
+    assert set(p.estimates) == {"t0", "t1"}
+    assert "planned start" not in reasons(p)["t3"]

@@ -23,6 +23,7 @@ from ui_env import (
 from yarl import URL
 
 from service.domain.states import TaskState
+from service.domain.timefmt import iso
 from service.domain.users import Role
 from service.engine.artifacts import Artifacts
 from service.web.app import create_app
@@ -538,3 +539,27 @@ async def test_the_jobspec_body_is_shown_to_its_owner_and_admins_only(client, en
     assert secret not in html and 'id="jobspec"' not in html
     assert "The JobSpec is shown to the task's owner (admin) and admins." in html
     assert "ppo" in html and task_id in html  # the shape is there
+
+
+async def test_queue_and_task_pages_show_the_plans_estimated_start(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    await submit(client, env, gpus=4)
+    planned = await submit(client, env, gpus=4)
+    unplanned = await submit(client, env, gpus=2)
+    env.tick()
+    now = env.clock()
+    snapshot = env.cluster.snapshot([])
+    env.metrics.observed.record(now, snapshot, estimates={planned: now + 3600 + 20})
+    await sign_in(client)
+    about = "about " + iso(round((now + 3620) / 60) * 60)  # to the minute
+    html = await page(client, "/ui/queue")
+    row = html[html.index(f'id="row-{planned}"'):]
+    assert about in row[:row.index("</tr>")]
+    row = html[html.index(f'id="row-{unplanned}"'):]
+    cell = row[row.index('class="est-start"'):row.index("</tr>")]
+    assert "about" not in cell and "-" in cell
+    html = await page(client, f"/ui/tasks/{planned}")
+    assert 'id="task-estimate"' in html and about in html
+    html = await page(client, f"/ui/tasks/{unplanned}")
+    shown = html[html.index('id="task-estimate"'):]
+    assert "about" not in shown[:shown.index("</dd>")]
