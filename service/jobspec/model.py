@@ -53,6 +53,24 @@ MAX_STRING_LEN = 4096
 MAX_DESCRIPTION = 500  # characters of the free-text note
 
 
+@dataclass(frozen=True)
+class NoteField:
+    """An optional line of printable text in the JobSpec that Argus keeps and shows with
+    the task (task JSON, console, CLI) and never acts on. Declared once, in ``NOTES``: the
+    validator, the JobSpec's JSON Schema, the API's Task schema and the task JSON read the
+    declaration, so a new note is this entry, a ``JobSpec`` attribute, a ``TaskRow`` field
+    with its column in the task projection, and wherever it is shown."""
+
+    name: str
+    max_length: int
+    about: str  # what it is, in both schemas
+
+
+NOTES: tuple[NoteField, ...] = (
+    NoteField("description", MAX_DESCRIPTION, "a free-text note shown with the task"),
+)
+
+
 MAX_OVERRIDES = 256
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from service.domain.workloads import WORKLOAD_NAMES, WORKLOADS
 from service.jobspec.model import (
-    MAX_DESCRIPTION,
     MAX_EPOCHS,
     MAX_GPUS_PER_NODE,
     MAX_NNODES,
@@ -15,6 +14,7 @@ from service.jobspec.model import (
     MAX_RUNTIME_S,
     MAX_STEPS,
     MAX_STRING_LEN,
+    NOTES,
     TRAINER_DEVICES,
 )
 from service.jobspec.sandbox import (
@@ -104,9 +104,9 @@ def jobspec_json_schema(allowed_roots: Sequence[str] = ("/private",),
                 1, MAX_RUNTIME_S,
                 "time limit of each attempt from its driver's start (stopped past it, "
                 "TIME_LIMIT); default: config (none)")),
-            "description": nullable({"type": "string", "maxLength": MAX_DESCRIPTION,
-                                     "pattern": "^[ -~]*$",
-                                     "description": "a free-text note shown with the task"}),
+            **{note.name: nullable({"type": "string", "maxLength": note.max_length,
+                                    "pattern": "^[ -~]*$", "description": note.about})
+               for note in NOTES},
             "on_unsatisfiable": nullable({
                 "type": "string", "enum": [p.value for p in OnUnsatisfiable],
                 "description": "a dependency that can never hold: cancel (default) or "

@@ -1,5 +1,5 @@
 """The JobSpec's rules, every problem of a document collected (``Validator``): fields,
-kinds, paths under the allowed roots, overrides, dependencies, the description."""
+kinds, paths under the allowed roots, overrides, dependencies, the notes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 from service.domain.workloads import WORKLOAD_NAMES, WORKLOADS, owned_keys
 from service.jobspec.model import (
     FIELDS,
-    MAX_DESCRIPTION,
     MAX_EPOCHS,
     MAX_GPUS_PER_NODE,
     MAX_NNODES,
@@ -16,9 +15,11 @@ from service.jobspec.model import (
     MAX_RUNTIME_S,
     MAX_STEPS,
     MAX_STRING_LEN,
+    NOTES,
     TRAINER_DEVICES,
     JobSpec,
     JobSpecError,
+    NoteField,
     error_detail,
 )
 from service.jobspec.overrides import check_override
@@ -80,7 +81,7 @@ class Validator:
             "priority": self.optional_int("priority", MIN_PRIORITY, MAX_PRIORITY),
             "max_runtime_s": self.optional_int("max_runtime_s", 1, MAX_RUNTIME_S),
             **self.dependencies(),
-            "description": self.description(),
+            **{note.name: self.note(note) for note in NOTES},
         }
         if self.details:
             raise JobSpecError(self.details)
@@ -96,11 +97,10 @@ class Validator:
         return {"after": in_order((c.value, p) for c, p in after.pairs),
                 "on_unsatisfiable": policy.value}
 
-    def description(self) -> str | None:
-        text = self.string("description", self.doc.get("description"), optional=True,
-                           empty_ok=True)
-        if text is not None and len(text) > MAX_DESCRIPTION:
-            self.error("description", f"must be at most {MAX_DESCRIPTION} characters long")
+    def note(self, note: NoteField) -> str | None:
+        text = self.string(note.name, self.doc.get(note.name), optional=True, empty_ok=True)
+        if text is not None and len(text) > note.max_length:
+            self.error(note.name, f"must be at most {note.max_length} characters long")
             return None
         return text or None
 

@@ -14,7 +14,7 @@ from typing import Any
 from service.domain.reasons import WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.domain.workloads import WORKLOAD_NAMES, WORKLOADS
-from service.jobspec.model import TRAINER_DEVICES
+from service.jobspec.model import NOTES, TRAINER_DEVICES
 from service.jobspec.schema import jobspec_json_schema
 from service.policy.dependencies import OnUnsatisfiable
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY
@@ -115,8 +115,9 @@ SCHEMAS: dict[str, Any] = {
             "max_runtime_s": {"type": ["number", "null"],
                               "description": "each attempt's time limit in seconds from its "
                                              "start (stopped past it: TIME_LIMIT); null: none"},
-            "description": {"type": ["string", "null"], "maxLength": 500,
-                            "description": "the JobSpec's free-text note"},
+            **{note.name: {"type": ["string", "null"], "maxLength": note.max_length,
+                           "description": f"the JobSpec's {note.name}: {note.about}"}
+               for note in NOTES},
             "next_run_at": TS,
             "estimated_start": {**TS, "description": "when the scheduler's plan expects a "
                                 "waiting task to start (v2.scheduler.reservations on, from "

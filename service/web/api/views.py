@@ -26,6 +26,7 @@ from service.domain.rows import (
 from service.domain.states import RUNNABLE, TaskState
 from service.domain.timefmt import iso
 from service.domain.users import display_prefix
+from service.jobspec.model import NOTES
 from service.policy.curves import Point
 from service.policy.quotas import Limits
 from service.policy.usage import AttemptUsage, Report, TaskUsage, UserUsage
@@ -112,7 +113,7 @@ def task_json(task: TaskRow, estimated_start: float | None = None) -> dict[str, 
         "queue_position": task.queue_position,
         "priority": task.priority,
         "max_runtime_s": task.max_runtime_s,
-        "description": task.description,
+        **{note.name: getattr(task, note.name) for note in NOTES},
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
         "estimated_start": (iso(estimated_start)
                             if estimated_start is not None and task.state in RUNNABLE else None),
