@@ -71,7 +71,7 @@ def test_sign_in(browser, service, screenshots):
 
 
 def test_queue_shows_three_states_with_reasons(browser, service, screenshots):
-    cluster = service.cluster.boundary
+    cluster = service.cluster
     cluster.clock = time.time()
     cluster.add_node("node-a", gpus=4, cpus=32)
     TASKS["failed"] = submit(service, 2)
@@ -101,8 +101,8 @@ def test_queue_shows_three_states_with_reasons(browser, service, screenshots):
 
 def test_a_state_change_appears_without_reload(browser, service, screenshots):
     browser.execute_script("window.argusNoReload = 'still here'")
-    service.cluster.boundary.clock = time.time()
-    service.cluster.boundary.finish(sid(TASKS["running"]), RayStatus.SUCCEEDED, log="done\n")
+    service.cluster.clock = time.time()
+    service.cluster.finish(sid(TASKS["running"]), RayStatus.SUCCEEDED, log="done\n")
     wait_for("the finished task to move live",
              lambda: row_state(browser, TASKS["running"]) == "SUCCEEDED")
     wait_for("the pending task to be admitted live",
@@ -113,8 +113,8 @@ def test_a_state_change_appears_without_reload(browser, service, screenshots):
 
 def test_cancel_through_the_button(browser, service, screenshots):
     task_id = TASKS["pending"]
-    service.cluster.boundary.start(sid(task_id), {"node-a": 2})
-    service.cluster.boundary.write_log(sid(task_id), "step 1: loss 0.93\nstep 2: loss 0.88\n")
+    service.cluster.start(sid(task_id), {"node-a": 2})
+    service.cluster.write_log(sid(task_id), "step 1: loss 0.93\nstep 2: loss 0.88\n")
     service.wait_state(task_id, TaskState.RUNNING)
     browser.get(f"{service.url}/ui/tasks/{task_id}")
     wait_for("the live log tail",

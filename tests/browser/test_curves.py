@@ -46,7 +46,7 @@ def open_signed_in(browser, service: Service, path: str) -> None:
 
 
 def test_a_running_task_shows_progress_and_curves_live(browser, service, screenshots):
-    cluster = service.cluster.boundary
+    cluster = service.cluster
     cluster.clock = time.time()
     cluster.add_node("node-curves", gpus=2, cpus=16)
     task_id = submit_steps(service, 40)

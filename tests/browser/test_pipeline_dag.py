@@ -41,7 +41,7 @@ def box_state(browser, stage: str) -> str | None:
 
 
 def test_the_dag_page_shows_stages_edges_and_changes_live(browser, service, screenshots):
-    cluster = service.cluster.boundary
+    cluster = service.cluster
     cluster.clock = time.time()
     cluster.add_node("node-dag", gpus=2, cpus=16)
     created = submit_pipeline(service)

@@ -186,7 +186,7 @@ def test_a_run_survives_a_gcs_kill_and_succeeds_on_its_first_attempt(cluster, se
     assert service.state(task_id) in (TaskState.RUNNING, TaskState.SUCCEEDED)
     poll(lambda: service.state(task_id) is TaskState.SUCCEEDED, 120, "the run to succeed",
          service.explain(task_id))
-    attempts = service.store.writer.list_attempts(task_id)
+    attempts = service.store.list_attempts(task_id)
     assert [a.attempt_no for a in attempts] == [1]
     log = service.step_log(task_id, 1)
     assert steps_done(log) == list(range(1, STEPS + 1)), log[-2000:]  # no step twice
@@ -207,9 +207,9 @@ def test_a_wiped_store_is_a_new_cluster_and_the_run_resumes_as_attempt_2(cluster
          60, "the head back with a new generation")
     after = head_record(cluster)
     assert after is not None and after.cluster_id != before.cluster_id  # a new cluster
-    poll(lambda: len(service.store.writer.list_attempts(task_id)) == 2, 120, "attempt 2",
+    poll(lambda: len(service.store.list_attempts(task_id)) == 2, 120, "attempt 2",
          service.explain(task_id))
-    first = service.store.writer.get_attempt(task_id, 1)
+    first = service.store.get_attempt(task_id, 1)
     assert first.failure_kind == "CLUSTER_LOST", first.message
     poll(lambda: service.state(task_id) is TaskState.SUCCEEDED, 180, "attempt 2 to succeed",
          service.explain(task_id))
