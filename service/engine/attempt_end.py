@@ -9,6 +9,7 @@ failure with attempts left) back to the queue with a retry plan (``service.polic
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 
 from service.cluster.boundary import Cluster, ClusterError, JobInfo, JobNotFound
@@ -48,7 +49,16 @@ class AttemptEnder:
         if not row.stop_requested:
             self.store.mark_stop_requested(row.task_id, row.attempt_no, now, reason)
 
+    def _fresh(self, row: ActiveRow) -> ActiveRow:
+        """``row`` with a cancel that committed after the tick read it. The API commits a
+        cancel before it stops the job, so when the stop is what ended the job, the flag
+        is there by the time Ray says so (read after Ray, not before)."""
+        if row.cancel_requested or not self.store.cancel_requested(row.task_id):
+            return row
+        return dataclasses.replace(row, cancel_requested=True)
+
     def lost(self, row: ActiveRow, now: float, report: TickReport) -> None:
+        row = self._fresh(row)
         message = f"Ray no longer knows job {row.ray_submission_id} (head restarted?)"
         end = AttemptEnd(row.ray_status, FailureKind.CLUSTER_LOST.value, message,
                          row.start_time, now)
@@ -58,6 +68,7 @@ class AttemptEnder:
             self.failed(row, end, FailureKind.CLUSTER_LOST, message, now, report)
 
     def ended(self, row: ActiveRow, info: JobInfo, now: float, report: TickReport) -> None:
+        row = self._fresh(row)
         status = RayStatus(info.status)
         log_text = self.archive_log(row)
         base = dict(ray_status=status.value, message=info.message, start_time=info.start_time,

@@ -165,6 +165,10 @@ class StoreReads:
         row = self._reader().execute(Q["task_exists"], {"task_id": task_id}).fetchone()
         return row is not None
 
+    def cancel_requested(self, task_id: str) -> bool:
+        row = self._reader().execute(Q["cancel_requested_at"], {"task_id": task_id}).fetchone()
+        return row is not None and row["cancel_requested_at"] is not None
+
     def get_task(self, task_id: str) -> TaskRow | None:
         """One task with its latest attempt and queue position (indexed lookups)."""
         row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()

@@ -444,6 +444,29 @@ def test_cancel_that_loses_the_race_to_success_reports_success(env: Env,
     assert view.error_summary == "finished before the cancel took effect"
 
 
+def test_a_cancel_that_lands_during_the_tick_is_a_cancel_not_a_failure(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tick read the running task before the user's cancel committed; the cancel's own
+    # stop then ended the job, and the tick polled Ray after that: STOPPED, "no cancel".
+    t = env.add()
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    job_info = env.cluster.job_info
+
+    def cancel_lands_first(submission_id: str):
+        if env.store.get_task(t).cancel_requested_at is None:
+            env.store.cancel(t, T0 + 2, by="alice")  # commits, then the API stops the job
+            env.cluster.stop(submission_id)
+        return job_info(submission_id)
+
+    monkeypatch.setattr(env.cluster, "job_info", cancel_lands_first)
+    env.tick(T0 + 2)
+    view = env.store.get_task(t)
+    assert view.state is S.CANCELED, view.error_summary
+    assert view.error_summary.startswith("canceled by request")
+
+
 def test_cancel_while_submitting_completes_after_restart(env: Env) -> None:
     t = env.add()
     env.store.claim_for_submit(t, S.QUEUED, T0)  # crash right after the claim
