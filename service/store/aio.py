@@ -41,7 +41,6 @@ from service.domain.rows import (
     UserRow,
     UserStatusChange,
 )
-from service.domain.states import TaskState
 from service.domain.users import Role
 from service.domain.writes import CancelOutcome, Sample
 from service.policy.curves import Point
@@ -84,13 +83,6 @@ class AsyncStore:
     # -- reads ---------------------------------------------------------------------------
     async def get_task(self, task_id: str) -> TaskRow | None:
         return await self._reads.run(self._store.get_task, task_id)
-
-    async def list_tasks(self, *, state: TaskState | None, limit: int,
-                         before_seq: int | None, user: str | None = None,
-                         reason: WaitKind | None = None) -> tuple[list[TaskRow], int | None]:
-        return await self._reads.run(
-            lambda: self._store.list_tasks(state=state, limit=limit, before_seq=before_seq,
-                                           user=user, reason=reason))
 
     async def list_attempts(self, task_id: str) -> list[AttemptRow]:
         return await self._reads.run(self._store.list_attempts, task_id)

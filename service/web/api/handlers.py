@@ -27,6 +27,7 @@ from service.domain.users import ALL, ME, Principal, name_problem
 from service.jobspec.model import JobSpecError
 from service.policy.curves import default_keys, join
 from service.policy.priorities import range_problem
+from service.store.writer import Store
 from service.usecases import tasks
 from service.usecases.ports import UseCaseError
 from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unknown_fields
@@ -34,7 +35,7 @@ from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
 from service.web.api.params import SQLITE_MAX_INT, parse_reason, parse_uint
-from service.web.api.pipelines import blocked_tasks, task_dependencies, waiting_reasons
+from service.web.api.pipelines import blocked_reasons, blocked_tasks, task_dependencies
 from service.web.api.views import (
     InvalidCursor,
     attempt_json,
@@ -205,15 +206,21 @@ async def list_tasks(request: web.Request) -> web.Response:
             errors.append({"field": "cursor", "message": str(exc)})
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
-    tasks, next_before = await deps.store.list_tasks(state=state, limit=limit,
-                                                     before_seq=before_seq, user=user,
-                                                     reason=reason)
-    waits = await waiting_reasons(deps, tasks)  # BLOCKED tasks: why they wait
-    return await _json_off_loop(deps, lambda: {
-        "tasks": [{**task_json(t), **({"pending_reason": waits[t.task_id]}
-                                      if t.task_id in waits else {})} for t in tasks],
-        "next_cursor": None if next_before is None else encode_cursor(next_before),
-    })
+
+    def page(store: Store) -> str:
+        # read, decoded, shaped and encoded in one call on the read lane: a user's pages
+        # hold one thread at a time (with the shaping on the work lane, one page was read
+        # while the last was shaped: two of the caller's threads taking the GIL in turn)
+        tasks, next_before = store.list_tasks(state=state, limit=limit, before_seq=before_seq,
+                                              user=user, reason=reason)
+        waits = blocked_reasons(store, tasks)  # BLOCKED tasks: why they wait
+        return json.dumps({
+            "tasks": [{**task_json(t), **({"pending_reason": waits[t.task_id]}
+                                          if t.task_id in waits else {})} for t in tasks],
+            "next_cursor": None if next_before is None else encode_cursor(next_before),
+        })
+
+    return web.Response(text=await deps.store.read(page), content_type="application/json")
 
 
 async def get_task(request: web.Request) -> web.Response:

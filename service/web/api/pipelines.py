@@ -78,10 +78,11 @@ def _reasons(store: Store, task_ids: list[str]) -> dict[str, str]:
     return out
 
 
-async def waiting_reasons(deps: AppDeps, tasks: list[TaskRow]) -> dict[str, str]:
-    """Why each BLOCKED task of a list page waits (one read; nothing without any)."""
+def blocked_reasons(store: Store, tasks: list[TaskRow]) -> dict[str, str]:
+    """Why each BLOCKED task of a list page waits (nothing read without any); run on the
+    store's read lane."""
     blocked = [t.task_id for t in tasks if t.state is TaskState.BLOCKED]
-    return await deps.store.read(lambda s: _reasons(s, blocked)) if blocked else {}
+    return _reasons(store, blocked) if blocked else {}
 
 
 def blocked_tasks(store: Store, limit: int, user: str | None = None
