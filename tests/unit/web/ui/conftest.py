@@ -5,35 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ui_env import (
-    T0,
-    TOKEN,
-    Clock,
-    Env,
-    Loop,
-)
+from ui_env import TOKEN, Env, Loop, make_env
 
-from service.cluster.fake import FakeCluster
 from service.config import Settings
 from service.engine.artifacts import Artifacts
-from service.engine.scheduler import Scheduler
-from service.store.writer import Store
 from service.web.app import create_app
-from service.web.metrics import MeteredScheduler, ServiceMetrics
 
 
 @pytest.fixture
 def env(tmp_path: Path):
-    shared = tmp_path / "shared"
-    settings = Settings(shared_root=str(shared), ray_timeout_s=5.0)
-    store = Store(str(tmp_path / "db.sqlite3"))
-    cluster = FakeCluster(clock=T0)
-    clock = Clock(T0)
-    metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store, clock=clock)
-    scheduler = MeteredScheduler(Scheduler(store, cluster, settings, Artifacts(str(shared))),
-                                 metrics)
-    yield Env(shared, settings, store, cluster, scheduler, metrics, clock)
-    store.close()
+    e = make_env(tmp_path, Settings(shared_root=str(tmp_path / "shared"), ray_timeout_s=5.0))
+    yield e
+    e.store.close()
 
 
 @pytest.fixture

@@ -10,41 +10,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ui_env import T0, TOKEN, Clock, Env, Loop, csrf_of, page, sign_in
+from ui_env import Env, csrf_of, make_env, page, sign_in
 
-from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.engine.artifacts import Artifacts
-from service.engine.scheduler import Scheduler
-from service.store.writer import Store
-from service.web.app import create_app
-from service.web.metrics import MeteredScheduler, ServiceMetrics
 from service.webhooks.settings import WebhookSettings
 
 TID = "mvp2-ppo-20251223-143201-7f3a"
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    shared = tmp_path / "shared"
-    settings = Settings(shared_root=str(shared), webhooks=WebhookSettings(
+def env(tmp_path: Path) -> Iterator[Env]:  # conftest's client serves it
+    settings = Settings(shared_root=str(tmp_path / "shared"), webhooks=WebhookSettings(
         max_per_user=2, allow_networks=(ipaddress.ip_network("127.0.0.0/8"),)))
-    store = Store(str(tmp_path / "db.sqlite3"))
-    cluster = FakeCluster(clock=T0)
-    clock = Clock(T0)
-    metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store, clock=clock)
-    scheduler = MeteredScheduler(Scheduler(store, cluster, settings, Artifacts(str(shared))),
-                                 metrics)
-    yield Env(shared, settings, store, cluster, scheduler, metrics, clock)
-    store.close()
-
-
-@pytest.fixture
-async def client(env: Env, aiohttp_client):
-    app = create_app(env.settings, env.store, env.cluster, Artifacts(str(env.shared)),
-                     token=TOKEN, scheduler_loop=Loop(), clock=env.clock, metrics=env.metrics,
-                     wake_interval_s=0.0)
-    return await aiohttp_client(app)
+    e = make_env(tmp_path, settings)
+    yield e
+    e.store.close()
 
 
 async def create(client, csrf: str, url: str, *events: str, fmt: str = "standard"):

@@ -10,6 +10,8 @@ from typing import Any
 
 from service.cluster.fake import FakeCluster
 from service.config import Settings
+from service.engine.artifacts import Artifacts
+from service.engine.scheduler import Scheduler
 from service.store.writer import Store
 from service.web.metrics import MeteredScheduler, ServiceMetrics
 
@@ -55,6 +57,19 @@ class Env:
         self.clock.now += advance
         self.cluster.clock = self.clock.now
         self.scheduler.tick(self.clock.now)
+
+
+def make_env(tmp_path: Path, settings: Settings) -> Env:
+    """A store, a fake cluster, a metered scheduler and a clock at ``T0`` under ``tmp_path``
+    (``settings.shared_root`` is the shared tree); the caller closes ``env.store``."""
+    shared = Path(settings.shared_root)
+    store = Store(str(tmp_path / "db.sqlite3"))
+    cluster = FakeCluster(clock=T0)
+    clock = Clock(T0)
+    metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store, clock=clock)
+    scheduler = MeteredScheduler(Scheduler(store, cluster, settings, Artifacts(str(shared))),
+                                 metrics)
+    return Env(shared, settings, store, cluster, scheduler, metrics, clock)
 
 
 def jobspec(shared: Path, gpus: int = 2, overrides: tuple[str, ...] = (),
