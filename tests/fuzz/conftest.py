@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import Service, good_spec, start_service
+from .harness import Service, api_call, good_spec, start_service
 
 HEADER_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 2.0
@@ -41,16 +41,9 @@ def argus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
 @pytest.fixture(scope="session")
 def task_id(argus: Service) -> str:
     """A task the service holds (submitted through the API)."""
-    import http.client
-
-    conn = http.client.HTTPConnection("127.0.0.1", argus.port, timeout=10)
-    conn.request("POST", "/api/v2/tasks", body=good_spec(argus.shared),
-                 headers={"Authorization": f"Bearer {argus.token}",
-                          "Content-Type": "application/yaml"})
-    resp = conn.getresponse()
-    body = resp.read()
-    conn.close()
-    assert resp.status == 201, body
+    status, _, body = api_call(argus.port, "POST", "/api/v2/tasks", argus.token,
+                               good_spec(argus.shared), "application/yaml")
+    assert status == 201, body
     return json.loads(body)["task_id"]
 
 

@@ -154,6 +154,33 @@ class Service:
                 self.proc.wait()
 
 
+def api_call(port: int, method: str, path: str, token: str | None, body: str | None = None,
+         content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
+    """One request to the service on ``port`` (``token`` None: anonymous): status,
+    headers, body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+def plain_user_token(argus: Service, name: str, label: str) -> str:
+    """A token of ``name``, a plain user the admin creates through the API."""
+    status, _, body = api_call(argus.port, "POST", "/api/v2/users", argus.token,
+                           json.dumps({"name": name, "role": "user"}))
+    assert status == 201, body
+    status, _, body = api_call(argus.port, "POST", f"/api/v2/users/{name}/tokens", argus.token,
+                           json.dumps({"label": label}))
+    assert status == 201, body
+    return json.loads(body)["token"]
+
+
 def _status_kb(pid: int, key: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(key + ":"):

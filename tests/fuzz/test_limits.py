@@ -4,7 +4,6 @@ never get a 5xx or an undocumented answer."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 
@@ -15,35 +14,15 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error, status_code_conformance
 
 from .conftest import MAX_WAITING_TASKS
-from .harness import Service, good_spec
+from .harness import Service, api_call, good_spec, plain_user_token
 
 DERANDOMIZE = not os.environ.get("ARGUS_FUZZ_RANDOM")
-
-
-def _call(argus: Service, method: str, path: str, token: str, body: str | None = None,
-          content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", argus.port, timeout=30)
-    try:
-        headers = {"Authorization": f"Bearer {token}"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        conn.request(method, path, body=body, headers=headers)
-        resp = conn.getresponse()
-        return resp.status, dict(resp.getheaders()), resp.read()
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")
 def user_token(argus: Service) -> str:
     """A token of ``fuzzer``, a plain user (created through the API by the admin)."""
-    status, _, body = _call(argus, "POST", "/api/v2/users", argus.token,
-                            json.dumps({"name": "fuzzer", "role": "user"}))
-    assert status == 201, body
-    status, _, body = _call(argus, "POST", "/api/v2/users/fuzzer/tokens", argus.token,
-                            json.dumps({"label": "fuzz"}))
-    assert status == 201, body
-    return json.loads(body)["token"]
+    return plain_user_token(argus, "fuzzer", "fuzz")
 
 
 def test_a_non_admin_submit_flood_stops_at_the_quota(argus, user_token, openapi_doc):
@@ -51,7 +30,7 @@ def test_a_non_admin_submit_flood_stops_at_the_quota(argus, user_token, openapi_
     # the scheduler starts some meanwhile (they stop waiting): a few more than the quota
     # may be accepted before the flood meets it
     for _ in range(5 * MAX_WAITING_TASKS):
-        status, headers, body = _call(argus, "POST", "/api/v2/tasks", user_token,
+        status, headers, body = api_call(argus.port, "POST", "/api/v2/tasks", user_token,
                                       good_spec(argus.shared), "application/yaml")
         statuses.append(status)
         if status == 429:
@@ -63,7 +42,7 @@ def test_a_non_admin_submit_flood_stops_at_the_quota(argus, user_token, openapi_
     assert headers["Retry-After"].isdigit()
     assert "429" in openapi_doc["paths"]["/api/v2/tasks"]["post"]["responses"]
     # nothing accepted was dropped: every 201 is a task of the user's
-    status, _, body = _call(argus, "GET", "/api/v2/tasks?user=me&limit=500", user_token)
+    status, _, body = api_call(argus.port, "GET", "/api/v2/tasks?user=me&limit=500", user_token)
     assert status == 200 and len(json.loads(body)["tasks"]) == statuses.count(201)
 
 

@@ -28,34 +28,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
 from .conftest import MAX_WAITING_TASKS
-from .harness import Service, good_spec
+from .harness import Service, api_call, good_spec, plain_user_token
 
 DERANDOMIZE = not os.environ.get("ARGUS_FUZZ_RANDOM")
 API = "/api/v2"
-
-
-def _call(port: int, method: str, path: str, token: str | None, body: str | None = None,
-          content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        conn.request(method, path, body=body, headers=headers)
-        resp = conn.getresponse()
-        return resp.status, dict(resp.getheaders()), resp.read()
-    finally:
-        conn.close()
-
-
-def _user_token(argus: Service, name: str) -> str:
-    status, _, body = _call(argus.port, "POST", f"{API}/users", argus.token,
-                            json.dumps({"name": name, "role": "user"}))
-    assert status == 201, body
-    status, _, body = _call(argus.port, "POST", f"{API}/users/{name}/tokens", argus.token,
-                            json.dumps({"label": "links"}))
-    assert status == 201, body
-    return json.loads(body)["token"]
 
 
 def _documented(doc: dict, method: str, path: str) -> set[int]:
@@ -69,7 +45,7 @@ def _documented(doc: dict, method: str, path: str) -> set[int]:
 
 @pytest.fixture(scope="module")
 def users(argus: Service) -> dict[str, str]:
-    return {name: _user_token(argus, name) for name in ("linker", "snoop")}
+    return {name: plain_user_token(argus, name, "links") for name in ("linker", "snoop")}
 
 
 PRIORITIES = st.one_of(st.integers(-1100, 1100), st.integers(-1000, 1000).map(float),
@@ -86,7 +62,7 @@ def test_linked_requests_of_two_plain_users(argus, users, openapi_doc):
 
         def call(self, method: str, path: str, who: str, body: str | None = None,
                  content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
-            status, headers, raw = _call(port, method, path, users[who], body, content_type)
+            status, headers, raw = api_call(port, method, path, users[who], body, content_type)
             assert status < 500, (method, path, status, raw[:300])
             assert status in _documented(openapi_doc, method, path.split("?")[0]), (
                 method, path, status, raw[:300])
@@ -172,14 +148,14 @@ def test_linked_requests_of_two_plain_users(argus, users, openapi_doc):
 
         @invariant()
         def serving(self) -> None:
-            assert _call(port, "GET", "/healthz", None)[0] == 200
+            assert api_call(port, "GET", "/healthz", None)[0] == 200
 
     Links.TestCase.settings = settings(
         max_examples=12, stateful_step_count=12, deadline=None, database=None,
         derandomize=DERANDOMIZE, suppress_health_check=list(HealthCheck))
     Links.TestCase().runTest()
     # nothing accepted was lost: every 201 is one of linker's tasks
-    status, _, raw = _call(port, "GET", f"{API}/tasks?user=me&limit=500", users["linker"])
+    status, _, raw = api_call(port, "GET", f"{API}/tasks?user=me&limit=500", users["linker"])
     listed = {t["task_id"] for t in json.loads(raw)["tasks"]}
     assert status == 200 and accepted <= listed
     assert len(accepted) >= MAX_WAITING_TASKS or accepted, "no submit was accepted"
@@ -188,7 +164,7 @@ def test_linked_requests_of_two_plain_users(argus, users, openapi_doc):
 def test_a_plain_users_live_streams_stop_at_the_limit(argus, users):
     """A non-admin's console session: past the streams a session may hold, the stream is
     429 naming the limit with Retry-After, and the service still answers others."""
-    status, headers, _ = _call(argus.port, "POST", "/ui/signin", None,
+    status, headers, _ = api_call(argus.port, "POST", "/ui/signin", None,
                                f"token={users['snoop']}&next=/ui/queue",
                                "application/x-www-form-urlencoded")
     assert status == 303
@@ -207,7 +183,7 @@ def test_a_plain_users_live_streams_stop_at_the_limit(argus, users):
                 assert "max_streams_per_session" in resp.read().decode()
                 conn.close()
         assert 200 in answers and answers[-1] == 429, answers
-        assert _call(argus.port, "GET", f"{API}/me", users["linker"])[0] == 200
+        assert api_call(argus.port, "GET", f"{API}/me", users["linker"])[0] == 200
     finally:
         for conn in held:
             conn.close()
