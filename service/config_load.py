@@ -43,10 +43,7 @@ def _progress(raw: Mapping[str, Any]) -> ProgressSettings:
         raise ConfigError(f"v2.progress: unknown keys {sorted(unknown)}")
     out: dict[str, Any] = {}
     if "enabled" in raw:
-        if not isinstance(raw["enabled"], bool):
-            raise ConfigError(f"v2.progress.enabled: must be true or false, got "
-                              f"{raw['enabled']!r}")
-        out["enabled"] = raw["enabled"]
+        out["enabled"] = _flag(raw["enabled"], "v2.progress.enabled")
     for key, (minimum, integer) in _PROGRESS_LIMITS.items():
         if key in raw:
             value = _num(raw[key], f"v2.progress.{key}", minimum=minimum, integer=integer)
@@ -76,6 +73,12 @@ def _num(value: Any, where: str, *, minimum: float | None = None, integer: bool 
     return value
 
 
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: must be true or false, got {value!r}")
+    return value
+
+
 def _str(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: must be a non-empty string, got {value!r}")
@@ -100,9 +103,7 @@ def _scheduler(raw: Mapping[str, Any]) -> SchedulerSettings:
                 raise ConfigError(f"{where}: must be {choices}, got {value!r}")
             out[key] = value
         elif key in _FLAGS:
-            if not isinstance(value, bool):
-                raise ConfigError(f"{where}: must be true or false, got {value!r}")
-            out[key] = value
+            out[key] = _flag(value, where)
         elif key in _PRIORITIES:
             problem = range_problem(value)
             if problem:
@@ -257,10 +258,7 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
         if key in ui:
             kw[f"ui_{key}"] = int(_num(ui[key], f"v2.ui.{key}", minimum=0, integer=True))
     if "secure_cookie" in ui:
-        if not isinstance(ui["secure_cookie"], bool):
-            raise ConfigError(f"v2.ui.secure_cookie: must be true or false, "
-                              f"got {ui['secure_cookie']!r}")
-        kw["ui_secure_cookie"] = ui["secure_cookie"]
+        kw["ui_secure_cookie"] = _flag(ui["secure_cookie"], "v2.ui.secure_cookie")
     auth = _section(v2, "auth", "v2.")
     if "token_env" in auth:
         kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")
@@ -337,10 +335,7 @@ def _webhooks(raw: Mapping[str, Any]) -> WebhookSettings:
         raise ConfigError(f"v2.webhooks: unknown keys {sorted(map(str, unknown))}")
     out: dict[str, Any] = {}
     if "enabled" in raw:
-        if not isinstance(raw["enabled"], bool):
-            raise ConfigError(f"v2.webhooks.enabled: must be true or false, got "
-                              f"{raw['enabled']!r}")
-        out["enabled"] = raw["enabled"]
+        out["enabled"] = _flag(raw["enabled"], "v2.webhooks.enabled")
     if "allow_networks" in raw:
         nets = raw["allow_networks"] or []
         if not isinstance(nets, list):
