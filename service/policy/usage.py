@@ -83,8 +83,9 @@ class Summary:
 
 
 @dataclass(frozen=True, slots=True)
-class EndedTotals:
-    """One owner's ended attempts over all history, summed from ``task_usage``."""
+class WholeTotals:
+    """One owner's tasks whose ended attempts all lie inside the window: their running
+    totals (``task_usage``) summed, each task's whole usage counted."""
 
     user: str | None
     gpu_seconds: float
@@ -94,44 +95,44 @@ class EndedTotals:
 
 
 @dataclass(frozen=True, slots=True)
-class RunningSpan:
-    """An attempt on the cluster now, counted up to now; ``ended_gpu_seconds`` is what its
-    task's ended attempts used (None: the task has none that counted)."""
+class TaskPart:
+    """What the running totals cannot say of one task, clipped to the window: the ended
+    attempts of a task whose span crosses an edge of the window, and its attempt running
+    now. ``whole_gpu_seconds``: what its ended attempts used when ``WholeTotals`` counted
+    them (None: they did not)."""
 
     task_id: str
     user: str | None
     gpu_seconds: float
-    failed: bool
-    ended_gpu_seconds: float | None
+    failed_gpu_seconds: float
+    attempts: int
+    running_attempts: int
+    whole_gpu_seconds: float | None
 
 
-def all_history(ended: Iterable[EndedTotals], running: Iterable[RunningSpan],
-                top_ended: Iterable[tuple[str, float]], task_limit: int
-                ) -> tuple[list[UserUsage], list[str]]:
-    """Every owner's totals over all history and the ids of the ``task_limit`` tasks that
-    used the most (ties by id), as ``account`` would give them from every attempt:
-    ``ended`` from the running totals, ``running`` added up to now (a task counted once),
-    ``top_ended`` the tasks whose ended attempts used the most, at least ``task_limit``
-    plus one per running attempt of them, best first."""
-    users = {e.user: UserUsage(e.user, e.gpu_seconds, e.failed_gpu_seconds, e.tasks,
-                               e.attempts) for e in ended}
-    totals = dict(top_ended)
-    counted: set[str] = set()
-    for span in running:
-        if span.gpu_seconds <= 0:
-            continue  # starts at this very instant: nothing used yet, as ``account`` says
-        user = users.get(span.user)
+def window_totals(whole: Iterable[WholeTotals], parts: Iterable[TaskPart],
+                  top_whole: Iterable[tuple[str, float]], task_limit: int
+                  ) -> tuple[list[UserUsage], list[str]]:
+    """Every owner's totals in the window and the ids of the ``task_limit`` tasks that used
+    the most (ties by id), as ``account`` would give them from every attempt: ``whole``
+    from the running totals, ``parts`` added (a task counted once), ``top_whole`` the
+    whole tasks that used the most, at least ``task_limit`` plus one per part, best
+    first (a part may lift a task past them)."""
+    users = {w.user: UserUsage(w.user, w.gpu_seconds, w.failed_gpu_seconds, w.tasks,
+                               w.attempts) for w in whole if w.tasks}
+    totals = dict(top_whole)
+    for part in parts:
+        user = users.get(part.user)
         if user is None:
-            user = users[span.user] = UserUsage(span.user)
-        user.gpu_seconds += span.gpu_seconds
-        user.failed_gpu_seconds += span.gpu_seconds if span.failed else 0.0
-        user.attempts += 1
-        user.running_attempts += 1
-        if span.ended_gpu_seconds is None and span.task_id not in counted:
-            user.tasks += 1  # no ended attempt counted it yet
-        counted.add(span.task_id)
-        base = totals.get(span.task_id, span.ended_gpu_seconds or 0.0)
-        totals[span.task_id] = base + span.gpu_seconds
+            user = users[part.user] = UserUsage(part.user)
+        user.gpu_seconds += part.gpu_seconds
+        user.failed_gpu_seconds += part.failed_gpu_seconds
+        user.attempts += part.attempts
+        user.running_attempts += part.running_attempts
+        if part.whole_gpu_seconds is None:
+            user.tasks += 1  # no whole total counted it
+        base = totals.get(part.task_id, part.whole_gpu_seconds or 0.0)
+        totals[part.task_id] = base + part.gpu_seconds
     ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[:task_limit]
     return sorted(users.values(), key=lambda u: u.user or ""), [k for k, _ in ranked]
 

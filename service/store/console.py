@@ -97,7 +97,7 @@ class ConsoleReads(StoreCore):
                               ) -> dict[str | None, float]:
         """``{owner: GPU-seconds}`` inside ``[window_from, window_to)``, as
         ``usage.account`` totals them (running attempts counted up to ``now``)."""
-        users, _ = self._usage_totals(window_from, window_to, now, None, 0)
+        users = self.usage_summary(window_from, window_to, now, None, 0).users
         return {u.user: u.gpu_seconds for u in users if u.gpu_seconds > 0}
 
     def recent_finished(self, limit: int, user: str | None = None) -> list[TaskRow]:

@@ -33,11 +33,10 @@ from service.domain.rows import (
 from service.domain.states import ON_CLUSTER, RUNNABLE, TaskState
 from service.policy.usage import (
     AttemptSpan,
-    EndedTotals,
-    RunningSpan,
     Summary,
-    UserUsage,
-    all_history,
+    TaskPart,
+    WholeTotals,
+    window_totals,
 )
 from service.scheduling.runtimes import EndedRun
 from service.store.db import connect_reader
@@ -98,6 +97,24 @@ def spec_of(r: sqlite3.Row) -> dict[str, Any]:
     columns' values in place of any the JSON holds (rows stored before they were left
     out)."""
     return {**json.loads(r["spec_json"]), **{k: r[k] for k in SPEC_COLUMNS}}
+
+
+TOP_PROBE = 64  # entries of the ordered index walked per top task wanted, before a sort
+
+
+def _top_whole(conn: sqlite3.Connection, params: dict[str, Any], limit: int
+               ) -> list[tuple[str, float]]:
+    """The ``limit`` whole tasks that used the most in the window. Over most of history
+    they are among the tasks that used the most of all (a walk of the ordered index, no
+    sort); a window that holds fewer is read as a range and sorted."""
+    mine = "" if params["user"] is None else "_of_user"
+    for kind in ("first", "range"):
+        rows = [(r["task_id"], r["gpu_seconds"]) for r in conn.execute(
+            Q[f"usage_top_whole_{kind}{mine}"],
+            {**params, "limit": limit, "probe": TOP_PROBE * limit})]
+        if len(rows) == limit:
+            break
+    return rows
 
 
 def _span(r: sqlite3.Row) -> AttemptSpan:
@@ -319,47 +336,39 @@ class StoreReads:
 
     def usage_summary(self, window_from: float, window_to: float, now: float,
                       user: str | None, task_limit: int) -> Summary:
-        """The usage in ``[window_from, window_to)`` summed in SQL (``user``'s only when
-        given): per-user totals, and the attempts of the ``task_limit`` tasks that used
-        the most. However long the window, only those attempts leave SQLite."""
-        with self._snapshot() as conn:  # the same attempts for the totals and the tasks
-            if window_from <= 0.0 and window_to >= now:  # all history: the running totals
-                users, top = self._usage_all_history(conn, now, user, task_limit)
-            else:
-                users, top = self._usage_totals(window_from, window_to, now, user, task_limit)
+        """The usage in ``[window_from, window_to)`` (``user``'s only when given): per-user
+        totals, and the attempts of the ``task_limit`` tasks that used the most. A task
+        whose ended attempts all lie inside the window is summed from its running totals
+        (one index entry); attempts are read only for the tasks that cross an edge of the
+        window, those running now and the top tasks."""
+        params = {"from": window_from, "to": window_to, "now": now, "user": user}
+        with self._snapshot() as conn:  # the same totals and attempts throughout
+            owners = [user] if user is not None else [
+                r["user"] for r in conn.execute(Q["usage_owners"])]
+            # a second's slack over the longest span: no rounding hides an edge task
+            longest = conn.execute(Q["usage_longest_span"]).fetchone()["longest"] + 1.0
+            whole, edges = [], []
+            for owner in owners:
+                mine = {**params, "user": owner, "longest": longest}
+                row = conn.execute(Q["usage_whole_of_user"], mine).fetchone()
+                whole.append(WholeTotals(owner, row["gpu_seconds"], row["failed_gpu_seconds"],
+                                         row["tasks"], row["attempts"]))
+                edges += [r["task_id"] for r in conn.execute(Q["usage_edges_of_user"], mine)]
+            parts = self._usage_parts(conn, params, edges)
+            top_whole = _top_whole(conn, params, task_limit + len(parts)) if task_limit else []
+            users, top = window_totals(whole, parts, top_whole, task_limit)
             spans = [_span(r) for r in conn.execute(Q["usage_spans_of_tasks"], {
                 "from": window_from, "to": window_to, "task_ids": json.dumps(top)})
                      ] if top else []
         return Summary(users, spans, sum(u.tasks for u in users))
 
-    def _usage_totals(self, window_from: float, window_to: float, now: float,
-                      user: str | None, task_limit: int) -> tuple[list[UserUsage], list[str]]:
-        """Per-user totals and the ids of the ``task_limit`` tasks that used the most, in
-        one pass over the window's attempts (``usage_totals``)."""
-        rows = self._reader().execute(Q["usage_totals"], {
-            "from": window_from, "to": window_to, "now": now, "user": user,
-            "limit": task_limit}).fetchall()
-        users = [UserUsage(r["user"], r["gpu_seconds"], r["failed_gpu_seconds"], r["tasks"],
-                           r["attempts"], r["running_attempts"])
-                 for r in rows if r["kind"] == "user"]
-        return users, [r["task_id"] for r in rows if r["kind"] == "task"]
-
-    def _usage_all_history(self, conn: sqlite3.Connection, now: float, user: str | None,
-                           task_limit: int) -> tuple[list[UserUsage], list[str]]:
-        """``_usage_totals`` over all history, from each task's running totals
-        (``task_usage``) and the attempts running now: no ended attempt is read."""
-        params = {"now": now, "user": user}
-        ended = [EndedTotals(r["user"], r["gpu_seconds"], r["failed_gpu_seconds"], r["tasks"],
-                             r["attempts"])
-                 for r in conn.execute(Q["usage_ended_by_user"], params)]
-        running = [RunningSpan(r["task_id"], r["user"], r["gpus"] * (now - r["start_time"]),
-                               r["failure_kind"] is not None, r["ended_gpu_seconds"])
-                   for r in conn.execute(Q["usage_running"], params)]
-        # a running task may outrank any ended one: read as many more as there are running
-        query = "usage_top_ended_all" if user is None else "usage_top_ended_of_user"
-        top = [(r["task_id"], r["gpu_seconds"]) for r in conn.execute(
-            Q[query], {"user": user, "limit": task_limit + len(running)})] if task_limit else []
-        return all_history(ended, running, top, task_limit)
+    @staticmethod
+    def _usage_parts(conn: sqlite3.Connection, params: dict[str, Any], edges: list[str]
+                     ) -> list[TaskPart]:
+        """The attempts of the ``edges`` tasks and those running now, clipped per task."""
+        return [TaskPart(r["task_id"], r["user"], r["gpu_seconds"], r["failed_gpu_seconds"],
+                         r["attempts"], r["running_attempts"], r["whole_gpu_seconds"])
+                for r in conn.execute(Q["usage_parts"], {**params, "edges": json.dumps(edges)})]
 
     def recent_runs(self, scan: int) -> list[EndedRun]:
         """Runs that ended on their own or at their limit, among the ``scan`` attempts that

@@ -593,101 +593,138 @@ ON CONFLICT (user, hour) DO UPDATE SET bytes = bytes + excluded.bytes;
 -- name: drop_user_spec_bytes_before
 DELETE FROM user_spec_bytes WHERE user = :user AND hour < :hour;
 
--- name: usage_totals
--- Usage inside [:from, :to) (of :user's tasks only when not NULL), a running attempt
--- counted up to :now: the attempts usage_spans reads, clipped the way service.usage.clip
--- does and summed in SQL (no row per attempt leaves SQLite, however long the window). One
--- row per owner (kind 'user': GPU-seconds, those of failed attempts, tasks, attempts,
--- running attempts), then the :limit tasks that used the most (kind 'task', ties by id).
-WITH per_task AS (
-    SELECT task_id, user, sum(secs) AS gpu_seconds,
-           sum(CASE WHEN failure_kind IS NOT NULL THEN secs ELSE 0.0 END)
-               AS failed_gpu_seconds,
-           count(*) AS attempts, sum(end_time IS NULL) AS running_attempts
-    FROM (
-        SELECT task_id, user, failure_kind, end_time, gpus * (hi - lo) AS secs FROM (
-            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
-                   a.end_time, max(a.start_time, :from) AS lo,
-                   max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
-            FROM attempts a INDEXED BY attempts_end_time
-            JOIN tasks t ON t.task_id = a.task_id
-            WHERE a.end_time > :from AND a.start_time < :to
-              AND (:user IS NULL OR t.user = :user)
-            UNION ALL
-            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
-                   a.end_time, max(a.start_time, :from) AS lo,
-                   max(min(coalesce(a.end_time, :now), :to), max(a.start_time, :from)) AS hi
-            FROM attempts a INDEXED BY attempts_end_time
-            JOIN tasks t ON t.task_id = a.task_id
-            WHERE a.end_time IS NULL AND a.start_time < :to
-              AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
-              AND (:user IS NULL OR t.user = :user)
-        ) WHERE hi > lo
-    )
-    GROUP BY task_id
-)
-SELECT * FROM (
-    SELECT 'user' AS kind, user, NULL AS task_id, sum(gpu_seconds) AS gpu_seconds,
-           sum(failed_gpu_seconds) AS failed_gpu_seconds, count(*) AS tasks,
-           sum(attempts) AS attempts, sum(running_attempts) AS running_attempts
-    FROM per_task GROUP BY user ORDER BY coalesce(user, '')
-)
-UNION ALL
-SELECT * FROM (
-    SELECT 'task', user, task_id, gpu_seconds, failed_gpu_seconds, 1, attempts,
-           running_attempts
-    FROM per_task ORDER BY gpu_seconds DESC, task_id LIMIT :limit
-);
-
 -- name: add_task_usage
--- An attempt of :task_id ended: what it used goes to the task's running totals (read by
--- all-history usage instead of every attempt). An attempt that never started or held its
--- gang no time counts nothing, as usage_totals counts it.
-INSERT INTO task_usage (task_id, user, gpu_seconds, failed_gpu_seconds, attempts)
+-- An attempt of :task_id ended: what it used goes to the task's running totals, and its
+-- span widens the task's (read by usage over any window instead of every attempt). An
+-- attempt that never started or held its gang no time counts nothing, as usage_spans
+-- clipped to any window counts it.
+INSERT INTO task_usage (task_id, user, gpu_seconds, failed_gpu_seconds, attempts,
+                        first_start, last_end)
 SELECT t.task_id, t.user, (:end_time - :start_time) * t.nnodes * t.n_gpus_per_node,
        CASE WHEN :failure_kind IS NOT NULL
-            THEN (:end_time - :start_time) * t.nnodes * t.n_gpus_per_node ELSE 0.0 END, 1
+            THEN (:end_time - :start_time) * t.nnodes * t.n_gpus_per_node ELSE 0.0 END, 1,
+       :start_time, :end_time
 FROM tasks t
 WHERE t.task_id = :task_id AND :start_time IS NOT NULL AND :end_time > :start_time
 ON CONFLICT (task_id) DO UPDATE SET
     gpu_seconds = gpu_seconds + excluded.gpu_seconds,
     failed_gpu_seconds = failed_gpu_seconds + excluded.failed_gpu_seconds,
-    attempts = attempts + 1;
+    attempts = attempts + 1,
+    first_start = min(first_start, excluded.first_start),
+    last_end = max(last_end, excluded.last_end);
 
 -- name: adopt_task_usage
 -- Ownerless tasks get :user: so do their usage totals.
 UPDATE task_usage SET user = :user WHERE user IS NULL;
 
--- name: usage_ended_by_user
--- All-history totals of ended attempts per owner (of :user only when not NULL), read from
--- the covering index task_usage_user: one narrow entry per task, no attempt read.
-SELECT user, sum(gpu_seconds) AS gpu_seconds, sum(failed_gpu_seconds) AS failed_gpu_seconds,
-       count(*) AS tasks, sum(attempts) AS attempts
+-- name: usage_owners
+-- The owners in task_usage, one index seek each (a skip over task_usage_user), NULL last
+-- when ownerless tasks have totals.
+WITH RECURSIVE owner (name) AS (
+    SELECT min(user) FROM task_usage INDEXED BY task_usage_user
+    UNION ALL
+    SELECT (SELECT min(user) FROM task_usage INDEXED BY task_usage_user
+            WHERE user > owner.name)
+    FROM owner WHERE owner.name IS NOT NULL
+)
+SELECT name AS user FROM owner WHERE name IS NOT NULL
+UNION ALL
+SELECT NULL WHERE EXISTS (SELECT 1 FROM task_usage INDEXED BY task_usage_user
+                          WHERE user IS NULL);
+
+-- name: usage_whole_of_user
+-- :user's tasks whose ended attempts all lie inside [:from, :to) (their span does): their
+-- running totals summed. One range of task_usage_user: the tasks that ended in the window.
+SELECT coalesce(sum(gpu_seconds), 0.0) AS gpu_seconds,
+       coalesce(sum(failed_gpu_seconds), 0.0) AS failed_gpu_seconds, count(*) AS tasks,
+       coalesce(sum(attempts), 0) AS attempts
 FROM task_usage INDEXED BY task_usage_user
-WHERE (:user IS NULL OR user = :user)
-GROUP BY user;
+WHERE user IS :user AND last_end > :from AND last_end <= :to AND first_start >= :from;
 
--- name: usage_running
--- Attempts on the cluster now (no end, task active) that started before :now, with what
--- their task's ended attempts used (NULL: none yet): all-history usage adds them up to :now.
-SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.start_time,
-       a.failure_kind, u.gpu_seconds AS ended_gpu_seconds
-FROM attempts a INDEXED BY attempts_end_time
-JOIN tasks t ON t.task_id = a.task_id
-LEFT JOIN task_usage u ON u.task_id = a.task_id
-WHERE a.end_time IS NULL AND a.start_time < :now
-  AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
-  AND (:user IS NULL OR t.user = :user);
+-- name: usage_longest_span
+-- The longest span of any task's ended attempts (task_usage_length: one seek); 0 if none.
+SELECT coalesce(max(last_end - first_start), 0.0) AS longest FROM task_usage;
 
--- name: usage_top_ended_all
--- The :limit tasks whose ended attempts used the most, ties by id (task_usage_all_top).
-SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_all_top
+-- name: usage_edges_of_user
+-- :user's tasks whose span crosses :from (ending inside the window) or :to; a span is at
+-- most :longest long, so each edge reads the tasks that ended within :longest after it.
+SELECT task_id FROM task_usage INDEXED BY task_usage_user
+WHERE user IS :user AND last_end > :from AND last_end <= min(:to, :from + :longest)
+  AND first_start < :from
+UNION ALL
+SELECT task_id FROM task_usage INDEXED BY task_usage_user
+WHERE user IS :user AND last_end > :to AND last_end <= :to + :longest AND first_start < :to;
+
+-- name: usage_parts
+-- What usage_whole_of_user does not sum, per task: the ended attempts of the tasks in
+-- :edges (a JSON array) and the attempts on the cluster now (no end, task active; of
+-- :user's tasks only when not NULL), each clipped to [:from, :to) the way
+-- service.policy.usage.clip does, a running one counted up to :now. whole_gpu_seconds:
+-- what the task's ended attempts used when usage_whole_of_user summed them (NULL: it did
+-- not), so a task is counted once.
+SELECT task_id, user, sum(secs) AS gpu_seconds,
+       sum(CASE WHEN failure_kind IS NOT NULL THEN secs ELSE 0.0 END) AS failed_gpu_seconds,
+       count(*) AS attempts, sum(end_time IS NULL) AS running_attempts,
+       max(whole) AS whole_gpu_seconds
+FROM (
+    SELECT task_id, user, failure_kind, end_time, whole, gpus * (hi - lo) AS secs FROM (
+        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+               a.end_time, NULL AS whole, max(a.start_time, :from) AS lo,
+               max(min(a.end_time, :to), max(a.start_time, :from)) AS hi
+        FROM attempts a
+        JOIN tasks t ON t.task_id = a.task_id
+        WHERE a.task_id IN (SELECT value FROM json_each(:edges))
+          AND a.end_time > :from AND a.start_time < :to
+        UNION ALL
+        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+               a.end_time,
+               (SELECT u.gpu_seconds FROM task_usage u
+                WHERE u.task_id = a.task_id AND u.last_end > :from
+                  AND u.first_start >= :from AND u.last_end <= :to) AS whole,
+               max(a.start_time, :from) AS lo,
+               max(min(:now, :to), max(a.start_time, :from)) AS hi
+        FROM attempts a INDEXED BY attempts_end_time
+        JOIN tasks t ON t.task_id = a.task_id
+        WHERE a.end_time IS NULL AND a.start_time < :to
+          AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+          AND (:user IS NULL OR t.user = :user)
+    ) WHERE hi > lo
+)
+GROUP BY task_id;
+
+-- name: usage_top_whole_first
+-- The :limit tasks whose ended attempts, all inside [:from, :to), used the most (ties by
+-- id), looked for among the :probe tasks that used the most over all history
+-- (task_usage_all_top, no sort): for a window that holds most tasks, a few entries.
+-- Fewer than :limit found: usage_top_whole_range answers.
+SELECT task_id, gpu_seconds FROM (
+    SELECT task_id, gpu_seconds, first_start, last_end
+    FROM task_usage INDEXED BY task_usage_all_top
+    ORDER BY gpu_seconds DESC, task_id LIMIT :probe)
+WHERE last_end > :from AND first_start >= :from AND last_end <= :to
 ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
 
--- name: usage_top_ended_of_user
--- usage_top_ended_all of :user's tasks (task_usage_top).
-SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_top
-WHERE user = :user
+-- name: usage_top_whole_first_of_user
+-- usage_top_whole_first among :user's tasks (task_usage_top).
+SELECT task_id, gpu_seconds FROM (
+    SELECT task_id, gpu_seconds, first_start, last_end
+    FROM task_usage INDEXED BY task_usage_top
+    WHERE user IS :user
+    ORDER BY gpu_seconds DESC, task_id LIMIT :probe)
+WHERE last_end > :from AND first_start >= :from AND last_end <= :to
+ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
+
+-- name: usage_top_whole_range
+-- The same tasks as usage_top_whole_first, from every task that ended in the window (a
+-- range of task_usage_span), sorted.
+SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_span
+WHERE last_end > :from AND last_end <= :to AND first_start >= :from
+ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
+
+-- name: usage_top_whole_range_of_user
+-- usage_top_whole_range of :user's tasks (a range of task_usage_user), sorted.
+SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_user
+WHERE user IS :user AND last_end > :from AND last_end <= :to AND first_start >= :from
 ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
 
 -- name: usage_spans_of_tasks

@@ -220,18 +220,26 @@ CREATE TABLE user_spec_bytes (
 -- oldest ones.
 CREATE INDEX ui_sessions_user ON ui_sessions (user, created_at);
 
--- Each task's running usage totals of its ended attempts (migration 0009): all-history
--- usage sums these instead of every attempt.
+-- Each task's running usage totals of its ended attempts (migrations 0009, 0014) and the
+-- span they held their gang (earliest start, latest end): usage over any window sums these
+-- for the tasks whose span lies inside it, and reads attempts only at the window's edges.
 CREATE TABLE task_usage (
     task_id            TEXT    PRIMARY KEY REFERENCES tasks(task_id),
     user               TEXT,
     gpu_seconds        REAL    NOT NULL CHECK (gpu_seconds >= 0),
     failed_gpu_seconds REAL    NOT NULL CHECK (failed_gpu_seconds >= 0),
-    attempts           INTEGER NOT NULL CHECK (attempts >= 0)
+    attempts           INTEGER NOT NULL CHECK (attempts >= 0),
+    first_start        REAL,
+    last_end           REAL
 ) WITHOUT ROWID;
-CREATE INDEX task_usage_user ON task_usage (user, gpu_seconds, failed_gpu_seconds, attempts);
-CREATE INDEX task_usage_top ON task_usage (user, gpu_seconds DESC, task_id);
-CREATE INDEX task_usage_all_top ON task_usage (gpu_seconds DESC, task_id);
+CREATE INDEX task_usage_user ON task_usage (user, last_end, first_start, gpu_seconds,
+                                            failed_gpu_seconds, attempts);
+CREATE INDEX task_usage_top ON task_usage (user, gpu_seconds DESC, task_id, last_end,
+                                           first_start);
+CREATE INDEX task_usage_all_top ON task_usage (gpu_seconds DESC, task_id, last_end,
+                                               first_start);
+CREATE INDEX task_usage_span ON task_usage (last_end, first_start, gpu_seconds, user);
+CREATE INDEX task_usage_length ON task_usage (last_end - first_start);
 
 -- Per-user webhooks and their outbox (service/webhooks/): a delivery row is written in the
 -- same transaction as the event that causes it, so no state change is ever told to nobody.

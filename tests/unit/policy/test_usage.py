@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from service.policy.usage import AttemptSpan, account, clip
+from service.policy.usage import (
+    AttemptSpan,
+    TaskPart,
+    WholeTotals,
+    account,
+    clip,
+    window_totals,
+)
 
 T = 1_000_000.0
 
@@ -60,3 +67,16 @@ def test_account_totals_per_task_and_user_with_failed_attempts_marked() -> None:
 def test_account_refuses_an_empty_window() -> None:
     with pytest.raises(ValueError, match="empty window"):
         account([], T, T, T)
+
+
+def test_window_totals_count_a_task_once_whether_whole_or_cut_and_rank_its_parts() -> None:
+    """A whole task's running attempt adds to its whole total, an edge task counts once,
+    and a part may lift a task above the whole tasks that used the most."""
+    whole = [WholeTotals("alice", 100.0, 10.0, 2, 3), WholeTotals("bob", 0.0, 0.0, 0, 0)]
+    parts = [TaskPart("a-run", "alice", 30.0, 0.0, 1, 1, whole_gpu_seconds=60.0),
+             TaskPart("b-cut", "bob", 70.0, 5.0, 2, 0, whole_gpu_seconds=None)]
+    users, top = window_totals(whole, parts, [("a-big", 80.0), ("a-run", 60.0)], 2)
+    assert [(u.user, u.gpu_seconds, u.failed_gpu_seconds, u.tasks, u.attempts,
+             u.running_attempts) for u in users] == [
+        ("alice", 130.0, 10.0, 2, 4, 1), ("bob", 70.0, 5.0, 1, 2, 0)]
+    assert top == ["a-run", "a-big"]  # 90 (60 whole + 30 running) over 80

@@ -243,9 +243,13 @@ def test_the_usage_rollup_migration_counts_the_attempts_that_ended_before_it(
     store = Store(path)
     assert schema_version(store._conn) == len(migration_files())
     assert _tuples(store._conn, "SELECT * FROM task_usage ORDER BY task_id") == [
-        ("a", "alice", 4 * 130.0, 4 * 30.0, 2)]
+        ("a", "alice", 4 * 130.0, 4 * 30.0, 2, 10.0, 150.0)]  # span: 0014
     summary = store.usage_summary(0.0, 200.0, 200.0, None, 5)
     [alice] = summary.users
     assert (alice.gpu_seconds, alice.failed_gpu_seconds, alice.tasks, alice.attempts,
             alice.running_attempts) == (4 * 130.0 + 2 * 180.0, 4 * 30.0, 2, 3, 1)
+    # a window across a's span: its attempts clipped at the edge (0014's span says so)
+    [alice] = store.usage_summary(30.0, 200.0, 200.0, None, 5).users
+    assert (alice.gpu_seconds, alice.failed_gpu_seconds, alice.tasks, alice.attempts) == (
+        4 * 110.0 + 2 * 170.0, 4 * 10.0, 2, 3)
     store.close()

@@ -542,15 +542,37 @@ def test_request_preemption_marks_each_attempt_once(store: Store) -> None:
                      (high, "PREEMPTING", {"victims": [low], "priority": 9})]
 
 
-@pytest.mark.parametrize(("name", "index", "params"), [
-    ("usage_ended_by_user", "COVERING INDEX task_usage_user", {"user": None}),
-    ("usage_top_ended_all", "COVERING INDEX task_usage_all_top", {"limit": 5}),
-    ("usage_top_ended_of_user", "COVERING INDEX task_usage_top", {"user": "u", "limit": 5}),
+WINDOW = {"from": 100.0, "to": 200.0, "now": 200.0}
+
+
+@pytest.mark.parametrize(("name", "index", "params", "sorted_"), [
+    ("usage_whole_of_user", "COVERING INDEX task_usage_user", {"user": None}, False),
+    ("usage_edges_of_user", "COVERING INDEX task_usage_user",
+     {"user": "u", "longest": 9.0}, False),
+    # the walk's at most :probe rows are sorted
+    ("usage_top_whole_first", "COVERING INDEX task_usage_all_top",
+     {"limit": 5, "probe": 320}, True),
+    ("usage_top_whole_first_of_user", "COVERING INDEX task_usage_top",
+     {"user": "u", "limit": 5, "probe": 320}, True),
+    ("usage_top_whole_range", "COVERING INDEX task_usage_span", {"limit": 5}, True),
+    ("usage_top_whole_range_of_user", "COVERING INDEX task_usage_user",
+     {"user": "u", "limit": 5}, True),
 ])
-def test_all_history_usage_reads_the_running_totals_by_index(
-        store: Store, name: str, index: str, params: dict[str, object]) -> None:
-    """All-history usage costs one index entry per task (the sums) or :limit entries (the
-    top tasks): no attempt read, no sort."""
-    plan = _plan(store, QUERIES[name], params)
+def test_windowed_usage_reads_the_running_totals_by_index(
+        store: Store, name: str, index: str, params: dict[str, object], sorted_: bool
+        ) -> None:
+    """Usage over a window costs one index entry per task that ended in it (the sums, the
+    top tasks of a part of history), per task that ended within the longest span after an
+    edge (the edges) or :probe entries (the top tasks over most of history): no attempt
+    read, and no sort but of the range or the probe."""""
+    plan = _plan(store, QUERIES[name], {**WINDOW, **params})
     assert f"USING {index}" in plan and "attempts" not in plan, plan
-    assert "TEMP B-TREE" not in plan, plan
+    assert ("TEMP B-TREE" in plan) == sorted_, plan
+
+
+@pytest.mark.parametrize(("name", "index"), [("usage_owners", "COVERING INDEX task_usage_user"),
+                                             ("usage_longest_span", "INDEX task_usage_length")])
+def test_the_usage_owners_and_longest_span_are_index_seeks(store: Store, name: str,
+                                                           index: str) -> None:
+    plan = _plan(store, QUERIES[name], {})
+    assert f"USING {index}" in plan and "SCAN task_usage" not in plan, plan

@@ -333,6 +333,10 @@ def test_the_gpu_seconds_ledger_equals_the_sum_of_ended_attempts(store: Store) -
     # all history (to: now): from each task's running totals, no ended attempt read
     ((0, None), None, 5), ((0, None), "bob", 3), ((0, None), "carol", 0),
     ((0, None), None, 100),
+    # windows that cut tasks' spans (one task each for the last two): those tasks'
+    # attempts are clipped one by one
+    ((T0 + 3000, None), None, 5), ((T0 + 205, T0 + 4100), "alice", 3),
+    ((T0 + 2990, T0 + 3010), None, 100),
 ])
 def test_usage_summed_in_sql_matches_accounting_attempt_by_attempt(
         store: Store, window: tuple[float, float | None], user: str | None, limit: int,
@@ -344,13 +348,26 @@ def test_usage_summed_in_sql_matches_accounting_attempt_by_attempt(
 
     now = _random_history(store, seed=11)
     lo, hi = window
-    if hi is None:
-        hi = now
+    hi = now if hi is None else hi
+    edges: list[str] = []
+    parts = type(store)._usage_parts
 
-        def no_scan(*_: object) -> None:
-            raise AssertionError("all history must not scan the window's attempts")
-        monkeypatch.setattr(store, "_usage_totals", no_scan)
+    def spy(conn, params, crossing):
+        edges.extend(crossing)
+        return parts(conn, params, crossing)
+    monkeypatch.setattr(store, "_usage_parts", spy)
     summary = store.usage_summary(lo, hi, now, user, limit)
+    # attempts are read one by one only for the tasks whose ended attempts' span crosses
+    # an edge of the window (none over all history)
+    span: dict[str, tuple[float, float]] = {}
+    for s in store.usage_spans(0, 10**7, user):
+        if s.end_time is not None and s.end_time > s.start_time:
+            first, last = span.get(s.task_id, (s.start_time, s.end_time))
+            span[s.task_id] = (min(first, s.start_time), max(last, s.end_time))
+    assert sorted(edges) == sorted(t for t, (first, last) in span.items()
+                                   if last > lo and first < hi
+                                   and not (first >= lo and last <= hi))
+    assert not (lo == 0 and edges)
     got = usage_json(report_of(summary, lo, hi, now), now, limit)
     want = usage_json(account(store.usage_spans(lo, hi, user), lo, hi, now), now, limit)
     assert got["tasks_total"] == want["tasks_total"] and want["tasks_total"] > 0
