@@ -173,6 +173,10 @@ class Settings:
     # of those, at most this many may still be sending their first request's headers
     # (half-open; 0: no limit): a flood of half-sent requests is refused early
     api_max_half_open_per_address: int = 16
+    # CPU time of the API's store and work threads one user (or client address) may take,
+    # as a share of one core, while another party is served; past it their next call
+    # waits (service.store.offload.TimeShare). 1: a whole core
+    api_cpu_share_per_user: float = 0.25
     # the console's live streams: open at once per sign-in session and per user (0: no
     # limit); a page refused one refreshes on its timer instead
     ui_max_streams_per_session: int = 4

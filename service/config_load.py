@@ -249,6 +249,13 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     for key in ("max_connections_per_address", "max_half_open_per_address"):
         if key in api:
             kw[f"api_{key}"] = int(_num(api[key], f"v2.api.{key}", minimum=0, integer=True))
+    if "cpu_share_per_user" in api:
+        share = float(_num(api["cpu_share_per_user"], "v2.api.cpu_share_per_user",
+                           minimum=0.01))
+        if share > 1.0:
+            raise ConfigError(f"v2.api.cpu_share_per_user: must be <= 1 (one core), got "
+                              f"{api['cpu_share_per_user']!r}")
+        kw["api_cpu_share_per_user"] = share
     ui = _section(v2, "ui", "v2.")
     ui_counts = ("max_streams_per_session", "max_streams_per_user", "max_sessions_per_user")
     unknown_ui = set(ui) - {*ui_counts, "secure_cookie"}

@@ -46,7 +46,7 @@ from service.domain.writes import CancelOutcome, Sample
 from service.policy.curves import Point
 from service.policy.quotas import Limits
 from service.policy.usage import Summary
-from service.store.offload import Offload
+from service.store.offload import Offload, TimeShare
 from service.store.writer import Store
 from service.webhooks.rows import DeliveryRow, WebhookRow
 
@@ -59,10 +59,11 @@ HEAVY_THREADS = 2
 class AsyncStore:
     """Awaitable access to a ``Store`` (see the module docstring)."""
 
-    def __init__(self, store: Store, *, read_threads: int = READ_THREADS) -> None:
+    def __init__(self, store: Store, *, read_threads: int = READ_THREADS,
+                 share: TimeShare | None = None) -> None:
         self._store = store
-        self._reads = Offload("argus-store-read", read_threads, per_party=1)
-        self._heavy = Offload("argus-store-heavy", HEAVY_THREADS, per_party=1)
+        self._reads = Offload("argus-store-read", read_threads, per_party=1, share=share)
+        self._heavy = Offload("argus-store-heavy", HEAVY_THREADS, per_party=1, share=share)
         self._writes = Offload("argus-store-write", 1)
 
     def close(self) -> None:

@@ -17,6 +17,15 @@ in turn (round robin), one call each; a party runs at most ``per_party`` calls a
 a call of anyone else waits for at most one call in progress, never for the heavy
 user's backlog.
 
+**Time share.** Taking turns bounds how long anyone waits for a thread, not how much of
+the process one party takes: a party with a heavy call always in flight on each lane
+keeps a thread of each busy, and every other caller's request then waits for the
+interpreter lock behind it. A ``TimeShare`` shared by the lanes counts the CPU time each
+party's calls took (decayed over ``horizon_s``); while another party was served within
+that horizon, a party over ``share`` of one core waits before its next call starts until
+it is back under it. Alone, a party takes what it wants; the service's own calls (party
+``""``) are never held.
+
 A call whose coroutine was cancelled before the call started is skipped; one already
 running runs to its end (a write is never cut in half) and its result is dropped.
 """
@@ -25,7 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -37,6 +48,59 @@ _Call = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., An
 
 # who a call is made for (a user name, an address); "" for the service itself
 PARTY: ContextVar[str] = ContextVar("argus_party", default="")
+
+
+class TimeShare:
+    """The CPU time each party's calls used lately, across the lanes that share it (see the
+    module docstring); thread-safe."""
+
+    def __init__(self, share: float = 0.25, horizon_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not 0.0 < share <= 1.0 or horizon_s <= 0.0:
+            raise ValueError(f"share must be in (0, 1] and horizon_s > 0, got {share}, "
+                             f"{horizon_s}")
+        self.share = share
+        self.horizon_s = horizon_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._used: dict[str, tuple[float, float]] = {}  # party -> (decayed seconds, at)
+        self._seen: dict[str, float] = {}  # party -> when it last asked
+
+    def seen(self, party: str) -> None:
+        """``party`` asks for a call now."""
+        with self._lock:
+            self._seen[party] = self.clock()
+
+    def spent(self, party: str, seconds: float) -> None:
+        """A call of ``party`` took ``seconds`` of CPU time."""
+        if not party:
+            return
+        with self._lock:
+            now = self.clock()
+            self._used[party] = (self._decayed(party, now) + seconds, now)
+
+    def hold_s(self, party: str) -> float:
+        """How long ``party`` waits before its next call: 0 unless it is over its share
+        while another party was served within the horizon."""
+        if not party:
+            return 0.0
+        with self._lock:
+            now = self.clock()
+            allowance = self.share * self.horizon_s
+            used = self._decayed(party, now)
+            if used <= allowance:
+                return 0.0
+            horizon = now - self.horizon_s
+            for other, at in list(self._seen.items()):
+                if at < horizon:
+                    del self._seen[other]  # forgotten: the table stays small
+                elif other != party:
+                    return self.horizon_s * math.log(used / allowance)
+            return 0.0
+
+    def _decayed(self, party: str, now: float) -> float:
+        used, at = self._used.get(party, (0.0, now))
+        return used * math.exp(-max(0.0, now - at) / self.horizon_s)
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -52,7 +116,8 @@ class Offload:
     """``await offload.run(fn, *args)``: ``fn(*args)`` on one of this offload's threads,
     in turn with other parties' calls."""
 
-    def __init__(self, name: str, threads: int = 1, per_party: int | None = None) -> None:
+    def __init__(self, name: str, threads: int = 1, per_party: int | None = None,
+                 share: TimeShare | None = None) -> None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
         self.name = name
@@ -66,6 +131,7 @@ class Offload:
         self._busy: Counter[str] = Counter()  # calls running per party
         self._threads: list[threading.Thread] = []
         self._closed = False
+        self._share = share  # None: turns only
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         if not self._threads:
@@ -73,6 +139,8 @@ class Offload:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         party = PARTY.get()
+        if self._share is not None:
+            self._share.seen(party)
         with self._cond:
             waiting = self._queues.get(party)
             if waiting is None:
@@ -113,17 +181,22 @@ class Offload:
                 self._threads.append(thread)
 
     def _next(self) -> tuple[str, _Call] | None:
-        """The next call to run: the first party in turn below its share (then last in
-        turn); None once closed with nothing left."""
+        """The next call to run: the first party in turn below its number of calls and
+        its time share (then last in turn); None once closed with nothing left."""
         with self._cond:
             while True:
+                hold: float | None = None  # the shortest time a held party waits
                 for party in self._turns:
-                    if self._busy[party] < self.per_party:
+                    if self._busy[party] >= self.per_party:
+                        continue
+                    wait = 0.0 if self._share is None else self._share.hold_s(party)
+                    if wait <= 0.0:
                         break
+                    hold = wait if hold is None else min(hold, wait)
                 else:
                     if self._closed and not self._queues:
                         return None
-                    self._cond.wait()
+                    self._cond.wait(hold)
                     continue
                 self._turns.remove(party)
                 waiting = self._queues[party]
@@ -150,10 +223,13 @@ class Offload:
                     continue  # nobody waits for it any more and it has not started
                 result: Any = None
                 error: BaseException | None = None
+                started = time.thread_time()
                 try:
                     result = fn(*args)
                 except BaseException as exc:  # handed to the awaiting coroutine
                     error = exc
+                if self._share is not None:
+                    self._share.spent(party, time.thread_time() - started)
                 with contextlib.suppress(RuntimeError):  # a closed loop: nobody to tell
                     loop.call_soon_threadsafe(_settle, future, result, error)
                 del result, error

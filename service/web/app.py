@@ -22,7 +22,7 @@ from service.engine.artifacts import Artifacts
 from service.policy import failure_guard
 from service.policy.failure_guard import FailureGuard
 from service.store.aio import AsyncStore
-from service.store.offload import Offload
+from service.store.offload import Offload, TimeShare
 from service.store.writer import Store
 from service.web import ui
 from service.web.api import accounts as a
@@ -128,7 +128,8 @@ def create_app(
         log.info("%d task(s) created before users existed now belong to %s", adopted,
                  users.default_user)
     app = web.Application(middlewares=MIDDLEWARES, client_max_size=settings.max_body_bytes)
-    async_store = AsyncStore(store)
+    share = TimeShare(settings.api_cpu_share_per_user)  # per party, over the lanes below
+    async_store = AsyncStore(store, share=share)
     access = {(method, path_template(path)): who for method, path, _, who in ROUTES}
     deps = AppDeps(
         settings=settings, store=async_store, cluster=cluster, artifacts=artifacts,
@@ -140,7 +141,7 @@ def create_app(
         openapi_body=json.dumps(build_openapi()).encode(),
         waker=Waker(scheduler_loop, wake_interval_s),
         cluster_pool=ThreadPoolExecutor(CLUSTER_THREADS, "argus-cluster"),
-        work=Offload("argus-api-work", WORK_THREADS, per_party=1),
+        work=Offload("argus-api-work", WORK_THREADS, per_party=1, share=share),
         auth_guard=FailureGuard(clock, failure_guard.API),
     )
     app[DEPS] = deps

@@ -225,7 +225,7 @@ def test_storage_quotas_and_stream_and_address_limits_come_from_the_config() -> 
         "users": {"limits": {"max_waiting_tasks": 50, "max_spec_bytes_per_day": 1 << 20},
                   "per_user": {"ci-bot": {"max_waiting_tasks": 0}}},
         "ui": {"max_streams_per_session": 2, "max_streams_per_user": 6},
-        "api": {"max_connections_per_address": 0},
+        "api": {"max_connections_per_address": 0, "cpu_share_per_user": 0.5},
     }})
     assert settings.users.limits_for("anyone") == Limits(max_waiting_tasks=50,
                                                          max_spec_bytes_per_day=1 << 20)
@@ -233,11 +233,17 @@ def test_storage_quotas_and_stream_and_address_limits_come_from_the_config() -> 
     assert settings.users.limits_for("ci-bot").max_spec_bytes_per_day == 1 << 20
     assert (settings.ui_max_streams_per_session, settings.ui_max_streams_per_user) == (2, 6)
     assert settings.api_max_connections_per_address == 0
+    assert settings.api_cpu_share_per_user == 0.5
     defaults = settings_from_mapping({})
     assert (defaults.ui_max_streams_per_session, defaults.ui_max_streams_per_user,
-            defaults.api_max_connections_per_address) == (4, 16, 128)
+            defaults.api_max_connections_per_address, defaults.api_cpu_share_per_user
+            ) == (4, 16, 128, 0.25)
     for bad, needle in (({"ui": {"max_streams_per_user": -1}}, "v2.ui.max_streams_per_user"),
                         ({"ui": {"streams": 1}}, "v2.ui: unknown keys ['streams']"),
+                        ({"api": {"cpu_share_per_user": 1.5}},
+                         "v2.api.cpu_share_per_user: must be <= 1 (one core)"),
+                        ({"api": {"cpu_share_per_user": 0}},
+                         "v2.api.cpu_share_per_user: must be >= 0.01"),
                         ({"users": {"limits": {"max_waiting_tasks": 1.5}}},
                          "v2.users.limits.max_waiting_tasks: must be an integer")):
         with pytest.raises(ConfigError, match=re.escape(needle)):

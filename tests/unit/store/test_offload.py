@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
+import time
 
 import pytest
 
-from service.store.offload import Offload
+from service.store.offload import PARTY, Offload, TimeShare
 
 
 async def test_runs_on_its_own_threads_and_returns_or_raises() -> None:
@@ -184,3 +186,68 @@ async def test_the_stores_read_lane_runs_one_call_per_party_at_a_time(tmp_path) 
         gate.set()
         reads.close()
         store.close()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _as(party: str, lane: Offload, fn, *args):
+    PARTY.set(party)  # this task's context only
+    return await lane.run(fn, *args)
+
+
+def test_time_share_holds_a_party_over_its_share_only_while_another_is_served() -> None:
+    clock = FakeClock()
+    share = TimeShare(0.25, horizon_s=1.0, clock=clock)
+    share.seen("mallory")
+    share.spent("mallory", 1.0)  # a whole core for the last second
+    assert share.hold_s("mallory") == 0.0  # alone: she takes what she wants
+    share.seen("alice")
+    assert share.hold_s("mallory") == pytest.approx(math.log(1.0 / 0.25))
+    assert share.hold_s("alice") == 0.0  # under her share
+    clock.now += math.log(4.0)  # decayed to the allowance
+    assert share.hold_s("mallory") == 0.0
+    share.spent("mallory", 1.0)
+    clock.now += 1.01  # alice last asked over a horizon ago: forgotten
+    assert share.hold_s("mallory") == 0.0 and "alice" not in share._seen
+    share.spent("", 50.0)  # the service's own calls are never held
+    assert share.hold_s("") == 0.0
+    with pytest.raises(ValueError, match="share must be"):
+        TimeShare(0.0)
+
+
+async def test_a_party_over_its_time_share_waits_while_others_are_served() -> None:
+    clock = FakeClock()
+    share = TimeShare(0.25, horizon_s=1.0, clock=clock)
+    lane = Offload("share", threads=1, share=share)
+    order: list[str] = []
+    await asyncio.ensure_future(_as("alice", lane, order.append, "alice"))
+    share.spent("mallory", 1.0)
+    mallory = asyncio.ensure_future(_as("mallory", lane, order.append, "mallory"))
+    await asyncio.ensure_future(_as("alice", lane, order.append, "alice again"))
+    assert order == ["alice", "alice again"] and not mallory.done()
+    clock.now += 2.0  # her use decays under the share; the next call wakes the lane
+    await asyncio.ensure_future(_as("alice", lane, order.append, "alice last"))
+    await asyncio.wait_for(mallory, 10)
+    assert order == ["alice", "alice again", "mallory", "alice last"]
+    lane.close()
+
+
+async def test_a_call_is_charged_the_cpu_time_it_took() -> None:
+    share = TimeShare(0.01, horizon_s=1.0)
+    lane = Offload("charge", threads=1, share=share)
+
+    def burn() -> None:
+        deadline = time.thread_time() + 0.05
+        while time.thread_time() < deadline:
+            pass
+
+    await asyncio.ensure_future(_as("heavy", lane, burn))
+    share.seen("other")
+    assert share.hold_s("heavy") > 0.0  # 50 ms of CPU just now: past 1% of a core
+    lane.close()
