@@ -24,7 +24,8 @@ interpreter lock behind it. A ``TimeShare`` shared by the lanes counts the CPU t
 party's calls took (decayed over ``horizon_s``); while another party was served within
 that horizon, a party over ``share`` of one core waits before its next call starts until
 it is back under it. Alone, a party takes what it wants; the service's own calls (party
-``""``) are never held.
+``""``) are never held. A request is its address's party until its token names the user:
+addresses are held like users, but a user is never held for an address.
 
 A call whose coroutine was cancelled before the call started is skipped; one already
 running runs to its end (a write is never cut in half) and its result is dropped.
@@ -48,6 +49,7 @@ _Call = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., An
 
 # who a call is made for (a user name, an address); "" for the service itself
 PARTY: ContextVar[str] = ContextVar("argus_party", default="")
+ADDRESS_PARTY = "@"  # the prefix of an address's party (a request before its token)
 
 
 class TimeShare:
@@ -67,7 +69,11 @@ class TimeShare:
         self._seen: dict[str, float] = {}  # party -> when it last asked
 
     def seen(self, party: str) -> None:
-        """``party`` asks for a call now."""
+        """``party`` asks for a call now. The service's own calls hold nobody back, nor
+        does a request not yet known to be anyone's (an ``ADDRESS_PARTY``): every user's
+        request starts as one, and a user must not wait behind itself."""
+        if not party or party.startswith(ADDRESS_PARTY):
+            return
         with self._lock:
             self._seen[party] = self.clock()
 

@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from service.store.db import storage_fault
-from service.store.offload import PARTY
+from service.store.offload import ADDRESS_PARTY, PARTY
 from service.web.api.auth import Access, AuthFailure, bearer_token
 from service.web.api.deps import PRINCIPAL, deps_of
 
@@ -143,7 +143,7 @@ def access_of(request: web.Request) -> Access:
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     # the store and work lanes share their threads between parties: the caller's address
     # until the token says which user it is
-    PARTY.set(f"@{request.remote}")
+    PARTY.set(f"{ADDRESS_PARTY}{request.remote}")
     access = access_of(request)
     if access is Access.PUBLIC:
         return await handler(request)

@@ -215,8 +215,10 @@ def test_time_share_holds_a_party_over_its_share_only_while_another_is_served() 
     share.spent("mallory", 1.0)
     clock.now += 1.01  # alice last asked over a horizon ago: forgotten
     assert share.hold_s("mallory") == 0.0 and "alice" not in share._seen
-    share.spent("", 50.0)  # the service's own calls are never held
-    assert share.hold_s("") == 0.0
+    share.spent("", 50.0)  # the service's own calls are never held, nor hold anyone
+    share.seen("")
+    share.seen("@127.0.0.1")  # nor does a request whose user is not known yet
+    assert share.hold_s("") == 0.0 and share.hold_s("mallory") == 0.0
     with pytest.raises(ValueError, match="share must be"):
         TimeShare(0.0)
 
