@@ -50,6 +50,8 @@ _Call = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., An
 # who a call is made for (a user name, an address); "" for the service itself
 PARTY: ContextVar[str] = ContextVar("argus_party", default="")
 ADDRESS_PARTY = "@"  # the prefix of an address's party (a request before its token)
+SWEEP_EVERY = 4096  # calls between two sweeps of the parties a TimeShare forgets
+QUIET_HORIZONS = 20  # a party idle this many horizons has used e**-20 of anything: forgotten
 
 
 class TimeShare:
@@ -67,6 +69,7 @@ class TimeShare:
         self._lock = threading.Lock()
         self._used: dict[str, tuple[float, float]] = {}  # party -> (decayed seconds, at)
         self._seen: dict[str, float] = {}  # party -> when it last asked
+        self._calls = 0  # since the last sweep of the parties gone quiet
 
     def seen(self, party: str) -> None:
         """``party`` asks for a call now. The service's own calls hold nobody back, nor
@@ -84,6 +87,11 @@ class TimeShare:
         with self._lock:
             now = self.clock()
             self._used[party] = (self._decayed(party, now) + seconds, now)
+            self._calls += 1
+            if self._calls >= SWEEP_EVERY:  # many addresses come and go: forget the quiet
+                self._calls = 0
+                quiet = now - QUIET_HORIZONS * self.horizon_s
+                self._used = {p: (u, at) for p, (u, at) in self._used.items() if at >= quiet}
 
     def hold_s(self, party: str) -> float:
         """How long ``party`` waits before its next call: 0 unless it is over its share

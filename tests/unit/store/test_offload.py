@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from service.store.offload import PARTY, Offload, TimeShare
+from service.store.offload import PARTY, QUIET_HORIZONS, SWEEP_EVERY, Offload, TimeShare
 
 
 async def test_runs_on_its_own_threads_and_returns_or_raises() -> None:
@@ -221,6 +221,17 @@ def test_time_share_holds_a_party_over_its_share_only_while_another_is_served() 
     assert share.hold_s("") == 0.0 and share.hold_s("mallory") == 0.0
     with pytest.raises(ValueError, match="share must be"):
         TimeShare(0.0)
+
+
+def test_time_share_forgets_the_parties_gone_quiet() -> None:
+    """Addresses come and go (a party each): the table keeps only the recent ones."""
+    clock = FakeClock()
+    share = TimeShare(0.25, horizon_s=1.0, clock=clock)
+    for i in range(SWEEP_EVERY - 1):
+        share.spent(f"@10.0.{i // 256}.{i % 256}", 0.001)
+    clock.now += QUIET_HORIZONS + 1.0
+    share.spent("alice", 0.001)  # the sweep's call
+    assert list(share._used) == ["alice"]
 
 
 async def test_a_party_over_its_time_share_waits_while_others_are_served() -> None:
