@@ -617,6 +617,13 @@ ON CONFLICT (task_id) DO UPDATE SET
 -- Ownerless tasks get :user: so do their usage totals.
 UPDATE task_usage SET user = :user WHERE user IS NULL;
 
+-- fragment: inside_window
+-- A task_usage row whose span (every ended attempt that held its gang) lies inside
+-- [:from, :to): its running totals are what it used in the window. The one definition
+-- that usage_whole_of_user, usage_parts and the top queries count by, so no task is
+-- counted both whole and attempt by attempt.
+last_end > :from AND first_start >= :from AND last_end <= :to
+
 -- name: usage_owners
 -- The owners in task_usage, one index seek each (a skip over task_usage_user), NULL last
 -- when ownerless tasks have totals.
@@ -639,7 +646,7 @@ SELECT coalesce(sum(gpu_seconds), 0.0) AS gpu_seconds,
        coalesce(sum(failed_gpu_seconds), 0.0) AS failed_gpu_seconds, count(*) AS tasks,
        coalesce(sum(attempts), 0) AS attempts
 FROM task_usage INDEXED BY task_usage_user
-WHERE user IS :user AND last_end > :from AND last_end <= :to AND first_start >= :from;
+WHERE user IS :user AND {inside_window};
 
 -- name: usage_longest_span
 -- The longest span of any task's ended attempts (task_usage_length: one seek); 0 if none.
@@ -668,26 +675,27 @@ SELECT task_id, user, sum(secs) AS gpu_seconds,
        max(whole) AS whole_gpu_seconds
 FROM (
     SELECT task_id, user, failure_kind, end_time, whole, gpus * (hi - lo) AS secs FROM (
-        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
-               a.end_time, NULL AS whole, max(a.start_time, :from) AS lo,
-               max(min(a.end_time, :to), max(a.start_time, :from)) AS hi
-        FROM attempts a
-        JOIN tasks t ON t.task_id = a.task_id
-        WHERE a.task_id IN (SELECT value FROM json_each(:edges))
-          AND a.end_time > :from AND a.start_time < :to
-        UNION ALL
-        SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
-               a.end_time,
-               (SELECT u.gpu_seconds FROM task_usage u
-                WHERE u.task_id = a.task_id AND u.last_end > :from
-                  AND u.first_start >= :from AND u.last_end <= :to) AS whole,
-               max(a.start_time, :from) AS lo,
-               max(min(:now, :to), max(a.start_time, :from)) AS hi
-        FROM attempts a INDEXED BY attempts_end_time
-        JOIN tasks t ON t.task_id = a.task_id
-        WHERE a.end_time IS NULL AND a.start_time < :to
-          AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
-          AND (:user IS NULL OR t.user = :user)
+        SELECT task_id, user, gpus, failure_kind, end_time, whole,
+               max(start_time, :from) AS lo,
+               max(min(coalesce(end_time, :now), :to), max(start_time, :from)) AS hi
+        FROM (
+            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+                   a.start_time, a.end_time, NULL AS whole
+            FROM attempts a
+            JOIN tasks t ON t.task_id = a.task_id
+            WHERE a.task_id IN (SELECT value FROM json_each(:edges))
+              AND a.end_time > :from AND a.start_time < :to
+            UNION ALL
+            SELECT a.task_id, t.user, t.nnodes * t.n_gpus_per_node AS gpus, a.failure_kind,
+                   a.start_time, a.end_time,
+                   (SELECT gpu_seconds FROM task_usage
+                    WHERE task_id = a.task_id AND {inside_window}) AS whole
+            FROM attempts a INDEXED BY attempts_end_time
+            JOIN tasks t ON t.task_id = a.task_id
+            WHERE a.end_time IS NULL AND a.start_time < :to
+              AND t.state IN ('SUBMITTING', 'SUBMITTED', 'RUNNING')
+              AND (:user IS NULL OR t.user = :user)
+        )
     ) WHERE hi > lo
 )
 GROUP BY task_id;
@@ -701,7 +709,7 @@ SELECT task_id, gpu_seconds FROM (
     SELECT task_id, gpu_seconds, first_start, last_end
     FROM task_usage INDEXED BY task_usage_all_top
     ORDER BY gpu_seconds DESC, task_id LIMIT :probe)
-WHERE last_end > :from AND first_start >= :from AND last_end <= :to
+WHERE {inside_window}
 ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
 
 -- name: usage_top_whole_first_of_user
@@ -711,20 +719,20 @@ SELECT task_id, gpu_seconds FROM (
     FROM task_usage INDEXED BY task_usage_top
     WHERE user IS :user
     ORDER BY gpu_seconds DESC, task_id LIMIT :probe)
-WHERE last_end > :from AND first_start >= :from AND last_end <= :to
+WHERE {inside_window}
 ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
 
 -- name: usage_top_whole_range
 -- The same tasks as usage_top_whole_first, from every task that ended in the window (a
 -- range of task_usage_span), sorted.
 SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_span
-WHERE last_end > :from AND last_end <= :to AND first_start >= :from
+WHERE {inside_window}
 ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
 
 -- name: usage_top_whole_range_of_user
 -- usage_top_whole_range of :user's tasks (a range of task_usage_user), sorted.
 SELECT task_id, gpu_seconds FROM task_usage INDEXED BY task_usage_user
-WHERE user IS :user AND last_end > :from AND last_end <= :to AND first_start >= :from
+WHERE user IS :user AND {inside_window}
 ORDER BY gpu_seconds DESC, task_id LIMIT :limit;
 
 -- name: usage_spans_of_tasks
