@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,20 +199,50 @@ class LocalRayCluster:
         wait_until(lambda: len(self.alive_nodes()) >= 1, self.ready_timeout_s, "the head node")
 
     def add_worker(self, *, gpus: int = 4, cpus: int = 16, worker_slots: int = 100) -> str:
-        """Start one more worker (fake GPUs) and wait until the GCS lists it alive."""
+        """Start one more worker (fake GPUs) and wait until the GCS lists it alive. A
+        worker whose Ray does not come up is started once more, as a node's watchdog
+        would; the first try's logs stay in the run's warnings."""
         assert self.head is not None, "start the head first"
         self._seq += 1
         name = f"w{self._seq}"
+        failure = self._start_worker(name, gpus, cpus, worker_slots)
+        if failure is not None:
+            warnings.warn(f"worker {name} did not join on the first try, started again:\n"
+                          f"{failure}", stacklevel=2)
+            failure = self._start_worker(name, gpus, cpus, worker_slots)
+            if failure is not None:
+                raise RuntimeError(failure)
+        return name
+
+    def _start_worker(self, name: str, gpus: int, cpus: int, worker_slots: int) -> str | None:
+        """Start worker ``name`` and wait for it: None once it joined, else why not (its
+        logs included; the node is stopped)."""
         args, nm_port = self._node_args()
         resources = json.dumps({"worker_node": worker_slots})
         args = [f"--address={self.gcs_address}", f"--num-gpus={gpus}",
                 f"--num-cpus={cpus}", f"--resources={resources}", *args]
-        before = len(self.alive_nodes())
         node = self._spawn(name, args, nm_port)
         self.workers[name] = node
-        wait_until(lambda: len(self.alive_nodes()) > before, self.ready_timeout_s,
-                   f"worker {name} to join")
-        return name
+        try:
+            # Joined means this node's manager port is alive in the GCS (not "one node
+            # more": a dead node leaving the table at that moment would hide the join).
+            state = wait_until(lambda: self._join_state(node), self.ready_timeout_s,
+                               f"worker {name} to join")
+        except TimeoutError as exc:
+            why = str(exc)
+        else:
+            if state == "joined":
+                return None
+            why = f"worker {name}'s `ray start` exited with {node.proc.returncode}"
+        logs = self._node_logs(node)
+        self.remove_worker(name)
+        return f"{why}\n{logs}"
+
+    def _join_state(self, node: RayNode) -> str | None:
+        if node.proc.poll() is not None:
+            return "exited"
+        ports = {n["NodeManagerPort"] for n in self.alive_nodes()}
+        return "joined" if node.node_manager_port in ports else None
 
     def node_id_of(self, name: str) -> str:
         """The Ray node id (hex) of a worker started here, found by its manager port."""
@@ -274,22 +305,26 @@ class LocalRayCluster:
         with urllib.request.urlopen(f"{self.dashboard_url}/api/version", timeout=2) as r:
             return r.status == 200
 
-    def _head_logs(self, tail: int = 4000) -> str:
+    def _newest_session_logs(self) -> Path | None:
+        sessions = sorted(self.temp_dir.glob("session_2*"), key=lambda p: p.stat().st_mtime)
+        return sessions[-1] / "logs" if sessions else None
+
+    def _head_logs(self) -> str:
         """The end of the head's `ray start` output and of its newest session's dashboard
         log: what says why a head did not come up."""
-        parts = []
-        sessions = sorted(self.temp_dir.glob("session_2*"), key=lambda p: p.stat().st_mtime)
         logs = [self.root / "head.log"]
-        if sessions:
-            logs += [sessions[-1] / "logs" / "dashboard.log",
-                     sessions[-1] / "logs" / "gcs_server.out"]
-        for path in logs:
-            try:
-                text = path.read_text(errors="replace")[-tail:]
-            except OSError as exc:
-                text = f"(unreadable: {exc})"
-            parts.append(f"--- {path} (end) ---\n{text}")
-        return "\n".join(parts)
+        if (session := self._newest_session_logs()) is not None:
+            logs += [session / "dashboard.log", session / "gcs_server.out"]
+        return _tails(logs)
+
+    def _node_logs(self, node: RayNode) -> str:
+        """The end of a worker's `ray start` output, of the newest session's raylet logs
+        and of its GCS log: what says why a worker did not join."""
+        logs = [node.log_path]
+        if (session := self._newest_session_logs()) is not None:
+            raylets = sorted(session.glob("raylet*.out"), key=lambda p: p.stat().st_mtime)
+            logs += [*raylets[-2:], session / "gcs_server.out"]
+        return _tails(logs)
 
     def alive_nodes(self) -> list[dict]:
         from ray._private.internal_api import get_state_from_address
@@ -310,3 +345,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+
+
+def _tails(paths: list[Path], tail: int = 4000) -> str:
+    parts = []
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")[-tail:]
+        except OSError as exc:
+            text = f"(unreadable: {exc})"
+        parts.append(f"--- {path} (end) ---\n{text}")
+    return "\n".join(parts)
