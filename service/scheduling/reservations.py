@@ -23,8 +23,13 @@ would otherwise show no start at all.)
 A task with no time limit reserves its nodes for good (nothing is known to end it); a
 gang that finds no time at all (the attempts it waits for have no limits) falls back to
 the starvation guard: past ``starvation_guard_s``, the first such gang has
-the nodes it will use held from now on. A starving gang preempts only when its planned
-start is further than ``preemption_grace_s`` away, or unknown.
+the nodes it will use held from now on. A task with no time limit that fits now would
+delay every reservation on its nodes for good, so it is treated as the guard treats it:
+it starts unless its nodes are held for a gang past the guard (reserved first, or the
+fallback's), and younger reservations move (past the guard they are kept in turn). On a
+trace where no task declares a limit the plan is then the guard, not a queue that
+nothing may pass. A starving gang preempts only when its planned start is further than
+``preemption_grace_s`` away, or unknown.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ class ReservationPass(BasePass):
         super().__init__(rules, inp, capacity, order)
         self.budget = self.sched.reservations  # reservations left this tick
         self.estimates: dict[str, float] = {}
-        self.fallback_used = False  # the guard's fallback holds nodes for one gang
+        self.fallback_owner = ""  # the one gang the guard's fallback holds nodes for
         self.free_now = self.pool.free_by_node()
         self.timeline = Timeline(self.now, self.free_now)
         self.placed: list[Placed] = []  # the decisions, in order: replayed for expected starts
@@ -179,7 +184,8 @@ class ReservationPass(BasePass):
                              not_before=cand.retry_not_before)
                 self.admit(cand, gang, decision)
                 return
-            if self.timeline.fits(decision.gang_nodes, g, c, d):
+            if self.timeline.fits(decision.gang_nodes, g, c, d) or \
+                    (d == INF and self._unprotected(decision.gang_nodes)):
                 self._hold(decision.gang_nodes, gang, self.now, self.now + d, cand.task_id)
                 self._record(cand, gang, tuple(decision.gang_nodes))
                 self.admit(cand, gang, decision)
@@ -197,6 +203,21 @@ class ReservationPass(BasePass):
         assert cached is not None
         self._wait_planned(cand, gang, cached[0], for_room=True)
 
+    @property
+    def protected(self) -> set[str]:
+        """The gangs past the guard (reserved first, or held by the fallback): the holds
+        a task without a limit must not take, as the guard's kept nodes."""
+        return self.first | {self.fallback_owner} if self.fallback_owner else self.first
+
+    def _unprotected(self, nodes: list[str]) -> bool:
+        """Whether no gang past the guard holds any of ``nodes``: where a task without a
+        limit (it runs for good as far as the plan knows, so it delays every hold on its
+        nodes) may start now. Only such gangs are protected from it, as the guard
+        protects its one gang: younger reservations are delayed, and once past the guard
+        they are protected in turn."""
+        chosen, protected = set(nodes), self.protected
+        return not any(h.node in chosen and h.owner in protected for h in self.timeline.holds)
+
     def _hold(self, nodes: tuple[str, ...] | list[str], gang: Gang, start: float, end: float,
               owner: str) -> None:
         for node in nodes:
@@ -204,11 +225,13 @@ class ReservationPass(BasePass):
                                owner)
 
     def _delays(self, decision: Decision, duration: float) -> Reason:
-        """Why a task that fits now waits: it would run into a reservation."""
-        hold = self.timeline.blocking(decision.gang_nodes, self.now + duration)
+        """Why a task that fits now waits: it would run into a reservation (one of a
+        gang past the guard, for a task without a limit)."""
+        owners = self.protected if duration == INF else None
+        hold = self.timeline.blocking(decision.gang_nodes, self.now + duration, owners)
         if hold is None:  # held from now on (the guard's fallback): the nodes are taken
             hold = next((h for h in self.timeline.holds if h.node in decision.gang_nodes
-                         and h.end == INF), None)
+                         and h.end == INF and (owners is None or h.owner in owners)), None)
         if hold is None:
             return Reason(WaitKind.RESERVED,
                           PlannedAhead(self.pool.labels(decision.gang_nodes)))
@@ -251,7 +274,7 @@ class ReservationPass(BasePass):
     def _fallback(self, cand: RunnableRow, gang: Gang) -> None:
         """No time is known for ``cand`` (what it waits for has no limit): past the guard,
         hold the nodes it will use from now on, as the starvation guard does."""
-        if (self.fallback_used or not self.sched.backfill
+        if (self.fallback_owner or not self.sched.backfill
                 or self.now - cand.runnable_since < self.sched.starvation_guard_s):
             return
         fits_idle = set(self.capacity.fitting_nodes(gang)) if self.capacity is not None \
@@ -260,7 +283,7 @@ class ReservationPass(BasePass):
                        key=lambda n: (-self.timeline.free_at(n, self.now)[0], n))
         if len(nodes) < gang.nnodes:
             return
-        self.fallback_used = True
+        self.fallback_owner = cand.task_id
         self._hold(nodes[: gang.nnodes], gang, self.now, INF, cand.task_id)
         self._record(cand, gang, tuple(nodes[: gang.nnodes]), forever=True)
 

@@ -16,7 +16,7 @@ plan). Pure: numbers in, numbers out; nodes are ids.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 INF = math.inf
@@ -149,10 +149,11 @@ class Timeline:
             value = step
         return value[1], value[2]
 
-    def blocking(self, nodes: Iterable[str], until: float) -> Hold | None:
+    def blocking(self, nodes: Iterable[str], until: float,
+                 owners: Collection[str] | None = None) -> Hold | None:
         """The earliest hold on ``nodes`` that starts before ``until`` (what a task that
-        would run until then delays), or None."""
+        would run until then delays), of one of ``owners`` when given, or None."""
         chosen = set(nodes)
         found = [h for h in self.holds if h.node in chosen and h.start < until - EPS
-                 and h.start > self.now + EPS]
+                 and h.start > self.now + EPS and (owners is None or h.owner in owners)]
         return min(found, key=lambda h: (h.start, h.owner)) if found else None

@@ -122,6 +122,27 @@ def test_past_the_guard_a_gang_without_a_known_time_holds_its_nodes() -> None:
     assert reasons(p)["t2"].startswith("waiting behind t1")
 
 
+@pytest.mark.parametrize(("gang_waited", "runs"), [
+    (10.0, True),  # a young reservation: delayed, as the guard would (no gang kept yet)
+    (400.0, False),  # past the guard: its nodes are kept from a task that may run for good
+])
+def test_a_task_without_a_limit_passes_only_reservations_not_past_the_guard(
+        gang_waited: float, runs: bool) -> None:
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    gang = task("t1", nnodes=2, limit=LIMIT, waited=gang_waited)
+    open_ended = task("t2")
+    p = plan([node("w1", 4), node("w2", 0)], [gang, open_ended], [r1],
+             held_on={"r1--a01": {"w2": 4}}, reservations=8)
+    assert started(p) == (["t2"] if runs else [])
+    if not runs:
+        assert reasons(p)["t2"].startswith("waiting behind t1: nodes 10.0.0.1 are reserved")
+    # a task with a limit past the gang's planned start waits either way
+    long_ = task("t3", gpus=4, limit=LIMIT * 2)
+    p = plan([node("w1", 4), node("w2", 0)], [gang, long_], [r1],
+             held_on={"r1--a01": {"w2": 4}}, reservations=8)
+    assert started(p) == []
+
+
 def test_the_overdue_gang_is_reserved_before_fair_share_reorders() -> None:
     r1 = running("r1", started=NOW - 60, limit=LIMIT)
     gang = task("t1", nnodes=2, user="carol", waited=400)
