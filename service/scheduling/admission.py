@@ -191,6 +191,16 @@ class FreePool:
         pool._kept = {k: dict(v) for k, v in self._kept.items()}
         return pool
 
+    def without(self, node_ids: Collection[str]) -> FreePool:
+        """A copy with nothing free on ``node_ids`` (what a task that must not take
+        them finds)."""
+        pool = self.copy()
+        for node_id in node_ids:
+            node = pool._by_id.get(node_id)
+            if node is not None:
+                node.free = {}
+        return pool
+
     def keep_for(self, gang: Gang, capacity: FreePool | None,
                  prefer: Collection[str] = ()) -> dict[str, str]:
         """Withhold ``gang.nnodes`` nodes for a gang that waits (the starvation guard's

@@ -22,19 +22,28 @@ would otherwise show no start at all.)
 
 A task with no time limit reserves its nodes for good (nothing is known to end it); a
 gang that finds no time at all (the attempts it waits for have no limits) falls back to
-the starvation guard: past ``starvation_guard_s``, the first such gang has
-the nodes it will use held from now on. A task with no time limit that fits now would
-delay every reservation on its nodes for good, so it is treated as the guard treats it:
-it starts unless its nodes are held for a gang past the guard (reserved first, or the
-fallback's), and younger reservations move (past the guard they are kept in turn). On a
-trace where no task declares a limit the plan is then the guard, not a queue that
-nothing may pass. A starving gang preempts only when its planned start is further than
-``preemption_grace_s`` away, or unknown.
+the starvation guard: past ``starvation_guard_s``, the first such gang has the nodes it
+will use kept from now on, chosen as the guard chooses them (those kept last tick first:
+``Plan.kept``) and taken out of the pool. Tasks without a limit are planned as the guard
+plans them: past the guard they get no timed reservation (held for good from their
+start, it would keep their nodes from everyone), the oldest of them is the one nodes are
+kept for unless it starts now, and one that fits now starts anywhere but on the nodes of
+gangs past the guard; younger reservations move. Where no task declares a limit the
+plan then keeps nodes as the guard does (the Philly replay in docs/benchmarks.md). A starving
+gang preempts only when its planned start is further than ``preemption_grace_s`` away,
+or unknown.
 """
 
 from __future__ import annotations
 
-from service.domain.reasons import Planned, PlannedAhead, Reason, ReservedFor, WaitKind
+from service.domain.reasons import (
+    Guard,
+    Planned,
+    PlannedAhead,
+    Reason,
+    ReservedFor,
+    WaitKind,
+)
 from service.domain.rows import ActiveRow, RunnableRow
 from service.domain.timefmt import iso
 from service.scheduling.admission import Decision, FreePool, Gang
@@ -66,6 +75,8 @@ class ReservationPass(BasePass):
         self.budget = self.sched.reservations  # reservations left this tick
         self.estimates: dict[str, float] = {}
         self.fallback_owner = ""  # the one gang the guard's fallback holds nodes for
+        self.fallback_nodes: frozenset[str] = frozenset()  # and where (kept next tick too)
+        self.fallback_reason: Reason | None = None  # why others wait for it
         self.free_now = self.pool.free_by_node()
         self.timeline = Timeline(self.now, self.free_now)
         self.placed: list[Placed] = []  # the decisions, in order: replayed for expected starts
@@ -86,10 +97,19 @@ class ReservationPass(BasePass):
         due = [c for c in self.inp.candidates
                if self.now - c.runnable_since >= guard_s and not in_backoff(c, self.now)]
         due.sort(key=lambda c: (-c.priority, c.runnable_since, c.seq))
+        open_ended_seen = False
         for cand in due:
             gang = self.rules.gang(cand)
             if (self.rules.held(cand, self.loads, self.inp.disabled) is not None
                     or self.never_fits(gang) is not None):
+                continue
+            if self.duration(cand) == INF:
+                # no limit: no timed reservation (held for good from its start, it would
+                # keep its nodes from everyone); the oldest such task is the guard's
+                # holder: nodes are kept for it unless it starts now
+                if not open_ended_seen and not self.pool.decide(gang, self.driver).fits:
+                    self._fallback(cand, gang)
+                open_ended_seen = True
                 continue
             if self._reserve(cand, gang) is not None:
                 self.first.add(cand.task_id)
@@ -133,14 +153,14 @@ class ReservationPass(BasePass):
         self._estimate_the_rest()
         model = self.inp.runtimes
         if model is None or not self.estimates:
-            return Plan(self.steps, preemption, estimates=self.estimates)
+            return Plan(self.steps, preemption, self.fallback_nodes, estimates=self.estimates)
         expected = expected_starts(self.now, self.free_now, self._releasing(model),
                                    self.placed, model)
         steps = [_with_expected(step, expected.get(step.cand.task_id),
                                 self.estimates.get(step.cand.task_id)) for step in self.steps]
         estimates = {task_id: min(expected.get(task_id, bound), bound)
                      for task_id, bound in self.estimates.items()}
-        return Plan(steps, preemption, estimates=estimates)
+        return Plan(steps, preemption, self.fallback_nodes, estimates=estimates)
 
     def _releasing(self, model: RuntimeModel) -> list[Releasing]:
         """The attempts on the cluster, each ending when ``model`` expects."""
@@ -168,6 +188,22 @@ class ReservationPass(BasePass):
                                   forever))
 
     def place(self, cand: RunnableRow, gang: Gang) -> None:
+        if cand.task_id != self.fallback_owner:
+            self._place(cand, gang)
+            return
+        # its turn: the kept nodes are its to take; when it does not start, they are kept
+        # for it again (the budget of reservations aside, as the guard does)
+        self.pool.restore_kept()
+        self.forget()
+        self.timeline.unhold(cand.task_id)
+        self.fallback_owner, self.fallback_nodes = "", frozenset()
+        steps = len(self.steps)
+        self._place(cand, gang)
+        if not self.fallback_owner and not any(isinstance(step, Start)
+                                               for step in self.steps[steps:]):
+            self._fallback(cand, gang)
+
+    def _place(self, cand: RunnableRow, gang: Gang) -> None:
         if cand.task_id in self.first:  # its turn: placed anew, its budget already spent
             self.timeline.unhold(cand.task_id)
             self.estimates.pop(cand.task_id, None)
@@ -184,17 +220,22 @@ class ReservationPass(BasePass):
                              not_before=cand.retry_not_before)
                 self.admit(cand, gang, decision)
                 return
-            if self.timeline.fits(decision.gang_nodes, g, c, d) or \
-                    (d == INF and self._unprotected(decision.gang_nodes)):
-                self._hold(decision.gang_nodes, gang, self.now, self.now + d, cand.task_id)
-                self._record(cand, gang, tuple(decision.gang_nodes))
-                self.admit(cand, gang, decision)
+            start = decision if self.timeline.fits(decision.gang_nodes, g, c, d) else \
+                self._outside_protected(gang, decision) if d == INF else None
+            if start is not None:
+                self._hold(start.gang_nodes, gang, self.now, self.now + d, cand.task_id)
+                self._record(cand, gang, tuple(start.gang_nodes))
+                self.admit(cand, gang, start)
                 return
             self._wait_planned(cand, gang, self._delays(decision, d), for_room=False)
             return
         if decision is not None:
             assert decision.why is not None
-            self.no_fit[shape] = (decision.why, True, True)
+            why = decision.why
+            if self.fallback_owner and self.fallback_reason is not None and \
+                    self.pool.unkept().decide(gang, self.driver).fits:
+                why = self.fallback_reason  # it would fit the nodes kept for that gang
+            self.no_fit[shape] = (why, True, True)
         cached = self.no_fit.get(shape)
         never = self.never_fits(gang)
         if never is not None:
@@ -209,14 +250,17 @@ class ReservationPass(BasePass):
         a task without a limit must not take, as the guard's kept nodes."""
         return self.first | {self.fallback_owner} if self.fallback_owner else self.first
 
-    def _unprotected(self, nodes: list[str]) -> bool:
-        """Whether no gang past the guard holds any of ``nodes``: where a task without a
-        limit (it runs for good as far as the plan knows, so it delays every hold on its
-        nodes) may start now. Only such gangs are protected from it, as the guard
-        protects its one gang: younger reservations are delayed, and once past the guard
-        they are protected in turn."""
-        chosen, protected = set(nodes), self.protected
-        return not any(h.node in chosen and h.owner in protected for h in self.timeline.holds)
+    def _outside_protected(self, gang: Gang, decision: Decision) -> Decision | None:
+        """Where a task without a limit may start now (it delays every hold on its nodes
+        for good as far as the plan knows): anywhere but the nodes held for gangs past
+        the guard, as the guard admits a task on the pool without its kept nodes (Ray
+        places it, best fit, as any task); None: nowhere. Younger reservations move, and
+        once past the guard they are kept in turn."""
+        kept = {h.node for h in self.timeline.holds if h.owner in self.protected}
+        if kept.isdisjoint(decision.gang_nodes):
+            return decision
+        found = self.pool.without(kept).decide(gang, self.driver)
+        return found if found.fits else None
 
     def _hold(self, nodes: tuple[str, ...] | list[str], gang: Gang, start: float, end: float,
               owner: str) -> None:
@@ -277,15 +321,21 @@ class ReservationPass(BasePass):
         if (self.fallback_owner or not self.sched.backfill
                 or self.now - cand.runnable_since < self.sched.starvation_guard_s):
             return
-        fits_idle = set(self.capacity.fitting_nodes(gang)) if self.capacity is not None \
-            else set(self.timeline.nodes)
-        nodes = sorted((n for n in self.timeline.nodes if n in fits_idle),
-                       key=lambda n: (-self.timeline.free_at(n, self.now)[0], n))
-        if len(nodes) < gang.nnodes:
+        # the guard's choice: the nodes kept last tick first (nodes that followed the
+        # freest would move whenever a job ended elsewhere), and out of the pool, so what
+        # starts now is placed elsewhere
+        kept = self.pool.keep_for(gang, self.capacity, prefer=self.inp.reservation)
+        if len(kept) < gang.nnodes:
+            self.pool.restore_kept()
             return
         self.fallback_owner = cand.task_id
-        self._hold(nodes[: gang.nnodes], gang, self.now, INF, cand.task_id)
-        self._record(cand, gang, tuple(nodes[: gang.nnodes]), forever=True)
+        self.fallback_nodes = frozenset(kept)
+        self.fallback_reason = Reason(WaitKind.STARVATION_GUARD, Guard(
+            cand.task_id, cand.priority, ", ".join(kept.values()),
+            self.sched.starvation_guard_s))
+        self.forget()  # the pool changed: cached reasons are stale
+        self._hold(list(kept), gang, self.now, INF, cand.task_id)
+        self._record(cand, gang, tuple(kept), forever=True)
 
 
 def _with_expected(step: Start | Wait, expected: float | None, bound: float | None

@@ -143,6 +143,41 @@ def test_a_task_without_a_limit_passes_only_reservations_not_past_the_guard(
     assert started(p) == []
 
 
+def test_a_task_without_a_limit_starts_beside_the_nodes_kept_for_an_overdue_gang() -> None:
+    # w1 and w2 each have 2 GPUs free; the overdue 1x4 gang is reserved on w1 (it drains
+    # first); a 1x2 task without a limit fits both, w1 best: it takes w2 instead, as the
+    # guard would admit it outside its kept nodes
+    r1 = running("r1", started=NOW - 60, limit=LIMIT, gpus=2)
+    r2 = running("r2", started=NOW - 60, limit=LIMIT * 2, gpus=2)
+    held = {"r1--a01": {"w1": 2}, "r2--a01": {"w2": 2}}
+    gang = task("t1", limit=LIMIT, waited=400)
+    p = plan([node("w1", 2), node("w2", 2)], [gang, task("t2", gpus=2)], [r1, r2],
+             held_on=held, reservations=8)
+    assert started(p) == ["t2"]
+    assert p.estimates["t1"] == NOW - 60 + LIMIT + LIMIT_SLACK_S
+    # with w2 full too, it waits behind the gang
+    p = plan([node("w1", 2), node("w2", 0)], [gang, task("t2", gpus=2)], [r1, r2],
+             held_on={"r1--a01": {"w1": 2}, "r2--a01": {"w2": 4}}, reservations=8)
+    assert started(p) == []
+    assert reasons(p)["t2"].startswith("waiting behind t1")
+
+
+@pytest.mark.parametrize(("last_tick", "kept"), [(frozenset(), "w1"), (frozenset({"w3"}), "w3")])
+def test_without_limits_the_plan_keeps_the_guards_nodes(last_tick: frozenset[str],
+                                                        kept: str) -> None:
+    # nothing has a limit: the oldest task past the guard has one node kept for it, the
+    # one kept last tick first (as the guard), out of the pool, and a task without a
+    # limit behind it starts on another node
+    active = [running(f"r{i}", gpus=2) for i in (1, 2, 3)]
+    held = {f"r{i}--a01": {f"w{i}": 2} for i in (1, 2, 3)}
+    p = plan([node("w1", 2), node("w2", 2), node("w3", 2)],
+             [task("t1", waited=400), task("t2", gpus=2)], active, held_on=held,
+             reservation=last_tick, reservations=8)
+    assert p.kept == frozenset({kept})
+    assert started(p) == ["t2"] and p.estimates == {}
+    assert reasons(p)["t1"].startswith("needs 1x4 GPUs")
+
+
 def test_the_overdue_gang_is_reserved_before_fair_share_reorders() -> None:
     r1 = running("r1", started=NOW - 60, limit=LIMIT)
     gang = task("t1", nnodes=2, user="carol", waited=400)
