@@ -25,10 +25,10 @@ gang that finds no time at all (the attempts it waits for have no limits) falls 
 the starvation guard: past ``starvation_guard_s``, the first such gang has the nodes it
 will use kept from now on, chosen as the guard chooses them (those kept last tick first:
 ``Plan.kept``) and taken out of the pool. Tasks without a limit are planned as the guard
-plans them: past the guard they get no timed reservation (held for good from their
-start, it would keep their nodes from everyone), the oldest of them is the one nodes are
-kept for unless it starts now, and one that fits now starts anywhere but on the nodes of
-gangs past the guard; younger reservations move. Where no task declares a limit the
+plans them: past the guard only the oldest of them is reserved first (held for good
+from its start, a reservation keeps its nodes from everyone after it), unless it starts
+now, and one that fits now starts anywhere but on the nodes of gangs past the guard;
+younger reservations move. Where no task declares a limit the
 plan then keeps nodes as the guard does (the Philly replay in docs/benchmarks.md). A starving
 gang preempts only when its planned start is further than ``preemption_grace_s`` away,
 or unknown.
@@ -74,7 +74,13 @@ class ReservationPass(BasePass):
         super().__init__(rules, inp, capacity, order)
         self.budget = self.sched.reservations  # reservations left this tick
         self.estimates: dict[str, float] = {}
-        self.fallback_owner = ""  # the one gang the guard's fallback holds nodes for
+        # the guard's holder (``Rules.guard_holder``: the longest waiting past the guard,
+        # priority first): the one gang the fallback may keep nodes for
+        holder = rules.guard_holder(inp.candidates, self.now, capacity, self.preempting,
+                                    self.loads, inp.disabled)
+        self.holder = holder.task_id if holder is not None else ""
+        self.fallback_owner = ""
+        self.fallback_priority = 0
         self.fallback_nodes: frozenset[str] = frozenset()  # and where (kept next tick too)
         self.fallback_reason: Reason | None = None  # why others wait for it
         self.free_now = self.pool.free_by_node()
@@ -87,29 +93,31 @@ class ReservationPass(BasePass):
                 self.timeline.release(node, end, gpus, gpus * cpg)
         self.first: set[str] = set()  # reserved before the walk: waited past the guard
         self.unplanned: list[tuple[RunnableRow, Gang]] = []  # waiting, past the budget
-        self._reserve_overdue()
+        self._reserve_overdue(holder)
 
-    def _reserve_overdue(self) -> None:
+    def _reserve_overdue(self, holder: RunnableRow | None) -> None:
         """Tasks runnable for over ``starvation_guard_s`` are reserved first, the longest
         waiting first within a priority (whatever fair share says: this bounds every
-        task's wait, as the guard does), before the walk in admission order."""
+        task's wait, as the guard does), before the walk in admission order. A task
+        without a limit is held for good from its start, so its reservation would keep
+        its nodes from everyone after it: only the guard's ``holder`` gets one, and when
+        it fits now (or waits out a retry backoff) its room is kept as the guard keeps it,
+        so nothing ahead of it in admission order takes it."""
+        if holder is not None and self.duration(holder) == INF:
+            gang = self.rules.gang(holder)
+            if in_backoff(holder, self.now) or self.pool.decide(gang, self.driver).fits:
+                self._fallback(holder, gang)
+            elif self._reserve(holder, gang) is not None:
+                self.first.add(holder.task_id)
         guard_s = self.sched.starvation_guard_s
         due = [c for c in self.inp.candidates
-               if self.now - c.runnable_since >= guard_s and not in_backoff(c, self.now)]
+               if self.now - c.runnable_since >= guard_s and not in_backoff(c, self.now)
+               and self.duration(c) != INF]
         due.sort(key=lambda c: (-c.priority, c.runnable_since, c.seq))
-        open_ended_seen = False
         for cand in due:
             gang = self.rules.gang(cand)
             if (self.rules.held(cand, self.loads, self.inp.disabled) is not None
                     or self.never_fits(gang) is not None):
-                continue
-            if self.duration(cand) == INF:
-                # no limit: no timed reservation (held for good from its start, it would
-                # keep its nodes from everyone); the oldest such task is the guard's
-                # holder: nodes are kept for it unless it starts now
-                if not open_ended_seen and not self.pool.decide(gang, self.driver).fits:
-                    self._fallback(cand, gang)
-                open_ended_seen = True
                 continue
             if self._reserve(cand, gang) is not None:
                 self.first.add(cand.task_id)
@@ -212,6 +220,13 @@ class ReservationPass(BasePass):
         shape = (cand.nnodes, cand.n_gpus_per_node)
         g, c, d = float(gang.gpus_per_node), gang.cpus_per_node, self.duration(cand)
         decision = self.pool.decide(gang, self.driver) if shape not in self.no_fit else None
+        if (decision is None or not decision.fits) and self._outranks(cand):
+            via_kept = self.pool.decide_with_kept(gang, self.driver)
+            if via_kept.fits:
+                self._hold(via_kept.gang_nodes, gang, self.now, self.now + d, cand.task_id)
+                self._record(cand, gang, tuple(via_kept.gang_nodes))
+                self.admit(cand, gang, via_kept)
+                return
         if decision is not None and decision.fits:
             if in_backoff(cand, self.now):  # its room now is kept through the backoff
                 self._hold(decision.gang_nodes, gang, self.now,
@@ -249,6 +264,13 @@ class ReservationPass(BasePass):
         """The gangs past the guard (reserved first, or held by the fallback): the holds
         a task without a limit must not take, as the guard's kept nodes."""
         return self.first | {self.fallback_owner} if self.fallback_owner else self.first
+
+    def _outranks(self, cand: RunnableRow) -> bool:
+        """Whether ``cand`` may use the nodes kept by the fallback: a higher priority than
+        the gang they are kept for (as with the guard: it bounds a gang's wait against
+        backfill of its own priority or lower, never against the priority order)."""
+        return bool(self.fallback_owner) and cand.priority > self.fallback_priority \
+            and not in_backoff(cand, self.now)
 
     def _outside_protected(self, gang: Gang, decision: Decision) -> Decision | None:
         """Where a task without a limit may start now (it delays every hold on its nodes
@@ -318,8 +340,7 @@ class ReservationPass(BasePass):
     def _fallback(self, cand: RunnableRow, gang: Gang) -> None:
         """No time is known for ``cand`` (what it waits for has no limit): past the guard,
         hold the nodes it will use from now on, as the starvation guard does."""
-        if (self.fallback_owner or not self.sched.backfill
-                or self.now - cand.runnable_since < self.sched.starvation_guard_s):
+        if self.fallback_owner or not self.sched.backfill or cand.task_id != self.holder:
             return
         # the guard's choice: the nodes kept last tick first (nodes that followed the
         # freest would move whenever a job ended elsewhere), and out of the pool, so what
@@ -329,6 +350,7 @@ class ReservationPass(BasePass):
             self.pool.restore_kept()
             return
         self.fallback_owner = cand.task_id
+        self.fallback_priority = cand.priority
         self.fallback_nodes = frozenset(kept)
         self.fallback_reason = Reason(WaitKind.STARVATION_GUARD, Guard(
             cand.task_id, cand.priority, ", ".join(kept.values()),

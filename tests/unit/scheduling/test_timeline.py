@@ -178,6 +178,30 @@ def test_without_limits_the_plan_keeps_the_guards_nodes(last_tick: frozenset[str
     assert reasons(p)["t1"].startswith("needs 1x4 GPUs")
 
 
+@pytest.mark.parametrize("reservations", [8, 0])  # the plan decides as the guard
+def test_without_limits_only_the_guards_holder_has_nodes_kept(reservations: int) -> None:
+    # nothing has a limit: t1 (the longest past the guard) fits now and starts; t2, also
+    # past the guard but younger, does not get nodes kept (the guard keeps for one gang,
+    # the oldest), so t3 behind it takes the free node
+    active = [running("r1", gpus=2), running("r2", gpus=4)]
+    held = {"r1--a01": {"w1": 2}, "r2--a01": {"w2": 4}}
+    p = plan([node("w1", 2), node("w2", 0), node("w3", 4)],
+             [task("t1", waited=900), task("t2", nnodes=2, waited=400), task("t3", gpus=2)],
+             active, held_on=held, reservations=reservations)
+    assert started(p) == ["t1", "t3"] and p.kept == frozenset()
+
+
+@pytest.mark.parametrize("reservations", [8, 0])
+def test_a_higher_priority_task_may_use_the_nodes_kept_without_limits(reservations: int
+                                                                      ) -> None:
+    # as with the guard: the kept nodes bound a gang's wait against backfill of its own
+    # priority or lower, never against the priority order
+    p = plan([node("w1", 4), node("w2", 0)],
+             [task("t1", nnodes=2, waited=400), task("t2", priority=5)], [running("r1")],
+             held_on={"r1--a01": {"w2": 4}}, reservations=reservations)
+    assert started(p) == ["t2"] and p.kept == frozenset({"w1", "w2"})
+
+
 def test_the_overdue_gang_is_reserved_before_fair_share_reorders() -> None:
     r1 = running("r1", started=NOW - 60, limit=LIMIT)
     gang = task("t1", nnodes=2, user="carol", waited=400)
