@@ -8,11 +8,11 @@ has a higher priority. Three policies are measured:
 * backfill: fair share off, no task has reached the starvation guard, so each tick looks
   at up to ``backfill_window`` runnable tasks in priority order (later tasks could fit
   where earlier ones do not);
-* fairshare: the default policy: the same with fair share on, which reads each user's
-  head of the queue (the window shared out among the users) and orders them by DRF;
+* fairshare: the same with fair share on, which reads each user's head of the queue
+  (the window shared out among the users) and orders them by DRF;
 * guard: the head of the queue has waited past ``starvation_guard_s``, so the tick stops
   looking for room right after it (everything behind it waits by policy);
-* plan: the opt-in plan (fair share + 32 reservations, start estimates for up to 64
+* plan: the default policy (fair share + 32 reservations, start estimates for up to 64
   waiting tasks), every task past the guard. The three above run with
   ``reservations: 0``.
 

@@ -96,7 +96,7 @@ POLICIES: tuple[Policy, ...] = (
     Policy("preempt", "+preemption",
            {"retry_mode": "when_fits", "fair_share": True, "preemption": True,
             "preemption_grace_s": 300.0, "reservations": 0}, priorities=True),
-    # the plan, opt-in: 32 reservations from the time limits (N chosen by the trace bench
+    # the plan, shipped: 32 reservations from the time limits (N chosen by the trace bench
     # against 1 and 4), start estimates for the rest
     Policy("plan", "fair share + reservations",
            {"retry_mode": "when_fits", "fair_share": True, "preemption": False,

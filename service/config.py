@@ -83,12 +83,13 @@ class SchedulerSettings:
     # a task that does not fit, waiting longer, gets nodes kept for it (no backfill there)
     starvation_guard_s: float = 300.0
     backfill: bool = True  # False: first come, first served (nothing passes a waiting task)
-    # A forward plan (service.scheduling.reservations): the first N waiting tasks in admission order
-    # get a reservation from the time limits, the rest a start estimate; 0 = the
-    # starvation guard alone (service.scheduling.passes.GuardPass). Off by default: without time
-    # limits the plan holds nodes for good and loses to the guard (the Philly replay);
-    # with limits declared, 32 did best on the trace bench.
-    reservations: int = 0
+    # A forward plan (service.scheduling.reservations): the first N waiting tasks in
+    # admission order get a reservation from the time limits, the rest a start estimate;
+    # tasks without a limit are kept for as the starvation guard keeps them (on the Philly
+    # replay, where none has a limit, it decides as the guard at every tick). 0 = the
+    # guard alone (service.scheduling.passes.GuardPass), and no start estimates. 32 did
+    # best on the trace bench's variants (docs/benchmarks.md, issue 21).
+    reservations: int = 32
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)

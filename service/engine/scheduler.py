@@ -34,13 +34,13 @@ Queue policy
   while it waits out the backoff with room to start, that room is kept for it (nothing
   behind it takes it). In ``timer`` mode it is out of the scan until ``next_run_at``.
 * Backfill: a later task that fits may start while an earlier one waits for room.
-* Reservations (``reservations: N``, off by default; ``service.scheduling.reservations``):
-  instead of
-  the one guard below, a forward plan from the time limits: the
-  first N waiting tasks reserved, anything else starts only where it delays none.
-* Starvation guard: when a task that does not fit has been runnable for longer than
-  ``starvation_guard_s``, the nodes it will use are kept for it as they drain (one
-  reservation, EASY backfilling); backfill goes on elsewhere.
+* Reservations (``reservations: N``, 32 by default; ``service.scheduling.reservations``):
+  a forward plan from the time limits: the first N waiting tasks reserved, anything else
+  starts only where it delays none, and a start estimate for the waiting tasks; for
+  tasks without a limit the plan keeps nodes as the starvation guard does.
+* Starvation guard (alone with ``reservations: 0``): when a task that does not fit has
+  been runnable for longer than ``starvation_guard_s``, the nodes it will use are kept
+  for it as they drain (one reservation, EASY backfilling); backfill goes on elsewhere.
 * Time limits (``max_runtime_s``): an attempt running past its task's limit is stopped
   and ends TIME_LIMIT (final). Limits are also promises: when every attempt on the kept
   nodes has one, the nodes are surely drained by the latest of them (the *shadow* time),

@@ -36,6 +36,8 @@ or unknown.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from service.domain.reasons import (
     Guard,
     Planned,
@@ -74,14 +76,11 @@ class ReservationPass(BasePass):
         super().__init__(rules, inp, capacity, order)
         self.budget = self.sched.reservations  # reservations left this tick
         self.estimates: dict[str, float] = {}
-        # the guard's holder (``Rules.guard_holder``: the longest waiting past the guard,
-        # priority first): the one gang the fallback may keep nodes for
-        holder = rules.guard_holder(inp.candidates, self.now, capacity, self.preempting,
-                                    self.loads, inp.disabled)
-        self.holder = holder.task_id if holder is not None else ""
+        # the gang the guard's fallback keeps nodes for (the holder), its priority, and
+        # the nodes (kept next tick too: Plan.kept)
         self.fallback_owner = ""
         self.fallback_priority = 0
-        self.fallback_nodes: frozenset[str] = frozenset()  # and where (kept next tick too)
+        self.fallback_nodes: frozenset[str] = frozenset()
         self.fallback_reason: Reason | None = None  # why others wait for it
         self.free_now = self.pool.free_by_node()
         self.timeline = Timeline(self.now, self.free_now)
@@ -93,9 +92,17 @@ class ReservationPass(BasePass):
                 self.timeline.release(node, end, gpus, gpus * cpg)
         self.first: set[str] = set()  # reserved before the walk: waited past the guard
         self.unplanned: list[tuple[RunnableRow, Gang]] = []  # waiting, past the budget
-        self._reserve_overdue(holder)
+        self._reserve_overdue()
 
-    def _reserve_overdue(self, holder: RunnableRow | None) -> None:
+    @cached_property
+    def holder(self) -> RunnableRow | None:
+        """The guard's holder (``Rules.guard_holder``: the task of the highest priority
+        that waited the longest past the guard): the one gang the fallback may keep nodes
+        for. Found when first asked: with every task under a limit it never is."""
+        return self.rules.guard_holder(self.inp.candidates, self.now, self.capacity,
+                                       self.preempting, self.loads, self.inp.disabled)
+
+    def _reserve_overdue(self) -> None:
         """Tasks runnable for over ``starvation_guard_s`` are reserved first, the longest
         waiting first within a priority (whatever fair share says: this bounds every
         task's wait, as the guard does), before the walk in admission order. A task
@@ -103,13 +110,16 @@ class ReservationPass(BasePass):
         its nodes from everyone after it: only the guard's ``holder`` gets one, and when
         it fits now (or waits out a retry backoff) its room is kept as the guard keeps it,
         so nothing ahead of it in admission order takes it."""
+        guard_s = self.sched.starvation_guard_s
+        open_ended = any(c.max_runtime_s is None and self.now - c.runnable_since >= guard_s
+                         for c in self.inp.candidates)
+        holder = self.holder if open_ended else None
         if holder is not None and self.duration(holder) == INF:
             gang = self.rules.gang(holder)
             if in_backoff(holder, self.now) or self.pool.decide(gang, self.driver).fits:
                 self._fallback(holder, gang)
             elif self._reserve(holder, gang) is not None:
                 self.first.add(holder.task_id)
-        guard_s = self.sched.starvation_guard_s
         due = [c for c in self.inp.candidates
                if self.now - c.runnable_since >= guard_s and not in_backoff(c, self.now)
                and self.duration(c) != INF]
@@ -340,7 +350,10 @@ class ReservationPass(BasePass):
     def _fallback(self, cand: RunnableRow, gang: Gang) -> None:
         """No time is known for ``cand`` (what it waits for has no limit): past the guard,
         hold the nodes it will use from now on, as the starvation guard does."""
-        if self.fallback_owner or not self.sched.backfill or cand.task_id != self.holder:
+        if self.fallback_owner or not self.sched.backfill:
+            return
+        holder = self.holder
+        if holder is None or cand.task_id != holder.task_id:
             return
         # the guard's choice: the nodes kept last tick first (nodes that followed the
         # freest would move whenever a job ended elsewhere), and out of the pool, so what
