@@ -20,18 +20,18 @@ order, each seeing the ones before it): an estimate that protects nothing, so ba
 not cut by it. (With few firm reservations, as the trace bench chose, most of the queue
 would otherwise show no start at all.)
 
-A task with no time limit reserves its nodes for good (nothing is known to end it); a
-gang that finds no time at all (the attempts it waits for have no limits) falls back to
-the starvation guard: past ``starvation_guard_s``, the first such gang has the nodes it
-will use kept from now on, chosen as the guard chooses them (those kept last tick first:
-``Plan.kept``) and taken out of the pool. Tasks without a limit are planned as the guard
-plans them: past the guard only the oldest of them is reserved first (held for good
-from its start, a reservation keeps its nodes from everyone after it), unless it starts
-now, and one that fits now starts anywhere but on the nodes of gangs past the guard;
-younger reservations move. Where no task declares a limit the
-plan then keeps nodes as the guard does (the Philly replay in docs/benchmarks.md). A starving
-gang preempts only when its planned start is further than ``preemption_grace_s`` away,
-or unknown.
+A task with no time limit reserves its nodes for good (nothing is known to end it), so
+such tasks are planned as the guard plans them. Only the guard's holder
+(``Rules.guard_holder``: the highest priority, the longest past ``starvation_guard_s``)
+has nodes kept for it when no time is known for it (what it waits for has no limit), or
+when it fits now or waits out a backoff (so nothing ahead of it in admission order takes
+its room): the nodes the guard would keep (those kept last tick first: ``Plan.kept``),
+taken out of the pool from the start of the pass, kept again when its turn does not start
+it; a task of higher priority than the holder may use them. A task without a limit that
+fits now starts anywhere but on the nodes held for gangs past the guard; younger
+reservations move. Where no task declares a limit the plan decides as the guard (the
+Philly replay in docs/benchmarks.md). A starving gang preempts only when its planned start
+is further than ``preemption_grace_s`` away, or unknown.
 """
 
 from __future__ import annotations
@@ -76,10 +76,9 @@ class ReservationPass(BasePass):
         super().__init__(rules, inp, capacity, order)
         self.budget = self.sched.reservations  # reservations left this tick
         self.estimates: dict[str, float] = {}
-        # the gang the guard's fallback keeps nodes for (the holder), its priority, and
-        # the nodes (kept next tick too: Plan.kept)
+        # the gang the guard's fallback keeps nodes for (the holder) and the nodes (kept
+        # next tick too: Plan.kept)
         self.fallback_owner = ""
-        self.fallback_priority = 0
         self.fallback_nodes: frozenset[str] = frozenset()
         self.fallback_reason: Reason | None = None  # why others wait for it
         self.free_now = self.pool.free_by_node()
@@ -279,8 +278,9 @@ class ReservationPass(BasePass):
         """Whether ``cand`` may use the nodes kept by the fallback: a higher priority than
         the gang they are kept for (as with the guard: it bounds a gang's wait against
         backfill of its own priority or lower, never against the priority order)."""
-        return bool(self.fallback_owner) and cand.priority > self.fallback_priority \
-            and not in_backoff(cand, self.now)
+        holder = self.holder
+        return bool(self.fallback_owner) and holder is not None \
+            and cand.priority > holder.priority and not in_backoff(cand, self.now)
 
     def _outside_protected(self, gang: Gang, decision: Decision) -> Decision | None:
         """Where a task without a limit may start now (it delays every hold on its nodes
@@ -348,8 +348,9 @@ class ReservationPass(BasePass):
         return start
 
     def _fallback(self, cand: RunnableRow, gang: Gang) -> None:
-        """No time is known for ``cand`` (what it waits for has no limit): past the guard,
-        hold the nodes it will use from now on, as the starvation guard does."""
+        """Keep the nodes ``cand`` will use from now on, as the starvation guard keeps
+        them, when it is the guard's holder (no time is known for it, or its room now is
+        kept for it) and no gang has them yet."""
         if self.fallback_owner or not self.sched.backfill:
             return
         holder = self.holder
@@ -363,7 +364,6 @@ class ReservationPass(BasePass):
             self.pool.restore_kept()
             return
         self.fallback_owner = cand.task_id
-        self.fallback_priority = cand.priority
         self.fallback_nodes = frozenset(kept)
         self.fallback_reason = Reason(WaitKind.STARVATION_GUARD, Guard(
             cand.task_id, cand.priority, ", ".join(kept.values()),
