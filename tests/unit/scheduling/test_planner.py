@@ -62,12 +62,13 @@ def test_the_guard_keeps_draining_nodes_for_a_starving_gang() -> None:
     assert p.kept == frozenset({"w1", "w2"})
 
 
-def test_a_task_that_ends_before_the_kept_nodes_drain_may_use_them() -> None:
+@pytest.mark.parametrize("reservations", [0, 32])  # the guard's shadow; the plan's time
+def test_a_task_that_ends_before_the_kept_nodes_drain_may_use_them(reservations: int) -> None:
     limit = 3600.0
     r1 = running("r1", started=NOW - 60, limit=limit)
     quick = task("t2", limit=limit - 60 - 2 * LIMIT_SLACK_S)
     p = plan([node("w1", 4), node("w2", 0)], [task("t1", nnodes=2, waited=400), quick],
-             [r1], held_on={"r1--a01": {"w2": 4}}, reservations=0)  # the guard's shadow
+             [r1], held_on={"r1--a01": {"w2": 4}}, reservations=reservations)
     assert started(p) == ["t2"]
     assert "free by" in reasons(p)["t1"] or "needs" in reasons(p)["t1"]
 
