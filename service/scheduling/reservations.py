@@ -76,11 +76,10 @@ class ReservationPass(BasePass):
         super().__init__(rules, inp, capacity, order)
         self.budget = self.sched.reservations  # reservations left this tick
         self.estimates: dict[str, float] = {}
-        # the gang the guard's fallback keeps nodes for (the holder) and the nodes (kept
-        # next tick too: Plan.kept)
-        self.fallback_owner = ""
+        # the nodes the guard's fallback keeps for the holder (kept next tick too:
+        # Plan.kept), and why others wait for them; empty and None when none are kept
         self.fallback_nodes: frozenset[str] = frozenset()
-        self.fallback_reason: Reason | None = None  # why others wait for it
+        self.fallback_reason: Reason | None = None
         self.free_now = self.pool.free_by_node()
         self.timeline = Timeline(self.now, self.free_now)
         self.placed: list[Placed] = []  # the decisions, in order: replayed for expected starts
@@ -100,6 +99,12 @@ class ReservationPass(BasePass):
         for. Found when first asked: with every task under a limit it never is."""
         return self.rules.guard_holder(self.inp.candidates, self.now, self.capacity,
                                        self.preempting, self.loads, self.inp.disabled)
+
+    @property
+    def fallback_owner(self) -> str:
+        """The task the fallback keeps nodes for (the holder), or "" when none are kept."""
+        holder = self.holder if self.fallback_nodes else None
+        return holder.task_id if holder is not None else ""
 
     def _reserve_overdue(self) -> None:
         """Tasks runnable for over ``starvation_guard_s`` are reserved first, the longest
@@ -213,10 +218,10 @@ class ReservationPass(BasePass):
         self.pool.restore_kept()
         self.forget()
         self.timeline.unhold(cand.task_id)
-        self.fallback_owner, self.fallback_nodes = "", frozenset()
+        self.fallback_nodes, self.fallback_reason = frozenset(), None
         steps = len(self.steps)
         self._place(cand, gang)
-        if not self.fallback_owner and not any(isinstance(step, Start)
+        if not self.fallback_nodes and not any(isinstance(step, Start)
                                                for step in self.steps[steps:]):
             self._fallback(cand, gang)
 
@@ -232,31 +237,24 @@ class ReservationPass(BasePass):
         if (decision is None or not decision.fits) and self._outranks(cand):
             via_kept = self.pool.decide_with_kept(gang, self.driver)
             if via_kept.fits:
-                self._hold(via_kept.gang_nodes, gang, self.now, self.now + d, cand.task_id)
-                self._record(cand, gang, tuple(via_kept.gang_nodes))
-                self.admit(cand, gang, via_kept)
+                self._take(cand, gang, via_kept, self.now + d)
                 return
         if decision is not None and decision.fits:
             if in_backoff(cand, self.now):  # its room now is kept through the backoff
-                self._hold(decision.gang_nodes, gang, self.now,
-                           (cand.retry_not_before or self.now) + d, cand.task_id)
-                self._record(cand, gang, tuple(decision.gang_nodes),
-                             not_before=cand.retry_not_before)
-                self.admit(cand, gang, decision)
+                self._take(cand, gang, decision, (cand.retry_not_before or self.now) + d,
+                           not_before=cand.retry_not_before)
                 return
             start = decision if self.timeline.fits(decision.gang_nodes, g, c, d) else \
                 self._outside_protected(gang, decision) if d == INF else None
             if start is not None:
-                self._hold(start.gang_nodes, gang, self.now, self.now + d, cand.task_id)
-                self._record(cand, gang, tuple(start.gang_nodes))
-                self.admit(cand, gang, start)
+                self._take(cand, gang, start, self.now + d)
                 return
             self._wait_planned(cand, gang, self._delays(decision, d), for_room=False)
             return
         if decision is not None:
             assert decision.why is not None
             why = decision.why
-            if self.fallback_owner and self.fallback_reason is not None and \
+            if self.fallback_reason is not None and \
                     self.pool.unkept().decide(gang, self.driver).fits:
                 why = self.fallback_reason  # it would fit the nodes kept for that gang
             self.no_fit[shape] = (why, True, True)
@@ -278,9 +276,11 @@ class ReservationPass(BasePass):
         """Whether ``cand`` may use the nodes kept by the fallback: a higher priority than
         the gang they are kept for (as with the guard: it bounds a gang's wait against
         backfill of its own priority or lower, never against the priority order)."""
+        if not self.fallback_nodes:  # nothing kept: the holder need not be found
+            return False
         holder = self.holder
-        return bool(self.fallback_owner) and holder is not None \
-            and cand.priority > holder.priority and not in_backoff(cand, self.now)
+        return holder is not None and cand.priority > holder.priority \
+            and not in_backoff(cand, self.now)
 
     def _outside_protected(self, gang: Gang, decision: Decision) -> Decision | None:
         """Where a task without a limit may start now (it delays every hold on its nodes
@@ -288,11 +288,19 @@ class ReservationPass(BasePass):
         the guard, as the guard admits a task on the pool without its kept nodes (Ray
         places it, best fit, as any task); None: nowhere. Younger reservations move, and
         once past the guard they are kept in turn."""
-        kept = {h.node for h in self.timeline.holds if h.owner in self.protected}
+        protected = self.protected
+        kept = {h.node for h in self.timeline.holds if h.owner in protected}
         if kept.isdisjoint(decision.gang_nodes):
             return decision
         found = self.pool.without(kept).decide(gang, self.driver)
         return found if found.fits else None
+
+    def _take(self, cand: RunnableRow, gang: Gang, decision: Decision, end: float,
+              not_before: float | None = None) -> None:
+        """``cand`` takes the room of ``decision`` now, held until ``end``."""
+        self._hold(decision.gang_nodes, gang, self.now, end, cand.task_id)
+        self._record(cand, gang, tuple(decision.gang_nodes), not_before=not_before)
+        self.admit(cand, gang, decision)
 
     def _hold(self, nodes: tuple[str, ...] | list[str], gang: Gang, start: float, end: float,
               owner: str) -> None:
@@ -351,7 +359,7 @@ class ReservationPass(BasePass):
         """Keep the nodes ``cand`` will use from now on, as the starvation guard keeps
         them, when it is the guard's holder (no time is known for it, or its room now is
         kept for it) and no gang has them yet."""
-        if self.fallback_owner or not self.sched.backfill:
+        if self.fallback_nodes or not self.sched.backfill:
             return
         holder = self.holder
         if holder is None or cand.task_id != holder.task_id:
@@ -363,7 +371,6 @@ class ReservationPass(BasePass):
         if len(kept) < gang.nnodes:
             self.pool.restore_kept()
             return
-        self.fallback_owner = cand.task_id
         self.fallback_nodes = frozenset(kept)
         self.fallback_reason = Reason(WaitKind.STARVATION_GUARD, Guard(
             cand.task_id, cand.priority, ", ".join(kept.values()),

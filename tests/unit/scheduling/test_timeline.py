@@ -250,3 +250,22 @@ def test_soft_estimates_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
              held_on={"r1--a01": {"w1": 4}}, reservations=1)
     assert set(p.estimates) == {"t0", "t1"}
     assert "planned start" not in reasons(p)["t3"]
+
+
+def test_the_guards_holder_is_not_looked_for_when_every_task_has_a_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # finding the holder sorts every task past the guard: with 10k runnable under limits
+    # the plan's tick must not pay for it
+    from service.scheduling.rules import Rules
+
+    calls: list[int] = []
+    holder = Rules.guard_holder
+    monkeypatch.setattr(Rules, "guard_holder",
+                        lambda self, *args: calls.append(1) or holder(self, *args))
+    r1 = running("r1", limit=LIMIT)
+    plan([node("w1", 0)], [task(f"t{i}", limit=LIMIT, waited=400) for i in range(1, 9)],
+         [r1], held_on={"r1--a01": {"w1": 4}}, reservations=8)
+    assert calls == []
+    plan([node("w1", 0)], [task(f"t{i}", waited=400) for i in range(1, 9)], [running("r2")],
+         held_on={"r2--a01": {"w1": 4}}, reservations=8)
+    assert calls == [1]
