@@ -36,6 +36,7 @@ from service.domain.users import MAX_TOKEN_LEN, presentable
 from service.engine.artifacts import Artifacts
 from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler, SchedulerLoop
+from service.store.checkpointer import Checkpointer
 from service.store.db import SchemaError
 from service.store.writer import Store
 from service.web.app import create_app
@@ -106,6 +107,7 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     ``cluster``; the loops start with the app and stop (then the store closes) on
     shutdown."""
     store = Store(settings.resolved_db_path, synchronous=settings.sqlite_synchronous)
+    checkpointer = Checkpointer(store)  # no commit pays for copying the WAL
     artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
     metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store)
@@ -121,6 +123,7 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
         webhook_worker.attach(app, store, settings.webhooks)
 
     async def start_loop(_: web.Application) -> None:
+        checkpointer.start()
         loop.start()
         if settings.progress.enabled:
             follower.start()
@@ -128,6 +131,7 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     async def stop_loop(_: web.Application) -> None:
         loop.stop()
         follower.stop()
+        checkpointer.stop()
         store.close()
 
     app.on_startup.append(start_loop)

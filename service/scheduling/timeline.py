@@ -43,6 +43,10 @@ class Timeline:
         # node -> [(time, d_gpus, d_cpus, owner)], unsorted; profiles cached until a change
         self._events: dict[str, list[tuple[float, float, float, str]]] = {n: [] for n in free}
         self._profiles: dict[str, list[tuple[float, float, float]]] = {}
+        # earliest's answers until the next change: a long queue asks the same few gang
+        # shapes again and again, and a shape with no room finds none each time
+        self._answers: dict[tuple[int, float, float, float, float | None],
+                            tuple[float, tuple[str, ...]] | None] = {}
         self.holds: list[Hold] = []
 
     @property
@@ -54,7 +58,7 @@ class Timeline:
         if node not in self._events or at == INF:
             return
         self._events[node].append((max(at, self.now), gpus, cpus, ""))
-        self._profiles.pop(node, None)
+        self._changed(node)
 
     def hold(self, node: str, start: float, end: float, gpus: float, cpus: float,
              owner: str) -> None:
@@ -65,7 +69,7 @@ class Timeline:
         self._events[node].append((start, -gpus, -cpus, owner))
         if end != INF:
             self._events[node].append((end, gpus, cpus, owner))
-        self._profiles.pop(node, None)
+        self._changed(node)
         self.holds.append(Hold(node, start, end, gpus, cpus, owner))
 
     def unhold(self, owner: str) -> None:
@@ -74,8 +78,12 @@ class Timeline:
             return
         for node in {h.node for h in self.holds if h.owner == owner}:
             self._events[node] = [e for e in self._events[node] if e[3] != owner]
-            self._profiles.pop(node, None)
+            self._changed(node)
         self.holds = [h for h in self.holds if h.owner != owner]
+
+    def _changed(self, node: str) -> None:
+        self._profiles.pop(node, None)
+        self._answers.clear()
 
     def profile(self, node: str) -> list[tuple[float, float, float]]:
         """``[(from time, GPUs free, CPUs free)]``, each value holding until the next time."""
@@ -128,6 +136,14 @@ class Timeline:
         """The first time ``t >= not_before`` at which ``nnodes`` distinct nodes each have
         ``gpus``/``cpus`` free over ``[t, t + duration)``, and those nodes (the ones with
         the fewest GPUs free at ``t`` first: best fit); None when no such time is known."""
+        key = (nnodes, gpus, cpus, duration, not_before)
+        if key not in self._answers:
+            self._answers[key] = self._earliest(nnodes, gpus, cpus, duration, not_before)
+        found = self._answers[key]
+        return None if found is None else (found[0], list(found[1]))
+
+    def _earliest(self, nnodes: int, gpus: float, cpus: float, duration: float,
+                  not_before: float | None) -> tuple[float, tuple[str, ...]] | None:
         not_before = self.now if not_before is None else max(not_before, self.now)
         windows = {node: self.starts(node, gpus, cpus, duration) for node in self._free}
         times = sorted({not_before} | {a for ws in windows.values() for a, _ in ws
@@ -137,7 +153,7 @@ class Timeline:
                   if any(a - EPS <= t <= b + EPS for a, b in ws)]
             if len(ok) >= nnodes:
                 ok.sort(key=lambda node: (self.free_at(node, t)[0], node))
-                return t, ok[:nnodes]
+                return t, tuple(ok[:nnodes])
         return None
 
     def free_at(self, node: str, at: float) -> tuple[float, float]:

@@ -36,6 +36,7 @@ from service.store.webhooks import enqueue as enqueue_webhooks
 MESSAGE_HEAD = 1_000
 # After a storage fault, every commit for this long is followed by a checkpoint (below)
 RECOVERY_WINDOW_S = 60.0
+AUTOCHECKPOINT_PAGES = 1000  # SQLite's default: a commit past it checkpoints the WAL
 MESSAGE_TAIL = 3_000
 
 _S = TaskState
@@ -205,6 +206,12 @@ class StoreCore(StoreReads):
         self._write_fault = fault
         self._fault_at = time.monotonic()
         self._checkpoint()
+
+    def automatic_checkpoints(self, on: bool) -> None:
+        """Whether a commit that takes the WAL past ``AUTOCHECKPOINT_PAGES`` checkpoints it
+        (off while ``checkpointer.Checkpointer`` does it on its own thread)."""
+        with self._lock:
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES if on else 0}")
 
     def _checkpoint(self) -> None:
         with suppress(sqlite3.Error):

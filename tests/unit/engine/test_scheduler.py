@@ -15,6 +15,7 @@ from service.config import UserSettings
 from service.domain.reasons import as_text
 from service.domain.states import RayStatus
 from service.domain.users import Role
+from service.engine import applier
 from service.engine.scheduler import (
     DRIVER_NODE_GONE_S,
     Scheduler,
@@ -703,6 +704,19 @@ def test_pending_recheck_defers_the_next_look(tmp_path: Path) -> None:
     assert env.state(t) is S.PENDING_RESOURCES
     env.tick(T0 + 30)
     assert env.state(t) is S.SUBMITTED
+
+
+def test_a_tick_writes_a_bounded_number_of_reasons_the_head_of_the_queue_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(applier, "REASON_WRITES", 3)
+    env = Env(tmp_path)
+    tasks = [env.add(nnodes=2) for _ in range(7)]  # none fits
+    for i, want in enumerate((3, 6, 7)):
+        report = env.tick(T0 + i)
+        assert report.pending == 7
+        assert [env.state(t) for t in tasks].count(S.PENDING_RESOURCES) == want
+    assert [env.state(t) for t in tasks[:3]] == [S.PENDING_RESOURCES] * 3
+    assert all(env.store.get_task(t).pending_reason for t in tasks)
 
 
 # -- per-user limits ------------------------------------------------------------------------

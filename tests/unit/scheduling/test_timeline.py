@@ -68,6 +68,20 @@ def test_unhold_gives_back_exactly_that_owners_holds() -> None:
     assert [h.owner for h in t.holds] == ["b"]
 
 
+def test_earliest_answers_again_only_until_the_timeline_changes() -> None:
+    t = line(w1=(8, 24), w2=(0, 0))
+    assert t.earliest(2, 8, 24, 100) is None
+    t.release("w2", 50, 8, 24)  # a release, a hold, an unhold: each a new answer
+    assert t.earliest(2, 8, 24, 100) == (50, ["w1", "w2"])
+    t.hold("w1", 0, 500, 8, 24, "a")
+    assert t.earliest(2, 8, 24, 100) == (500, ["w1", "w2"])
+    got = t.earliest(2, 8, 24, 100)
+    got[1].append("mutated")  # the caller's list is its own
+    assert t.earliest(2, 8, 24, 100) == (500, ["w1", "w2"])
+    t.unhold("a")
+    assert t.earliest(2, 8, 24, 100) == (50, ["w1", "w2"])
+
+
 def test_blocking_names_the_first_future_hold() -> None:
     t = line(w1=(8, 24))
     t.hold("w1", 0, 100, 1, 3, "started-now")
