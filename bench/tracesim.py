@@ -171,6 +171,9 @@ class SimCluster(FakeCluster):
         self.running = 0  # attempts holding their gang now
         self.running_by_user: Counter[str] = Counter()
         self.first_run: dict[str, float] = {}  # task -> first time its gang was placed
+        # task -> when Argus first started it, what a start estimate predicts: its gang
+        # placed, or a fail-fast attempt's driver started (it fails without a gang)
+        self.first_start: dict[str, float] = {}
         self.held: Counter[str] = Counter()  # user -> GPUs held now
         self.unplaced: list[str] = []  # hung attempts waiting for room, in start order
         self.stopped_running = 0  # jobs with a gang stopped (preempted or hung-killed)
@@ -217,6 +220,7 @@ class SimCluster(FakeCluster):
             return  # stopped before its driver started
         if rec.fail_fast:
             self.start(sid)  # the driver only: verl's check fails before any group
+            self.first_start.setdefault(rec.task.task_id, self.clock)
             self._push(self.clock + FAILFAST_AFTER_S, "fail", sid)
         elif not self._try_place(sid):
             rec.hung = True
@@ -243,6 +247,7 @@ class SimCluster(FakeCluster):
         self.jobs[sid].pending_pg_since = None
         rec.placed_at = self.clock
         self.first_run.setdefault(rec.task.task_id, self.clock)
+        self.first_start.setdefault(rec.task.task_id, self.clock)
         self.held[rec.task.user] += rec.task.gpus
         self.running += 1
         self.running_by_user[rec.task.user] += 1
@@ -577,10 +582,11 @@ class Simulation:
 
     def _estimates(self) -> list[tuple[float, float]]:
         """(actual wait, error of the first estimate: actual start - planned) of every task
-        the plan estimated, its first estimate taken when it was made."""
+        the plan estimated, its first estimate taken when it was made; the actual start is
+        when Argus first started it (``SimCluster.first_start``)."""
         out = []
         for t in self.trace:
-            first = self.cluster.first_run.get(t.task_id)
+            first = self.cluster.first_start.get(t.task_id)
             est = self.first_estimate.get(t.task_id)
             if first is not None and est is not None:
                 out.append((first - (T0 + t.arrival), first - est[1]))

@@ -3,17 +3,24 @@
 ``service.scheduling.reservations`` plans from time limits, which makes each reserved task's planned
 start a bound (it starts then at the latest, when nothing ahead of it overruns). Users
 also want the likely time. The plan's own decisions are replayed on a second
-``Timeline`` in the same order: the attempts on the cluster end when
-``service.scheduling.runtimes.RuntimeModel`` expects, the tasks started this tick hold their nodes
-for their expected length, and each reserved task takes the earliest room it finds for
-its expected length. Decisions stay the limits' (a forecast that runs late must never
-have delayed a reservation); only the estimate shown changes.
+``Timeline``: the attempts on the cluster end when
+``service.scheduling.runtimes.RuntimeModel`` expects, the tasks started this tick (and the
+nodes kept for good) hold their nodes for their expected length, and each reserved task,
+in the plan's order, takes the earliest room it finds for its expected length. One
+exception to the order: the plan reserves first for the tasks that waited past the
+starvation guard, whatever their priority, but a task of a higher priority waits behind
+them only until it is past the guard itself, and is then reserved before them; the replay
+moves it before them, not before that time. (In the plan's order the trace bench's
+priority tasks started 3-4x sooner than estimated: on seed 1, load 0.95, the median error
+of the priority tasks fell from 148-395% to 24-59%, the p90 of all from 168% to 108%.)
+Decisions stay the limits' (a forecast that runs late must never have delayed a
+reservation); only the estimate shown changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from service.scheduling.plan import LIMIT_SLACK_S
 from service.scheduling.runtimes import RuntimeModel, Shape
@@ -34,6 +41,8 @@ class Placed:
     nodes: tuple[str, ...] | None = None
     not_before: float | None = None  # a retry backoff: not before then
     forever: bool = False
+    priority: int = 0
+    overdue_at: float | None = None  # when it will have waited past the guard (if not yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +64,7 @@ def expected_starts(now: float, free: Mapping[str, tuple[float, float]],
         for node, (gpus, cpus) in rel.held.items():
             timeline.release(node, rel.end, gpus, cpus)
     out: dict[str, float] = {}
-    for p in placed:
+    for p in _replay_order(placed):
         timeline.unhold(p.task_id)  # placed anew (its turn came): only the last counts
         out.pop(p.task_id, None)
         gpus = float(p.shape[1])
@@ -73,6 +82,28 @@ def expected_starts(now: float, free: Mapping[str, tuple[float, float]],
         for node in nodes:
             timeline.hold(node, start, start + length, gpus, p.cpus_per_node, p.task_id)
         out[p.task_id] = start
+    return out
+
+
+def _replay_order(placed: Sequence[Placed]) -> list[Placed]:
+    """The plan's decisions in its order, but for a reservation of a task not yet past the
+    guard behind reservations of a lower priority (made first, as past the guard): it is
+    moved before them, not placed before it is past the guard itself."""
+    out: list[Placed] = []
+    firsts: dict[int, int] = {}  # priority -> index in out of its first reservation
+    for p in placed:
+        if p.nodes is None and p.overdue_at is not None:
+            lower = [i for prio, i in firsts.items() if prio < p.priority]
+            if lower:
+                at = min(lower)
+                p = replace(p, not_before=max(p.not_before or p.overdue_at, p.overdue_at))
+                out.insert(at, p)
+                firsts = {prio: i + 1 if i >= at else i for prio, i in firsts.items()}
+                firsts[p.priority] = min(firsts.get(p.priority, at), at)
+                continue
+        if p.nodes is None:
+            firsts.setdefault(p.priority, len(out))
+        out.append(p)
     return out
 
 

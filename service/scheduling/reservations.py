@@ -205,9 +205,11 @@ class ReservationPass(BasePass):
 
     def _record(self, cand: RunnableRow, gang: Gang, nodes: tuple[str, ...] | None,
                 *, not_before: float | None = None, forever: bool = False) -> None:
+        overdue_at = cand.runnable_since + self.sched.starvation_guard_s
         self.placed.append(Placed(cand.task_id, cand.user, (gang.nnodes, gang.gpus_per_node),
                                   gang.cpus_per_node, cand.max_runtime_s, nodes, not_before,
-                                  forever))
+                                  forever, cand.priority,
+                                  overdue_at if overdue_at > self.now else None))
 
     def place(self, cand: RunnableRow, gang: Gang) -> None:
         if cand.task_id != self.fallback_owner:
