@@ -30,6 +30,7 @@ included, <= 20 ms.
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import tempfile
@@ -87,6 +88,7 @@ def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: 
     sched.startup(now)
     checkpointer = Checkpointer(store)
     checkpointer.start()
+    gc.freeze()  # as the service after its startup (service.main)
     cpu, wall = [], []
     for i in range(args.ticks + 1):
         started = time.thread_time()
@@ -95,6 +97,7 @@ def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: 
         wall.append(report.duration_s * 1000)
         assert report.submitted == 0, "the bench cluster must admit nothing"
     checkpointer.stop()
+    gc.unfreeze()
     store.close()
     later = sorted(cpu[1:])
     return {

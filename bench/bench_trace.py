@@ -50,6 +50,7 @@ lets a task that surely ends before the guard's kept nodes drain run there;
 from __future__ import annotations
 
 import argparse
+import gc
 import inspect
 import math
 import statistics
@@ -88,6 +89,7 @@ from service.domain.states import TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
 from service.jobspec.model import JobSpec
+from service.store.checkpointer import Checkpointer
 from service.store.writer import BulkTask, Store
 
 FLOOR_LOAD = 0.95
@@ -332,7 +334,12 @@ def tick_10k(settings: SchedulerSettings, n: int = 10_000, ticks: int = 50) -> T
         cluster.occupy("w3", GPU=8, CPU=24)  # another user's job: no GPU left free
         store.bulk_load(_bulk(n, users))
         now = T0 + n * 0.01 + settings.starvation_guard_s + 1
+        checkpointer = Checkpointer(store)  # the WAL copied on its own thread, as served
+        checkpointer.start()
+        gc.freeze()  # as the service after its startup (service.main)
         measured = [_timed(sched, now + i) for i in range(ticks + 1)]
+        checkpointer.stop()
+        gc.unfreeze()
         store.close()
     return TickTimes(measured[0][2], [m[0] for m in measured], [m[1] for m in measured])
 

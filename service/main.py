@@ -14,6 +14,7 @@ finishes its tick, then the database is closed. The HTTP server runs under
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sqlite3
@@ -185,10 +186,19 @@ class ErrorAccessLogger(AbstractAccessLogger):
 GIL_SWITCH_S = 0.001
 
 
+async def _freeze_startup_objects(_: web.Application) -> None:
+    """What startup made (modules, config, the app) lives as long as the process: moved
+    out of the collector's reach, a full collection (paid by whichever thread allocates
+    at that moment: a tick, a request) walks only what came after. In the tick benches a
+    full collection was an 8-15 ms pause in one tick."""
+    gc.freeze()
+
+
 def serve(app: web.Application, host: str, port: int,
           limits: ServerLimits | None = None) -> None:
     """Run until SIGTERM/SIGINT, then shut down gracefully (cleanup hooks run)."""
     sys.setswitchinterval(GIL_SWITCH_S)
+    app.on_startup.append(_freeze_startup_objects)  # last: after the loops started
     run(app, host, port, limits or ServerLimits(), access_log_class=ErrorAccessLogger,
         access_log=logging.getLogger("argus.access"))
 

@@ -16,6 +16,7 @@ plan). Pure: numbers in, numbers out; nodes are ids.
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -40,9 +41,12 @@ class Timeline:
         """``free``: node id -> (GPUs, CPUs) free now."""
         self.now = now
         self._free = {node: (float(g), float(c)) for node, (g, c) in free.items()}
-        # node -> [(time, d_gpus, d_cpus, owner)], unsorted; profiles cached until a change
+        # node -> [(time, d_gpus, d_cpus, owner)], sorted; profiles cached until a change
         self._events: dict[str, list[tuple[float, float, float, str]]] = {n: [] for n in free}
         self._profiles: dict[str, list[tuple[float, float, float]]] = {}
+        # node -> {(gpus, cpus, duration): its start intervals}, until the node changes
+        self._starts: dict[str, dict[tuple[float, float, float], list[tuple[float, float]]]] \
+            = {}
         # earliest's answers until the next change: a long queue asks the same few gang
         # shapes again and again, and a shape with no room finds none each time
         self._answers: dict[tuple[int, float, float, float, float | None],
@@ -57,7 +61,7 @@ class Timeline:
         """``gpus``/``cpus`` held on ``node`` now come back at ``at`` (never when inf)."""
         if node not in self._events or at == INF:
             return
-        self._events[node].append((max(at, self.now), gpus, cpus, ""))
+        insort(self._events[node], (max(at, self.now), gpus, cpus, ""))
         self._changed(node)
 
     def hold(self, node: str, start: float, end: float, gpus: float, cpus: float,
@@ -66,9 +70,9 @@ class Timeline:
         if node not in self._events:
             return
         start = max(start, self.now)
-        self._events[node].append((start, -gpus, -cpus, owner))
+        insort(self._events[node], (start, -gpus, -cpus, owner))
         if end != INF:
-            self._events[node].append((end, gpus, cpus, owner))
+            insort(self._events[node], (end, gpus, cpus, owner))
         self._changed(node)
         self.holds.append(Hold(node, start, end, gpus, cpus, owner))
 
@@ -83,6 +87,7 @@ class Timeline:
 
     def _changed(self, node: str) -> None:
         self._profiles.pop(node, None)
+        self._starts.pop(node, None)
         self._answers.clear()
 
     def profile(self, node: str) -> list[tuple[float, float, float]]:
@@ -92,7 +97,7 @@ class Timeline:
             return cached
         gpus, cpus = self._free[node]
         out = [(self.now, gpus, cpus)]
-        for at, dg, dc, _ in sorted(self._events[node]):
+        for at, dg, dc, _ in self._events[node]:
             gpus, cpus = gpus + dg, cpus + dc
             if at <= out[-1][0] + EPS:
                 out[-1] = (out[-1][0], gpus, cpus)
@@ -105,6 +110,14 @@ class Timeline:
                ) -> list[tuple[float, float]]:
         """The intervals ``[a, b]`` of start times at which ``node`` has ``gpus``/``cpus``
         free for ``duration`` (``b`` may be inf)."""
+        cached = self._starts.setdefault(node, {})
+        key = (gpus, cpus, duration)
+        if key not in cached:
+            cached[key] = self._find_starts(node, gpus, cpus, duration)
+        return cached[key]
+
+    def _find_starts(self, node: str, gpus: float, cpus: float, duration: float
+                     ) -> list[tuple[float, float]]:
         out: list[tuple[float, float]] = []
         profile = self.profile(node)
         run_start: float | None = None
@@ -146,8 +159,12 @@ class Timeline:
                   not_before: float | None) -> tuple[float, tuple[str, ...]] | None:
         not_before = self.now if not_before is None else max(not_before, self.now)
         windows = {node: self.starts(node, gpus, cpus, duration) for node in self._free}
-        times = sorted({not_before} | {a for ws in windows.values() for a, _ in ws
-                                       if a > not_before})
+        if nnodes == 1:  # the first time one node has room: the only one to try
+            first = _first_start(windows.values(), not_before)
+            times = [] if first is None else [first]
+        else:
+            times = sorted({not_before} | {a for ws in windows.values() for a, _ in ws
+                                           if a > not_before})
         for t in times:
             ok = [node for node, ws in windows.items()
                   if any(a - EPS <= t <= b + EPS for a, b in ws)]
@@ -173,3 +190,18 @@ class Timeline:
         found = [h for h in self.holds if h.node in chosen and h.start < until - EPS
                  and h.start > self.now + EPS and (owners is None or h.owner in owners)]
         return min(found, key=lambda h: (h.start, h.owner)) if found else None
+
+
+def _first_start(windows: Iterable[list[tuple[float, float]]], not_before: float
+                 ) -> float | None:
+    """The first time ``>= not_before`` inside one of the ``windows`` (intervals of start
+    times, sorted, per node), or None: the only time ``earliest`` need try for one node."""
+    best: float | None = None
+    for ws in windows:
+        for a, b in ws:
+            if b + EPS < not_before:
+                continue
+            t = not_before if a - EPS <= not_before else a
+            best = t if best is None else min(best, t)
+            break
+    return best

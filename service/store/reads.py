@@ -123,15 +123,17 @@ def _span(r: sqlite3.Row) -> AttemptSpan:
                        ray_status=r["ray_status"], failure_kind=r["failure_kind"])
 
 
+_STATES = {state.value: state for state in TaskState}
+
+
 def _runnable(r: sqlite3.Row) -> RunnableRow:
-    return RunnableRow(
-        seq=r["seq"], task_id=r["task_id"], state=TaskState(r["state"]), user=r["user"],
-        nnodes=r["nnodes"], n_gpus_per_node=r["n_gpus_per_node"],
-        runnable_since=r["runnable_since"], pending_reason=r["pending_reason"],
-        priority=r["priority"], retry_not_before=r["retry_not_before"],
-        attempt_no=r["latest_attempt_no"], max_runtime_s=r["max_runtime_s"],
-        reason_kind=r["reason_kind"],
-    )
+    # by position, in the runnable queries' column order: a tick decodes up to
+    # backfill_window rows, and by name each took twice as long
+    (seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
+     reason_kind, priority, retry_not_before, attempt_no, max_runtime_s) = r
+    return RunnableRow(seq, task_id, _STATES[state], user, nnodes, n_gpus_per_node,
+                       runnable_since, pending_reason, priority, retry_not_before, attempt_no,
+                       max_runtime_s, reason_kind)
 
 
 class StoreReads:

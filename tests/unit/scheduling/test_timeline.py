@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from planner_cases import NOW, node, plan, reasons, running, started, task
 
@@ -80,6 +82,36 @@ def test_earliest_answers_again_only_until_the_timeline_changes() -> None:
     assert t.earliest(2, 8, 24, 100) == (500, ["w1", "w2"])
     t.unhold("a")
     assert t.earliest(2, 8, 24, 100) == (50, ["w1", "w2"])
+
+
+def _earliest_by_trying_every_time(t: Timeline, gpus: float, duration: float,
+                                   not_before: float) -> float | None:
+    times = sorted({not_before} | {h.start for h in t.holds} | {h.end for h in t.holds})
+    for at in (x for x in times if x >= not_before):
+        if any(_room(t, node, at, gpus, duration) for node in t.nodes):
+            return at
+    return None
+
+
+def _room(t: Timeline, node: str, at: float, gpus: float, duration: float) -> bool:
+    inside = [g for x, g, _ in t.profile(node) if at < x < at + duration]
+    return min([t.free_at(node, at)[0], *inside]) >= gpus
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_earliest_for_one_node_is_the_first_time_any_node_has_room(seed: int) -> None:
+    rng = random.Random(seed)
+    t = line(**{f"w{i}": (8, 24) for i in range(4)})
+    for k in range(rng.randint(1, 12)):
+        start = rng.choice((0.0, rng.uniform(0, 5000)))
+        end = INF if rng.random() < 0.15 else start + rng.uniform(10, 3000)
+        t.hold(f"w{rng.randrange(4)}", start, end, rng.choice((1, 4, 8)), 0, f"h{k}")
+    for gpus in (1, 4, 8):
+        for duration in (60.0, 1000.0, INF):
+            for not_before in (0.0, 700.0):
+                found = t.earliest(1, gpus, 0, duration, not_before)
+                want = _earliest_by_trying_every_time(t, gpus, duration, not_before)
+                assert (found[0] if found else None) == want
 
 
 def test_blocking_names_the_first_future_hold() -> None:

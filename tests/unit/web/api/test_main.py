@@ -12,6 +12,7 @@ import types
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from service import main as main_mod
 from service.cluster.fake import FakeCluster
@@ -326,7 +327,24 @@ def test_the_server_shortens_the_gil_switch_interval(monkeypatch):
     before = sys.getswitchinterval()
     sys.setswitchinterval(0.005)  # CPython's default
     try:
-        main_mod.serve(object(), "127.0.0.1", 0)  # type: ignore[arg-type]
+        main_mod.serve(web.Application(), "127.0.0.1", 0)
     finally:
         sys.setswitchinterval(before)
     assert seen == [pytest.approx(main_mod.GIL_SWITCH_S)] and main_mod.GIL_SWITCH_S < 0.005
+
+
+async def test_the_server_freezes_what_startup_made_once_the_loops_run(monkeypatch) -> None:
+    import gc
+
+    app = web.Application()
+    app.on_startup.append(lambda _: None)  # build_service's hook: starts the loops
+    monkeypatch.setattr(main_mod, "run", lambda *a, **kw: None)
+    monkeypatch.setattr(main_mod.sys, "setswitchinterval", lambda interval: None)
+    main_mod.serve(app, "127.0.0.1", 0)
+    freeze = app.on_startup[-1]
+    assert freeze is main_mod._freeze_startup_objects
+    try:
+        await freeze(app)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
