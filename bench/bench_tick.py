@@ -12,7 +12,7 @@ has a higher priority. Three policies are measured:
   (the window shared out among the users) and orders them by DRF;
 * guard: the head of the queue has waited past ``starvation_guard_s``, so the tick stops
   looking for room right after it (everything behind it waits by policy);
-* plan: the default policy (fair share + 32 reservations, start estimates for up to 64
+* plan: the default policy (fair share + 8 reservations, start estimates for up to 64
   waiting tasks), every task past the guard. The three above run with
   ``reservations: 0``.
 
@@ -123,7 +123,7 @@ def main() -> None:
             "fairshare": run("fairshare", Path(tmp), args, guard_s=1e12, fair=True),
             "guard": run("guard", Path(tmp), args, guard_s=0.0, fair=True),
             "plan": run("plan", Path(tmp), args, guard_s=0.0, fair=True,
-                        reservations=32),
+                        reservations=8),
         }
     print(f"tick benchmark: {args.runnable} runnable + {args.finished} finished tasks, "
           f"{args.ticks} ticks, nothing fits; CPU ms, then wall ms")

@@ -10,8 +10,8 @@ per policy:
 * ``priority``: + the trace's priorities (10% of tasks at 10), retry as soon as it fits;
 * ``fairshare``: + fair share (DRF among equal priorities);
 * ``preempt``: + preemption of checkpointing tasks (grace 300 s);
-* ``plan``: fair share + 32 reservations from the time limits and start estimates for
-  the rest (``reservations: 32``, the shipped configuration); ``plan:N`` the same with N.
+* ``plan``: fair share + 8 reservations from the time limits and start estimates for
+  the rest (``reservations: 8``, the shipped configuration); ``plan:N`` the same with N.
 
 Per load, one table with
 the policies side by side; then the floors of issue 9 at load 0.95, judged for
@@ -93,7 +93,7 @@ from service.store.checkpointer import Checkpointer
 from service.store.writer import BulkTask, Store
 
 FLOOR_LOAD = 0.95
-# The floors are judged for the shipped configuration (the plan: fair share and 32
+# The floors are judged for the shipped configuration (the plan: fair share and 8
 # reservations, preemption off); the guard alone (fairshare) and preemption for reference.
 FLOOR_POLICIES = ("plan", "fairshare", "preempt")
 JUDGED_POLICY = "plan"

@@ -96,11 +96,11 @@ POLICIES: tuple[Policy, ...] = (
     Policy("preempt", "+preemption",
            {"retry_mode": "when_fits", "fair_share": True, "preemption": True,
             "preemption_grace_s": 300.0, "reservations": 0}, priorities=True),
-    # the plan, shipped: 32 reservations from the time limits (N chosen by the trace bench
-    # against 1 and 4), start estimates for the rest
+    # the plan, shipped: 8 reservations from the time limits (N chosen by the trace bench's
+    # 72 variants against 2 and 32), start estimates for the rest
     Policy("plan", "fair share + reservations",
            {"retry_mode": "when_fits", "fair_share": True, "preemption": False,
-            "reservations": 32}, priorities=True),
+            "reservations": 8}, priorities=True),
 )
 POLICY_BY_NAME = {p.name: p for p in POLICIES}
 

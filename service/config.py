@@ -87,9 +87,9 @@ class SchedulerSettings:
     # admission order get a reservation from the time limits, the rest a start estimate;
     # tasks without a limit are kept for as the starvation guard keeps them (on the Philly
     # replay, where none has a limit, it decides as the guard at every tick). 0 = the
-    # guard alone (service.scheduling.passes.GuardPass), and no start estimates. 32 did
-    # best on the trace bench's variants (docs/benchmarks.md, issue 21).
-    reservations: int = 32
+    # guard alone (service.scheduling.passes.GuardPass), and no start estimates. 8 did
+    # best on the trace bench's 72 variants, against 2 and 32 (docs/benchmarks.md, issue 21).
+    reservations: int = 8
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)

@@ -34,7 +34,7 @@ Queue policy
   while it waits out the backoff with room to start, that room is kept for it (nothing
   behind it takes it). In ``timer`` mode it is out of the scan until ``next_run_at``.
 * Backfill: a later task that fits may start while an earlier one waits for room.
-* Reservations (``reservations: N``, 32 by default; ``service.scheduling.reservations``):
+* Reservations (``reservations: N``, 8 by default; ``service.scheduling.reservations``):
   a forward plan from the time limits: the first N waiting tasks reserved, anything else
   starts only where it delays none, and a start estimate for the waiting tasks; for
   tasks without a limit the plan keeps nodes as the starvation guard does.
