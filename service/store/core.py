@@ -36,8 +36,8 @@ from service.store.webhooks import enqueue as enqueue_webhooks
 MESSAGE_HEAD = 1_000
 # After a storage fault, every commit for this long is followed by a checkpoint (below)
 RECOVERY_WINDOW_S = 60.0
-AUTOCHECKPOINT_PAGES = 1000  # SQLite's default: a commit past it checkpoints the WAL
 MESSAGE_TAIL = 3_000
+AUTOCHECKPOINT_PAGES = 1000  # SQLite's default: a commit past it checkpoints the WAL
 
 _S = TaskState
 
