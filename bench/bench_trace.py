@@ -448,16 +448,45 @@ def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequ
 
 
 def policy_named(name: str) -> Policy | None:
-    """A policy of ``tracesim``, or ``plan:N``: ``plan`` with N reservations (to choose N
-    by measurement); None for an unknown name."""
-    base, _, n = name.partition(":")
-    if not n:
-        return POLICY_BY_NAME.get(name)
-    if base != "plan" or not n.isdigit() or int(n) < 1:
+    """A policy of ``tracesim``; ``plan:N``: ``plan`` with N reservations; and any of them
+    with settings overridden after ``+``, e.g. ``plan:8+starvation_guard_s=1800`` (to
+    choose settings by measurement). None for an unknown name or setting."""
+    head, *sets = name.split("+")
+    base, _, n = head.partition(":")
+    policy = POLICY_BY_NAME.get(base)
+    if policy is None or (n and (base != "plan" or not n.isdigit() or int(n) < 1)):
         return None
-    plan = POLICY_BY_NAME["plan"]
-    return replace(plan, name=name, label=f"{plan.label} ({n})",
-                   overrides={**plan.overrides, "reservations": int(n)})
+    overrides = dict(policy.overrides)
+    if n:
+        overrides["reservations"] = int(n)
+    for item in sets:
+        key, eq, text = item.partition("=")
+        if not eq or key not in SETTING_NAMES:
+            return None
+        overrides[key] = _setting_value(text)
+    if name == base:
+        return policy
+    return replace(policy, name=name, label=f"{policy.label} ({name.partition(':')[2] or name})",
+                   overrides=overrides)
+
+
+SETTING_NAMES = frozenset(f.name for f in fields(SchedulerSettings))
+
+
+def _setting_value(text: str) -> object:
+    """A setting's value as written after ``=``: a number, true/false, or none."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
 
 
 def parse_shape(text: str) -> Shape:
@@ -497,7 +526,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     unknown = {n for n in args.policies.split(",") if policy_named(n) is None}
     if unknown:
-        p.error(f"unknown policies {sorted(unknown)}; known: {', '.join(POLICY_BY_NAME)}")
+        p.error(f"unknown policies {sorted(unknown)}; known: {', '.join(POLICY_BY_NAME)}, "
+                "plan:N (N reservations), and any of them +SETTING=VALUE (a scheduler "
+                "setting overridden)")
     if args.quick:
         args.tasks = min(args.tasks, 300)
     try:

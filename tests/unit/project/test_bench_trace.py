@@ -341,3 +341,21 @@ def test_a_short_replay_finishes_every_task() -> None:
     r = _run(trace.tasks, "plan", limits=False)
     assert r.unfinished == 0 and r.hung == 0
     assert sum(len(w) for w in r.user_waits.values()) == 40
+
+
+def test_policy_names_take_reservations_and_setting_overrides() -> None:
+    from bench.bench_trace import policy_named
+
+    assert policy_named("plan") is not None and policy_named("plan").name == "plan"
+    eight = policy_named("plan:8")
+    assert eight is not None and eight.overrides["reservations"] == 8
+    tuned = policy_named("plan:2+starvation_guard_s=1800+fair_share_half_life_s=none")
+    assert tuned is not None
+    assert tuned.overrides["reservations"] == 2
+    assert tuned.overrides["starvation_guard_s"] == 1800
+    assert tuned.overrides["fair_share_half_life_s"] is None
+    assert tuned.overrides["fair_share"] is True  # the base policy's own settings stay
+    assert policy_named("backfill+backfill=false").overrides["backfill"] is False
+    for bad in ("plan:0", "plan:x", "fifo:3", "nope", "plan+no_such_setting=1",
+                "plan+reservations"):
+        assert policy_named(bad) is None, bad

@@ -315,3 +315,20 @@ def test_the_guards_holder_is_not_looked_for_when_every_task_has_a_limit(
     plan([node("w1", 0)], [task(f"t{i}", waited=400) for i in range(1, 9)], [running("r2")],
          held_on={"r2--a01": {"w1": 4}}, reservations=8)
     assert calls == [1]
+
+
+def test_past_the_budget_estimates_follow_the_order_of_the_guard_not_fair_share() -> None:
+    # carol's older tasks come after alice's in fair-share order, but by the time any of
+    # them is reserved it has waited past the guard, where the plan reserves by age: the
+    # soft estimates take the timeline in that order (t3 keeps the one firm reservation)
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    tasks = [task("t1", user="carol", waited=100, limit=LIMIT),
+             task("t2", user="carol", waited=90, limit=LIMIT),
+             task("t3", user="alice", waited=20, limit=LIMIT),
+             task("t4", user="alice", waited=10, limit=LIMIT)]
+    p = plan([node("w1", 0)], tasks, [r1], held_on={"r1--a01": {"w1": 4}},
+             charges={"carol": 8.0, "alice": 0.0}, reservations=1)
+    turn = LIMIT + LIMIT_SLACK_S
+    drained = NOW - 60 + turn
+    assert p.estimates == {"t3": drained, "t1": drained + turn, "t2": drained + 2 * turn,
+                           "t4": drained + 3 * turn}
