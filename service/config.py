@@ -90,6 +90,12 @@ class SchedulerSettings:
     # guard alone (service.scheduling.passes.GuardPass), and no start estimates. 8 did
     # best on the trace bench's 72 variants, against 2 and 32 (docs/benchmarks.md, issue 21).
     reservations: int = 8
+    # Past the guard the plan reserves the longest waiting first, each GPU a gang asks
+    # counting as this many seconds more of waiting: the big gangs, the hardest to fit and
+    # what the end of a busy spell waits on, go before small tasks that backfill around
+    # them, and a task is passed only by gangs that ask more GPUs and waited at most this
+    # times the difference less. 0: by age alone.
+    gang_size_credit_s: float = 300.0
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)

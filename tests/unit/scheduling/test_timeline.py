@@ -332,3 +332,28 @@ def test_past_the_budget_estimates_follow_the_order_of_the_guard_not_fair_share(
     drained = NOW - 60 + turn
     assert p.estimates == {"t3": drained, "t1": drained + turn, "t2": drained + 2 * turn,
                            "t4": drained + 3 * turn}
+
+
+@pytest.mark.parametrize(("credit", "t1_waited", "gang_first"), [
+    (300.0, 1000.0, True),  # 8 GPUs against 4: the gang counts 1,200 s older, first
+    (0.0, 1000.0, False),  # by age alone
+    (300.0, 4000.0, False),  # the credit is bounded: t1 waited 3,600 s longer than it
+])
+def test_past_the_guard_big_gangs_are_credited_for_their_size(
+        credit: float, t1_waited: float, gang_first: bool) -> None:
+    # w1 drains at e1, w2 at e2; t1 (1x4, a long limit) on w1 from e1 would hold it when
+    # the gang t2 (2x4) could take both nodes at e2: whichever is reserved first has its
+    # room, the other comes after it
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    r2 = running("r2", started=NOW - 60, limit=2 * LIMIT)
+    t1 = task("t1", waited=t1_waited, limit=2 * LIMIT)
+    t2 = task("t2", nnodes=2, waited=400, limit=LIMIT)
+    p = plan([node("w1", 0), node("w2", 0)], [t1, t2], [r1, r2],
+             held_on={"r1--a01": {"w1": 4}, "r2--a01": {"w2": 4}},
+             reservations=8, gang_size_credit_s=credit)
+    e1 = NOW - 60 + LIMIT + LIMIT_SLACK_S
+    e2 = NOW - 60 + 2 * LIMIT + LIMIT_SLACK_S
+    if gang_first:
+        assert p.estimates == {"t2": e2, "t1": e2 + LIMIT + LIMIT_SLACK_S}
+    else:
+        assert p.estimates == {"t1": e1, "t2": e1 + 2 * LIMIT + LIMIT_SLACK_S}
