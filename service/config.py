@@ -94,8 +94,9 @@ class SchedulerSettings:
     # counting as this many seconds more of waiting: the big gangs, the hardest to fit and
     # what the end of a busy spell waits on, go before small tasks that backfill around
     # them, and a task is passed only by gangs that ask more GPUs and waited at most this
-    # times the difference less. 0: by age alone.
-    gang_size_credit_s: float = 300.0
+    # times the difference less. 0 (by age alone) until a credit holds more of issue 21's
+    # floors on every variant: 300 held 251 of 360 against 249 (docs/benchmarks.md).
+    gang_size_credit_s: float = 0.0
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)

@@ -36,6 +36,8 @@ is further than ``preemption_grace_s`` away, or unknown.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable
 from functools import cached_property
 
 from service.domain.reasons import (
@@ -125,11 +127,14 @@ class ReservationPass(BasePass):
                 self._fallback(holder, gang)
             elif self._reserve(holder, gang) is not None:
                 self.first.add(holder.task_id)
-        due = [c for c in self.inp.candidates
+        key = self.reserve_order
+        # a heap, not a sort: with 10k tasks past the guard only the first few are reserved
+        due = [(key(c), c) for c in self.inp.candidates
                if self.now - c.runnable_since >= guard_s and not in_backoff(c, self.now)
                and self.duration(c) != INF]
-        due.sort(key=self.reserve_order)
-        for cand in due:
+        heapq.heapify(due)  # keys end in the task's seq: never equal
+        while due and self.budget > 0:
+            cand = heapq.heappop(due)[1]
             gang = self.rules.gang(cand)
             if (self.rules.held(cand, self.loads, self.inp.disabled) is not None
                     or self.never_fits(gang) is not None):
@@ -137,16 +142,24 @@ class ReservationPass(BasePass):
             if self._reserve(cand, gang) is not None:
                 self.first.add(cand.task_id)
 
-    def reserve_order(self, cand: RunnableRow) -> tuple[int, float, int]:
-        """The order tasks past the guard are reserved in: priority, then the longest
-        waiting, each GPU the gang asks counting ``gang_size_credit_s`` more of waiting.
-        The big gangs are the hardest to fit: reserved in plain age order they waited
-        behind the small tasks that had come first, which could have started around them,
-        and a busy spell ended with a big gang started last (on the trace bench's 12
-        variants of seeds 1-3 at load 0.95, this order moved utilization up on 9 and held
-        the same floors or more on each)."""
-        credit = self.sched.gang_size_credit_s * cand.nnodes * cand.n_gpus_per_node
-        return -cand.priority, cand.runnable_since - credit, cand.seq
+    @cached_property
+    def reserve_order(self) -> Callable[[RunnableRow], tuple[int, float, int]]:
+        """The sort key of the order tasks past the guard are reserved in: priority, then
+        the longest waiting, each GPU the gang asks counting ``gang_size_credit_s`` more of
+        waiting (0 by default: by age). The big gangs are the hardest to fit: reserved in
+        plain age order they wait behind the small tasks that came first, which could
+        have started around them, and a busy spell can end with a big gang started last.
+        (On the trace bench's 72 variants a credit of 300 s held the large gangs' wait
+        floor on 69 against 67, and 251 floors of 360 against 249, but its worst
+        utilization fell further below the best: docs/benchmarks.md.) One function for
+        the tick: with 10k tasks past the guard it is called 10k times."""
+        credit = self.sched.gang_size_credit_s
+
+        def key(cand: RunnableRow) -> tuple[int, float, int]:
+            return (-cand.priority,
+                    cand.runnable_since - credit * cand.nnodes * cand.n_gpus_per_node,
+                    cand.seq)
+        return key
 
     def release_time(self, row: ActiveRow) -> float:
         """When ``row``'s GPUs come back at the latest (inf: unknown)."""
@@ -174,7 +187,8 @@ class ReservationPass(BasePass):
         median 28% of the wait, 22% in age order: seed 1, load 0.95)."""
         rest = [(c, g) for c, g in self.unplanned if c.task_id not in self.estimates]
         room = max(0, ESTIMATED - len(self.estimates))
-        rest = sorted(rest[:room], key=lambda cg: self.reserve_order(cg[0]))
+        key = self.reserve_order
+        rest = sorted(rest[:room], key=lambda cg: key(cg[0]))
         said: dict[str, float] = {}
         for cand, gang in rest:
             d = self.duration(cand)
