@@ -111,9 +111,9 @@ class ReservationPass(BasePass):
     def _reserve_overdue(self) -> None:
         """Tasks runnable for over ``starvation_guard_s`` are reserved first, in
         ``reserve_order`` (the longest waiting first within a priority, big gangs credited
-        for their size; whatever fair share says: this bounds every task's wait, as the
-        guard does), before the walk in admission order. A task
-        without a limit is held for good from its start, so its reservation would keep
+        for their size when ``gang_size_credit_s`` is set; whatever fair share says: this
+        bounds every task's wait, as the guard does), before the walk in admission order.
+        A task without a limit is held for good from its start, so its reservation would keep
         its nodes from everyone after it: only the guard's ``holder`` gets one, and when
         it fits now (or waits out a retry backoff) its room is kept as the guard keeps it,
         so nothing ahead of it in admission order takes it."""
@@ -181,7 +181,7 @@ class ReservationPass(BasePass):
         Which tasks get one: the first in admission order (a new task of a user with a
         small share gets one at once). The order they take the timeline in: the one the
         plan will reserve them in (``reserve_order``: priority, then the longest waiting,
-        big gangs credited). A task this deep in the queue is reserved only once it has
+        big gangs credited if set). A task this deep in the queue is reserved only once it has
         waited past the guard, and past the guard the plan reserves in that order, not by
         fair share (in fair-share order the trace bench's first estimates were off by a
         median 28% of the wait, 22% in age order: seed 1, load 0.95)."""
