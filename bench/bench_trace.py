@@ -62,6 +62,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.tracegen import (
@@ -84,7 +86,8 @@ from bench.tracesim import (
     simulate,
 )
 from service.cluster.fake import FakeCluster
-from service.config import SchedulerSettings, Settings
+from service.config import ConfigError, SchedulerSettings, Settings
+from service.config_load import settings_from_mapping
 from service.domain.states import TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
@@ -450,43 +453,29 @@ def print_variants(summary: list[tuple[str, dict[str, RunResult]]], judged: Sequ
 def policy_named(name: str) -> Policy | None:
     """A policy of ``tracesim``; ``plan:N``: ``plan`` with N reservations; and any of them
     with settings overridden after ``+``, e.g. ``plan:8+starvation_guard_s=1800`` (to
-    choose settings by measurement). None for an unknown name or setting."""
+    choose settings by measurement; each value written as in the YAML config, checked as
+    the config is). None for an unknown name, setting or value."""
     head, *sets = name.split("+")
     base, _, n = head.partition(":")
     policy = POLICY_BY_NAME.get(base)
     if policy is None or (n and (base != "plan" or not n.isdigit() or int(n) < 1)):
         return None
+    if name == base:
+        return policy
     overrides = dict(policy.overrides)
     if n:
         overrides["reservations"] = int(n)
     for item in sets:
         key, eq, text = item.partition("=")
-        if not eq or key not in SETTING_NAMES:
+        if not eq:
             return None
-        overrides[key] = _setting_value(text)
-    if name == base:
-        return policy
+        overrides[key] = yaml.safe_load(text)
+    try:
+        settings_from_mapping({"v2": {"scheduler": overrides}})
+    except ConfigError:
+        return None
     return replace(policy, name=name, label=f"{policy.label} ({name.partition(':')[2] or name})",
                    overrides=overrides)
-
-
-SETTING_NAMES = frozenset(f.name for f in fields(SchedulerSettings))
-
-
-def _setting_value(text: str) -> object:
-    """A setting's value as written after ``=``: a number, true/false, or none."""
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low == "none":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return text
 
 
 def parse_shape(text: str) -> Shape:

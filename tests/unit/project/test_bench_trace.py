@@ -349,7 +349,7 @@ def test_policy_names_take_reservations_and_setting_overrides() -> None:
     assert policy_named("plan") is not None and policy_named("plan").name == "plan"
     eight = policy_named("plan:8")
     assert eight is not None and eight.overrides["reservations"] == 8
-    tuned = policy_named("plan:2+starvation_guard_s=1800+fair_share_half_life_s=none")
+    tuned = policy_named("plan:2+starvation_guard_s=1800+fair_share_half_life_s=null")
     assert tuned is not None
     assert tuned.overrides["reservations"] == 2
     assert tuned.overrides["starvation_guard_s"] == 1800
@@ -357,5 +357,5 @@ def test_policy_names_take_reservations_and_setting_overrides() -> None:
     assert tuned.overrides["fair_share"] is True  # the base policy's own settings stay
     assert policy_named("backfill+backfill=false").overrides["backfill"] is False
     for bad in ("plan:0", "plan:x", "fifo:3", "nope", "plan+no_such_setting=1",
-                "plan+reservations"):
+                "plan+reservations", "plan+starvation_guard_s=-1", "plan+backfill=maybe"):
         assert policy_named(bad) is None, bad
