@@ -64,13 +64,22 @@ def driver_argv(entrypoint: str) -> list[str]:
     return shlex.split(entrypoint.partition(_MARKER_SEP)[0])
 
 
+#: Ray's reference to the PYTHONPATH of the node that starts the process.
+NODE_PYTHONPATH = "${PYTHONPATH}"
+
+
 def _runtime_env(spec: JobSpec, settings: Settings) -> dict:
     runtime_env = thaw(settings.runtime_env)
     env_vars = runtime_env.setdefault("env_vars", {})
     if not isinstance(env_vars, dict):
         raise ValueError("ray.runtime_env.env_vars must be a mapping")
     configured = env_vars.get("PYTHONPATH")
-    env_vars["PYTHONPATH"] = f"{spec.code_path}:{configured}" if configured else spec.code_path
+    # Ray expands ${PYTHONPATH} to the node's own where it starts the driver and each
+    # worker (as its working_dir plugin does), so packages a node finds through PYTHONPATH
+    # stay importable. A node without one leaves an empty last entry: the process's cwd,
+    # already first on the path of a `python -m` driver.
+    parts = [spec.code_path, *([configured] if configured else []), NODE_PYTHONPATH]
+    env_vars["PYTHONPATH"] = ":".join(parts)
     return runtime_env
 
 

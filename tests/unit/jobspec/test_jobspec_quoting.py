@@ -25,7 +25,12 @@ import yaml
 from service.config import Settings
 from service.jobspec.model import JobSpec, JobSpecError
 from service.jobspec.spec import parse_jobspec
-from service.jobspec.submission import build_entrypoint, build_submit_request, driver_argv
+from service.jobspec.submission import (
+    NODE_PYTHONPATH,
+    build_entrypoint,
+    build_submit_request,
+    driver_argv,
+)
 
 TASK = "mvp2-sft-20251223-143201-7f3a"
 SETTINGS = Settings()
@@ -117,7 +122,7 @@ def test_code_path_goes_to_pythonpath_not_the_command_line(payload: str, canary:
     value = "/private/x" + payload.format(c=canary)
     spec = JobSpec(**{**BASE.to_dict(), "code_path": value})
     req = build_submit_request(spec, task_id=TASK, attempt_no=1, user=None, settings=SETTINGS)
-    assert req.runtime_env["env_vars"]["PYTHONPATH"] == value
+    assert req.runtime_env["env_vars"]["PYTHONPATH"] == f"{value}:{NODE_PYTHONPATH}"
     assert value not in req.entrypoint
     _assert_safe(spec, canary)
 

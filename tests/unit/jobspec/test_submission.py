@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 
@@ -193,7 +194,7 @@ def test_submit_request_fields() -> None:
     marker = f"/private/users/alice/jobs/{TASK}--a03/exit_code"
     assert req.entrypoint == with_exit_marker(shlex.join(argv), marker)
     assert driver_argv(req.entrypoint) == argv
-    assert req.runtime_env == {"env_vars": {"PYTHONPATH": "/private/code/verl"}}
+    assert req.runtime_env == {"env_vars": {"PYTHONPATH": "/private/code/verl:${PYTHONPATH}"}}
     assert req.entrypoint_num_cpus == 1.0
     assert req.entrypoint_resources == {"worker_node": 1.0}
     assert req.metadata == {"argus_task_id": TASK, "argus_attempt": "3", "argus_user": "alice"}
@@ -205,6 +206,27 @@ def test_submit_request_without_user_has_an_empty_user() -> None:
     assert req.metadata["argus_user"] == ""
 
 
+@pytest.mark.parametrize(("node", "expected"), [
+    ("/opt/site", "/private/code/verl:/opt/site"),
+    (None, "/private/code/verl:"),
+])
+def test_ray_keeps_the_nodes_pythonpath_behind_the_code_path(
+    node: str | None, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found on a GPU host whose Ray and verl came from PYTHONPATH: a job's PYTHONPATH of
+    only ``code_path`` hid them, and every worker died on ``import ray``. Ray sets a
+    worker's env_vars through ``update_envs``, which expands ``${PYTHONPATH}``."""
+    from ray._private.utils import update_envs
+
+    req = build_submit_request(SPEC, task_id=TASK, attempt_no=1, user=None, settings=SETTINGS)
+    if node is None:
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONPATH", node)
+    update_envs(req.runtime_env["env_vars"])
+    assert os.environ["PYTHONPATH"] == expected
+
+
 def test_runtime_env_keeps_config_and_prepends_code_path() -> None:
     settings = settings_from_mapping({"ray": {
         "entrypoint_num_cpus": 2,
@@ -214,7 +236,8 @@ def test_runtime_env_keeps_config_and_prepends_code_path() -> None:
     before = thaw(settings.runtime_env)
     req = build_submit_request(SPEC, task_id=TASK, attempt_no=1, user=None, settings=settings)
     assert req.runtime_env == {
-        "env_vars": {"PYTHONPATH": "/private/code/verl:/opt/extra", "HF_HOME": "/private/hf"},
+        "env_vars": {"PYTHONPATH": "/private/code/verl:/opt/extra:${PYTHONPATH}",
+                    "HF_HOME": "/private/hf"},
         "working_dir": None,
         "pip": ["x==1"],
     }
