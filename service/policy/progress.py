@@ -12,7 +12,8 @@ same step (``step:4 - val/loss:5.56``); its metrics join the step's.
 
 Other lines it reads: verl's trainer prints ``Total training steps: <N>`` once it knows
 the run's length, and a resumed run says which checkpoint it loaded
-(``Load from checkpoint folder: .../global_step_<k>`` in verl, ``resumed from checkpoint
+(``Load from checkpoint folder: .../global_step_<k>`` in verl's PPO trainer, ``Found latest
+checkpoint: .../global_step_<k> (step k)`` in its SFT trainer, ``resumed from checkpoint
 global_step_<k>`` in the stand-in). A resumed attempt continues verl's global step count,
 so its progress starts at k, and its rate counts only the steps this attempt did.
 
@@ -30,7 +31,11 @@ from dataclasses import dataclass, replace
 MAX_KEY_LEN = 128  # a longer "key" is not a metric name: the part is skipped
 _STEP = re.compile(r"(?<![\w/.-])step:(\d{1,12})(?= - |\s*$)")
 _TOTAL = re.compile(r"Total training steps: (\d{1,12})\b")
-_RESUMED = re.compile(r"(?i)(?:resum|load)[^\n]*?global_step_(\d{1,12})\b")
+# A load or resume as a word: verl's SFT trainer prints "Saved dataloader state to:
+# .../global_step_4/" after every save, which is no resume.
+_RESUMED = re.compile(
+    r"(?i)\b(?:resum(?:e|ed|ing)|load(?:ed|ing)?|found latest checkpoint)\b"
+    r"[^\n]*?global_step_(\d{1,12})\b")
 _KEY = re.compile(r"[^\s:]+")
 
 

@@ -21,7 +21,9 @@ from service.policy.progress import (
 
 # verl 0.9.1's SFT trainer on an H100: the step lines the README shows ("Real verl on a GPU
 # host"), without the README's " ..." where it shortened them.
-REAL = Path(__file__).parents[1] / "data" / "verl_sft_steps.log"
+# The whole driver log of a real verl 0.9.1 SFT run through Argus on an H200 (4 steps,
+# a validation, the final checkpoint's save lines), as scripts/gpu_smoke.sh collected it.
+REAL = Path(__file__).parents[1] / "data" / "verl_sft_driver_h200.log"
 
 
 @pytest.mark.parametrize(("line", "expected"), [
@@ -46,6 +48,18 @@ REAL = Path(__file__).parents[1] / "data" / "verl_sft_steps.log"
     ("Load from checkpoint folder: /ckpt/mvp2-ppo/global_step_120", ResumedLine(120)),
     ("[standin-verl main_ppo] resumed from checkpoint global_step_3", ResumedLine(3)),
     ("[standin-verl main_ppo] saved checkpoint global_step_3", None),
+    ("Resuming from /ckpt/mvp2-ppo/global_step_120", ResumedLine(120)),
+    # verl 0.9.1's SFT trainer: a resume, and what it prints after every save (a real run
+    # on a GPU once showed a fresh attempt as "resumed from step 4" after its final save)
+    ("Found latest checkpoint: /c/t/global_step_8 (step 8)", ResumedLine(8)),
+    ("Successfully loaded dataloader state from /c/t/global_step_8/data_0.pt",
+     ResumedLine(8)),
+    ("Saving checkpoint to: /c/t/global_step_4", None),
+    ("Saved dataloader state to: /c/t/global_step_4/data_0.pt", None),
+    ("Updated checkpoint tracker: /c/t/latest_checkpointed_iteration.txt", None),
+    ("(TrainingWorker pid=2209) INFO:2026-11-27 00:04:54,320:[Rank 0] Saved model to "
+     "/c/t/global_step_4/model_world_size_1_rank_0.pt", None),
+    ("Uploading /c/t/global_step_4 to hdfs", None),
     ("[standin-verl main_ppo] no checkpoint to resume from", None),
     ("global_step:5 - loss:1", None),  # not verl's step key
     ("train/step:5 - loss:1", None),
@@ -61,9 +75,12 @@ def test_the_real_verl_sft_output_parses() -> None:
     events = [parse_line(line) for line in REAL.read_text().splitlines()]
     steps = [e for e in events if isinstance(e, StepLine)]
     assert [e.step for e in steps] == [1, 2, 3, 4, 4]
-    assert [e.metrics.get("train/loss") for e in steps[:4]] == [6.2024, 5.9506, 5.8013, 5.6633]
-    assert steps[4].metrics == {"val/loss": 5.5634}
+    assert [round(e.metrics["train/loss"], 4) for e in steps[:4]] == [
+        6.2024, 5.9506, 5.8013, 5.6633]
+    assert steps[4].metrics == {"val/loss": pytest.approx(5.5634, abs=1e-4)}
     assert steps[0].metrics["train/global_tokens"] == 483
+    # a fresh attempt that saved its last step has resumed from nothing
+    assert not [e for e in events if isinstance(e, ResumedLine)]
 
 
 @pytest.mark.parametrize(("text", "lines", "used"), [
