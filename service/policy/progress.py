@@ -10,8 +10,10 @@ a tqdm bar that printed no newline, so the parser searches each carriage-return 
 for ``step:<N>`` not preceded by a word character. Validation prints a second line for the
 same step (``step:4 - val/loss:5.56``); its metrics join the step's.
 
-Other lines it reads: verl's trainer prints ``Total training steps: <N>`` once it knows
-the run's length, and a resumed run says which checkpoint it loaded
+Other lines it reads: verl's PPO trainer prints ``Total training steps: <N>`` once it
+knows the run's length (its SFT trainer logs that line below the default log level, but its
+FSDP engine prints ``Total steps: <N>, num_warmup_steps: <W>`` when it builds the learning
+rate schedule over the same N), and a resumed run says which checkpoint it loaded
 (``Load from checkpoint folder: .../global_step_<k>`` in verl's PPO trainer, ``Found latest
 checkpoint: .../global_step_<k> (step k)`` in its SFT trainer, ``resumed from checkpoint
 global_step_<k>`` in the stand-in). A resumed attempt continues verl's global step count,
@@ -30,7 +32,8 @@ from dataclasses import dataclass, replace
 
 MAX_KEY_LEN = 128  # a longer "key" is not a metric name: the part is skipped
 _STEP = re.compile(r"(?<![\w/.-])step:(\d{1,12})(?= - |\s*$)")
-_TOTAL = re.compile(r"Total training steps: (\d{1,12})\b")
+_TOTAL = re.compile(
+    r"Total training steps: (\d{1,12})\b|\bTotal steps: (\d{1,12}), num_warmup_steps:")
 # A load or resume as a word: verl's SFT trainer prints "Saved dataloader state to:
 # .../global_step_4/" after every save, which is no resume.
 _RESUMED = re.compile(
@@ -49,7 +52,7 @@ class StepLine:
 
 @dataclass(frozen=True, slots=True)
 class TotalLine:
-    """``Total training steps: N``."""
+    """``Total training steps: N`` (or the FSDP engine's ``Total steps: N, ...``)."""
 
     total: int
 
@@ -88,9 +91,9 @@ def parse_line(line: str) -> LineEvent | None:
         match = _STEP.search(segment) if "step:" in segment else None
         if match:
             return StepLine(int(match.group(1)), _metrics(segment[match.end():]))
-        match = _TOTAL.search(segment) if "Total training steps" in segment else None
-        if match and int(match.group(1)) > 0:
-            return TotalLine(int(match.group(1)))
+        match = _TOTAL.search(segment) if "Total " in segment else None
+        if match and int(match.group(1) or match.group(2)) > 0:
+            return TotalLine(int(match.group(1) or match.group(2)))
         match = _RESUMED.search(segment) if "global_step_" in segment else None
         if match:
             return ResumedLine(int(match.group(1)))

@@ -45,6 +45,11 @@ REAL = Path(__file__).parents[1] / "data" / "verl_sft_driver_h200.log"
     ("Total training steps: 1000", TotalLine(1000)),
     ("(TaskRunner pid=7) Total training steps: 32", TotalLine(32)),
     ("Total training steps: 0", None),
+    # verl's FSDP engine (SFT's only visible total): the learning rate schedule's length
+    ("\x1b[36m(TrainingWorker pid=2209)\x1b[0m Total steps: 4, num_warmup_steps: 0",
+     TotalLine(4)),
+    ("Total steps: 0, num_warmup_steps: 0", None),
+    ("Total steps: 12", None),  # not the engine's line
     ("Load from checkpoint folder: /ckpt/mvp2-ppo/global_step_120", ResumedLine(120)),
     ("[standin-verl main_ppo] resumed from checkpoint global_step_3", ResumedLine(3)),
     ("[standin-verl main_ppo] saved checkpoint global_step_3", None),
@@ -81,6 +86,8 @@ def test_the_real_verl_sft_output_parses() -> None:
     assert steps[0].metrics["train/global_tokens"] == 483
     # a fresh attempt that saved its last step has resumed from nothing
     assert not [e for e in events if isinstance(e, ResumedLine)]
+    # the total from the FSDP engine's line (printed once per log monitor of the node)
+    assert {e.total for e in events if isinstance(e, TotalLine)} == {4}
 
 
 @pytest.mark.parametrize(("text", "lines", "used"), [
