@@ -25,6 +25,9 @@
 #   ARGUS_SMOKE_PYTHON      Python with CUDA PyTorch (default python3)
 #   ARGUS_SMOKE_WHEELHOUSE  install offline from this directory of wheels (pip --no-index);
 #                           scripts/gpu-smoke-requirements.txt says how to fill it
+#   ARGUS_SMOKE_INSTALL=0   install nothing: the Python already has Ray, verl and the rest
+#                           (in its site-packages or on PYTHONPATH); step 1 still checks
+#                           that the driver's and the workers' imports work
 #   ARGUS_SMOKE_DIR         state, venv, shared root and report (default .argus/gpu-smoke)
 #   ARGUS_SMOKE_GPUS        GPUs the worker node offers (default: all CUDA devices); set on
 #                           a host without CUDA to rehearse with fake GPUs (verl then fails)
@@ -100,6 +103,10 @@ for name in ARGUS_SMOKE_TIMEOUT_S ARGUS_SMOKE_TASK_GPUS ARGUS_SMOKE_GPUS ARGUS_S
     value=${!name:-}
     [[ -z $value || $value =~ ^[0-9]+$ ]] || die "$name must be a whole number, got '$value'"
 done
+case ${ARGUS_SMOKE_INSTALL:-1} in
+    0 | 1) ;;
+    *) die "ARGUS_SMOKE_INSTALL must be 0 or 1, got '$ARGUS_SMOKE_INSTALL'" ;;
+esac
 if [ -n "${ARGUS_SMOKE_WHEELHOUSE:-}" ] && [ ! -d "$ARGUS_SMOKE_WHEELHOUSE" ]; then
     die "ARGUS_SMOKE_WHEELHOUSE=$ARGUS_SMOKE_WHEELHOUSE is not a directory"
 fi
@@ -142,9 +149,11 @@ if [ -n "${ARGUS_SMOKE_WHEELHOUSE:-}" ]; then
     pip_source=(--no-index --find-links "$ARGUS_SMOKE_WHEELHOUSE")
 fi
 T_PIP=$(now)
-"$VPY" -m pip install -q --disable-pip-version-check "${pip_source[@]}" \
-    -c "$STATE/constraints.txt" -r scripts/gpu-smoke-requirements.txt
-"$VPY" -m pip install -q --disable-pip-version-check "${pip_source[@]}" --no-deps "$VERL"
+if [ "${ARGUS_SMOKE_INSTALL:-1}" != 0 ]; then
+    "$VPY" -m pip install -q --disable-pip-version-check "${pip_source[@]}" \
+        -c "$STATE/constraints.txt" -r scripts/gpu-smoke-requirements.txt
+    "$VPY" -m pip install -q --disable-pip-version-check "${pip_source[@]}" --no-deps "$VERL"
+fi
 T_PIP_END=$(now)
 # Entry points of packages the host already had (pip then installed no script here): the
 # node runtime starts `ray` and `supervisord` next to its interpreter, which must be the

@@ -57,6 +57,7 @@ def test_help_prints_the_header(tmp_path: Path) -> None:
     ({"ARGUS_SMOKE_TASK_GPUS": "two"}, (), "ARGUS_SMOKE_TASK_GPUS must be a whole number"),
     ({"ARGUS_API_PORT": "80; rm -rf /"}, (), "ARGUS_API_PORT must be a whole number"),
     ({"ARGUS_SMOKE_WHEELHOUSE": "/nonexistent/wheels"}, (), "is not a directory"),
+    ({"ARGUS_SMOKE_INSTALL": "no"}, (), "ARGUS_SMOKE_INSTALL must be 0 or 1"),
     ({"ARGUS_SMOKE_PYTHON": "/nonexistent/python3"}, (), "no Python"),
 ])
 def test_bad_settings_stop_before_anything_starts(tmp_path: Path, env: dict[str, str],
