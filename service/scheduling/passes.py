@@ -154,7 +154,7 @@ class BasePass:
         return False
 
     def weighted(self, cand: RunnableRow) -> float:
-        return self.order.share(cand.user).weighted
+        return self.order.weighted(cand.user)
 
     def admit(self, cand: RunnableRow, gang: Gang, decision: Decision) -> bool:
         """Take ``cand``'s room; start it unless it waits out a retry backoff (its room is

@@ -85,12 +85,18 @@ class Seen:
         self.top_priority: int | None = None
         # per priority: each user's smallest weighted share when one of their tasks came up
         self.users_at: dict[int, dict[str | None, float]] = {}
+        # ahead_of's answers until ``users_at`` changes: a long queue of few users asks the
+        # same question for every task it examines
+        self._ahead: dict[tuple[int, str | None, float], Ahead | None] = {}
 
     def add(self, cand: RunnableRow, weighted_share: float = 0.0) -> None:
         if self.top_priority is None or cand.priority > self.top_priority:
             self.top_priority = cand.priority
         users = self.users_at.setdefault(cand.priority, {})
-        users[cand.user] = min(users.get(cand.user, weighted_share), weighted_share)
+        known = users.get(cand.user)
+        if known is None or weighted_share < known:
+            users[cand.user] = weighted_share
+            self._ahead.clear()
 
     def ahead_of(self, cand: RunnableRow, weighted_share: float = 0.0) -> Ahead | None:
         """Tasks of higher priority, or users of a smaller fair share, when such came first
@@ -101,9 +107,12 @@ class Seen:
             return Ahead(higher_priority=True)
         if not self.fair:
             return None
-        others = sorted(u or "-" for u, share in self.users_at.get(cand.priority, {}).items()
-                        if u != cand.user and share < weighted_share - 1e-12)
-        return Ahead(users=tuple(others)) if others else None
+        key = (cand.priority, cand.user, weighted_share)
+        if key not in self._ahead:
+            others = sorted(u or "-" for u, share in self.users_at.get(cand.priority, {}).items()
+                            if u != cand.user and share < weighted_share - 1e-12)
+            self._ahead[key] = Ahead(users=tuple(others)) if others else None
+        return self._ahead[key]
 
 
 def in_backoff(cand: RunnableRow, now: float) -> bool:

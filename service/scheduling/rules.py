@@ -25,9 +25,15 @@ class Rules:
         self.sched = sched
         self.users = users
         self.driver = driver
+        # one Gang per shape (it is immutable): a tick asks for one per examined task
+        self._gangs: dict[tuple[int, int], Gang] = {}
 
     def gang(self, cand: RunnableRow) -> Gang:
-        return Gang(cand.nnodes, cand.n_gpus_per_node, self.sched.cpus_per_gpu)
+        shape = (cand.nnodes, cand.n_gpus_per_node)
+        found = self._gangs.get(shape)
+        if found is None:
+            found = self._gangs[shape] = Gang(*shape, self.sched.cpus_per_gpu)
+        return found
 
     def held(self, cand: RunnableRow, loads: dict[str, Load], disabled: frozenset[str]
              ) -> Reason | None:

@@ -126,7 +126,7 @@ def _span(r: sqlite3.Row) -> AttemptSpan:
 _STATES = {state.value: state for state in TaskState}
 
 
-def _runnable(r: sqlite3.Row) -> RunnableRow:
+def _runnable(r: tuple) -> RunnableRow:
     # by position, in the runnable queries' column order: a tick decodes up to
     # backfill_window rows, and by name each took twice as long
     (seq, task_id, state, user, nnodes, n_gpus_per_node, runnable_since, pending_reason,
@@ -148,6 +148,10 @@ class StoreReads:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        # the rows ``runnable`` returned last, by their columns: a row unchanged since the
+        # last tick is not made again (a tick reads up to backfill_window rows, and making
+        # each took more than SQLite took to read it)
+        self._runnable_rows: dict[tuple, RunnableRow] = {}
 
     def _close_readers(self) -> None:
         with self._readers_lock:
@@ -294,15 +298,25 @@ class StoreReads:
         owner's, ``limit`` shared out among the owners but at least ``MIN_PER_USER`` each
         (fair share must see every user's head, however long another user's queue is).
         Partial index scans only."""
+        known, made = self._runnable_rows, {}
+
+        def row(r: sqlite3.Row) -> RunnableRow:
+            columns = tuple(r)
+            found = known.get(columns)
+            made[columns] = found = _runnable(columns) if found is None else found
+            return found
+
         if not per_user:
             rows = self._reader().execute(Q["runnable"], {"now": now, "limit": limit})
-            return [_runnable(r) for r in rows]
-        with self._snapshot() as conn:
-            users = [r["user"] for r in conn.execute(Q["runnable_users"])]
-            each = max(MIN_PER_USER, limit // max(len(users), 1))
-            out = [_runnable(r) for u in users for r in conn.execute(
-                Q["runnable_of_user"], {"user": u, "now": now, "limit": each})]
-        out.sort(key=lambda r: (-r.priority, r.seq))
+            out = [row(r) for r in rows]
+        else:
+            with self._snapshot() as conn:
+                users = [r["user"] for r in conn.execute(Q["runnable_users"])]
+                each = max(MIN_PER_USER, limit // max(len(users), 1))
+                out = [row(r) for u in users for r in conn.execute(
+                    Q["runnable_of_user"], {"user": u, "now": now, "limit": each})]
+            out.sort(key=lambda r: (-r.priority, r.seq))
+        self._runnable_rows = made
         return out
 
     def active(self, states: Iterable[TaskState] = ACTIVE) -> list[ActiveRow]:
