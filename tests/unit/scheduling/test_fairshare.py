@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from service.domain.reasons import Ahead
 from service.scheduling.fairshare import FairOrder, Ledger, Span, decayed_usage, steady_charge
+from service.scheduling.plan import Seen
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,33 @@ def test_shares_report_charge_share_and_weight() -> None:
     assert set(shares) == {A, B}
     assert (shares[A].charge, shares[A].share, shares[A].weighted) == (2.0, 0.25, 0.125)
     assert shares[B].share == 0.0
+
+
+def test_weighted_is_the_shares_and_follows_admissions() -> None:
+    order = FairOrder([T(1, A), T(2, B)], {A: 2.0}, 8.0, lambda u: 2.0 if u == A else 1.0)
+    for user in (A, B, C):
+        assert order.weighted(user) == order.share(user).weighted
+    order.admitted(B, 4.0)
+    assert order.weighted(B) == order.share(B).weighted == 0.5
+
+
+def test_seen_says_who_is_ahead_as_shares_come_up() -> None:
+    """What a waiting task is behind changes as users of a smaller share come up, and an
+    answer given once is not kept past that (Seen remembers its answers)."""
+    seen = Seen(fair=True)
+    bob_task, alice_task, carol_task = T(1, B), T(2, A), T(3, C)
+    assert seen.ahead_of(bob_task, 0.5) is None
+    seen.add(alice_task, 0.25)
+    assert seen.ahead_of(bob_task, 0.5) == Ahead(users=(A,))
+    seen.add(carol_task, 0.5)  # a tie is not "ahead"
+    assert seen.ahead_of(bob_task, 0.5) == Ahead(users=(A,))
+    seen.add(T(4, C), 0.125)  # carol's smallest share is now below bob's
+    assert seen.ahead_of(bob_task, 0.5) == Ahead(users=(A, C))
+    seen.add(T(5, A), 0.75)  # a larger share of alice's changes nothing
+    assert seen.ahead_of(bob_task, 0.5) == Ahead(users=(A, C))
+    seen.add(T(6, B, priority=1), 0.0)
+    assert seen.ahead_of(bob_task, 0.5) == Ahead(higher_priority=True)
+    assert Seen(fair=False).ahead_of(bob_task, 0.5) is None
 
 
 H = 100.0

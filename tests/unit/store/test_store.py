@@ -276,6 +276,23 @@ def test_runnable_and_active_reads(store: Store) -> None:
     assert store.active([S.SUBMITTING]) == []
 
 
+@pytest.mark.parametrize("per_user", [False, True])
+def test_runnable_rows_unchanged_are_reused_and_changed_ones_read_anew(
+        store: Store, per_user: bool) -> None:
+    """A tick reads the same rows again and again: one whose columns did not change is the
+    row of the last read, one that changed (its reason here) is new, with the change."""
+    a, b = add(store, 1), add(store, 2)
+    first = {r.task_id: r for r in store.runnable(100.0, 10, per_user=per_user)}
+    store.mark_pending([(b, S.QUEUED, as_text("no room"))], 101.0)
+    second = {r.task_id: r for r in store.runnable(101.0, 10, per_user=per_user)}
+    assert second[a] is first[a]
+    assert second[b] is not first[b]
+    assert (second[b].state, second[b].pending_reason) == (S.PENDING_RESOURCES, "no room")
+    assert (first[b].state, first[b].pending_reason) == (S.QUEUED, None)
+    store.cancel(a, 102.0)
+    assert [r.task_id for r in store.runnable(102.0, 10, per_user=per_user)] == [b]
+
+
 def _plan(store: Store, sql: str, params: dict[str, object]) -> str:
     return " ".join(r["detail"] for r in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
 
