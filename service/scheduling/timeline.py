@@ -110,11 +110,17 @@ class Timeline:
                ) -> list[tuple[float, float]]:
         """The intervals ``[a, b]`` of start times at which ``node`` has ``gpus``/``cpus``
         free for ``duration`` (``b`` may be inf)."""
-        cached = self._starts.setdefault(node, {})
-        key = (gpus, cpus, duration)
-        if key not in cached:
-            cached[key] = self._find_starts(node, gpus, cpus, duration)
-        return cached[key]
+        return self._starts_of(node, (gpus, cpus, duration))
+
+    def _starts_of(self, node: str, key: tuple[float, float, float]
+                   ) -> list[tuple[float, float]]:
+        cached = self._starts.get(node)
+        if cached is None:
+            cached = self._starts[node] = {}
+        found = cached.get(key)
+        if found is None:
+            found = cached[key] = self._find_starts(node, *key)
+        return found
 
     def _find_starts(self, node: str, gpus: float, cpus: float, duration: float
                      ) -> list[tuple[float, float]]:
@@ -158,7 +164,8 @@ class Timeline:
     def _earliest(self, nnodes: int, gpus: float, cpus: float, duration: float,
                   not_before: float | None) -> tuple[float, tuple[str, ...]] | None:
         not_before = self.now if not_before is None else max(not_before, self.now)
-        windows = {node: self.starts(node, gpus, cpus, duration) for node in self._free}
+        key = (gpus, cpus, duration)
+        windows = {node: self._starts_of(node, key) for node in self._free}
         if nnodes == 1:  # the first time one node has room: the only one to try
             first = _first_start(windows.values(), not_before)
             times = [] if first is None else [first]
@@ -166,8 +173,7 @@ class Timeline:
             times = sorted({not_before} | {a for ws in windows.values() for a, _ in ws
                                            if a > not_before})
         for t in times:
-            ok = [node for node, ws in windows.items()
-                  if any(a - EPS <= t <= b + EPS for a, b in ws)]
+            ok = [node for node, ws in windows.items() if _holds(ws, t)]
             if len(ok) >= nnodes:
                 ok.sort(key=lambda node: (self.free_at(node, t)[0], node))
                 return t, tuple(ok[:nnodes])
@@ -175,8 +181,9 @@ class Timeline:
 
     def free_at(self, node: str, at: float) -> tuple[float, float]:
         """(GPUs, CPUs) free on ``node`` at ``at``."""
-        value = self.profile(node)[0]
-        for step in self.profile(node):
+        profile = self.profile(node)
+        value = profile[0]
+        for step in profile:
             if step[0] > at + EPS:
                 break
             value = step
@@ -190,6 +197,14 @@ class Timeline:
         found = [h for h in self.holds if h.node in chosen and h.start < until - EPS
                  and h.start > self.now + EPS and (owners is None or h.owner in owners)]
         return min(found, key=lambda h: (h.start, h.owner)) if found else None
+
+
+def _holds(windows: list[tuple[float, float]], t: float) -> bool:
+    """Whether ``t`` lies in one of ``windows`` (a node's intervals of start times)."""
+    for a, b in windows:  # noqa: SIM110 (a loop: any() over a generator took twice as long)
+        if a - EPS <= t <= b + EPS:
+            return True
+    return False
 
 
 def _first_start(windows: Iterable[list[tuple[float, float]]], not_before: float
