@@ -59,6 +59,9 @@ REAL = Path(__file__).parents[1] / "data" / "verl_sft_driver_h200.log"
     ("Found latest checkpoint: /c/t/global_step_8 (step 8)", ResumedLine(8)),
     ("Successfully loaded dataloader state from /c/t/global_step_8/data_0.pt",
      ResumedLine(8)),
+    # any resume mode: the FSDP checkpoint manager's INFO line (shown, as its save lines are)
+    ("(TrainingWorker pid=9) INFO:2026-11-27 00:04:54,320:[Rank 0] Loaded model from "
+     "/c/t/global_step_6/model_world_size_1_rank_0.pt", ResumedLine(6)),
     ("Saving checkpoint to: /c/t/global_step_4", None),
     ("Saved dataloader state to: /c/t/global_step_4/data_0.pt", None),
     ("Updated checkpoint tracker: /c/t/latest_checkpointed_iteration.txt", None),
