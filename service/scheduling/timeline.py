@@ -145,8 +145,7 @@ class Timeline:
         for node in nodes:
             if node not in self._free:
                 return False
-            if not any(a - EPS <= self.now <= b + EPS
-                       for a, b in self.starts(node, gpus, cpus, duration)):
+            if not _holds(self.starts(node, gpus, cpus, duration), self.now):
                 return False
         return True
 
