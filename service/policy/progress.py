@@ -92,8 +92,9 @@ def parse_line(line: str) -> LineEvent | None:
         if match:
             return StepLine(int(match.group(1)), _metrics(segment[match.end():]))
         match = _TOTAL.search(segment) if "Total " in segment else None
-        if match and int(match.group(1) or match.group(2)) > 0:
-            return TotalLine(int(match.group(1) or match.group(2)))
+        total = int(match.group(1) or match.group(2)) if match else 0
+        if total > 0:
+            return TotalLine(total)
         match = _RESUMED.search(segment) if "global_step_" in segment else None
         if match:
             return ResumedLine(int(match.group(1)))
