@@ -6,13 +6,16 @@ Every user has a tree of their own, ``<shared_root>/users/<user>/``:
   as received, what was sent to Ray, the archived driver log, verl's Hydra run dir, and
   the exit marker the entrypoint writes when the driver ends (``EXIT_MARKER``);
 * ``checkpoint_dir``: ``users/<user>/checkpoints/<task_id>``, per task, not per attempt,
-  so a retried attempt resumes with ``resume_mode=auto``.
+  so a retried attempt resumes with ``resume_mode=auto``;
+* ``task_lock``: ``users/<user>/locks/<task_id>.lock``, per task: the entrypoint holds it
+  while the task's driver lives (``service.jobspec.submission``), so two attempts of one
+  task never run at once, even when Ray lost an attempt whose driver still runs.
 
 Before users existed every attempt lived in ``<shared_root>/jobs/<sid>/`` and every
 checkpoint in ``<shared_root>/checkpoints/<task_id>``. Those stay where they are:
 ``legacy_attempt_dir`` is where readers look after the owner's tree, and a task whose id
-carries no user (created before users) keeps its checkpoint dir, so its next attempt
-still resumes from it.
+carries no user (created before users) keeps its checkpoint dir (and its lock, in
+``<shared_root>/locks/``), so its next attempt still resumes from it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ USERS_DIR = "users"
 # Written by the entrypoint's shell when the driver exits: its exit code. The driver's own
 # evidence when Ray lost the final status in a head failover (``service.policy.failures``).
 EXIT_MARKER = "exit_code"
+LOCKS_DIR = "locks"
+# The entrypoint's exit code (EX_TEMPFAIL) and its line in the log when an earlier driver
+# of the task still holds the task's lock: this attempt's driver was not started.
+LOCK_BUSY_EXIT = 75
+LOCK_BUSY_LINE = "argus: not started: an earlier driver of this task still runs"
 
 
 def users_root(shared_root: str) -> str:
@@ -61,3 +69,10 @@ def checkpoint_dir(shared_root: str, user: str | None, task_id: str) -> str:
     if task_id_user(task_id) is None or user is None:
         return posixpath.join(shared_root, "checkpoints", task_id)
     return posixpath.join(user_root(shared_root, user), "checkpoints", task_id)
+
+
+def task_lock(shared_root: str, user: str | None, task_id: str) -> str:
+    """The task's driver lock, beside its checkpoint dir's tree; ValueError for anything
+    but a task id or a user name."""
+    checkpoints = posixpath.dirname(checkpoint_dir(shared_root, user, task_id))
+    return posixpath.join(posixpath.dirname(checkpoints), LOCKS_DIR, f"{task_id}.lock")

@@ -7,6 +7,10 @@
 * ``driver.log``: the driver log, archived when the attempt ends (Ray's own copy dies
   with the head).
 
+Per task, beside its lock (``service.jobspec.submission``): ``task_lock_held`` asks
+whether a driver of the task still holds it, ``lock_holder`` who took it last, and
+``request_driver_stop`` asks that driver's watcher to stop it (``<lock>.stop``).
+
 Every file is written atomically (temp file in the same directory, fsync, rename), so a
 reader never sees half a file. Submission ids and user names are checked before they
 become paths. Readers also look in the place attempts used before users existed
@@ -15,14 +19,19 @@ become paths. Readers also look in the place attempts used before users existed
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.domain.layout import EXIT_MARKER, attempt_dir, legacy_attempt_dir
+from service.domain.layout import EXIT_MARKER, attempt_dir, legacy_attempt_dir, task_lock
+
+log = logging.getLogger(__name__)
 
 JOBSPEC_FILE = "jobspec.yaml"
 SUBMIT_FILE = "submit.json"
@@ -98,3 +107,51 @@ class Artifacts:
         """The recorded ``submit.json`` payload, or None when there is none."""
         text = self._read(sid, user, SUBMIT_FILE)
         return None if text is None else json.loads(text)
+
+    def task_lock(self, task_id: str, user: str | None) -> Path:
+        """The task's driver lock file (it may not exist)."""
+        return Path(task_lock(str(self.shared_root), user, task_id))
+
+    def task_lock_held(self, task_id: str, user: str | None) -> bool:
+        """Whether a driver of the task (or a process it forked) still holds the task's
+        lock. False when there is no lock file (attempts from before the lock) or the
+        storage cannot tell (no locks there: logged), so the answer never holds a task
+        up on a guess. Tried with a non-blocking exclusive lock, released at once; the
+        file is opened for writing because NFS emulates flock with write locks."""
+        path = self.task_lock(task_id, user)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            log.warning("cannot open the task lock %s: %s", path, exc)
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return True
+            log.warning("cannot test the task lock %s: %s", path, exc)
+            return False
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
+    def lock_holder(self, task_id: str, user: str | None) -> str | None:
+        """The lock file's last line: the attempt that took it, its host, pid and since
+        when (written by the entrypoint); None when there is none."""
+        try:
+            lines = self.task_lock(task_id, user).read_text(errors="replace").splitlines()
+        except OSError:
+            return None
+        return lines[-1].strip()[:200] if lines and lines[-1].strip() else None
+
+    def request_driver_stop(self, task_id: str, user: str | None, why: str) -> None:
+        """Ask the watcher of the driver that holds the task's lock to stop it (idempotent;
+        the next attempt's entrypoint removes the request once it holds the lock)."""
+        lock = self.task_lock(task_id, user)
+        path = lock.parent / f"{lock.name}.stop"
+        if not path.exists():
+            write_atomic(path, why + "\n")

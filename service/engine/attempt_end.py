@@ -4,6 +4,14 @@
 and the watches (a hung attempt, a driver whose node left): each decides *that* an attempt
 ended; this module decides *what follows*: SUCCEEDED, CANCELED, FAILED, or (a retryable
 failure with attempts left) back to the queue with a retry plan (``service.policy.retry``).
+
+One thing comes first: an attempt whose task's lock is still held (a driver of the task
+runs on: ``service.jobspec.submission``) is not over, whatever Ray says. Ray can lose a
+job's supervisor, or the whole job, in a head failover while the driver runs on,
+orphaned; retrying then would start a second driver of the task on the same checkpoint
+dir. Such an attempt stays RUNNING, says why, and ends when its driver does. When Argus
+wants it stopped (a cancel, a preemption, its time limit), which Ray can no longer do, it
+asks the driver's watcher (``<lock>.stop``) and waits for the lock, then ends it as asked.
 """
 
 from __future__ import annotations
@@ -19,9 +27,19 @@ from service.domain.states import FailureKind, RayStatus, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.tick_report import TickReport
 from service.policy import failures, retry
-from service.store.writer import ActiveRow, AttemptEnd, Store
+from service.store.writer import ActiveRow, AttemptEnd, Store, truncate_message
 
 log = logging.getLogger(__name__)
+
+
+# In an attempt's message while its driver outlives Ray's word on its job (``_driver_runs``).
+DRIVER_RUNS = "its driver still runs"
+
+
+def outlived_ray(row: ActiveRow) -> bool:
+    """Whether the attempt's driver ran on after Ray said its job ended: its end is when
+    Argus saw the driver's lock free, not Ray's end time."""
+    return DRIVER_RUNS in (row.message or "")
 
 
 def ran_past_limit(row: ActiveRow, info: JobInfo, now: float) -> bool:
@@ -30,7 +48,13 @@ def ran_past_limit(row: ActiveRow, info: JobInfo, now: float) -> bool:
     start = info.start_time if info.start_time is not None else row.start_time
     if row.max_runtime_s is None or start is None:
         return False
-    return (info.end_time or now) >= start + row.max_runtime_s
+    end = now if outlived_ray(row) else (info.end_time or now)
+    return end >= start + row.max_runtime_s
+
+
+def _first_line(text: str | None, limit: int = 200) -> str:
+    line = (text or "").strip().partition("\n")[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 class AttemptEnder:
@@ -57,9 +81,41 @@ class AttemptEnder:
             return row
         return dataclasses.replace(row, cancel_requested=True)
 
+    def _driver_runs(self, row: ActiveRow, ray_status: str | None, said: str,
+                     now: float) -> bool:
+        """True while a driver of the task holds the task's lock: the attempt is not over.
+        One Argus wants stopped is asked to stop through its watcher. The attempt's
+        message says which (written when it changes)."""
+        if not self.artifacts.task_lock_held(row.task_id, row.user):
+            return False
+        lock = self.artifacts.task_lock(row.task_id, row.user)
+        holder = f"{self.artifacts.lock_holder(row.task_id, row.user) or 'unknown'}, " \
+                 f"holding {lock}"
+        past_limit = row.deadline is not None and now >= row.deadline
+        if row.cancel_requested or row.preempted_for is not None or past_limit:
+            why = ("canceled" if row.cancel_requested else
+                   f"preempted for {row.preempted_for}" if row.preempted_for is not None
+                   else "time limit")
+            self.artifacts.request_driver_stop(row.task_id, row.user, why)
+            if past_limit and not row.stop_requested:
+                self.store.mark_stop_requested(row.task_id, row.attempt_no, now, "time_limit")
+            tail = f"{DRIVER_RUNS} ({holder}): asked its watcher to stop it ({why})"
+        else:
+            tail = f"{DRIVER_RUNS} ({holder}): followed until it ends, then retried from " \
+                   f"its checkpoint"
+        message = f"{said}; {tail}"
+        status = ray_status or row.ray_status or RayStatus.RUNNING.value
+        if truncate_message(message) != row.message or status != row.ray_status:
+            log.warning("%s: %s", row.ray_submission_id, message)
+            self.store.sync_attempt(row.task_id, row.attempt_no, ray_status=status,
+                                    message=message, start_time=row.start_time, now=now)
+        return True
+
     def lost(self, row: ActiveRow, now: float, report: TickReport) -> None:
         row = self._fresh(row)
         message = f"Ray no longer knows job {row.ray_submission_id} (head restarted?)"
+        if self._driver_runs(row, None, message, now):
+            return
         end = AttemptEnd(row.ray_status, FailureKind.CLUSTER_LOST.value, message,
                          row.start_time, now)
         if row.cancel_requested:
@@ -70,10 +126,16 @@ class AttemptEnder:
     def ended(self, row: ActiveRow, info: JobInfo, now: float, report: TickReport) -> None:
         row = self._fresh(row)
         status = RayStatus(info.status)
+        # Argus asked for this end (a stop for the time limit, too): not Ray losing it
+        asked = row.cancel_requested or row.preempted_for is not None or row.stop_requested
+        said = f"Ray says {status.value}: {_first_line(info.message)}"
+        if status is not RayStatus.SUCCEEDED and self._driver_runs(row, status.value, said,
+                                                                    now):
+            return
         log_text = self.archive_log(row)
+        end_time = now if outlived_ray(row) else (info.end_time or now)
         base = dict(ray_status=status.value, message=info.message, start_time=info.start_time,
-                    end_time=info.end_time or now, exit_code=info.exit_code)
-        asked = row.cancel_requested or row.preempted_for is not None
+                    end_time=end_time, exit_code=info.exit_code)
         if not asked and failures.supervisor_lost(status, info.message):
             code = self.artifacts.read_exit_code(row.ray_submission_id, row.user)
             end = failures.driver_end(code)

@@ -1,8 +1,11 @@
 """Classify a failed attempt from Ray's status, Ray's message and the driver log tail (pure).
 
-``CLUSTER_LOST`` never comes from text: the scheduler decides it when Ray no longer knows
-the submission id, or when Ray lost the job's supervisor (below) and the driver left no
-word of its end. Order matters: verl's fail-fast resource check is looked for first
+``CLUSTER_LOST`` comes from text only in one case: the entrypoint's own line saying an
+earlier driver of the task still held the task's lock, so this attempt never started
+(``service.domain.layout.LOCK_BUSY_LINE``; the earlier driver is one Ray lost track of).
+Otherwise the scheduler decides it when Ray no longer knows the submission id, or when
+Ray lost the job's supervisor (below) and the driver left no word of its end. Order
+matters: verl's fail-fast resource check is looked for first
 (it is retryable and often sits inside a generic ``RayTaskError`` traceback), then the
 signs of a user mistake, then any exception at all.
 """
@@ -12,12 +15,18 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+from service.domain.layout import LOCK_BUSY_LINE
 from service.domain.states import FailureKind, RayStatus
 
 # verl: "Total available GPUs 2.0 is less than total desired GPUs 4"
 INSUFFICIENT_RE = re.compile(
     r"Total available GPUs \d+(?:\.\d+)? is less than total desired GPUs \d+"
 )
+
+# The entrypoint's line when an earlier driver of the task held the lock, as printed: at a
+# line's start, with the lock's path expanded. Ray's log starts with the entrypoint itself,
+# where the same words follow an ``echo "`` and precede ``$argus_lock``.
+LOCK_BUSY_RE = re.compile(rf"^{re.escape(LOCK_BUSY_LINE)} \(it holds [^$]", re.MULTILINE)
 
 _USER_ERROR_RES = tuple(
     re.compile(p)
@@ -98,6 +107,8 @@ def classify(ray_status: RayStatus | None, message: str | None, log_tail: str | 
     if ray_status is RayStatus.SUCCEEDED:
         raise ValueError("a SUCCEEDED attempt has no failure kind")
     texts = [t for t in (message or "", (log_tail or "")[-LOG_TAIL_CHARS:]) if t]
+    if any(LOCK_BUSY_RE.search(t) for t in texts):
+        return FailureKind.CLUSTER_LOST
     if any(INSUFFICIENT_RE.search(t) for t in texts):
         return FailureKind.INSUFFICIENT_RESOURCES
     if any(r.search(t) for r in _USER_ERROR_RES for t in texts):

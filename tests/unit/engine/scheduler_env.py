@@ -3,6 +3,9 @@ constants, builders and helpers; the fixtures are in ``conftest.py``."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+from collections.abc import Iterator
 from pathlib import Path
 
 from service.cluster.fake import FakeCluster
@@ -66,3 +69,16 @@ class Env:
 
 def sid(task_id: str, n: int = 1) -> str:
     return f"{task_id}--a{n:02d}"
+
+
+@contextlib.contextmanager
+def driver_holds_the_task_lock(env: Env, task_id: str) -> Iterator[None]:
+    """What the entrypoint's shell leaves while a driver of the task runs: its lock held
+    (an open file description of its own, so the service's test sees a conflict)."""
+    path = env.artifacts.task_lock(task_id, env.store.get_task(task_id).user)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fh.write(f"{sid(task_id)} on w1 pid 4242 since 2025-12-23T14:32:01Z\n")
+        fh.flush()
+        yield

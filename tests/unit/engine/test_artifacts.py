@@ -70,3 +70,20 @@ def test_exit_marker_read_as_the_drivers_exit_code(tmp_path: Path, text: str, co
     art.attempt_dir(sid, "alice").mkdir(parents=True)
     (art.attempt_dir(sid, "alice") / "exit_code").write_text(text)
     assert art.read_exit_code(sid, "alice") == code
+
+
+def test_a_task_lock_is_held_only_while_someone_holds_it(tmp_path: Path) -> None:
+    import fcntl
+
+    artifacts = Artifacts(tmp_path)
+    task = "mvp2-alice-ppo-20251223-143201-7f3a"
+    path = artifacts.task_lock(task, "alice")
+    assert path == tmp_path / "users" / "alice" / "locks" / f"{task}.lock"
+    assert not artifacts.task_lock_held(task, "alice")  # no file: an attempt from before
+    path.parent.mkdir(parents=True)
+    with path.open("a") as fh:
+        assert not artifacts.task_lock_held(task, "alice")
+        fcntl.flock(fh, fcntl.LOCK_SH)  # any holder counts, as the driver's shell's
+        assert artifacts.task_lock_held(task, "alice")
+        assert artifacts.task_lock_held(task, "alice")  # asking leaves it as it is
+    assert not artifacts.task_lock_held(task, "alice")

@@ -8,10 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from scheduler_env import T0, VERL_GPU_ERROR, Env, S, sid
+from scheduler_env import T0, VERL_GPU_ERROR, Env, S, driver_holds_the_task_lock, sid
 
 from service.cluster.boundary import ClusterUnavailable
 from service.config import UserSettings
+from service.domain.layout import LOCK_BUSY_EXIT, LOCK_BUSY_LINE
 from service.domain.reasons import as_text
 from service.domain.states import RayStatus
 from service.domain.users import Role
@@ -368,6 +369,77 @@ def test_a_plain_driver_failure_is_not_second_guessed(tmp_path: Path) -> None:
                        message="Job entrypoint command failed with exit code 1")
     env.tick(T0 + 2)
     assert env.state(t) is S.FAILED
+
+
+def test_an_orphaned_driver_keeps_its_attempt_until_it_ends(tmp_path: Path) -> None:
+    """Seen on compose after a head fault: Ray failed the job ("Unexpected error
+    occurred: RPC error: CANCELLED") with no exit marker while its driver ran on, orphaned,
+    and Argus started attempt 2 beside it. While the task's lock is held the attempt is
+    not over: no second attempt, the attempt says why, once."""
+    env, t = running_attempt(tmp_path)
+    with driver_holds_the_task_lock(env, t):
+        env.cluster.finish(sid(t), RayStatus.FAILED, message=SUPERVISOR_LOST[0])
+        for second in (2, 7, 70, 700):
+            env.tick(T0 + second)
+            assert env.state(t) is S.RUNNING
+        attempt = env.store.get_attempt(t, 1)
+        assert attempt.ray_status == "FAILED" and attempt.failure_kind is None
+        assert "its driver still runs" in attempt.message
+        assert f"{sid(t)} on w1 pid 4242" in attempt.message
+        assert str(env.artifacts.task_lock(t, "alice")) in attempt.message
+        syncs = [e for e in env.store.events(t) if e.event_type == "RAY_STATUS_SYNC"]
+        assert [e.payload["ray_status"] for e in syncs] == ["RUNNING", "FAILED"]
+        assert env.cluster.submit_calls == [sid(t)]
+    env.tick(T0 + 701)  # the driver ended: no marker, so lost, and resumed as attempt 2
+    attempt = env.store.get_attempt(t, 1)
+    assert attempt.failure_kind == "CLUSTER_LOST" and "no exit marker" in attempt.message
+    env.tick(T0 + 800)
+    assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
+
+
+def test_an_orphaned_driver_of_a_job_ray_forgot_keeps_its_attempt(tmp_path: Path) -> None:
+    env, t = running_attempt(tmp_path)
+    with driver_holds_the_task_lock(env, t):
+        env.cluster.forget_all_jobs()
+        env.tick(T0 + 2)
+        assert env.state(t) is S.RUNNING
+        assert "no longer knows" in env.store.get_attempt(t, 1).message
+    env.tick(T0 + 3)
+    assert env.store.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
+
+
+def test_a_cancel_stops_an_orphaned_driver_through_its_watcher(tmp_path: Path) -> None:
+    """Ray cannot stop a driver it lost: the cancel asks the driver's watcher (a stop
+    file beside the lock) and the task is CANCELED once the driver is gone."""
+    env, t = running_attempt(tmp_path)
+    stop = env.artifacts.task_lock(t, "alice").with_name(f"{t}.lock.stop")
+    with driver_holds_the_task_lock(env, t):
+        env.cluster.finish(sid(t), RayStatus.FAILED, message=SUPERVISOR_LOST[0])
+        env.tick(T0 + 2)
+        assert not stop.exists()  # followed, not stopped
+        env.store.cancel(t, T0 + 3)
+        env.tick(T0 + 4)
+        assert env.state(t) is S.RUNNING and stop.read_text() == "canceled\n"
+        assert "asked its watcher to stop it (canceled)" in env.store.get_attempt(t, 1).message
+    env.tick(T0 + 5)
+    assert env.state(t) is S.CANCELED
+    assert env.store.get_attempt(t, 1).end_time == T0 + 5  # the driver's end, not Ray's
+    assert env.cluster.submit_calls == [sid(t)]
+
+
+def test_an_attempt_that_found_the_task_lock_held_is_retried(tmp_path: Path) -> None:
+    """The entrypoint's own backstop: the driver was not started (exit 75, its line)."""
+    env, t = running_attempt(tmp_path)
+    line = f"{LOCK_BUSY_LINE} (it holds /x/locks/{t}.lock: w1 pid 7 since 2026-11-27T03:00:00Z)"
+    (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("75\n")
+    env.cluster.finish(sid(t), RayStatus.FAILED, exit_code=LOCK_BUSY_EXIT, log=line + "\n",
+                       message=f"Job entrypoint command failed with exit code 75, last "
+                               f"available logs:\n{line}")
+    env.tick(T0 + 2)
+    assert env.state(t) is S.PENDING_RESOURCES
+    attempt = env.store.get_attempt(t, 1)
+    assert (attempt.failure_kind, attempt.exit_code) == ("CLUSTER_LOST", LOCK_BUSY_EXIT)
+    assert LOCK_BUSY_LINE in attempt.message
 
 
 def test_a_running_job_whose_driver_node_left_is_lost_after_the_grace(tmp_path: Path) -> None:

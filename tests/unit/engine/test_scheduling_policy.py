@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scheduler_env import T0, VERL_GPU_ERROR, Env, sid
+from scheduler_env import T0, VERL_GPU_ERROR, Env, driver_holds_the_task_lock, sid
 
 from service.config import UserSettings
 from service.domain.states import RayStatus, TaskState
@@ -413,6 +413,32 @@ def test_an_attempt_past_its_limit_is_stopped_and_fails_time_limit(make) -> None
     assert task.error_summary == "TIME_LIMIT: ran past its max_runtime_s (100 s): stopped"
     env.tick(T0 + 200)
     assert env.cluster.submit_calls == [sid(t)]  # never retried
+
+
+def test_an_orphaned_driver_past_its_limit_is_stopped_by_its_watcher(make) -> None:
+    """Ray failed the job (its supervisor lost) while the driver ran on: Ray's stop cannot
+    reach it, so the limit asks the driver's watcher, and the attempt ends TIME_LIMIT when
+    the driver is gone."""
+    env = make()
+    t = env.add(max_runtime_s=100)
+    env.tick(T0)
+    env.cluster.start(sid(t), {"w1": 4})
+    env.tick(T0 + 1)
+    lock = env.artifacts.task_lock(t, "alice")
+    with driver_holds_the_task_lock(env, t):
+        env.cluster.finish(sid(t), RayStatus.FAILED,
+                           message="Unexpected error occurred: RPC error: CANCELLED")
+        env.tick(T0 + 50)
+        assert not lock.with_name(f"{t}.lock.stop").exists()
+        env.tick(T0 + 100)
+        assert lock.with_name(f"{t}.lock.stop").read_text() == "time limit\n"
+        assert env.events(t, "STOP_REQUESTED") == [{"attempt_no": 1, "reason": "time_limit"}]
+        env.tick(T0 + 105)
+        assert env.state(t) is S.RUNNING
+    env.tick(T0 + 110)
+    task = env.store.get_task(t)
+    assert task.state is S.FAILED and task.latest_attempt.failure_kind == "TIME_LIMIT"
+    assert env.cluster.submit_calls == [sid(t)]
 
 
 def test_a_limit_never_touches_a_run_that_ends_in_time_or_fails_on_its_own(make) -> None:

@@ -13,6 +13,7 @@ where they are harmless (override values), rejecting them in paths and ids.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -71,8 +72,14 @@ def canary(tmp_path: Path) -> Path:
 
 
 def _run_shell(entrypoint: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    assert entrypoint.startswith("python3 ")
-    command = shlex.join([sys.executable, "-c", ECHO_ARGV]) + entrypoint[len("python3"):]
+    """Run ``entrypoint`` (the task lock's prologue line, if any, as it is) with the
+    driver's ``python3`` replaced by the argv printer."""
+    prologue, newline, driver = entrypoint.partition("\n")
+    if not newline:
+        prologue, driver = "", entrypoint
+    assert driver.startswith("python3 ")
+    driver = shlex.join([sys.executable, "-c", ECHO_ARGV]) + driver[len("python3"):]
+    command = f"{prologue}\n{driver}" if prologue else driver
     return subprocess.run(
         ["/bin/sh", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=30,
         check=False,
@@ -88,8 +95,10 @@ def _assert_argv_survives(argv: list[str], entrypoint: str, canary: Path) -> Non
 
 
 def _assert_safe(spec: JobSpec, canary: Path) -> None:
-    req = build_submit_request(spec, task_id=TASK, attempt_no=1, user="u", settings=SETTINGS)
-    _assert_argv_survives(build_entrypoint(spec, TASK, 1, SETTINGS, "u"), req.entrypoint,
+    # the shared root in tmp: the entrypoint's lock prologue makes its locks dir there
+    settings = dataclasses.replace(SETTINGS, shared_root=str(canary.parent / "shared"))
+    req = build_submit_request(spec, task_id=TASK, attempt_no=1, user="u", settings=settings)
+    _assert_argv_survives(build_entrypoint(spec, TASK, 1, settings, "u"), req.entrypoint,
                           canary)
 
 

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import signal
 import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from service.config import WORKLOADS, Settings, thaw
 from service.config_load import settings_from_mapping
+from service.domain.layout import LOCK_BUSY_EXIT, LOCK_BUSY_LINE, task_lock
 from service.domain.workloads import WORKLOADS as TABLE
 from service.domain.workloads import driver, owned_keys
+from service.engine.artifacts import Artifacts
 from service.jobspec.model import JobSpec
 from service.jobspec.submission import (
     build_entrypoint,
     build_submit_request,
     driver_argv,
-    with_exit_marker,
+    driver_shell,
 )
 
 TASK = "mvp2-ppo-20251223-143201-7f3a"
@@ -192,7 +199,8 @@ def test_submit_request_fields() -> None:
     argv = build_entrypoint(SPEC, TASK, 3, SETTINGS, "alice")
     assert req.submission_id == f"{TASK}--a03"
     marker = f"/private/users/alice/jobs/{TASK}--a03/exit_code"
-    assert req.entrypoint == with_exit_marker(shlex.join(argv), marker)
+    lock = f"/private/locks/{TASK}.lock"  # the task's id names no user: the legacy tree
+    assert req.entrypoint == driver_shell(shlex.join(argv), marker, lock, f"{TASK}--a03")
     assert driver_argv(req.entrypoint) == argv
     assert req.runtime_env == {"env_vars": {"PYTHONPATH": "/private/code/verl:${PYTHONPATH}"}}
     assert req.entrypoint_num_cpus == 1.0
@@ -303,13 +311,161 @@ def test_layout_refuses_what_is_not_a_name_or_an_id() -> None:
         checkpoint_dir("/private", None, "../../etc")
 
 
+def test_the_task_lock_sits_beside_the_checkpoints_tree() -> None:
+    task = "mvp2-alice-ppo-20251223-143201-7f3a"
+    assert task_lock("/private", "alice", task) == f"/private/users/alice/locks/{task}.lock"
+    assert task_lock("/private", None, TASK) == f"/private/locks/{TASK}.lock"
+    with pytest.raises(ValueError, match="not a task id"):
+        task_lock("/private", "alice", "../../etc")
+
+
+SID = f"{TASK}--a01"
+FAST = {"watch_s": 0.1, "grace_s": 0.5}  # the watcher's pace, shortened for the tests
+
+
+def _shell(entrypoint: str, cwd: Path, **kwargs: object) -> subprocess.Popen[str]:
+    """The entrypoint as Ray runs it: ``/bin/sh -c`` in a session of its own."""
+    return subprocess.Popen(["/bin/sh", "-c", entrypoint], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, **kwargs)
+
+
+def _driver(tmp_path: Path, lock: Path, argv: list[str], marker: str = "m",
+            pace: dict[str, float] = FAST, **kwargs: object) -> subprocess.Popen[str]:
+    entrypoint = driver_shell(shlex.join(argv), str(tmp_path / marker), str(lock), SID, **pace)
+    return _shell(entrypoint, tmp_path, **kwargs)
+
+
+def _wait_for(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture
+def task_lock_of(tmp_path: Path) -> tuple[Artifacts, str, str, Path]:
+    artifacts = Artifacts(tmp_path / "shared")
+    user, task = "alice", "mvp2-alice-ppo-20251223-143201-7f3a"
+    return artifacts, user, task, artifacts.task_lock(task, user)
+
+
 @pytest.mark.parametrize("code", [0, 3])
-def test_the_exit_marker_keeps_the_drivers_exit_code(tmp_path, code: int) -> None:
+def test_the_exit_marker_keeps_the_drivers_exit_code(tmp_path: Path, code: int) -> None:
     marker = tmp_path / "it's a dir; touch x" / "exit_code"  # quoted like every path
     marker.parent.mkdir()
-    entrypoint = with_exit_marker(shlex.join(["sh", "-c", f"exit {code}"]), str(marker))
-    proc = subprocess.run(["/bin/sh", "-c", entrypoint], cwd=tmp_path, timeout=30,
-                          check=False)
-    assert proc.returncode == code
+    lock = tmp_path / "it's; touch y" / "locks" / "t.lock"
+    entrypoint = driver_shell(shlex.join(["sh", "-c", f"exit {code}"]), str(marker), str(lock),
+                              SID, **FAST)
+    proc = _shell(entrypoint, tmp_path)
+    assert proc.wait(timeout=30) == code
     assert marker.read_text() == f"{code}\n"
-    assert not (tmp_path / "x").exists()
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    assert lock.read_text().startswith(f"{SID} on ")  # who held it, for the next one's message
+    assert proc.stderr.read() == ""
+    _wait_for(lambda: _group_gone(proc.pid), "the watcher to leave with its driver")
+
+
+def test_a_second_driver_of_a_task_does_not_start_while_an_orphan_runs(
+    tmp_path: Path, task_lock_of: tuple[Artifacts, str, str, Path]
+) -> None:
+    """The compose head-fault flake, with real processes: Ray's supervisor lost, the
+    driver's shell killed, the driver itself running on (PPID 1). Its inherited lock keeps
+    the next attempt from starting, and the service sees it held, until the driver ends."""
+    artifacts, user, task, lock = task_lock_of
+    started = tmp_path / "started"
+    first = _driver(tmp_path, lock, ["sh", "-c", f"touch {started}; exec sleep 60"], "m1")
+    _wait_for(started.exists, "the first driver")
+    first.kill()  # the shell only: the driver (its child) runs on, orphaned
+    first.wait(timeout=10)
+    assert artifacts.task_lock_held(task, user)
+    assert artifacts.lock_holder(task, user).startswith(f"{SID} on ")
+    ran = tmp_path / "ran"
+    second = _driver(tmp_path, lock, ["touch", str(ran)], "m2")
+    assert second.wait(timeout=30) == LOCK_BUSY_EXIT
+    err = second.stderr.read()
+    assert LOCK_BUSY_LINE in err and f"{SID} on " in err and f"pid {first.pid} since" in err
+    assert not ran.exists() and (tmp_path / "m2").read_text() == f"{LOCK_BUSY_EXIT}\n"
+    os.killpg(first.pid, signal.SIGKILL)  # the orphan ends
+    _wait_for(lambda: not artifacts.task_lock_held(task, user), "the lock's release")
+    third = _driver(tmp_path, lock, ["touch", str(ran)], "m3")
+    assert third.wait(timeout=30) == 0 and ran.exists()
+    assert not artifacts.task_lock_held(task, user)
+
+
+@pytest.mark.parametrize("ignores_term", [False, True])
+def test_a_stop_request_reaches_an_orphaned_driver_through_its_watcher(
+    tmp_path: Path, task_lock_of: tuple[Artifacts, str, str, Path], ignores_term: bool
+) -> None:
+    """What Ray can no longer stop (a cancel, a preemption, a time limit of an orphan),
+    the watcher does: SIGTERM to the driver's group, SIGKILL after the grace."""
+    artifacts, user, task, lock = task_lock_of
+    started = tmp_path / "started"
+    trap = "trap '' TERM; " if ignores_term else ""
+    first = _driver(tmp_path, lock, ["sh", "-c", f"{trap}touch {started}; sleep 60"])
+    _wait_for(started.exists, "the driver")
+    first.kill()  # orphaned, as above
+    first.wait(timeout=10)
+    assert artifacts.task_lock_held(task, user)
+    artifacts.request_driver_stop(task, user, "canceled")
+    _wait_for(lambda: not artifacts.task_lock_held(task, user), "the driver to be stopped")
+    _wait_for(lambda: _group_gone(first.pid), "the group, its watcher too, to be gone")
+
+
+def test_rays_own_stop_ends_the_watcher_with_the_driver(
+    tmp_path: Path, task_lock_of: tuple[Artifacts, str, str, Path]
+) -> None:
+    """Ray stops a job with SIGTERM to every process of its tree and waits for all of them
+    before it says STOPPED (``RAY_JOB_STOP_WAIT_TIME_S``, then SIGKILL): a watcher that
+    ignored SIGTERM would make every stop wait that long."""
+    artifacts, user, task, lock = task_lock_of
+    started = tmp_path / "started"
+    # the shipped pace: a watcher that ignored SIGTERM would be there for seconds
+    proc = _driver(tmp_path, lock, ["sh", "-c", f"touch {started}; exec sleep 60"], pace={})
+    _wait_for(started.exists, "the driver")
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=2)  # reaped: a zombie would still count as in the group
+    _wait_for(lambda: _group_gone(proc.pid), "every process of the job to end", timeout=2)
+    assert not artifacts.task_lock_held(task, user)
+
+
+def test_a_stale_stop_request_does_not_stop_the_next_driver(
+    tmp_path: Path, task_lock_of: tuple[Artifacts, str, str, Path]
+) -> None:
+    artifacts, user, task, lock = task_lock_of
+    lock.parent.mkdir(parents=True)
+    artifacts.request_driver_stop(task, user, "canceled")  # left from an earlier attempt
+    proc = _driver(tmp_path, lock, ["sh", "-c", "sleep 1; echo done"])
+    assert proc.wait(timeout=30) == 0 and proc.stdout.read() == "done\n"
+    assert not (lock.parent / f"{lock.name}.stop").exists()
+
+
+def test_a_node_that_cannot_lock_still_runs_the_driver(tmp_path: Path) -> None:
+    """No ``flock`` on the node (or storage without locks): a warning, not a refusal."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("dirname", "mkdir", "tail", "touch", "uname", "date"):
+        found = shutil.which(tool)
+        assert found is not None
+        (bin_dir / tool).symlink_to(found)
+    ran, marker = tmp_path / "ran", tmp_path / "m"
+    proc = _driver(tmp_path, tmp_path / "locks" / "t.lock", ["touch", str(ran)],
+                   env={"PATH": str(bin_dir)})
+    assert proc.wait(timeout=30) == 0 and ran.exists() and marker.read_text() == "0\n"
+    assert "argus: warning: no task lock" in proc.stderr.read()
+
+
+def test_the_watcher_pace_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="> 0"):
+        driver_shell("true", "/m", "/l", SID, watch_s=0)
+    with pytest.raises(ValueError, match="not an Argus submission id"):
+        driver_shell("true", "/m", "/l", "x; rm -rf /")

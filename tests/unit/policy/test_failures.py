@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from service.domain.states import FailureKind, RayStatus
+from service.jobspec.submission import driver_shell
 from service.policy.failures import DriverEnd, classify, driver_end, summarize, supervisor_lost
 
 K = FailureKind
+SID = "mvp2-ppo-20251223-143201-7f3a--a01"
 RAY_TASK_ERROR = """\
 Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):
   File "/workspace/verl/verl/trainer/main_ppo.py", line 96, in run
@@ -66,6 +68,15 @@ CASES = [
      "ZeroDivisionError: division by zero", K.RUNTIME_ERROR),
     ("cuda oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
      "", K.RUNTIME_ERROR),
+    ("an earlier driver of the task held its lock: this one never started",
+     "Job entrypoint command failed with exit code 75, last available logs:\n"
+     "argus: not started: an earlier driver of this task still runs (it holds "
+     "/private/users/a/locks/t.lock: w1 pid 7 since 2026-11-27T03:00:00Z)", "",
+     K.CLUSTER_LOST),
+    ("the busy line inside the entrypoint Ray's log starts with is not the line",
+     "Job entrypoint command failed with exit code 1",
+     f"Running entrypoint for job x: {driver_shell('python3 -m m', '/p/m', '/p/l.lock', SID)}\n"
+     "KeyError: 'x'\n", K.RUNTIME_ERROR),
     ("killed, no text", "Job entrypoint command failed with exit code -9", "", K.UNKNOWN),
     ("nothing at all", "", None, K.UNKNOWN),
     ("near miss is not verl's check",
