@@ -126,8 +126,7 @@ class AttemptEnder:
     def ended(self, row: ActiveRow, info: JobInfo, now: float, report: TickReport) -> None:
         row = self._fresh(row)
         status = RayStatus(info.status)
-        # Argus asked for this end (a stop for the time limit, too): not Ray losing it
-        asked = row.cancel_requested or row.preempted_for is not None or row.stop_requested
+        asked = row.cancel_requested or row.preempted_for is not None
         said = f"Ray says {status.value}: {_first_line(info.message)}"
         if status is not RayStatus.SUCCEEDED and self._driver_runs(row, status.value, said,
                                                                     now):
@@ -139,14 +138,18 @@ class AttemptEnder:
         if not asked and failures.supervisor_lost(status, info.message):
             code = self.artifacts.read_exit_code(row.ray_submission_id, row.user)
             end = failures.driver_end(code)
-            if end is failures.DriverEnd.GONE:
+            # a driver Argus stopped for its time limit (through its watcher, when Ray had
+            # lost it) leaves no marker either: that is TIME_LIMIT, below, not a lost run
+            stopped_at_limit = row.stop_requested and ran_past_limit(row, info, now)
+            if end is failures.DriverEnd.GONE and not stopped_at_limit:
                 text = (f"Ray lost the job's supervisor ({info.message.strip()}) and the "
                         f"driver left no exit marker: the run is gone")
                 kind = FailureKind.CLUSTER_LOST
                 ended = AttemptEnd(**{**base, "message": text}, failure_kind=kind.value)
                 self.failed(row, ended, kind, text, now, report)
                 return
-            base["exit_code"] = code
+            if code is not None:
+                base["exit_code"] = code
             if end is failures.DriverEnd.SUCCEEDED:  # the attempt keeps Ray's own status
                 summary = (f"the driver exited 0 (its exit marker); Ray lost the final "
                            f"status: {info.message.strip()}")

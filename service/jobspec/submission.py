@@ -24,9 +24,11 @@ The shell around it does two things:
   outlives them with the driver: it is how a cancel, a preemption or a time limit
   reaches a driver Ray no longer stops. A stale ``.stop`` is removed when the lock is
   taken.
-* After the driver, it writes the driver's exit code to the attempt's exit marker
+* After the driver, a subshell (the driver's parent, which outlives Ray's shell as the
+  driver does) writes the driver's exit code to the attempt's exit marker
   (``service.domain.layout.EXIT_MARKER``) and exits with it: Ray sees the same code, and
-  the scheduler has the driver's own word when a head failover lost Ray's final status.
+  the scheduler has the driver's own word when a head failover lost Ray's final status,
+  even for a driver that ran on, orphaned, to its end.
 """
 
 from __future__ import annotations
@@ -123,18 +125,21 @@ def driver_shell(command: str, marker_path: str, lock_path: str, sid: str, *,
                  watch_s: float = WATCH_S, grace_s: float = STOP_GRACE_S) -> str:
     """``command`` (already quoted) run under the task's lock, then writing its exit code
     to ``marker_path`` and exiting with it. The lock's prologue is the first line, the
-    driver's command the second."""
+    driver's command the second, in a subshell: the process that writes the marker is the
+    driver's parent, not the shell Ray started, and lives on with the driver when Ray kills
+    that shell (with the other direct children of a job supervisor it lost)."""
     parse_submission_id(sid)  # only an id: it is written into the lock file by the shell
     if not (watch_s > 0 and grace_s > 0):
         raise ValueError("watch_s and grace_s must be > 0")
     marker = shlex.quote(marker_path)
     return (f"{_lock_prologue(lock_path, marker, sid, watch_s, grace_s)}\n"
-            f'{command}{_MARKER_SEP} echo "$code" > {marker}; exit "$code"')
+            f'({command}{_MARKER_SEP} echo "$code" > {marker}; exit "$code")')
 
 
 def driver_argv(entrypoint: str) -> list[str]:
     """The driver's argv in an entrypoint built here (the shell around it left out)."""
-    return shlex.split(entrypoint.partition("\n")[2].partition(_MARKER_SEP)[0])
+    driver_line = entrypoint.partition("\n")[2].removeprefix("(")
+    return shlex.split(driver_line.partition(_MARKER_SEP)[0])
 
 
 #: Ray's reference to the PYTHONPATH of the node that starts the process.

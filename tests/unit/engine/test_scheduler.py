@@ -397,6 +397,22 @@ def test_an_orphaned_driver_keeps_its_attempt_until_it_ends(tmp_path: Path) -> N
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
 
 
+def test_an_orphaned_driver_that_finished_succeeds_on_its_first_attempt(tmp_path: Path
+                                                                       ) -> None:
+    """The driver's parent (a subshell that outlives Ray's shell) wrote its exit code when
+    it ended: the run is not lost, and nothing runs twice."""
+    env, t = running_attempt(tmp_path)
+    with driver_holds_the_task_lock(env, t):
+        env.cluster.finish(sid(t), RayStatus.FAILED, message=SUPERVISOR_LOST[0])
+        env.tick(T0 + 2)
+        (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("0\n")
+    env.tick(T0 + 600)
+    task = env.store.get_task(t)
+    assert task.state is S.SUCCEEDED and "exited 0" in task.error_summary
+    assert env.store.get_attempt(t, 1).end_time == T0 + 600
+    assert env.cluster.submit_calls == [sid(t)]
+
+
 def test_an_orphaned_driver_of_a_job_ray_forgot_keeps_its_attempt(tmp_path: Path) -> None:
     env, t = running_attempt(tmp_path)
     with driver_holds_the_task_lock(env, t):

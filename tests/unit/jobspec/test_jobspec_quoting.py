@@ -77,9 +77,11 @@ def _run_shell(entrypoint: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     prologue, newline, driver = entrypoint.partition("\n")
     if not newline:
         prologue, driver = "", entrypoint
+    subshell = driver.startswith("(")  # the driver line of an entrypoint built here
+    driver = driver.removeprefix("(")
     assert driver.startswith("python3 ")
     driver = shlex.join([sys.executable, "-c", ECHO_ARGV]) + driver[len("python3"):]
-    command = f"{prologue}\n{driver}" if prologue else driver
+    command = f"{prologue}\n({driver}" if subshell else driver
     return subprocess.run(
         ["/bin/sh", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=30,
         check=False,

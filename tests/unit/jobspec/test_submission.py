@@ -402,6 +402,26 @@ def test_a_second_driver_of_a_task_does_not_start_while_an_orphan_runs(
     assert not artifacts.task_lock_held(task, user)
 
 
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_driver_that_ran_on_orphaned_leaves_its_exit_code(
+    tmp_path: Path, task_lock_of: tuple[Artifacts, str, str, Path], code: int
+) -> None:
+    """Ray killed the shell it started (a direct child of the supervisor it lost); the
+    driver and the subshell that waits for it run on, so the driver's end still leaves
+    its word: the service can say SUCCEEDED on the first attempt."""
+    artifacts, user, task, lock = task_lock_of
+    started, go = tmp_path / "started", tmp_path / "go"
+    script = f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; exit {code}"
+    first = _driver(tmp_path, lock, ["sh", "-c", script])
+    _wait_for(started.exists, "the driver")
+    first.kill()
+    first.wait(timeout=10)
+    assert artifacts.task_lock_held(task, user) and not (tmp_path / "m").exists()
+    go.touch()  # the orphaned driver ends on its own
+    _wait_for(lambda: not artifacts.task_lock_held(task, user), "the driver's end")
+    assert (tmp_path / "m").read_text() == f"{code}\n"
+
+
 @pytest.mark.parametrize("ignores_term", [False, True])
 def test_a_stop_request_reaches_an_orphaned_driver_through_its_watcher(
     tmp_path: Path, task_lock_of: tuple[Artifacts, str, str, Path], ignores_term: bool
