@@ -7,7 +7,7 @@ out into the shell Ray runs the entrypoint with. A parameter whose value is None
 optional JobSpec field left out) is omitted, so verl keeps its own default rather than
 receiving the string "None".
 
-The shell around it does two things:
+The shell around the driver does three things:
 
 * Before the driver starts, it takes the task's lock (``service.domain.layout.task_lock``,
   ``flock`` on shared storage) and keeps it open, so the driver inherits it and holds it
