@@ -2,7 +2,8 @@
 
 A RUNNING attempt whose placement groups stay unplaced past ``stuck_timeout_s`` is hung
 (stop, INSUFFICIENT_RESOURCES, retry); one whose driver's node left the alive nodes for
-``DRIVER_NODE_GONE_S`` is lost (stop, CLUSTER_LOST), whatever Ray still says.
+``DRIVER_NODE_GONE_S`` is lost (stop, CLUSTER_LOST), whatever Ray still says, once its
+driver is gone too (the task's lock: ``service.engine.attempt_end``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class Watch:
             row = running[sid]
             if now - since < DRIVER_NODE_GONE_S or row.cancel_requested:
                 continue
+            if self.ender.artifacts.task_lock_held(row.task_id, row.user):
+                continue  # the node's raylet left, its driver did not: it still runs
             with contextlib.suppress(JobNotFound, ClusterUnavailable):
                 self.cluster.stop(sid)
             message = (f"the driver's node {self._driver_node[sid][:12]} left the cluster "

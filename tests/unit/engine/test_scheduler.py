@@ -473,6 +473,21 @@ def test_a_running_job_whose_driver_node_left_is_lost_after_the_grace(tmp_path: 
     assert env.cluster.stop_calls == [sid(t)]
 
 
+def test_a_driver_whose_node_left_ray_but_still_runs_keeps_its_attempt(tmp_path: Path
+                                                                       ) -> None:
+    """The node's raylet left the cluster, its driver did not: no second driver."""
+    env, t = running_attempt(tmp_path)
+    env.cluster.remove_node("w1")
+    env.tick(T0 + 2)
+    with driver_holds_the_task_lock(env, t):
+        env.tick(T0 + 2 + DRIVER_NODE_GONE_S)
+        env.tick(T0 + 3 + DRIVER_NODE_GONE_S)
+        assert env.state(t) is S.RUNNING and env.cluster.stop_calls == []
+    env.tick(T0 + 4 + DRIVER_NODE_GONE_S)
+    assert env.state(t) is S.PENDING_RESOURCES
+    assert env.store.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
+
+
 def test_a_driver_node_back_within_the_grace_keeps_the_attempt(tmp_path: Path) -> None:
     env, t = running_attempt(tmp_path)
     node = env.cluster.nodes.pop("w1")  # missing from the alive nodes for a while
