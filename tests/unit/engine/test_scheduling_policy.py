@@ -275,6 +275,31 @@ def test_preemption_stops_a_lower_priority_task_that_resumes_later(make) -> None
     assert env.state(low) is S.SUBMITTED and env.cluster.submit_calls[-1] == sid(low, 2)
 
 
+def test_a_preemption_reaches_an_orphaned_driver_through_its_watcher(make) -> None:
+    """Ray failed the victim's job for a lost supervisor while its driver ran on and kept
+    its placement groups (as on real Ray, where they stay mapped to the submission): the
+    preemption asks the driver's watcher, and the preemptor starts once it is gone."""
+    env = make(preemption=True, preemption_grace_s=0.0)
+    low = env.add(priority=0, save_freq=10)
+    _running(env, low, T0)
+    stop = env.artifacts.task_lock(low, "alice").with_name(f"{low}.lock.stop")
+    with driver_holds_the_task_lock(env, low):
+        job = env.cluster.jobs[sid(low)]  # Ray's word only: the driver keeps its GPUs
+        job.status, job.message = RayStatus.FAILED, "Unexpected error occurred: CANCELLED"
+        env.tick(T0 + 5)
+        high = env.add(priority=10, now=T0 + 10)
+        env.tick(T0 + 10)
+        env.tick(T0 + 11)
+        assert stop.read_text() == f"preempted for {high}\n"
+        assert env.states(low, high) == [S.RUNNING, S.PENDING_RESOURCES]
+        env.cluster.finish(sid(low), RayStatus.FAILED, message=job.message)  # stopped
+    env.tick(T0 + 12)
+    attempt = env.store.get_attempt(low, 1)
+    assert (attempt.failure_kind, attempt.preempted_for) == ("PREEMPTED", high)
+    env.tick(T0 + 13)
+    assert env.state(high) is S.SUBMITTED
+
+
 @pytest.mark.parametrize(("victim", "config", "preempted"), [
     ({"priority": 0, "save_freq": 5}, {}, True),
     ({"priority": 0, "save_freq": None}, {}, False),  # no checkpoint: never
