@@ -34,6 +34,8 @@ LOCKS_DIR = "locks"
 # of the task still holds the task's lock: this attempt's driver was not started.
 LOCK_BUSY_EXIT = 75
 LOCK_BUSY_LINE = "argus: not started: an earlier driver of this task still runs"
+# ``<task lock><STOP_REQUEST_SUFFIX>``: the service asks the driver's watcher to stop it.
+STOP_REQUEST_SUFFIX = ".stop"
 
 
 def users_root(shared_root: str) -> str:

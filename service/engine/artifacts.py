@@ -29,7 +29,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.domain.layout import EXIT_MARKER, attempt_dir, legacy_attempt_dir, task_lock
+from service.domain.layout import (
+    EXIT_MARKER,
+    STOP_REQUEST_SUFFIX,
+    attempt_dir,
+    legacy_attempt_dir,
+    task_lock,
+)
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +158,6 @@ class Artifacts:
         """Ask the watcher of the driver that holds the task's lock to stop it (idempotent;
         the next attempt's entrypoint removes the request once it holds the lock)."""
         lock = self.task_lock(task_id, user)
-        path = lock.parent / f"{lock.name}.stop"
+        path = lock.parent / f"{lock.name}{STOP_REQUEST_SUFFIX}"
         if not path.exists():
             write_atomic(path, why + "\n")

@@ -44,6 +44,7 @@ from service.domain.layout import (
     EXIT_MARKER,
     LOCK_BUSY_EXIT,
     LOCK_BUSY_LINE,
+    STOP_REQUEST_SUFFIX,
     attempt_dir,
     checkpoint_dir,
     task_lock,
@@ -100,7 +101,8 @@ def _lock_prologue(lock_path: str, marker: str, sid: str, watch_s: float,
     free = f'flock -n -E {busy} "$argus_lock" true 2>/dev/null; [ $? != {busy} ]'
     watcher = (
         f'(while sleep {watch_s:g}; do if {free}; then exit 0; fi; '
-        f'if [ -e "$argus_lock.stop" ]; then trap "" TERM HUP; kill -s TERM 0; argus_n=0; '
+        f'if [ -e "$argus_lock{STOP_REQUEST_SUFFIX}" ]; then '
+        f'trap "" TERM HUP; kill -s TERM 0; argus_n=0; '
         f'while [ $argus_n -lt {max(1, math.ceil(grace_s / watch_s))} ] && ! {{ {free}; }}; do '
         f'sleep {watch_s:g}; argus_n=$((argus_n + 1)); done; kill -s KILL 0; fi; done) '
         f"</dev/null >/dev/null 2>&1 9>&- &"
@@ -113,7 +115,7 @@ def _lock_prologue(lock_path: str, marker: str, sid: str, watch_s: float,
         f'if [ "$argus_rc" = {busy} ]; then '
         f'echo "{LOCK_BUSY_LINE} (it holds $argus_lock: $(tail -n 1 "$argus_lock"))" >&2; '
         f"echo {busy} > {marker}; exit {busy}; "
-        f'elif [ "$argus_rc" = 0 ]; then rm -f "$argus_lock.stop"; '
+        f'elif [ "$argus_rc" = 0 ]; then rm -f "$argus_lock{STOP_REQUEST_SUFFIX}"; '
         f'echo "{sid} on $(uname -n) pid $$ since $(date -u +%FT%TZ)" >&9; {watcher} '
         f'else echo "argus: warning: no task lock ($argus_lock: $argus_rc): nothing keeps '
         f'a second driver of this task from running beside this one" >&2; fi',
