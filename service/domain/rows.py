@@ -190,6 +190,11 @@ class ActiveRow:
             return None
         return self.start_time + self.max_runtime_s
 
+    def past_deadline(self, now: float) -> bool:
+        """Whether the attempt's time limit has run out at ``now``."""
+        deadline = self.deadline
+        return deadline is not None and now >= deadline
+
 
 @dataclass(frozen=True, slots=True)
 class Claim:

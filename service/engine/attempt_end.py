@@ -81,17 +81,21 @@ class AttemptEnder:
             return row
         return dataclasses.replace(row, cancel_requested=True)
 
+    def driver_alive(self, row: ActiveRow) -> bool:
+        """Whether a driver of the task still holds the task's lock, whatever Ray says."""
+        return self.artifacts.task_lock_held(row.task_id, row.user)
+
     def _driver_runs(self, row: ActiveRow, ray_status: str | None, said: str,
                      now: float) -> bool:
         """True while a driver of the task holds the task's lock: the attempt is not over.
         One Argus wants stopped is asked to stop through its watcher. The attempt's
         message says which (written when it changes)."""
-        if not self.artifacts.task_lock_held(row.task_id, row.user):
+        if not self.driver_alive(row):
             return False
         lock = self.artifacts.task_lock(row.task_id, row.user)
         holder = f"{self.artifacts.lock_holder(row.task_id, row.user) or 'unknown'}, " \
                  f"holding {lock}"
-        past_limit = row.deadline is not None and now >= row.deadline
+        past_limit = row.past_deadline(now)
         if row.cancel_requested or row.preempted_for is not None or past_limit:
             why = ("canceled" if row.cancel_requested else
                    f"preempted for {row.preempted_for}" if row.preempted_for is not None

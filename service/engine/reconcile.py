@@ -108,7 +108,7 @@ class Reconciler:
             return
         if info.driver_node_id:
             self.on_driver_node(sid, info.driver_node_id)
-        if not asked and row.deadline is not None and now >= row.deadline:
+        if not asked and row.past_deadline(now):
             self.ender.stop(row, now, "time_limit")  # ends TIME_LIMIT once Ray says it ended
         to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
         if (to_running or status.value != row.ray_status or info.start_time != row.start_time

@@ -59,7 +59,7 @@ class Watch:
             row = running[sid]
             if now - since < DRIVER_NODE_GONE_S or row.cancel_requested:
                 continue
-            if self.ender.artifacts.task_lock_held(row.task_id, row.user):
+            if self.ender.driver_alive(row):
                 continue  # the node's raylet left, its driver did not: it still runs
             with contextlib.suppress(JobNotFound, ClusterUnavailable):
                 self.cluster.stop(sid)
