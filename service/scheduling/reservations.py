@@ -368,7 +368,7 @@ class ReservationPass(BasePass):
         planned = self._reserve(cand, gang)
         if planned is not None:
             why = why.planned_by(Planned(planned))
-        elif self.budget <= 0:
+        elif self.budget <= 0 or not self.may_reserve(cand, gang):
             self.unplanned.append((cand, gang))
         self.wait(cand, why)
         if self.sched.preemption and planned is not None and \
@@ -376,8 +376,30 @@ class ReservationPass(BasePass):
             return  # it starts soon enough without throwing work away
         self.waits_for_room(cand, gang)
 
+    @cached_property
+    def small_gpus(self) -> float:
+        """The most GPUs a one-node gang asks and is small (``reserve_small_after_s``):
+        half of the largest node's; 0 when node capacity is unknown (none is small)."""
+        if self.capacity is None:
+            return 0.0
+        return max((g for g, _ in self.capacity.free_by_node().values()), default=0.0) / 2
+
+    def may_reserve(self, cand: RunnableRow, gang: Gang) -> bool:
+        """Whether ``cand`` may get a firm reservation this tick: any task but a small
+        gang with a time limit that has waited less than ``reserve_small_after_s``. Such
+        a gang starts wherever it fits without delaying a reservation, as backfill: one run
+        ending on its node makes room for it, so reserving it drains GPUs for nothing
+        and moves the reservations of big gangs, which no single run's end makes room
+        for, later (on the trace bench's full-size traces: docs/benchmarks.md). Past that
+        wait it is reserved as any task, which bounds its wait."""
+        after = self.sched.reserve_small_after_s
+        if after <= 0 or gang.nnodes > 1 or gang.gpus_per_node > self.small_gpus \
+                or self.duration(cand) == INF:
+            return True
+        return self.now - cand.runnable_since >= after
+
     def _reserve(self, cand: RunnableRow, gang: Gang) -> float | None:
-        if self.budget <= 0:
+        if self.budget <= 0 or not self.may_reserve(cand, gang):
             return None
         d = self.duration(cand)
         g, c = float(gang.gpus_per_node), gang.cpus_per_node

@@ -7,6 +7,7 @@ import random
 import pytest
 from planner_cases import NOW, node, plan, reasons, running, started, task
 
+from service.cluster.boundary import NodeResources
 from service.domain.timefmt import iso
 from service.scheduling.plan import LIMIT_SLACK_S
 from service.scheduling.timeline import INF, Timeline
@@ -357,3 +358,52 @@ def test_past_the_guard_big_gangs_are_credited_for_their_size(
         assert p.estimates == {"t2": e2, "t1": e2 + LIMIT + LIMIT_SLACK_S}
     else:
         assert p.estimates == {"t1": e1, "t2": e1 + 2 * LIMIT + LIMIT_SLACK_S}
+
+
+def node8(name: str, free_gpus: float) -> NodeResources:
+    """A worker of 8 GPUs (a small gang asks at most 4 of them) and enough CPUs."""
+    free = {"GPU": free_gpus, "CPU": 40.0 - 3 * (8 - free_gpus), "worker_node": 100.0}
+    return NodeResources(name, f"10.0.0.{name[-1]}", {k: v for k, v in free.items() if v},
+                         {"GPU": 8.0, "CPU": 40.0, "worker_node": 100.0})
+
+
+@pytest.mark.parametrize(("after", "gpus", "t1_waited", "t2_starts"), [
+    (0.0, 4, 600.0, False),  # every task reserved alike: t2 would delay t1's room
+    (1800.0, 4, 600.0, True),  # a small gang waiting under 30 min is not reserved
+    (1800.0, 4, 2000.0, False),  # past it, it is: its wait is bounded
+    (1800.0, 8, 600.0, False),  # a gang of more than half a node is reserved at once
+])
+def test_a_small_gang_is_reserved_only_once_it_has_waited(
+        after: float, gpus: int, t1_waited: float, t2_starts: bool) -> None:
+    # w1 has 1 of 8 GPUs free; r1's 3 come back at e1, r2's 4 at e2; t1 waits for room;
+    # t2 fits now, and its limit runs past both
+    r1 = running("r1", gpus=3, started=NOW - 60, limit=LIMIT)
+    r2 = running("r2", gpus=4, started=NOW - 60, limit=3 * LIMIT)
+    t1 = task("t1", gpus=gpus, waited=t1_waited, limit=LIMIT)
+    t2 = task("t2", gpus=1, limit=4 * LIMIT)
+    p = plan([node8("w1", 1)], [t1, t2], [r1, r2],
+             held_on={"r1--a01": {"w1": 3}, "r2--a01": {"w1": 4}},
+             reservations=8, reserve_small_after_s=after)
+    e1 = NOW - 60 + LIMIT + LIMIT_SLACK_S
+    e2 = NOW - 60 + 3 * LIMIT + LIMIT_SLACK_S
+    assert "planned start by" in reasons(p)["t1"]  # reserved or not, it shows a start
+    if t2_starts:
+        assert started(p) == ["t2"]
+        assert p.estimates["t1"] == e2  # after t2: 3 GPUs free at e1, 7 at e2
+    else:
+        assert started(p) == []
+        assert p.estimates["t1"] == (e1 if gpus == 4 else e2)
+        assert reasons(p)["t2"].startswith("waiting behind t1: nodes 10.0.0.1 are reserved")
+
+
+def test_without_limits_the_small_gangs_setting_changes_nothing() -> None:
+    # no time is known: tasks are planned as the guard plans them, whatever their size
+    r1 = running("r1", gpus=6, started=NOW - 60)
+    cands = [task("t1", waited=600), task("t2", gpus=2)]
+    nodes = [node8("w1", 2), node8("w2", 1)]
+    held = {"r1--a01": {"w1": 6}}
+    before = plan(nodes, cands, [r1], held_on=held, reservations=8)
+    after = plan(nodes, cands, [r1], held_on=held, reservations=8,
+                 reserve_small_after_s=1800)
+    assert (started(after), reasons(after), after.kept) == \
+        (started(before), reasons(before), before.kept)
