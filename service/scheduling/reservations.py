@@ -132,6 +132,8 @@ class ReservationPass(BasePass):
         due = [(key(c), c) for c in self.inp.candidates
                if self.now - c.runnable_since >= guard_s and not in_backoff(c, self.now)
                and self.duration(c) != INF]
+        if self.sched.reserve_small_after_s > 0:  # not popped one by one below: 10k may wait
+            due = [(k, c) for k, c in due if self.may_reserve(c, self.rules.gang(c))]
         heapq.heapify(due)  # keys end in the task's seq: never equal
         while due and self.budget > 0:
             cand = heapq.heappop(due)[1]
