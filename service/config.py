@@ -100,7 +100,7 @@ class SchedulerSettings:
     # A small gang (one node, at most half the GPUs of the largest node) with a time limit
     # is reserved only once it has waited this long; before that it starts wherever it
     # fits without delaying a reservation, and shows a start estimate. Reserving it drains
-    # GPUs that any run ending there frees anyway, and it moves the big gangs' reservations
+    # GPUs that runs ending there soon free anyway, and it moves the big gangs' reservations
     # later. 0: every task is reserved alike (docs/benchmarks.md, issue 21).
     reserve_small_after_s: float = 0.0
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry

@@ -389,11 +389,12 @@ class ReservationPass(BasePass):
     def may_reserve(self, cand: RunnableRow, gang: Gang) -> bool:
         """Whether ``cand`` may get a firm reservation this tick: any task but a small
         gang with a time limit that has waited less than ``reserve_small_after_s``. Such
-        a gang starts wherever it fits without delaying a reservation, as backfill: one run
-        ending on its node makes room for it, so reserving it drains GPUs for nothing
-        and moves the reservations of big gangs, which no single run's end makes room
-        for, later (on the trace bench's full-size traces: docs/benchmarks.md). Past that
-        wait it is reserved as any task, which bounds its wait."""
+        a gang starts wherever it fits without delaying a reservation, as backfill: the
+        runs that end on a node, as big as it or bigger, make room for it often, so
+        reserving it drains GPUs for little and moves the reservations of big gangs, which
+        only a drained node makes room for, later (the trace bench's full-size traces:
+        docs/benchmarks.md). Past that wait it is reserved as any task, which bounds its
+        wait."""
         after = self.sched.reserve_small_after_s
         if after <= 0 or gang.nnodes > 1 or gang.gpus_per_node > self.small_gpus \
                 or self.duration(cand) == INF:
