@@ -17,10 +17,12 @@ NOW = 1_000_000.0
 DRIVER = driver({}, 1.0)
 
 
-def node(name: str, free_gpus: float, total_gpus: float = 4.0) -> NodeResources:
-    free = {"GPU": free_gpus, "CPU": 16.0 - 3 * (total_gpus - free_gpus), "worker_node": 100.0}
+def node(name: str, free_gpus: float, total_gpus: float = 4.0,
+         total_cpus: float = 16.0) -> NodeResources:
+    free = {"GPU": free_gpus, "CPU": total_cpus - 3 * (total_gpus - free_gpus),
+            "worker_node": 100.0}
     return NodeResources(name, f"10.0.0.{name[-1]}", {k: v for k, v in free.items() if v},
-                         {"GPU": total_gpus, "CPU": 16.0, "worker_node": 100.0})
+                         {"GPU": total_gpus, "CPU": total_cpus, "worker_node": 100.0})
 
 
 def task(task_id: str, nnodes: int = 1, gpus: int = 4, *, user: str = "alice",

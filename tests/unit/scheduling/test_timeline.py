@@ -362,9 +362,7 @@ def test_past_the_guard_big_gangs_are_credited_for_their_size(
 
 def node8(name: str, free_gpus: float) -> NodeResources:
     """A worker of 8 GPUs (a small gang asks at most 4 of them) and enough CPUs."""
-    free = {"GPU": free_gpus, "CPU": 40.0 - 3 * (8 - free_gpus), "worker_node": 100.0}
-    return NodeResources(name, f"10.0.0.{name[-1]}", {k: v for k, v in free.items() if v},
-                         {"GPU": 8.0, "CPU": 40.0, "worker_node": 100.0})
+    return node(name, free_gpus, total_gpus=8.0, total_cpus=40.0)
 
 
 @pytest.mark.parametrize(("after", "gpus", "t1_waited", "t2_starts"), [
