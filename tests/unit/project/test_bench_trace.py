@@ -265,6 +265,31 @@ def test_variant_floors_compare_with_the_best_of_fifo_and_backfill() -> None:
     assert variant_checks({"fifo": fifo, "plan": good}, "plan") == []  # no backfill: no verdict
 
 
+def test_the_mean_gap_tells_a_steady_loss_from_one_variants_noise() -> None:
+    from dataclasses import replace
+
+    from bench.bench_trace import mean_gap
+
+    base = dict(policy="x", load=0.95, tasks=3, makespan_s=110.0, lb_s=100.0, lb_term="w",
+                utilization=0.9, idle_fit_gpu_h=0.0, waits={"small": [60.0]}, jain=1.0,
+                jain_window=1.0, jain_short=1.0, jain_waiting=1.0, all_busy_h=1.0,
+                all_waiting_h=0.0, idle_guard_gpu_h=0.0, preemptions=0, hung=0,
+                lost_gpu_h=0.0, tick_ms=[], unfinished=0, step_s=10.0, wall_s=1.0)
+    fifo = RunResult(**base)
+    backfill = replace(fifo, utilization=0.92, makespan_s=105.0)
+    summary = []
+    # the judged policy is 1 point under the best on one variant, 1 over on the other
+    for util, makespan in ((0.91, 107.0), (0.93, 103.0)):
+        plan = replace(fifo, utilization=util, makespan_s=makespan)
+        summary.append(("v", {"fifo": fifo, "backfill": backfill, "plan": plan}))
+    gap = mean_gap(summary, "plan")
+    assert gap is not None and gap.variants == 2
+    assert gap.util == pytest.approx(0.0) and gap.ratio == pytest.approx(0.0)
+    assert gap.util_se == pytest.approx(0.01) and gap.ratio_se == pytest.approx(0.02)
+    assert mean_gap(summary[:1], "plan") is None  # one variant: no spread to tell
+    assert mean_gap([("v", {"fifo": fifo, "plan": fifo})], "plan") is None  # no backfill
+
+
 def test_variant_floors_add_jain_and_the_smallest_tenants_wait() -> None:
     from dataclasses import replace
 

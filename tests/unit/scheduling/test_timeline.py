@@ -365,19 +365,21 @@ def node8(name: str, free_gpus: float) -> NodeResources:
     return node(name, free_gpus, total_gpus=8.0, total_cpus=40.0)
 
 
-@pytest.mark.parametrize(("after", "gpus", "t1_waited", "t2_starts"), [
-    (0.0, 4, 600.0, False),  # every task reserved alike: t2 would delay t1's room
-    (1800.0, 4, 600.0, True),  # a small gang waiting under 30 min is not reserved
-    (1800.0, 4, 2000.0, False),  # past it, it is: its wait is bounded
-    (1800.0, 8, 600.0, False),  # a gang of more than half a node is reserved at once
+@pytest.mark.parametrize(("after", "gpus", "t1_waited", "t1_priority", "t2_starts"), [
+    (0.0, 4, 600.0, 0, False),  # every task reserved alike: t2 would delay t1's room
+    (1800.0, 4, 600.0, 0, True),  # a small gang waiting under 30 min is not reserved
+    (1800.0, 4, 2000.0, 0, False),  # past it, it is: its wait is bounded
+    (1800.0, 8, 600.0, 0, False),  # a gang of more than half a node is reserved at once
+    (1800.0, 4, 600.0, 10, False),  # so is a small gang of a priority above the default
 ])
 def test_a_small_gang_is_reserved_only_once_it_has_waited(
-        after: float, gpus: int, t1_waited: float, t2_starts: bool) -> None:
+        after: float, gpus: int, t1_waited: float, t1_priority: int, t2_starts: bool
+) -> None:
     # w1 has 1 of 8 GPUs free; r1's 3 come back at e1, r2's 4 at e2; t1 waits for room;
     # t2 fits now, and its limit runs past both
     r1 = running("r1", gpus=3, started=NOW - 60, limit=LIMIT)
     r2 = running("r2", gpus=4, started=NOW - 60, limit=3 * LIMIT)
-    t1 = task("t1", gpus=gpus, waited=t1_waited, limit=LIMIT)
+    t1 = task("t1", gpus=gpus, waited=t1_waited, priority=t1_priority, limit=LIMIT)
     t2 = task("t2", gpus=1, limit=4 * LIMIT)
     p = plan([node8("w1", 1)], [t1, t2], [r1, r2],
              held_on={"r1--a01": {"w1": 3}, "r2--a01": {"w1": 4}},
@@ -400,8 +402,24 @@ def test_without_limits_the_small_gangs_setting_changes_nothing() -> None:
     cands = [task("t1", waited=600), task("t2", gpus=2)]
     nodes = [node8("w1", 2), node8("w2", 1)]
     held = {"r1--a01": {"w1": 6}}
-    before = plan(nodes, cands, [r1], held_on=held, reservations=8)
+    before = plan(nodes, cands, [r1], held_on=held, reservations=8, reserve_small_after_s=0)
     after = plan(nodes, cands, [r1], held_on=held, reservations=8,
                  reserve_small_after_s=1800)
     assert (started(after), reasons(after), after.kept) == \
         (started(before), reasons(before), before.kept)
+
+
+def test_soft_estimates_go_by_age_not_by_the_big_gangs_credit() -> None:
+    # w1: r1's 5 GPUs come back at e1, r2's 3 later; two young small gangs wait, not
+    # reserved yet: t2, the older, takes the room at e1 in the estimates though t1 asks
+    # more GPUs (the credit orders reservations, not estimates: small tasks start around
+    # the big gangs)
+    r1 = running("r1", gpus=5, started=NOW - 60, limit=LIMIT)
+    r2 = running("r2", gpus=3, started=NOW - 60, limit=3 * LIMIT)
+    t1 = task("t1", gpus=4, waited=600, limit=LIMIT)
+    t2 = task("t2", gpus=2, waited=1000, limit=LIMIT)
+    p = plan([node8("w1", 0)], [t1, t2], [r1, r2],
+             held_on={"r1--a01": {"w1": 5}, "r2--a01": {"w1": 3}}, reservations=8,
+             reserve_small_after_s=1800, gang_size_credit_s=300)
+    e1 = NOW - 60 + LIMIT + LIMIT_SLACK_S
+    assert p.estimates == {"t2": e1, "t1": e1 + LIMIT + LIMIT_SLACK_S}
