@@ -95,15 +95,16 @@ class SchedulerSettings:
     # what the end of a busy spell waits on, go before small tasks that backfill around
     # them, and a task is passed only by gangs that ask more GPUs and waited at most this
     # times the difference less. 0: by age alone. 300 with ``reserve_small_after_s`` 1800:
-    # the trace bench's utilization and makespan as ``backfill``'s on average over the 72
-    # variants and at full size (docs/benchmarks.md, issue 21).
+    # on the trace bench's full-size traces the plan's utilization at ``backfill``'s on 5
+    # of 6, against 1 of 6 with both at 0 (docs/benchmarks.md, issue 21).
     gang_size_credit_s: float = 300.0
     # A small gang (one node, at most half the GPUs of the largest node) with a time limit
     # is reserved only once it has waited this long; before that it starts wherever it
     # fits without delaying a reservation, and shows a start estimate. Reserving it drains
     # GPUs that runs ending there soon free anyway, and it moves the big gangs' reservations
-    # later; past this wait it is reserved as any task, which bounds its wait. 0: every
-    # task is reserved alike (docs/benchmarks.md, issue 21).
+    # later; past this wait it is reserved as any task, which bounds its wait. One of a
+    # priority above ``default_priority`` is reserved at once. 0: every task is reserved
+    # alike (docs/benchmarks.md, issue 21).
     reserve_small_after_s: float = 1800.0
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
