@@ -148,13 +148,13 @@ class ReservationPass(BasePass):
     def reserve_order(self) -> Callable[[RunnableRow], tuple[int, float, int]]:
         """The sort key of the order tasks past the guard are reserved in: priority, then
         the longest waiting, each GPU the gang asks counting ``gang_size_credit_s`` more of
-        waiting (0 by default: by age). The big gangs are the hardest to fit: reserved in
-        plain age order they wait behind the small tasks that came first, which could
-        have started around them, and a busy spell can end with a big gang started last.
-        (On the trace bench's 72 variants a credit of 300 s held the large gangs' wait
-        floor on 69 against 67, and 251 floors of 360 against 249, but its worst
-        utilization fell further below the best: docs/benchmarks.md.) One function for
-        the tick: with 10k tasks past the guard it is called 10k times."""
+        waiting (300 by default; 0: by age). The big gangs are the hardest to fit:
+        reserved in plain age order they wait behind the small tasks that came first,
+        which could have started around them, and a busy spell can end with a big gang
+        started last. (Alone, a credit of 300 s gained little on the trace bench; with
+        small gangs reserved late, ``may_reserve``, it gave the plan ``backfill``'s
+        utilization at full size: docs/benchmarks.md.) One function for the tick: with
+        10k tasks past the guard it is called 10k times."""
         credit = self.sched.gang_size_credit_s
 
         def key(cand: RunnableRow) -> tuple[int, float, int]:
@@ -187,8 +187,9 @@ class ReservationPass(BasePass):
         share (in fair-share order the trace bench's first estimates were off by a median
         28% of the wait, 22% in age order: seed 1, load 0.95). Not with the big gangs'
         credit (``reserve_order``): the small tasks it puts after them start around them
-        (backfill), and estimates behind the big gangs were off by a median 26.5% of the
-        wait against 24.8% by age (the shipped settings: docs/benchmarks.md)."""
+        (backfill); in that order the estimates were off by a median 26.5% of the wait,
+        24.8% by age (before small gangs of a high priority were reserved at once; 20%
+        since: docs/benchmarks.md)."""
         rest = [(c, g) for c, g in self.unplanned if c.task_id not in self.estimates]
         room = max(0, ESTIMATED - len(self.estimates))
         rest = sorted(rest[:room], key=lambda cg: (-cg[0].priority, cg[0].runnable_since,
