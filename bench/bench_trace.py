@@ -391,18 +391,25 @@ def run_load(load: float, args: argparse.Namespace, policies: Sequence[Policy],
 VARIANT_BASE = ("fifo", "backfill")  # the floors compare with the best of these
 
 
+def best_of_base(results: dict[str, RunResult]) -> tuple[float, float] | None:
+    """The best utilization and makespan / LB of fifo and backfill (what the variant
+    floors compare with); None unless both ran."""
+    base = [results[n] for n in VARIANT_BASE if n in results]
+    if len(base) < len(VARIANT_BASE):
+        return None
+    return max(b.utilization for b in base), min(b.ratio for b in base)
+
+
 def variant_checks(results: dict[str, RunResult], judged: str,
                    smallest: str | None = None) -> list[tuple[str, bool]]:
     """(floor, passed) of ``judged`` against FIFO and backfill on one variant; with
     ``fairshare`` run too, its Jain over 4-h windows is a floor, and with ``smallest``
     (a replayed trace's smallest tenant) that tenant's mean wait <= 1/5 of FIFO's."""
-    base = [results[n] for n in VARIANT_BASE if n in results]
-    r = results.get(judged)
-    if r is None or len(base) < len(VARIANT_BASE):
+    r, best = results.get(judged), best_of_base(results)
+    if r is None or best is None:
         return []
     fifo = results["fifo"]
-    best_util = max(b.utilization for b in base)
-    best_ratio = min(b.ratio for b in base)
+    best_util, best_ratio = best
     worst_fifo = max(fifo.wait(c, "max") for c in CLASS_ORDER if fifo.waits.get(c))
     worst = max(r.wait(c, "max") for c in CLASS_ORDER if r.waits.get(c))
     large_p95, fifo_large_p95 = r.wait("large", "p95"), fifo.wait("large", "p95")
@@ -450,12 +457,11 @@ def mean_gap(summary: Sequence[tuple[str, dict[str, RunResult]]], judged: str) -
     noise."""
     util, ratio = [], []
     for _, results in summary:
-        r = results.get(judged)
-        base = [results[n] for n in VARIANT_BASE if n in results]
-        if r is None or len(base) < len(VARIANT_BASE):
+        r, best = results.get(judged), best_of_base(results)
+        if r is None or best is None:
             continue
-        util.append(r.utilization - max(b.utilization for b in base))
-        ratio.append(r.ratio - min(b.ratio for b in base))
+        util.append(r.utilization - best[0])
+        ratio.append(r.ratio - best[1])
     if len(util) < 2:
         return None
     return Gap(len(util), statistics.fmean(util), _se(util), statistics.fmean(ratio), _se(ratio))

@@ -241,18 +241,23 @@ def test_shapes_parse_and_bad_ones_are_refused() -> None:
         parse_args(["--shapes", "8"])
 
 
+def made_up_result(**changes: object) -> RunResult:
+    """A run's figures, made up for the floors' arithmetic, ``changes`` applied."""
+    figures: dict[str, object] = dict(
+        policy="x", load=0.95, tasks=3, makespan_s=110.0, lb_s=100.0, lb_term="w",
+        utilization=0.9, idle_fit_gpu_h=0.0, waits={"small": [60.0]}, jain=1.0,
+        jain_window=1.0, jain_short=1.0, jain_waiting=1.0, all_busy_h=1.0, all_waiting_h=0.0,
+        idle_guard_gpu_h=0.0, preemptions=0, hung=0, lost_gpu_h=0.0, tick_ms=[],
+        unfinished=0, step_s=10.0, wall_s=1.0)
+    return RunResult(**{**figures, **changes})
+
+
 def test_variant_floors_compare_with_the_best_of_fifo_and_backfill() -> None:
     from dataclasses import replace
 
     from bench.bench_trace import variant_checks
 
-    base = dict(policy="x", load=0.95, tasks=3, makespan_s=110.0, lb_s=100.0, lb_term="w",
-                utilization=0.9, idle_fit_gpu_h=0.0,
-                waits={"small": [60.0, 120.0], "large": [600.0, 1200.0]}, jain=1.0,
-                jain_window=1.0, jain_short=1.0, jain_waiting=1.0, all_busy_h=1.0,
-                all_waiting_h=0.0, idle_guard_gpu_h=0.0, preemptions=0, hung=0,
-                lost_gpu_h=0.0, tick_ms=[], unfinished=0, step_s=10.0, wall_s=1.0)
-    fifo = RunResult(**base)
+    fifo = made_up_result(waits={"small": [60.0, 120.0], "large": [600.0, 1200.0]})
     backfill = replace(fifo, utilization=0.92, makespan_s=105.0)
     good = replace(fifo, utilization=0.918, makespan_s=106.0)
     bad = replace(fifo, utilization=0.90, waits={"small": [60.0], "large": [3000.0]})
@@ -270,12 +275,7 @@ def test_the_mean_gap_tells_a_steady_loss_from_one_variants_noise() -> None:
 
     from bench.bench_trace import mean_gap
 
-    base = dict(policy="x", load=0.95, tasks=3, makespan_s=110.0, lb_s=100.0, lb_term="w",
-                utilization=0.9, idle_fit_gpu_h=0.0, waits={"small": [60.0]}, jain=1.0,
-                jain_window=1.0, jain_short=1.0, jain_waiting=1.0, all_busy_h=1.0,
-                all_waiting_h=0.0, idle_guard_gpu_h=0.0, preemptions=0, hung=0,
-                lost_gpu_h=0.0, tick_ms=[], unfinished=0, step_s=10.0, wall_s=1.0)
-    fifo = RunResult(**base)
+    fifo = made_up_result(waits={"small": [60.0]})
     backfill = replace(fifo, utilization=0.92, makespan_s=105.0)
     summary = []
     # the judged policy is 1 point under the best on one variant, 1 over on the other
@@ -295,13 +295,9 @@ def test_variant_floors_add_jain_and_the_smallest_tenants_wait() -> None:
 
     from bench.bench_trace import variant_checks
 
-    base = dict(policy="x", load=0.9, tasks=4, makespan_s=110.0, lb_s=100.0, lb_term="w",
-                utilization=0.9, idle_fit_gpu_h=0.0, waits={"small": [60.0], "large": [600.0]},
-                jain=1.0, jain_window=0.8, jain_short=1.0, jain_waiting=1.0, all_busy_h=1.0,
-                all_waiting_h=0.0, idle_guard_gpu_h=0.0, preemptions=0, hung=0,
-                lost_gpu_h=0.0, tick_ms=[], unfinished=0, step_s=10.0, wall_s=1.0,
-                user_waits={"vca": [1000.0, 3000.0], "vcb": [60.0]})
-    fifo = RunResult(**base)
+    fifo = made_up_result(load=0.9, tasks=4, waits={"small": [60.0], "large": [600.0]},
+                          jain_window=0.8,
+                          user_waits={"vca": [1000.0, 3000.0], "vcb": [60.0]})
     fair = replace(fifo, jain_window=0.85)
     protects = replace(fifo, jain_window=0.86, user_waits={"vca": [100.0, 300.0], "vcb": []})
     neglects = replace(fifo, jain_window=0.84, user_waits={"vca": [500.0, 500.0], "vcb": []})
