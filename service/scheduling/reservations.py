@@ -113,6 +113,9 @@ class ReservationPass(BasePass):
         ``reserve_order`` (the longest waiting first within a priority, big gangs credited
         for their size when ``gang_size_credit_s`` is set; whatever fair share says: this
         bounds every task's wait, as the guard does), before the walk in admission order.
+        So are the younger tasks of a higher priority than one of them, before it: a
+        fresh priority-10 task never waits behind a priority-0 gang's reservation (it did
+        until it was past the guard itself, then took the room drained for that gang).
         A task without a limit is held for good from its start, so its reservation would keep
         its nodes from everyone after it: only the guard's ``holder`` gets one, and when
         it fits now (or waits out a retry backoff) its room is kept as the guard keeps it,
@@ -127,13 +130,19 @@ class ReservationPass(BasePass):
                 self._fallback(holder, gang)
             elif self._reserve(holder, gang) is not None:
                 self.first.add(holder.task_id)
-        key = self.reserve_order
         # a heap, not a sort: with 10k tasks past the guard only the first few are reserved
-        due = [(key(c), c) for c in self.inp.candidates
-               if self.now - c.runnable_since >= guard_s and not in_backoff(c, self.now)
-               and self.duration(c) != INF]
+        past, young = [], []
+        for c in self.inp.candidates:
+            if not in_backoff(c, self.now) and self.duration(c) != INF:
+                (past if self.now - c.runnable_since >= guard_s else young).append(c)
         if self.sched.reserve_small_after_s > 0:  # not popped one by one below: 10k may wait
-            due = [(k, c) for k, c in due if self.may_reserve(c, self.rules.gang(c))]
+            past = [c for c in past if self.may_reserve(c, self.rules.gang(c))]
+        if past and young:  # a task that outranks one past the guard is reserved before it
+            lowest = min(c.priority for c in past)
+            past += [c for c in young
+                     if c.priority > lowest and self.may_reserve(c, self.rules.gang(c))]
+        key = self.reserve_order
+        due = [(key(c), c) for c in past]
         heapq.heapify(due)  # keys end in the task's seq: never equal
         while due and self.budget > 0:
             cand = heapq.heappop(due)[1]
@@ -245,11 +254,9 @@ class ReservationPass(BasePass):
 
     def _record(self, cand: RunnableRow, gang: Gang, nodes: tuple[str, ...] | None,
                 *, not_before: float | None = None, forever: bool = False) -> None:
-        overdue_at = cand.runnable_since + self.sched.starvation_guard_s
         self.placed.append(Placed(cand.task_id, cand.user, (gang.nnodes, gang.gpus_per_node),
                                   gang.cpus_per_node, cand.max_runtime_s, nodes, not_before,
-                                  forever, cand.priority,
-                                  overdue_at if overdue_at > self.now else None))
+                                  forever))
 
     def place(self, cand: RunnableRow, gang: Gang) -> None:
         if cand.task_id != self.fallback_owner:

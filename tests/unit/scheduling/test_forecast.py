@@ -72,39 +72,6 @@ def test_replay_started_now_holds_and_replacement() -> None:
     assert got == {"t1": pytest.approx(600.0 + LIMIT_SLACK_S)}
 
 
-def test_a_higher_priority_task_is_replayed_before_the_overdue_once_past_the_guard() -> None:
-    # w1 frees at 600 (expected); o1 and o2 (priority 0, past the guard) were reserved
-    # first; hi (priority 10) is past the guard at 900: it waits behind o1 only, then
-    # comes before o2 (as the plan will reserve it then), which waits for it
-    model = RuntimeModel(ALICE_1x4)  # alice's 1x4 runs take 30% of their limit
-    running_ = [Releasing({"w1": (4.0, 12.0)}, 600.0)]
-    placed = [Placed("o1", "alice", (1, 4), 12.0, 1000.0),
-              Placed("o2", "alice", (1, 4), 12.0, 1000.0),
-              Placed("hi", "alice", (1, 4), 12.0, 1000.0, priority=10, overdue_at=900.0),
-              Placed("lo", "alice", (1, 4), 12.0, 1000.0, overdue_at=950.0)]
-    got = expected_starts(0.0, {"w1": (0.0, 4.0)}, running_, placed, model)
-    assert got == {"o1": pytest.approx(600.0), "hi": pytest.approx(900.0),
-                   "o2": pytest.approx(1200.0), "lo": pytest.approx(1500.0)}
-    # already past the guard (overdue_at None): the plan's order stands
-    placed[2] = Placed("hi", "alice", (1, 4), 12.0, 1000.0, priority=10)
-    got = expected_starts(0.0, {"w1": (0.0, 4.0)}, running_, placed, model)
-    assert [got[t] for t in ("o1", "o2", "hi")] == pytest.approx([600.0, 900.0, 1200.0])
-
-
-def test_a_lower_task_that_starts_before_the_guard_keeps_its_room() -> None:
-    # w1 frees at 700: o1 (300 s expected) starts then, before hi is past the guard (900);
-    # the plan reserves hi first only from 900, when o1 runs: hi waits for o1 (ends at
-    # 1000), not o1 for hi (the gap 700-900 is too short for o1)
-    model = RuntimeModel(ALICE_1x4)
-    running_ = [Releasing({"w1": (4.0, 12.0)}, 700.0)]
-    placed = [Placed("o1", "alice", (1, 4), 12.0, 1000.0),
-              Placed("o2", "alice", (1, 4), 12.0, 1000.0),
-              Placed("hi", "alice", (1, 4), 12.0, 1000.0, priority=10, overdue_at=900.0)]
-    got = expected_starts(0.0, {"w1": (0.0, 4.0)}, running_, placed, model)
-    assert got == {"o1": pytest.approx(700.0), "hi": pytest.approx(1000.0),
-                   "o2": pytest.approx(1300.0)}
-
-
 def test_the_plan_shows_the_expected_start_beside_the_limits_bound() -> None:
     # bob's attempt on the only node has a 2 h limit; bob's runs take about half of theirs
     history = [EndedRun("bob", (1, 4), r, 7200.0) for r in (3000.0, 3600.0, 4200.0)]

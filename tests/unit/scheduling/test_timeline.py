@@ -153,6 +153,29 @@ def test_the_plan_orders_reservations_by_priority() -> None:
     assert "t1" not in p.estimates  # after t2 on the only node: no limit, for good
 
 
+@pytest.mark.parametrize(("gang_priority", "fresh_priority", "starts"), [
+    (0, 10, True),  # a fresh task of a higher priority goes first: it starts now
+    (0, 0, False),  # of the same priority: it waits behind the gang past the guard
+    (-5, 0, True),  # the gang's owner stepped it back: a default task goes first
+])
+def test_a_fresh_task_of_a_higher_priority_is_not_held_behind_a_gang_past_the_guard(
+        gang_priority: int, fresh_priority: int, starts: bool) -> None:
+    # the 2x4 gang waited past the guard: w2 drains for it (r1's limit); the fresh 1x4
+    # fits w1 now but would run past the gang's planned start
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    gang = task("t1", nnodes=2, limit=LIMIT, waited=400, priority=gang_priority)
+    fresh = task("t2", limit=LIMIT * 2, waited=10, priority=fresh_priority)
+    p = plan([node("w1", 4), node("w2", 0)], [gang, fresh], [r1],
+             held_on={"r1--a01": {"w2": 4}}, reservations=8)
+    if starts:
+        assert started(p) == ["t2"]
+        assert p.estimates["t1"] == NOW + LIMIT * 2 + LIMIT_SLACK_S  # after t2, by limits
+    else:
+        assert started(p) == []
+        assert reasons(p)["t2"].startswith("waiting behind t1: nodes 10.0.0.1 are reserved")
+        assert p.estimates["t1"] == NOW - 60 + LIMIT + LIMIT_SLACK_S
+
+
 def test_a_running_attempt_without_a_limit_gives_no_time() -> None:
     p = plan([node("w1", 0)], [task("t1", waited=10)], [running("r1")],
              held_on={"r1--a01": {"w1": 4}}, reservations=8)
