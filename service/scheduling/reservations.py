@@ -28,10 +28,10 @@ when it fits now or waits out a backoff (so nothing ahead of it in admission ord
 its room): the nodes the guard would keep (those kept last tick first: ``Plan.kept``),
 taken out of the pool from the start of the pass, kept again when its turn does not start
 it; a task of higher priority than the holder may use them. A task without a limit that
-fits now starts anywhere but on the nodes held for gangs past the guard; younger
-reservations move. Where no task declares a limit the plan decides as the guard (the
-Philly replay in docs/benchmarks.md). A starving gang preempts only when its planned start
-is further than ``preemption_grace_s`` away, or unknown.
+fits now starts anywhere but on the nodes held for gangs past the guard of its priority
+or higher; younger reservations move. Where no task declares a limit the plan decides as
+the guard (the Philly replay in docs/benchmarks.md). A starving gang preempts only when
+its planned start is further than ``preemption_grace_s`` away, or unknown.
 """
 
 from __future__ import annotations
@@ -90,7 +90,9 @@ class ReservationPass(BasePass):
             end = self.release_time(row)
             for node, gpus in inp.snapshot.held_on.get(row.ray_submission_id, {}).items():
                 self.timeline.release(node, end, gpus, gpus * cpg)
-        self.first: set[str] = set()  # reserved before the walk: waited past the guard
+        # reserved before the walk (past the guard, or outranking a task that is): task ->
+        # its priority
+        self.first: dict[str, int] = {}
         self.unplanned: list[tuple[RunnableRow, Gang]] = []  # waiting, past the budget
         self._reserve_overdue()
 
@@ -129,7 +131,7 @@ class ReservationPass(BasePass):
             if in_backoff(holder, self.now) or self.pool.decide(gang, self.driver).fits:
                 self._fallback(holder, gang)
             elif self._reserve(holder, gang) is not None:
-                self.first.add(holder.task_id)
+                self.first[holder.task_id] = holder.priority
         # a heap, not a sort: with 10k tasks past the guard only the first few are reserved
         past, young = [], []
         for c in self.inp.candidates:
@@ -151,7 +153,7 @@ class ReservationPass(BasePass):
                     or self.never_fits(gang) is not None):
                 continue
             if self._reserve(cand, gang) is not None:
-                self.first.add(cand.task_id)
+                self.first[cand.task_id] = cand.priority
 
     @cached_property
     def reserve_order(self) -> Callable[[RunnableRow], tuple[int, float, int]]:
@@ -294,11 +296,11 @@ class ReservationPass(BasePass):
                            not_before=cand.retry_not_before)
                 return
             start = decision if self.timeline.fits(decision.gang_nodes, g, c, d) else \
-                self._outside_protected(gang, decision) if d == INF else None
+                self._outside_protected(cand, gang, decision) if d == INF else None
             if start is not None:
                 self._take(cand, gang, start, self.now + d)
                 return
-            self._wait_planned(cand, gang, self._delays(decision, d), for_room=False)
+            self._wait_planned(cand, gang, self._delays(cand, decision, d), for_room=False)
             return
         if decision is not None:
             assert decision.why is not None
@@ -315,11 +317,14 @@ class ReservationPass(BasePass):
         assert cached is not None
         self._wait_planned(cand, gang, cached[0], for_room=True)
 
-    @property
-    def protected(self) -> set[str]:
-        """The gangs past the guard (reserved first, or held by the fallback): the holds
-        a task without a limit must not take, as the guard's kept nodes."""
-        return self.first | {self.fallback_owner} if self.fallback_owner else self.first
+    def protected(self, cand: RunnableRow) -> set[str]:
+        """The gangs past the guard (reserved first, or held by the fallback) whose holds
+        ``cand``, a task without a limit, must not take, as the guard's kept nodes: all
+        but those of a lower priority than its own (it goes first, as with the guard)."""
+        out = {owner for owner, priority in self.first.items() if priority >= cand.priority}
+        if self.fallback_owner:
+            out.add(self.fallback_owner)
+        return out
 
     def _outranks(self, cand: RunnableRow) -> bool:
         """Whether ``cand`` may use the nodes kept by the fallback: a higher priority than
@@ -331,13 +336,14 @@ class ReservationPass(BasePass):
         return holder is not None and cand.priority > holder.priority \
             and not in_backoff(cand, self.now)
 
-    def _outside_protected(self, gang: Gang, decision: Decision) -> Decision | None:
+    def _outside_protected(self, cand: RunnableRow, gang: Gang, decision: Decision
+                           ) -> Decision | None:
         """Where a task without a limit may start now (it delays every hold on its nodes
         for good as far as the plan knows): anywhere but the nodes held for gangs past
-        the guard, as the guard admits a task on the pool without its kept nodes (Ray
-        places it, best fit, as any task); None: nowhere. Younger reservations move, and
-        once past the guard they are kept in turn."""
-        protected = self.protected
+        the guard (``protected``), as the guard admits a task on the pool without its kept
+        nodes (Ray places it, best fit, as any task); None: nowhere. Younger reservations
+        move, and once past the guard they are kept in turn."""
+        protected = self.protected(cand)
         kept = {h.node for h in self.timeline.holds if h.owner in protected}
         if kept.isdisjoint(decision.gang_nodes):
             return decision
@@ -357,10 +363,10 @@ class ReservationPass(BasePass):
             self.timeline.hold(node, start, end, float(gang.gpus_per_node), gang.cpus_per_node,
                                owner)
 
-    def _delays(self, decision: Decision, duration: float) -> Reason:
+    def _delays(self, cand: RunnableRow, decision: Decision, duration: float) -> Reason:
         """Why a task that fits now waits: it would run into a reservation (one of a
         gang past the guard, for a task without a limit)."""
-        owners = self.protected if duration == INF else None
+        owners = self.protected(cand) if duration == INF else None
         hold = self.timeline.blocking(decision.gang_nodes, self.now + duration, owners)
         if hold is None:  # held from now on (the guard's fallback): the nodes are taken
             hold = next((h for h in self.timeline.holds if h.node in decision.gang_nodes

@@ -176,6 +176,21 @@ def test_a_fresh_task_of_a_higher_priority_is_not_held_behind_a_gang_past_the_gu
         assert p.estimates["t1"] == NOW - 60 + LIMIT + LIMIT_SLACK_S
 
 
+@pytest.mark.parametrize(("fresh_priority", "starts"), [(10, True), (0, False)])
+def test_a_fresh_task_without_a_limit_of_a_higher_priority_takes_a_lower_gangs_nodes(
+        fresh_priority: int, starts: bool) -> None:
+    # the same, the fresh task without a limit: it holds w1 for good as far as the plan
+    # knows, so the gang past the guard keeps w1 from it only when it is not outranked
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    gang = task("t1", nnodes=2, limit=LIMIT, waited=400)
+    fresh = task("t2", waited=10, priority=fresh_priority)
+    p = plan([node("w1", 4), node("w2", 0)], [gang, fresh], [r1],
+             held_on={"r1--a01": {"w2": 4}}, reservations=8)
+    assert started(p) == (["t2"] if starts else [])
+    if not starts:
+        assert reasons(p)["t2"].startswith("waiting behind t1: nodes 10.0.0.1 are reserved")
+
+
 def test_a_running_attempt_without_a_limit_gives_no_time() -> None:
     p = plan([node("w1", 0)], [task("t1", waited=10)], [running("r1")],
              held_on={"r1--a01": {"w1": 4}}, reservations=8)
