@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from bench.tracesim import (
     Fairness,
     RunResult,
     SimCluster,
+    scheduler_settings,
     simulate,
 )
 from service.cluster.boundary import SubmitRequest
@@ -216,6 +218,24 @@ def test_every_task_declares_a_time_limit_its_run_stays_under(seed: int) -> None
     assert all(t.limit_s is not None and t.limit_s % 60 == 0 for t in tasks)
     assert all(t.duration + FAILFAST_AFTER_S < t.limit_s for t in tasks)
     assert min(t.limit_s / t.duration for t in tasks) > 1.0
+
+
+def test_the_real_ray_check_runs_the_shipped_plan_on_tasks_with_limits() -> None:
+    """``--real`` checks the simulation of the policy Argus ships, on tasks that declare
+    limits as the big trace's do (it crashed unseen once the classes gained them): each
+    limit covers the run and the stand-in driver's start, and the simulation of the check's
+    own trace finishes every task (the Ray half is the bench's, not the unit tier's)."""
+    from bench import tracereal
+
+    assert inspect.signature(tracereal.real_check).parameters["policy_name"].default == "plan"
+    trace = tracereal.real_trace(1)
+    assert len(trace) == 20
+    assert all(t.limit_s is not None
+               and t.limit_s >= t.duration + tracereal.DRIVER_MARGIN_S for t in trace)
+    plan = POLICY_BY_NAME["plan"]
+    sim = tracereal._simulate(trace, plan, scheduler_settings(plan), 16.0)
+    assert sim.unfinished == 0
+    assert sim.makespan_s > max(t.arrival for t in trace) + 16.0
 
 
 # -- variants ---------------------------------------------------------------------------------
