@@ -42,6 +42,7 @@ from bench.tracesim import (
 )
 from service.cluster.raycluster import RayCluster
 from service.config import SchedulerSettings, Settings
+from service.domain.states import TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
 from service.jobspec.model import JobSpec
@@ -57,10 +58,18 @@ WORKERS, GPUS_PER_WORKER, CPUS_PER_WORKER = 2, 4, 16
 # and the stand-in's driver then still starts Ray and waits for its gang (up to ~60 s on
 # the shared 2-core machine); runs never reach it.
 DRIVER_MARGIN_S = 120
+
+
+def _limited(name: str, nnodes: int, gpus_per_node: int, min_s: float, max_s: float,
+             checkpoints: bool = False) -> TaskClass:
+    return TaskClass(name, nnodes, gpus_per_node, min_s, max_s, max_s + DRIVER_MARGIN_S,
+                     checkpoints=checkpoints)
+
+
 REAL_CLASSES = (  # (class, share of tasks)
-    (TaskClass("small", 1, 1, 4, 8, 8 + DRIVER_MARGIN_S), 0.5),
-    (TaskClass("medium", 1, 4, 6, 12, 12 + DRIVER_MARGIN_S), 0.35),
-    (TaskClass("large", 2, 4, 10, 16, 16 + DRIVER_MARGIN_S, checkpoints=True), 0.15),
+    (_limited("small", 1, 1, 4, 8), 0.5),
+    (_limited("medium", 1, 4, 6, 12), 0.35),
+    (_limited("large", 2, 4, 10, 16, checkpoints=True), 0.15),
 )
 SIM_WITHIN = 0.15  # issue 21's floor: the simulated makespan within 15% of the real one
 USERS = ("alice", "bob", "carol")
@@ -133,7 +142,7 @@ def _measure(store: Store, trace: Sequence[TraceTask], start: float) -> RealRun:
     for t in trace:
         task = store.get_task(t.task_id)
         states[task.state.value] = states.get(task.state.value, 0) + 1
-        if task.state.value != "SUCCEEDED":
+        if task.state is not TaskState.SUCCEEDED:
             failed[t.task_id] = f"{task.state.value}: {task.error_summary or '-'}"
         for a in store.list_attempts(t.task_id):
             if a.end_time is not None:
@@ -187,7 +196,7 @@ def real_check(seed: int, policy_name: str = "plan") -> bool:
     startup = statistics.median(real.overheads.values()) if real.overheads else 0.0
     sims = [_simulate(trace, policy, settings, s) for s in (startup, real.overheads)]
     _print(trace, policy, real, sims, startup, time.perf_counter() - wall)
-    all_ok = real.states.get("SUCCEEDED", 0) == len(trace)
+    all_ok = not real.failed
     off = abs(sims[0].makespan_s - real.makespan_s) / real.makespan_s
     within = off <= SIM_WITHIN  # NaN (nothing ended) fails
     print(f"  floor: every task SUCCEEDED: {'PASS' if all_ok else 'FAIL'}; simulated makespan "
