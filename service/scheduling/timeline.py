@@ -16,7 +16,7 @@ plan). Pure: numbers in, numbers out; nodes are ids.
 from __future__ import annotations
 
 import math
-from bisect import insort
+from bisect import bisect_right, insort
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -52,6 +52,7 @@ class Timeline:
         self._answers: dict[tuple[int, float, float, float, float | None],
                             tuple[float, tuple[str, ...]] | None] = {}
         self.holds: list[Hold] = []
+        self._owners: set[str] = set()  # those with holds: most tasks unheld never had one
 
     @property
     def nodes(self) -> list[str]:
@@ -75,11 +76,13 @@ class Timeline:
             insort(self._events[node], (end, gpus, cpus, owner))
         self._changed(node)
         self.holds.append(Hold(node, start, end, gpus, cpus, owner))
+        self._owners.add(owner)
 
     def unhold(self, owner: str) -> None:
         """Forget every hold of ``owner`` (its turn has come: it is placed anew)."""
-        if not owner:
+        if not owner or owner not in self._owners:
             return
+        self._owners.discard(owner)
         for node in {h.node for h in self.holds if h.owner == owner}:
             self._events[node] = [e for e in self._events[node] if e[3] != owner]
             self._changed(node)
@@ -96,12 +99,15 @@ class Timeline:
         if cached is not None:
             return cached
         gpus, cpus = self._free[node]
-        out = [(self.now, gpus, cpus)]
+        last = self.now
+        out = [(last, gpus, cpus)]
         for at, dg, dc, _ in self._events[node]:
-            gpus, cpus = gpus + dg, cpus + dc
-            if at <= out[-1][0] + EPS:
-                out[-1] = (out[-1][0], gpus, cpus)
+            gpus += dg
+            cpus += dc
+            if at <= last + EPS:
+                out[-1] = (last, gpus, cpus)
             else:
+                last = at
                 out.append((at, gpus, cpus))
         self._profiles[node] = out
         return out
@@ -125,18 +131,18 @@ class Timeline:
     def _find_starts(self, node: str, gpus: float, cpus: float, duration: float
                      ) -> list[tuple[float, float]]:
         out: list[tuple[float, float]] = []
-        profile = self.profile(node)
+        need_g, need_c, long = gpus - EPS, cpus - EPS, duration - EPS
         run_start: float | None = None
-        for i, (at, g, c) in enumerate(profile):
-            ok = g >= gpus - EPS and c >= cpus - EPS
-            if ok and run_start is None:
-                run_start = at
-            if not ok and run_start is not None:
-                if at - run_start >= duration - EPS:
+        for at, g, c in self.profile(node):
+            if g >= need_g and c >= need_c:
+                if run_start is None:
+                    run_start = at
+            elif run_start is not None:
+                if at - run_start >= long:
                     out.append((run_start, at - duration))
                 run_start = None
-            if i == len(profile) - 1 and run_start is not None:
-                out.append((run_start, INF))
+        if run_start is not None:
+            out.append((run_start, INF))
         return out
 
     def fits(self, nodes: Iterable[str], gpus: float, cpus: float, duration: float) -> bool:
@@ -181,12 +187,8 @@ class Timeline:
     def free_at(self, node: str, at: float) -> tuple[float, float]:
         """(GPUs, CPUs) free on ``node`` at ``at``."""
         profile = self.profile(node)
-        value = profile[0]
-        for step in profile:
-            if step[0] > at + EPS:
-                break
-            value = step
-        return value[1], value[2]
+        _, gpus, cpus = profile[max(0, bisect_right(profile, (at + EPS, INF, INF)) - 1)]
+        return gpus, cpus
 
     def blocking(self, nodes: Iterable[str], until: float,
                  owners: Collection[str] | None = None) -> Hold | None:

@@ -71,6 +71,24 @@ def test_unhold_gives_back_exactly_that_owners_holds() -> None:
     assert [h.owner for h in t.holds] == ["b"]
 
 
+def test_an_owner_holds_again_after_its_unhold_and_one_that_never_held_is_a_no_op() -> None:
+    t = line(w1=(8, 24))
+    t.hold("w1", 10, 20, 4, 12, "a")
+    t.unhold("never-held")
+    t.unhold("a")
+    t.hold("w1", 5, 15, 2, 6, "a")  # placed anew: only the new hold counts
+    assert t.profile("w1") == [(0.0, 8, 24), (5, 6, 18), (15, 8, 24)]
+    t.unhold("a")
+    assert t.profile("w1") == [(0.0, 8, 24)] and t.holds == []
+
+
+def test_free_at_reads_the_step_in_force_at_that_time() -> None:
+    t = line(w1=(8, 24))
+    t.hold("w1", 10, 20, 4, 12, "a")
+    assert [t.free_at("w1", at) for at in (0, 9.5, 10, 15, 20, 99)] == [
+        (8, 24), (8, 24), (4, 12), (4, 12), (8, 24), (8, 24)]
+
+
 def test_earliest_answers_again_only_until_the_timeline_changes() -> None:
     t = line(w1=(8, 24), w2=(0, 0))
     assert t.earliest(2, 8, 24, 100) is None
