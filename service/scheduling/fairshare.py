@@ -77,6 +77,7 @@ class FairOrder:
         self._total = total if total > 0 else 1.0
         self._weight = weight
         self._weights: dict[str | None, float] = {}
+        self._weighted: dict[str | None, float] = {}  # ``weighted``'s answers
         self._enabled = enabled
 
     def share(self, user: str | None) -> Share:
@@ -85,11 +86,15 @@ class FairOrder:
 
     def weighted(self, user: str | None) -> float:
         """``share(user).weighted``, without making a ``Share``: the walk asks it for every
-        task it examines (10k runnable: about a thousand times a tick)."""
-        weight = self._weights.get(user)
-        if weight is None:
-            weight = self._weights[user] = self._weight(user)
-        return self._charges.get(user, 0.0) / self._total / weight
+        task it examines (10k runnable: about a thousand times a tick), so each user's is
+        kept until their charge changes (``admitted``)."""
+        found = self._weighted.get(user)
+        if found is None:
+            weight = self._weights.get(user)
+            if weight is None:
+                weight = self._weights[user] = self._weight(user)
+            found = self._weighted[user] = self._charges.get(user, 0.0) / self._total / weight
+        return found
 
     def shares(self) -> dict[str | None, Share]:
         """Every user with a charge or a candidate, and their share now."""
@@ -99,6 +104,7 @@ class FairOrder:
     def admitted(self, user: str | None, charge: float) -> None:
         """A task of ``user`` started this tick: its charge counts from now on."""
         self._charges[user] = self._charges.get(user, 0.0) + charge
+        self._weighted.pop(user, None)
 
     def __iter__(self) -> Iterator[C]:
         if not self._enabled:

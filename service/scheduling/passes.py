@@ -95,6 +95,8 @@ class BasePass:
         self.now = inp.now
         self.capacity = capacity  # None: node capacity unknown
         self._never: dict[Gang, Reason | None] = {}  # never_fits, per shape
+        # the owners' limits' answers per (owner, gang GPUs), until a start changes a load
+        self._held: dict[tuple[str | None, int], Reason | None] = {}
         self.order = order
         self.pool = FreePool.from_snapshot(
             inp.snapshot, [InFlight(r.ray_submission_id, rules.gang(r)) for r in inp.active])
@@ -140,7 +142,11 @@ class BasePass:
     def prelude(self, cand: RunnableRow) -> bool:
         """The rules before any fit: the owner's limits (no guard, nobody blocked), backfill
         off, ``max_running_tasks``. True when ``cand`` waits for one of them."""
-        held = self.rules.held(cand, self.loads, self.inp.disabled)
+        key = (cand.user, cand.nnodes * cand.n_gpus_per_node)
+        if key in self._held:
+            held = self._held[key]
+        else:
+            held = self._held[key] = self.rules.held(cand, self.loads, self.inp.disabled)
         if held is not None:
             self.wait(cand, held)
             return True
@@ -171,14 +177,17 @@ class BasePass:
         self.order.admitted(cand.user, gpus)
         if cand.user is not None:
             self.loads.setdefault(cand.user, Load()).add(gpus)
+            self._held.clear()
         return True
 
     def never_fits(self, gang: Gang) -> Reason | None:
         """Why ``gang`` can never fit the cluster as it is (node capacity), or None; once
         per shape a pass (the capacity does not change within one, and with 10k runnable
         tasks of a few shapes deciding it again for each was most of the plan's tick)."""
-        if gang in self._never:
+        try:
             return self._never[gang]
+        except KeyError:  # once per shape
+            pass
         why = None
         if self.capacity is not None and not self.capacity.decide(gang, self.driver).fits:
             why = never_fits(gang, self.capacity)

@@ -132,13 +132,17 @@ class ReservationPass(BasePass):
                 self._fallback(holder, gang)
             elif self._reserve(holder, gang) is not None:
                 self.first[holder.task_id] = holder.priority
-        # a heap, not a sort: with 10k tasks past the guard only the first few are reserved
+        # a heap, not a sort: with 10k tasks past the guard only the first few are reserved;
+        # small gangs that may not be reserved yet are left out here, not popped one by one
         past, young = [], []
+        filtered = self.sched.reserve_small_after_s > 0
         for c in self.inp.candidates:
-            if not in_backoff(c, self.now) and self.duration(c) != INF:
-                (past if self.now - c.runnable_since >= guard_s else young).append(c)
-        if self.sched.reserve_small_after_s > 0:  # not popped one by one below: 10k may wait
-            past = [c for c in past if self.may_reserve(c, self.rules.gang(c))]
+            if in_backoff(c, self.now) or self.duration(c) == INF:
+                continue
+            if self.now - c.runnable_since < guard_s:
+                young.append(c)
+            elif not filtered or self.may_reserve(c, self.rules.gang(c)):
+                past.append(c)
         if past and young:  # a task that outranks one past the guard is reserved before it
             lowest = min(c.priority for c in past)
             past += [c for c in young
@@ -283,18 +287,19 @@ class ReservationPass(BasePass):
             self.budget += 1
             self._record(cand, gang, ())
         shape = (cand.nnodes, cand.n_gpus_per_node)
-        g, c, d = float(gang.gpus_per_node), gang.cpus_per_node, self.duration(cand)
         decision = self.pool.decide(gang, self.driver) if shape not in self.no_fit else None
         if (decision is None or not decision.fits) and self._outranks(cand):
             via_kept = self.pool.decide_with_kept(gang, self.driver)
             if via_kept.fits:
-                self._take(cand, gang, via_kept, self.now + d)
+                self._take(cand, gang, via_kept, self.now + self.duration(cand))
                 return
         if decision is not None and decision.fits:
+            d = self.duration(cand)
             if in_backoff(cand, self.now):  # its room now is kept through the backoff
                 self._take(cand, gang, decision, (cand.retry_not_before or self.now) + d,
                            not_before=cand.retry_not_before)
                 return
+            g, c = float(gang.gpus_per_node), gang.cpus_per_node
             start = decision if self.timeline.fits(decision.gang_nodes, g, c, d) else \
                 self._outside_protected(cand, gang, decision) if d == INF else None
             if start is not None:

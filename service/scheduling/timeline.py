@@ -16,7 +16,7 @@ plan). Pure: numbers in, numbers out; nodes are ids.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right, insort
+from bisect import bisect_right
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -41,9 +41,14 @@ class Timeline:
         """``free``: node id -> (GPUs, CPUs) free now."""
         self.now = now
         self._free = {node: (float(g), float(c)) for node, (g, c) in free.items()}
-        # node -> [(time, d_gpus, d_cpus, owner)], sorted; profiles cached until a change
+        # node -> [(time, d_gpus, d_cpus, owner)], sorted
         self._events: dict[str, list[tuple[float, float, float, str]]] = {n: [] for n in free}
+        # node -> its profile, folded from its events, and the fold's state after each
+        # event: a change refolds from the first event it touched (``_stale``), not from
+        # the start (most holds land late in a node's list: the start estimates, in order)
         self._profiles: dict[str, list[tuple[float, float, float]]] = {}
+        self._folds: dict[str, list[tuple[int, float, float, float]]] = {}
+        self._stale: dict[str, int] = {}  # node -> the first event changed since its fold
         # node -> {(gpus, cpus, duration): its start intervals}, until the node changes
         self._starts: dict[str, dict[tuple[float, float, float], list[tuple[float, float]]]] \
             = {}
@@ -62,8 +67,7 @@ class Timeline:
         """``gpus``/``cpus`` held on ``node`` now come back at ``at`` (never when inf)."""
         if node not in self._events or at == INF:
             return
-        insort(self._events[node], (max(at, self.now), gpus, cpus, ""))
-        self._changed(node)
+        self._changed(node, self._insert(node, (max(at, self.now), gpus, cpus, "")))
 
     def hold(self, node: str, start: float, end: float, gpus: float, cpus: float,
              owner: str) -> None:
@@ -71,10 +75,10 @@ class Timeline:
         if node not in self._events:
             return
         start = max(start, self.now)
-        insort(self._events[node], (start, -gpus, -cpus, owner))
+        first = self._insert(node, (start, -gpus, -cpus, owner))
         if end != INF:
-            insort(self._events[node], (end, gpus, cpus, owner))
-        self._changed(node)
+            first = min(first, self._insert(node, (end, gpus, cpus, owner)))
+        self._changed(node, first)
         self.holds.append(Hold(node, start, end, gpus, cpus, owner))
         self._owners.add(owner)
 
@@ -84,24 +88,44 @@ class Timeline:
             return
         self._owners.discard(owner)
         for node in {h.node for h in self.holds if h.owner == owner}:
-            self._events[node] = [e for e in self._events[node] if e[3] != owner]
-            self._changed(node)
+            events = self._events[node]
+            first = next(i for i, e in enumerate(events) if e[3] == owner)
+            self._events[node] = [e for e in events if e[3] != owner]
+            self._changed(node, first)
         self.holds = [h for h in self.holds if h.owner != owner]
 
-    def _changed(self, node: str) -> None:
-        self._profiles.pop(node, None)
+    def _insert(self, node: str, event: tuple[float, float, float, str]) -> int:
+        """Insert ``event`` in ``node``'s sorted events; its index."""
+        events = self._events[node]
+        at = bisect_right(events, event)
+        events.insert(at, event)
+        return at
+
+    def _changed(self, node: str, first: int) -> None:
+        """``node``'s events changed from index ``first`` on."""
+        self._stale[node] = min(first, self._stale.get(node, first))
         self._starts.pop(node, None)
         self._answers.clear()
 
     def profile(self, node: str) -> list[tuple[float, float, float]]:
-        """``[(from time, GPUs free, CPUs free)]``, each value holding until the next time."""
-        cached = self._profiles.get(node)
-        if cached is not None:
-            return cached
-        gpus, cpus = self._free[node]
-        last = self.now
-        out = [(last, gpus, cpus)]
-        for at, dg, dc, _ in self._events[node]:
+        """``[(from time, GPUs free, CPUs free)]``, each value holding until the next time:
+        the events folded in time order, those within ``EPS`` of a step's time into it.
+        The list is the timeline's own, brought up to date in place: read it before the
+        next change."""
+        out = self._profiles.get(node)
+        first = self._stale.pop(node, None)
+        if out is not None and first is None:
+            return out
+        if out is None:  # the first fold
+            gpus, cpus = self._free[node]
+            out = self._profiles[node] = [(self.now, gpus, cpus)]
+            self._folds[node] = [(1, gpus, cpus, self.now)]
+            first = 0
+        folds = self._folds[node]
+        steps, gpus, cpus, last = folds[first]  # the fold's state before event ``first``
+        del out[steps:], folds[first + 1:]
+        out[-1] = (last, gpus, cpus)
+        for at, dg, dc, _ in self._events[node][first:]:
             gpus += dg
             cpus += dc
             if at <= last + EPS:
@@ -109,7 +133,7 @@ class Timeline:
             else:
                 last = at
                 out.append((at, gpus, cpus))
-        self._profiles[node] = out
+            folds.append((len(out), gpus, cpus, last))
         return out
 
     def starts(self, node: str, gpus: float, cpus: float, duration: float

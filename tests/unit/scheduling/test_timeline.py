@@ -82,6 +82,57 @@ def test_an_owner_holds_again_after_its_unhold_and_one_that_never_held_is_a_no_o
     assert t.profile("w1") == [(0.0, 8, 24)] and t.holds == []
 
 
+def _folded(free: tuple[float, float], events: list[tuple[float, float, float, str]]
+            ) -> list[tuple[float, float, float]]:
+    """A node's profile folded from scratch: its events in time order, each within 1e-9 of
+    a step's time merged into that step."""
+    gpus, cpus = free
+    out = [(0.0, gpus, cpus)]
+    for at, dg, dc, _ in sorted(events):
+        gpus, cpus = gpus + dg, cpus + dc
+        if at <= out[-1][0] + 1e-9:
+            out[-1] = (out[-1][0], gpus, cpus)
+        else:
+            out.append((at, gpus, cpus))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_profile_brought_up_to_date_equals_one_folded_from_scratch(seed: int) -> None:
+    """Each change refolds a node's profile only from the first event it touched: after
+    any mix of releases, holds and unholds (times repeated, and 1e-10 apart), the profile
+    is the one folded anew."""
+    rng = random.Random(seed)
+    free = {"w1": (8.0, 24.0), "w2": (0.0, 0.0)}
+    t = Timeline(0.0, free)
+    events: dict[str, list[tuple[float, float, float, str]]] = {n: [] for n in free}
+    times = [0.0, 10.0, 10.0 + 1e-10, 20.0, 35.0, 50.0]
+    for step in range(30):
+        n = rng.choice(list(free))
+        op = rng.random()
+        if op < 0.25:
+            at, g = rng.choice(times), float(rng.randint(1, 4))
+            t.release(n, at, g, 3 * g)
+            events[n].append((at, g, 3 * g, ""))
+        elif op < 0.8:
+            start = rng.choice(times)
+            end = rng.choice([INF] + [x for x in times if x > start] + [start + 7.5])
+            g, owner = float(rng.randint(1, 4)), f"t{rng.randint(1, 5)}"
+            t.hold(n, start, end, g, 3 * g, owner)
+            events[n].append((start, -g, -3 * g, owner))
+            if end != INF:
+                events[n].append((end, g, 3 * g, owner))
+        else:
+            owner = f"t{rng.randint(1, 5)}"
+            t.unhold(owner)
+            events = {k: [e for e in v if e[3] != owner] for k, v in events.items()}
+        if step % 3 == 0:  # read now and then: several changes between two folds, too
+            for k in free:
+                assert t.profile(k) == _folded(free[k], events[k]), (seed, step, k)
+    for k in free:
+        assert t.profile(k) == _folded(free[k], events[k])
+
+
 def test_free_at_reads_the_step_in_force_at_that_time() -> None:
     t = line(w1=(8, 24))
     t.hold("w1", 10, 20, 4, 12, "a")
