@@ -174,15 +174,21 @@ class Applier:
               report: TickReport) -> None:
         """Record why tasks wait; rows whose state and reason are unchanged are not
         rewritten (a long queue costs no writes per tick), and at most ``REASON_WRITES``
-        are (the first in admission order: the head of the queue is always up to date)."""
+        are (the first in admission order: the head of the queue is always up to date); the
+        reasons of the tasks behind those are not even rendered."""
         recheck = self.sched.pending_recheck_s
         items = []
+        texts: dict[Reason, str] = {}  # a long queue waits for a few dozen reasons
         for cand, reason in waits:
             report.pending += 1
+            if len(items) >= REASON_WRITES:
+                continue
+            text = texts.get(reason)
+            if text is None:
+                text = texts[reason] = reason.text
             if (recheck > 0 or cand.state is TaskState.QUEUED
-                    or cand.pending_reason != reason.text or cand.reason_kind != reason.kind):
+                    or cand.pending_reason != text or cand.reason_kind != reason.kind):
                 items.append((cand.task_id, cand.state, reason))
-        del items[REASON_WRITES:]
         if items:
             self.store.mark_pending(items, now, now + recheck if recheck > 0 else None)
 
