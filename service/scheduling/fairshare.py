@@ -76,7 +76,6 @@ class FairOrder:
         self._charges: dict[str | None, float] = dict(charges)
         self._total = total if total > 0 else 1.0
         self._weight = weight
-        self._weights: dict[str | None, float] = {}
         self._weighted: dict[str | None, float] = {}  # ``weighted``'s answers
         self._enabled = enabled
 
@@ -90,10 +89,8 @@ class FairOrder:
         kept until their charge changes (``admitted``)."""
         found = self._weighted.get(user)
         if found is None:
-            weight = self._weights.get(user)
-            if weight is None:
-                weight = self._weights[user] = self._weight(user)
-            found = self._weighted[user] = self._charges.get(user, 0.0) / self._total / weight
+            found = self._weighted[user] = \
+                self._charges.get(user, 0.0) / self._total / self._weight(user)
         return found
 
     def shares(self) -> dict[str | None, Share]:
