@@ -93,7 +93,11 @@ class ReservationPass(BasePass):
         # reserved before the walk (past the guard, or outranking a task that is): task ->
         # its priority
         self.first: dict[str, int] = {}
-        self.unplanned: list[tuple[RunnableRow, Gang]] = []  # waiting, past the budget
+        # the tasks that wait past the budget: each with its gang and its step's index
+        self.unplanned: list[tuple[RunnableRow, Gang, int]] = []
+        # task id -> the index in ``steps`` of its wait with a start estimate: only those
+        # are rewritten once the estimates are known, not the whole queue's steps
+        self.planned_at: dict[str, int] = {}
         self._reserve_overdue()
 
     @cached_property
@@ -205,12 +209,11 @@ class ReservationPass(BasePass):
         (backfill); in that order the estimates were off by a median 26.5% of the wait,
         24.8% by age (before small gangs of a high priority were reserved at once; 20%
         since: docs/benchmarks.md)."""
-        rest = [(c, g) for c, g in self.unplanned if c.task_id not in self.estimates]
+        rest = [u for u in self.unplanned if u[0].task_id not in self.estimates]
         room = max(0, ESTIMATED - len(self.estimates))
-        rest = sorted(rest[:room], key=lambda cg: (-cg[0].priority, cg[0].runnable_since,
-                                                   cg[0].seq))
-        said: dict[str, float] = {}
-        for cand, gang in rest:
+        rest = sorted(rest[:room], key=lambda u: (-u[0].priority, u[0].runnable_since,
+                                                  u[0].seq))
+        for cand, gang, at in rest:
             d = self.duration(cand)
             found = self.timeline.earliest(gang.nnodes, float(gang.gpus_per_node),
                                            gang.cpus_per_node, d, cand.retry_not_before)
@@ -220,11 +223,9 @@ class ReservationPass(BasePass):
             self._hold(nodes, gang, start, start + d, cand.task_id)
             self._record(cand, gang, None, not_before=cand.retry_not_before)
             self.estimates[cand.task_id] = start
-            said[cand.task_id] = start
-        if said:
-            self.steps = [Wait(step.cand, step.why.planned_by(Planned(said[step.cand.task_id])))
-                          if isinstance(step, Wait) and step.cand.task_id in said else step
-                          for step in self.steps]
+            step = self.steps[at]
+            self.steps[at] = Wait(step.cand, step.why.planned_by(Planned(start)))
+            self.planned_at[cand.task_id] = at
 
     def result(self, preemption: Preemption | None) -> Plan:
         self._estimate_the_rest()
@@ -233,8 +234,10 @@ class ReservationPass(BasePass):
             return Plan(self.steps, preemption, self.fallback_nodes, estimates=self.estimates)
         expected = expected_starts(self.now, self.free_now, self._releasing(model),
                                    self.placed, model)
-        steps = [_with_expected(step, expected.get(step.cand.task_id),
-                                self.estimates.get(step.cand.task_id)) for step in self.steps]
+        steps = self.steps
+        for task_id, at in self.planned_at.items():
+            steps[at] = _with_expected(steps[at], expected.get(task_id),
+                                       self.estimates.get(task_id))
         estimates = {task_id: min(expected.get(task_id, bound), bound)
                      for task_id, bound in self.estimates.items()}
         return Plan(steps, preemption, self.fallback_nodes, estimates=estimates)
@@ -386,13 +389,14 @@ class ReservationPass(BasePass):
                       for_room: bool) -> None:
         """``cand`` waits: reserve the earliest room the plan knows for it, say when."""
         share = self.weighted(cand)
-        why = reason.behind(self.seen.ahead_of(cand, share)) if for_room else reason
+        why = self.seen.behind(reason, cand, share) if for_room else reason
         self.seen.add(cand, share)
         planned = self._reserve(cand, gang)
         if planned is not None:
             why = why.planned_by(Planned(planned))
+            self.planned_at[cand.task_id] = len(self.steps)
         elif self.budget <= 0 or not self.may_reserve(cand, gang):
-            self.unplanned.append((cand, gang))
+            self.unplanned.append((cand, gang, len(self.steps)))
         self.wait(cand, why)
         if self.sched.preemption and planned is not None and \
                 planned - self.now <= self.sched.preemption_grace_s:
@@ -470,6 +474,8 @@ def _with_expected(step: Start | Wait, expected: float | None, bound: float | No
     """A waiting task's reason with its expected start beside the limits' bound."""
     if not isinstance(step, Wait) or expected is None or bound is None:
         return step
-    if step.why.planned is None or iso(step.why.planned.bound) != iso(bound):
+    planned = step.why.planned
+    # the same float as a rule; compared as shown only when not (rendering takes ~2 us)
+    if planned is None or (planned.bound != bound and iso(planned.bound) != iso(bound)):
         return step
     return Wait(step.cand, step.why.planned_by(Planned(bound, expected)))

@@ -91,3 +91,21 @@ def test_the_plan_shows_the_expected_start_beside_the_limits_bound() -> None:
     assert "at the latest (from time limits)" in step.reason
     [plain_step] = plain.steps
     assert "planned start by" in plain_step.reason and "expected" not in plain_step.reason
+
+
+def test_a_task_past_the_reservations_shows_its_expected_start_too() -> None:
+    # one reservation: t1 gets it, t2 only a start estimate after it; both show the
+    # expected start beside the bound (the plan rewrites just the steps it estimated)
+    history = [EndedRun("bob", (1, 4), r, 7200.0) for r in (3000.0, 3600.0, 4200.0)]
+    r1 = running("r1", started=NOW - 600, limit=7200.0)
+    first, second = task("t1", limit=3600.0), task("t2", limit=3600.0)
+    snapshot = ClusterSnapshot((node("w1", 0),), {"r1--a01": 4}, {}, {"r1--a01": {"w1": 4}})
+    planner = Planner(SchedulerSettings(reservations=1), UserSettings(), DRIVER)
+    plan = planner.plan(PlanInput(NOW, [first, second], [r1], snapshot, {},
+                                  runtimes=RuntimeModel(history)))
+    assert set(plan.estimates) == {"t1", "t2"}
+    assert plan.estimates["t2"] > plan.estimates["t1"]
+    for step in plan.steps:
+        assert isinstance(step, Wait)
+        assert "expected start about" in step.reason, step.reason
+        assert "at the latest (from time limits)" in step.reason, step.reason
