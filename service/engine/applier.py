@@ -179,13 +179,22 @@ class Applier:
         recheck = self.sched.pending_recheck_s
         items = []
         texts: dict[Reason, str] = {}  # a long queue waits for a few dozen reasons
+        # the same by identity first (the planner hands out one value per distinct reason:
+        # hashing a reason costs more than this lookup); the reason is kept in the value,
+        # so its id is not reused within the loop
+        by_id: dict[int, tuple[Reason, str]] = {}
         for cand, reason in waits:
             report.pending += 1
             if len(items) >= REASON_WRITES:
                 continue
-            text = texts.get(reason)
-            if text is None:
-                text = texts[reason] = reason.text
+            known = by_id.get(id(reason))
+            if known is None:
+                text = texts.get(reason)
+                if text is None:
+                    text = texts[reason] = reason.text
+                by_id[id(reason)] = (reason, text)
+            else:
+                text = known[1]
             if (recheck > 0 or cand.state is TaskState.QUEUED
                     or cand.pending_reason != text or cand.reason_kind != reason.kind):
                 items.append((cand.task_id, cand.state, reason))

@@ -305,7 +305,7 @@ class GuardPass(BasePass):
             self.no_fit[shape] = cached
         reason, could_fit, for_room = cached
         share = self.weighted(cand)
-        self.wait(cand, reason.behind(self.seen.ahead_of(cand, share)) if for_room else reason)
+        self.wait(cand, self.seen.behind(reason, cand, share) if for_room else reason)
         self.seen.add(cand, share)
         if is_holder:  # it does not fit yet: its nodes are kept again
             self.kept = self.pool.keep_for(gang, self.capacity, prefer=self.held_nodes)

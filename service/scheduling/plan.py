@@ -88,6 +88,10 @@ class Seen:
         # ahead_of's answers until ``users_at`` changes: a long queue of few users asks the
         # same question for every task it examines
         self._ahead: dict[tuple[int, str | None, float], Ahead | None] = {}
+        # behind's answers by the identity of the reason and of ahead_of's answer (both kept
+        # in the value: an id is never reused while its entry lives): one value per pair, so
+        # the applier tells the queue's few dozen reasons apart by identity, not by hashing
+        self._behind: dict[tuple[int, int], tuple[Reason, Ahead | None, Reason]] = {}
 
     def add(self, cand: RunnableRow, weighted_share: float = 0.0) -> None:
         if self.top_priority is None or cand.priority > self.top_priority:
@@ -113,6 +117,17 @@ class Seen:
                             if u != cand.user and share < weighted_share - 1e-12)
             self._ahead[key] = Ahead(users=tuple(others)) if others else None
         return self._ahead[key]
+
+    def behind(self, reason: Reason, cand: RunnableRow, weighted_share: float = 0.0
+               ) -> Reason:
+        """``reason`` saying what came first in admission order (``ahead_of``), the same
+        value each time for the same reason and answer."""
+        ahead = self.ahead_of(cand, weighted_share)
+        key = (id(reason), id(ahead))
+        found = self._behind.get(key)
+        if found is None:
+            found = self._behind[key] = (reason, ahead, reason.behind(ahead))
+        return found[2]
 
 
 def in_backoff(cand: RunnableRow, now: float) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from service.domain.reasons import Ahead
+from service.domain.reasons import Ahead, NoRoom, Reason, WaitKind
 from service.scheduling.fairshare import FairOrder, Ledger, Span, decayed_usage, steady_charge
 from service.scheduling.plan import Seen
 
@@ -91,6 +91,25 @@ def test_seen_says_who_is_ahead_as_shares_come_up() -> None:
     seen.add(T(6, B, priority=1), 0.0)
     assert seen.ahead_of(bob_task, 0.5) == Ahead(higher_priority=True)
     assert Seen(fair=False).ahead_of(bob_task, 0.5) is None
+
+
+
+def test_seen_gives_one_reason_value_per_reason_and_answer() -> None:
+    """``behind`` hands out the same value for the same reason and answer (the applier
+    tells reasons apart by identity first), a new one when the answer changes, and never
+    a value made for another reason."""
+    seen = Seen(fair=True)
+    bob, alice = T(1, B), T(2, A)
+    room = Reason(WaitKind.RESOURCES, NoRoom("1x4 GPUs", "w1: 0 GPUs"))
+    other = Reason(WaitKind.RESOURCES, NoRoom("1x8 GPUs", "w1: 0 GPUs"))
+    first = seen.behind(room, bob, 0.5)
+    assert first == room and seen.behind(room, bob, 0.5) is first
+    assert seen.behind(other, bob, 0.5) == other
+    seen.add(alice, 0.25)
+    later = seen.behind(room, bob, 0.5)
+    assert later == room.behind(Ahead(users=(A,))) and "after users" in later.text
+    assert seen.behind(room, bob, 0.5) is later
+    assert first.text not in (later.text, other.text)
 
 
 H = 100.0
