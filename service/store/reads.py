@@ -300,21 +300,27 @@ class StoreReads:
         Partial index scans only."""
         known, made = self._runnable_rows, {}
 
-        def row(r: sqlite3.Row) -> RunnableRow:
-            columns = tuple(r)
-            found = known.get(columns)
-            made[columns] = found = _runnable(columns) if found is None else found
-            return found
+        def rows_of(cur: sqlite3.Cursor) -> list[RunnableRow]:
+            # plain tuples (not sqlite3.Row), and a row seen last tick unchanged is reused:
+            # a tick reads up to backfill_window of them
+            cur.row_factory = None
+            out = []
+            for columns in cur:
+                found = known.get(columns)
+                if found is None:
+                    found = _runnable(columns)
+                made[columns] = found
+                out.append(found)
+            return out
 
         if not per_user:
-            rows = self._reader().execute(Q["runnable"], {"now": now, "limit": limit})
-            out = [row(r) for r in rows]
+            out = rows_of(self._reader().execute(Q["runnable"], {"now": now, "limit": limit}))
         else:
             with self._snapshot() as conn:
                 users = [r["user"] for r in conn.execute(Q["runnable_users"])]
                 each = max(MIN_PER_USER, limit // max(len(users), 1))
-                out = [row(r) for u in users for r in conn.execute(
-                    Q["runnable_of_user"], {"user": u, "now": now, "limit": each})]
+                out = [row for u in users for row in rows_of(conn.execute(
+                    Q["runnable_of_user"], {"user": u, "now": now, "limit": each}))]
             out.sort(key=lambda r: (-r.priority, r.seq))
         self._runnable_rows = made
         return out
