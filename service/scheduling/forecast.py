@@ -17,17 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from service.scheduling.plan import LIMIT_SLACK_S
 from service.scheduling.runtimes import RuntimeModel, Shape
 from service.scheduling.timeline import INF, Timeline
 
 
-@dataclass(frozen=True, slots=True)
-class Placed:
+class Placed(NamedTuple):
     """One decision of the reservation walk, in its order: a task started now on
-    ``nodes`` (``until``: when its room is free again, by its limit), a reservation
-    (``nodes`` None: the replay finds the room), or nodes held for good (``until`` inf)."""
+    ``nodes`` (held for its expected length, or its limit), a reservation (``nodes``
+    None: the replay finds the room), or nodes held for good (``forever``). A tuple: a
+    plan records one per decision, ~130 a tick with 10k runnable."""
 
     task_id: str
     user: str | None

@@ -9,6 +9,7 @@ start of the waiting tasks that have one. Plus the small rules both admission pa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from service.cluster.boundary import ClusterSnapshot
 from service.domain.reasons import Ahead, Backoff, Reason, WaitKind
@@ -22,15 +23,15 @@ from service.scheduling.runtimes import RuntimeModel
 LIMIT_SLACK_S = 30.0
 
 
-@dataclass(frozen=True)
-class Start:
+# Start and Wait are tuples: a tick with 10k runnable makes ~500 of them (a frozen
+# dataclass took twice as long to build)
+class Start(NamedTuple):
     """Submit this task now: its gang fits."""
 
     cand: RunnableRow
 
 
-@dataclass(frozen=True)
-class Wait:
+class Wait(NamedTuple):
     """This task keeps waiting, for this reason (a kind and its details)."""
 
     cand: RunnableRow
