@@ -5,9 +5,11 @@ one past the starvation guard with a time limit, nothing fits) is judged in thre
 time, and on a shared 2-core VM that time doubles when another tenant runs on the core's
 sibling hyperthread: the same plan took 8 ms and 15 ms a few seconds apart. To tell
 whether a change made the tick cheaper, this bench runs it under valgrind's callgrind,
-which counts the instructions executed whatever the host does: once with 2 ticks after
-the setup and once with 12, and prints the difference over 10 (one steady tick, SQLite and
-the WAL checkpointer's thread included; ``_pace``'s loop off). About 2.5 minutes a
+which counts the instructions executed whatever the host does: with 2 ticks after the
+setup's and with 12, and prints the difference over 10 (one steady tick, SQLite and the
+WAL checkpointer's thread included; ``_pace``'s loop off); and with the first tick alone
+and with none, whose difference is the first tick (every examined task QUEUED ->
+PENDING_RESOURCES, every row read anew: the floor counts it too). About 4 minutes a
 policy. Needs valgrind (the Debian package ``valgrind``).
 
     PYTHONPATH=$PWD .venv/bin/python bench/bench_tick_instructions.py [--policies plan,fairshare]
@@ -22,11 +24,13 @@ import shutil
 import subprocess
 import sys
 
-FEW, MANY = 2, 12  # ticks after the setup's: their difference is what one tick costs
+FEW, MANY = 2, 12  # ticks after the first: their difference is what one tick costs
+NONE, FIRST = -1, 0  # the setup alone, and the first tick: their difference is the first
 
 
 def _inner(policy: str, ticks: int) -> None:
-    """The measured process: the setup, then ``ticks`` + 1 ticks of ``policy``."""
+    """The measured process: the setup, then ``ticks`` + 1 ticks of ``policy`` (-1: the
+    setup alone)."""
     from bench import bench_trace
 
     bench_trace.PACE_LOOP = 0
@@ -67,12 +71,19 @@ def main() -> int:
         print(f"unknown policies {unknown}; known: {', '.join(POLICY_BY_NAME)}",
               file=sys.stderr)
         return 2
-    print(f"== instructions of one tick with 10k runnable (the trace bench's tick_10k), "
-          f"ticks {FEW + 2}-{MANY + 1} under callgrind")
+    print(f"== instructions of one tick with 10k runnable (the trace bench's tick_10k) under "
+          f"callgrind: the first, and one of ticks {FEW + 2}-{MANY + 1}")
     for name in names:
+        # once outside callgrind first: bytecode compiled in a measured run would count
+        warm = subprocess.run([sys.executable, __file__, "--inner", name, str(NONE)],
+                              capture_output=True, text=True, check=False)
+        if warm.returncode != 0:
+            raise SystemExit(f"the setup failed (exit {warm.returncode}):\n{warm.stderr[-2000:]}")
         per_tick = (_instructions(valgrind, name, MANY)
                     - _instructions(valgrind, name, FEW)) / (MANY - FEW)
-        print(f"  {name:10} {per_tick / 1e6:7.1f} M instructions a tick", flush=True)
+        first = _instructions(valgrind, name, FIRST) - _instructions(valgrind, name, NONE)
+        print(f"  {name:10} first {first / 1e6:7.1f} M, then {per_tick / 1e6:7.1f} M "
+              "instructions a tick", flush=True)
     return 0
 
 

@@ -372,8 +372,8 @@ def tick_10k(settings: SchedulerSettings, n: int = 10_000, ticks: int = 50) -> T
         checkpointer.stop()
         gc.unfreeze()
         store.close()
-    return TickTimes(measured[0][2], [m[0] for m in measured], [m[1] for m in measured],
-                     paces)
+    return TickTimes(measured[0][2] if measured else 0, [m[0] for m in measured],
+                     [m[1] for m in measured], paces)
 
 
 def print_tick(n: int) -> bool:

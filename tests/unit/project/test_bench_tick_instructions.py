@@ -33,29 +33,47 @@ def test_an_unknown_policy_is_refused_by_name(monkeypatch: pytest.MonkeyPatch,
     assert "['nosuch']" in capsys.readouterr().err
 
 
-def test_one_tick_is_the_difference_of_the_two_runs_over_their_ticks(
+def test_the_first_tick_and_a_steady_one_are_differences_of_runs(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     calls: list[list[str]] = []
 
     def fake_run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
         calls.append(cmd)
-        ticks = int(cmd[-1])
-        collected = 1_000_000_000 + ticks * 80_000_000  # setup + 80 M a tick
+        ticks = int(cmd[-1]) + 1
+        # setup, a first tick of 95 M, then 80 M a tick
+        collected = 1_000_000_000 + min(ticks, 1) * 95_000_000 + max(ticks - 1, 0) * 80_000_000
         return subprocess.CompletedProcess(cmd, 0, "", f"==1== Collected : {collected}\n")
 
     monkeypatch.setattr(bti.shutil, "which", lambda _: "/usr/bin/valgrind")
     monkeypatch.setattr(bti.subprocess, "run", fake_run)
     assert _run(monkeypatch, "--policies", "plan") == 0
-    assert "80.0 M instructions a tick" in capsys.readouterr().out
-    assert [c[-3:] for c in calls] == [["--inner", "plan", str(bti.MANY)],
-                                      ["--inner", "plan", str(bti.FEW)]]
-    assert calls[0][:2] == ["/usr/bin/valgrind", "--tool=callgrind"]
+    assert "first    95.0 M, then    80.0 M instructions a tick" in capsys.readouterr().out
+    assert [c[-3:] for c in calls] == [["--inner", "plan", str(t)] for t in
+                                      (bti.NONE, bti.MANY, bti.FEW, bti.FIRST, bti.NONE)]
+    assert calls[0][0] == sys.executable  # compiles the bytecode outside callgrind
+    assert all(c[:2] == ["/usr/bin/valgrind", "--tool=callgrind"] for c in calls[1:])
 
 
 def test_a_failed_callgrind_run_stops_the_bench_with_its_output(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bti.shutil, "which", lambda _: "/usr/bin/valgrind")
     monkeypatch.setattr(bti.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 0, "", "") if cmd[0] == sys.executable else subprocess.CompletedProcess(
         cmd, 1, "", "valgrind: cannot start"))
-    with pytest.raises(SystemExit, match="cannot start"):
+    with pytest.raises(SystemExit, match=r"(?s)callgrind failed.*cannot start"):
         _run(monkeypatch, "--policies", "plan")
+
+
+def test_a_failed_setup_stops_the_bench_before_callgrind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 1, "", "ImportError: no module named x")
+
+    monkeypatch.setattr(bti.shutil, "which", lambda _: "/usr/bin/valgrind")
+    monkeypatch.setattr(bti.subprocess, "run", fake_run)
+    with pytest.raises(SystemExit, match=r"(?s)setup failed.*ImportError"):
+        _run(monkeypatch, "--policies", "plan")
+    assert len(calls) == 1
