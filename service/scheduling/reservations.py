@@ -140,12 +140,10 @@ class ReservationPass(BasePass):
         # small gangs that may not be reserved yet are left out here, not popped one by one
         past, young = [], []
         filtered = self.sched.reserve_small_after_s > 0
-        now = self.now
-        for c in self.inp.candidates:  # in_backoff and duration, inlined: every candidate
-            if c.max_runtime_s is None or (c.retry_not_before is not None
-                                           and c.retry_not_before > now):
+        for c in self.inp.candidates:
+            if in_backoff(c, self.now) or self.duration(c) == INF:
                 continue
-            if now - c.runnable_since < guard_s:
+            if self.now - c.runnable_since < guard_s:
                 young.append(c)
             elif not filtered or self.may_reserve(c, self.rules.gang(c)):
                 past.append(c)
@@ -270,7 +268,7 @@ class ReservationPass(BasePass):
                                   forever))
 
     def place(self, cand: RunnableRow, gang: Gang) -> None:
-        if not self.fallback_nodes or cand.task_id != self.fallback_owner:
+        if cand.task_id != self.fallback_owner:
             self._place(cand, gang)
             return
         # its turn: the kept nodes are its to take; when it does not start, they are kept
@@ -293,8 +291,7 @@ class ReservationPass(BasePass):
             self._record(cand, gang, ())
         shape = (cand.nnodes, cand.n_gpus_per_node)
         decision = self.pool.decide(gang, self.driver) if shape not in self.no_fit else None
-        if (decision is None or not decision.fits) and self.fallback_nodes \
-                and self._outranks(cand):
+        if (decision is None or not decision.fits) and self._outranks(cand):
             via_kept = self.pool.decide_with_kept(gang, self.driver)
             if via_kept.fits:
                 self._take(cand, gang, via_kept, self.now + self.duration(cand))
@@ -394,7 +391,7 @@ class ReservationPass(BasePass):
         share = self.weighted(cand)
         why = self.seen.behind(reason, cand, share) if for_room else reason
         self.seen.add(cand, share)
-        planned = self._reserve(cand, gang) if self.budget > 0 else None
+        planned = self._reserve(cand, gang)
         if planned is not None:
             why = why.planned_by(Planned(planned))
             self.planned_at[cand.task_id] = len(self.steps)
