@@ -93,7 +93,6 @@ def test_seen_says_who_is_ahead_as_shares_come_up() -> None:
     assert Seen(fair=False).ahead_of(bob_task, 0.5) is None
 
 
-
 def test_seen_gives_one_reason_value_per_reason_and_answer() -> None:
     """``behind`` hands out the same value for the same reason and answer (the applier
     tells reasons apart by identity first), a new one when the answer changes, and never
