@@ -136,6 +136,19 @@ def _runnable(r: tuple) -> RunnableRow:
                        max_runtime_s, reason_kind)
 
 
+def _active(r: tuple) -> ActiveRow:
+    # by position, in the active query's column order
+    (task_id, state, user, nnodes, n_gpus_per_node, cancel_requested_at, priority,
+     preemptions, resource_failures, max_runtime_s, save_freq, attempt_no,
+     ray_submission_id, ray_status, message, start_time, submitted_at, stop_requested,
+     preempted_for) = r
+    return ActiveRow(task_id, _STATES[state], user, nnodes, n_gpus_per_node, attempt_no,
+                     ray_submission_id, ray_status, message, start_time, submitted_at,
+                     cancel_requested_at is not None, bool(stop_requested), priority,
+                     preemptions, resource_failures, _is_int(save_freq) and save_freq >= 1,
+                     preempted_for, max_runtime_s)
+
+
 class StoreReads:
     """Reads of the service database (see the module docstring)."""
 
@@ -326,26 +339,26 @@ class StoreReads:
         return out
 
     def active(self, states: Iterable[TaskState] = ACTIVE) -> list[ActiveRow]:
-        """Active tasks (SUBMITTING/SUBMITTED/RUNNING by default) with their latest attempt."""
+        """Active tasks (SUBMITTING/SUBMITTED/RUNNING by default) with their latest attempt.
+
+        A tick asks five times (resolve SUBMITTING, reconcile, snapshot, watch, admit),
+        most often with nothing written in between, and a read costs about 13 us a running
+        task (with 48 running, 3.2 ms of a 3.5 ms tick). So the rows are read again only
+        when ``PRAGMA data_version`` says a commit (by this process's writer or any other
+        connection) came since this thread's last read; the rows are frozen, so sharing
+        them is safe."""
+        conn = self._reader()
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        seen = getattr(self._local, "active", None)
+        if seen is None or seen[0] != version:
+            cur = conn.execute(Q["active"])
+            cur.row_factory = None
+            seen = (version, [_active(columns) for columns in cur])
+            self._local.active = seen
+        if states is ACTIVE:
+            return list(seen[1])
         wanted = {TaskState(s) for s in states}
-        rows = self._reader().execute(Q["active"]).fetchall()
-        out = []
-        for r in rows:
-            state = TaskState(r["state"])
-            if state in wanted:
-                out.append(ActiveRow(
-                    task_id=r["task_id"], state=state, user=r["user"], nnodes=r["nnodes"],
-                    n_gpus_per_node=r["n_gpus_per_node"], attempt_no=r["attempt_no"],
-                    ray_submission_id=r["ray_submission_id"], ray_status=r["ray_status"],
-                    message=r["message"], start_time=r["start_time"],
-                    submitted_at=r["submitted_at"],
-                    cancel_requested=r["cancel_requested_at"] is not None,
-                    stop_requested=bool(r["stop_requested"]), priority=r["priority"],
-                    preemptions=r["preemptions"], resource_failures=r["resource_failures"],
-                    checkpointing=_is_int(r["save_freq"]) and r["save_freq"] >= 1,
-                    preempted_for=r["preempted_for"], max_runtime_s=r["max_runtime_s"],
-                ))
-        return out
+        return [row for row in seen[1] if row.state in wanted]
 
     # -- users and tokens ------------------------------------------------------------------
     # -- accounting ------------------------------------------------------------------------

@@ -276,6 +276,60 @@ def test_runnable_and_active_reads(store: Store) -> None:
     assert store.active([S.SUBMITTING]) == []
 
 
+def test_active_rows_decode_every_column_of_the_query_by_position(store: Store) -> None:
+    """``_active`` reads the query's columns by position: each field is the one its
+    column holds, checked against the columns by name."""
+    store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="", spec={"save_freq": 5},
+                      nnodes=2, n_gpus_per_node=4, user="bob", now=100.0, priority=7,
+                      max_runtime_s=600.0)
+    store.claim_for_submit(tid(1), S.QUEUED, 101.0)
+    store.mark_submitted(tid(1), 1, 102.0)
+    store.sync_attempt(tid(1), 1, ray_status="RUNNING", message="up", start_time=103.0,
+                       now=103.0, to_running_from=S.SUBMITTED)
+    store.cancel(tid(1), 104.0)
+    (row,) = store.active()
+    named = store._reader().execute(QUERIES["active"]).fetchone()
+    assert (row.task_id, row.state, row.user, row.nnodes, row.n_gpus_per_node,
+            row.attempt_no, row.ray_submission_id, row.ray_status, row.message,
+            row.start_time, row.submitted_at, row.priority, row.preemptions,
+            row.resource_failures, row.preempted_for, row.max_runtime_s) == (
+        named["task_id"], S(named["state"]), named["user"], named["nnodes"],
+        named["n_gpus_per_node"], named["attempt_no"], named["ray_submission_id"],
+        named["ray_status"], named["message"], named["start_time"], named["submitted_at"],
+        named["priority"], named["preemptions"], named["resource_failures"],
+        named["preempted_for"], named["max_runtime_s"])
+    assert (row.user, row.nnodes, row.priority, row.max_runtime_s, row.message) == (
+        "bob", 2, 7, 600.0, "up")
+    assert (row.cancel_requested, row.checkpointing) == (True, True)
+    assert row.stop_requested is bool(named["stop_requested"])
+
+
+def test_active_rows_are_read_again_only_after_a_commit(store: Store, tmp_path: Path) -> None:
+    """Nothing committed since this thread's last read: the same rows, not read again. A
+    commit of the store's own writer, or of another connection (another process), is
+    seen at once."""
+    a, b = add(store, 1), add(store, 2)
+    store.claim_for_submit(a, S.QUEUED, 101.0)
+    first = store.active()
+    assert [r.task_id for r in first] == [a]
+    again = store.active()
+    assert again[0] is first[0] and again is not first  # the caller's list is its own
+    store.claim_for_submit(b, S.QUEUED, 102.0)
+    assert [r.task_id for r in store.active()] == [a, b]
+    assert [r.task_id for r in store.active([S.SUBMITTING])] == [a, b]
+    other = sqlite3.connect(str(tmp_path / "db.sqlite3"))
+    with other:
+        other.execute("UPDATE tasks SET priority = 9 WHERE task_id = ?", (a,))
+    other.close()
+    assert [(r.task_id, r.priority) for r in store.active()] == [(a, 9), (b, 0)]
+    assert store.active([S.RUNNING]) == []
+    seen: list[list[str]] = []
+    reader = threading.Thread(target=lambda: seen.append([r.task_id for r in store.active()]))
+    reader.start()
+    reader.join()
+    assert seen == [[a, b]]
+
+
 @pytest.mark.parametrize("per_user", [False, True])
 def test_runnable_rows_unchanged_are_reused_and_changed_ones_read_anew(
         store: Store, per_user: bool) -> None:
