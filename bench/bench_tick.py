@@ -24,7 +24,13 @@ fsyncs. The WAL is checkpointed on the service's checkpointer thread
 (``store.checkpointer``), as in the service. Floor: every tick's CPU time, the first
 included, <= 20 ms.
 
+With ``--running N`` the held GPUs are, up to N of them, Argus's own one-GPU tasks
+(admitted by the scheduler, running on the fake cluster; seven a worker, workers added as
+needed) instead of another user's: each tick then also reconciles and watches N attempts,
+as on a busy cluster of many small jobs.
+
     .venv/bin/python bench/bench_tick.py [--ticks 200] [--runnable 10000] [--finished 90000]
+                                         [--running 0]
 """
 
 from __future__ import annotations
@@ -42,21 +48,22 @@ from service.config import SchedulerSettings, Settings
 from service.domain.states import TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
+from service.jobspec.model import JobSpec
 from service.store.checkpointer import Checkpointer
 from service.store.writer import BulkTask, Store
 
 T0 = 1_766_500_000.0
 SHAPES = ((1, 4), (2, 4), (1, 8), (4, 8), (2, 8))  # none fits 1 free GPU per worker
+HELD = 7  # of each worker's 8 GPUs
 FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED)
 FLOOR_MS = 20.0
 USERS = ("alice", "bob", "carol")
 
 
-def build_db(path: str, runnable: int, finished: int, seed: int = 7) -> Store:
+def build_db(store: Store, runnable: int, finished: int, seed: int = 7) -> None:
     rng = random.Random(seed)
     kinds = [True] * runnable + [False] * finished
     rng.shuffle(kinds)  # runnable rows interleaved with finished ones, as in real life
-    store = Store(path)
     tasks = []
     for i, is_runnable in enumerate(kinds):
         nnodes, g = rng.choice(SHAPES)
@@ -68,24 +75,58 @@ def build_db(path: str, runnable: int, finished: int, seed: int = 7) -> Store:
             user=rng.choice(USERS), priority=5 if rng.random() < 0.1 else 0,
         ))
     store.bulk_load(tasks)
-    return store
 
 
-def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: bool,
-        reservations: int = 0) -> dict[str, float]:
-    store = build_db(str(root / f"{label}.sqlite3"), args.runnable, args.finished)
-    cluster = FakeCluster()
+def start_running(store: Store, cluster: FakeCluster, sched: Scheduler, n: int,
+                  now: float) -> None:
+    """N one-GPU tasks admitted by ``sched`` and running on ``cluster``, seven a worker,
+    seen RUNNING by ``sched``."""
+    for i in range(n):
+        spec = JobSpec(workload="ppo", code_path="/verl", model_id="org/model",
+                       train_file="/t.parquet", val_file="/v.parquet",
+                       nnodes=1, n_gpus_per_node=1)
+        store.create_task(task_id=f"mvp2-ppo-20251222-000000-{i:04x}", workload="ppo",
+                          jobspec_yaml="", spec=spec.to_dict(), nnodes=1, n_gpus_per_node=1,
+                          user=USERS[i % len(USERS)], now=now - n + i)
+    for k in range(n + 1):  # the scheduler admits them, some each tick
+        if len(store.active()) == n:
+            break
+        sched.tick(now + k * 0.001)
+    rows = store.active()
+    assert len(rows) == n, f"{len(rows)} of {n} admitted"
+    for i, row in enumerate(rows):
+        cluster.start(row.ray_submission_id, {f"worker{i // HELD}": 1})
+    sched.tick(now + 1.0)  # they are seen RUNNING before the measured ticks
+    running = store.active([TaskState.RUNNING])
+    assert len(running) == n, f"{len(running)} of {n} running"
+
+
+def setup(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: bool,
+          reservations: int = 0) -> tuple[Store, FakeCluster, Scheduler, float]:
+    """The store, cluster and scheduler a run ticks, and the time of its first tick."""
+    store = Store(str(root / f"{label}.sqlite3"))
+    cluster = FakeCluster(clock=T0)
     cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
-    for i in range(4):  # every shape fits the idle cluster; another user holds 7 of 8 GPUs
-        cluster.add_node(f"worker{i}", gpus=8, cpus=32)
-        cluster.occupy(f"worker{i}", GPU=7, CPU=21)
+    workers = max(4, -(-args.running // HELD))
+    for i in range(workers):  # every shape fits the idle cluster (drivers: 1 CPU each)
+        cluster.add_node(f"worker{i}", gpus=8, cpus=32 + args.running)
     settings = Settings(shared_root=str(root),
                         scheduler=SchedulerSettings(starvation_guard_s=guard_s,
                                                     fair_share=fair,
                                                     reservations=reservations))
     sched = Scheduler(store, cluster, settings, Artifacts(settings.shared_root))
-    now = T0 + (args.runnable + args.finished) * 0.01 + 1.0
-    sched.startup(now)
+    sched.startup(T0 - 1.0)
+    start_running(store, cluster, sched, args.running, T0 - 1.0)
+    for i in range(workers):  # 7 of 8 GPUs held: by the running tasks, then another user
+        other = HELD - min(HELD, max(0, args.running - i * HELD))
+        cluster.occupy(f"worker{i}", GPU=other, CPU=3 * other)
+    build_db(store, args.runnable, args.finished)
+    return store, cluster, sched, T0 + (args.runnable + args.finished) * 0.01 + 1.0
+
+
+def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: bool,
+        reservations: int = 0) -> dict[str, float]:
+    store, _, sched, now = setup(label, root, args, guard_s, fair, reservations)
     checkpointer = Checkpointer(store)
     checkpointer.start()
     gc.freeze()  # as the service after its startup (service.main)
@@ -116,6 +157,8 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=200)
     parser.add_argument("--runnable", type=int, default=10_000)
     parser.add_argument("--finished", type=int, default=90_000)
+    parser.add_argument("--running", type=int, default=0,
+                        help="Argus's own one-GPU tasks running (default: none)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="argus-bench-tick-") as tmp:
         rows = {
@@ -126,7 +169,7 @@ def main() -> None:
                         reservations=8),
         }
     print(f"tick benchmark: {args.runnable} runnable + {args.finished} finished tasks, "
-          f"{args.ticks} ticks, nothing fits; CPU ms, then wall ms")
+          f"{args.running} running, {args.ticks} ticks, nothing fits; CPU ms, then wall ms")
     print(f"{'policy':<10} {'examined':>8} {'first':>7} {'median':>7} {'p99':>7} {'max':>7}"
           f" {'wall med':>9} {'wall max':>9}")
     for name, r in rows.items():

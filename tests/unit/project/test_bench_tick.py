@@ -1,0 +1,35 @@
+"""The tick bench's setup (bench/bench_tick.py): with or without Argus's own running tasks,
+every worker has exactly one GPU free, so no queued shape fits and a tick admits nothing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repo: bench.*
+
+from bench import bench_tick as bt
+from service.domain.states import TaskState
+
+
+@pytest.mark.parametrize(("running", "workers"), [(0, 4), (9, 4), (30, 5)])
+def test_every_worker_keeps_one_gpu_free_and_the_running_tasks_are_seen_running(
+        tmp_path: Path, running: int, workers: int) -> None:
+    args = argparse.Namespace(ticks=1, runnable=40, finished=20, running=running)
+    store, cluster, sched, now = bt.setup("plan", tmp_path, args, guard_s=0.0, fair=True,
+                                          reservations=8)
+    try:
+        free = {n.node_id: n.free().get("GPU", 0.0) for n in cluster.nodes.values()}
+        assert free == {"head": 0.0, **{f"worker{i}": 1.0 for i in range(workers)}}
+        assert len(store.active([TaskState.RUNNING])) == running
+        held = sorted(sum(h.get("GPU", 0.0) for h in job.holds.values())
+                      for job in cluster.jobs.values())
+        assert held == [1.0] * running
+        report = sched.tick(now)
+        assert report.submitted == 0
+        assert report.pending == 40
+    finally:
+        store.close()
