@@ -128,6 +128,11 @@ class Cluster(Protocol):
         """Raises JobNotFound, ClusterUnavailable."""
         ...
 
+    def job_infos(self, submission_ids: Collection[str]) -> dict[str, JobInfo]:
+        """``job_info`` of many jobs at once (the reconcile's read of every attempt on the
+        cluster); an id Ray does not know is absent. Raises ClusterUnavailable."""
+        ...
+
     def stop(self, submission_id: str) -> None:
         """Ask Ray to stop the job (no-op when already ended). Raises JobNotFound,
         ClusterUnavailable."""

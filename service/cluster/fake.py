@@ -202,6 +202,15 @@ class FakeCluster:
             driver_node_id=job.driver_node if job.status is RayStatus.RUNNING else None,
         )
 
+    def job_infos(self, submission_ids: Collection[str]) -> dict[str, JobInfo]:
+        out = {}
+        for sid in submission_ids:
+            try:
+                out[sid] = self.job_info(sid)
+            except JobNotFound:
+                continue
+        return out
+
     def stop(self, submission_id: str) -> None:
         self._check()
         self.stop_calls.append(submission_id)

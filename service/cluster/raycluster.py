@@ -1,6 +1,6 @@
 """The real Ray adapter behind ``service.cluster.boundary.Cluster``.
 
-Jobs (submit / info / stop / logs) go through ``ray.job_submission.JobSubmissionClient``
+Jobs (submit / info / list / stop / logs) go through ``ray.job_submission.JobSubmissionClient``
 (the progress follower's ``log_since`` through a log-tail stream per job, ``ray_logtail``),
 created lazily and re-created after a connection error (its constructor already talks to
 the job server). Placement groups come from the state API
@@ -36,9 +36,13 @@ imports ``ray``.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
+import math
 import socket
 import threading
+import time
 from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -55,6 +59,7 @@ from service.cluster.boundary import (
     SubmitRequest,
     chunk_of,
 )
+from service.cluster.jobreads import JobReadCosts
 from service.cluster.logtail import LogTails
 from service.cluster.mapping import (
     bound_by_placement,
@@ -83,7 +88,8 @@ class RayCluster:
     """
 
     def __init__(self, settings: Settings,
-                 source: RayAddress | Callable[[], RayAddress] | None = None) -> None:
+                 source: RayAddress | Callable[[], RayAddress] | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         source = address_source(settings) if source is None else source
         self._fixed = source if isinstance(source, RayAddress) else None
         self._locate = None if isinstance(source, RayAddress) else source
@@ -101,6 +107,8 @@ class RayCluster:
         # numbers its jobs from the start again, so the map is dropped with the address.
         self._job_ids: dict[str, str] = {}
         self._tails = LogTails(self._timeout)  # driver logs followed (log_since)
+        self._clock = clock  # times job reads (``job_infos`` picks the cheaper way)
+        self._read_costs = JobReadCosts()  # of _target_now's job server
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -146,6 +154,7 @@ class RayCluster:
                 self._target_now = target
                 self._jobs = self._gcs = None
                 self._job_ids.clear()
+                self._read_costs = JobReadCosts()
         return target
 
     def _client(self, slot: str, target: RayAddress, factory: Callable[[RayAddress], Any],
@@ -214,9 +223,65 @@ class RayCluster:
         )
 
     def job_info(self, submission_id: str) -> JobInfo:
-        details = self._jobs_call(self._target(), "job_info", "get_job_info", submission_id,
-                                  sid=submission_id)
-        return job_info_from_details(submission_id, details)
+        return job_info_from_details(submission_id,
+                                     self._job_details(self._target(), submission_id))
+
+    def job_infos(self, submission_ids: Collection[str]) -> dict[str, JobInfo]:
+        """One ``list_jobs`` or one ``get_job_info`` per id, whichever costs less lately
+        (``service.cluster.jobreads``). An id the listing lacks is asked on its own before
+        it is called unknown (a job submitted after the listing was cut). The driver job
+        ids the replies carry are kept for the snapshot, which then asks for none."""
+        wanted = sorted(set(submission_ids))
+        if not wanted:
+            return {}
+        target = self._target()
+        with self._lock:
+            use_list = self._read_costs.use_list(len(wanted))
+        found: dict[str, Any] = {}
+        if use_list:
+            found = self._listed(target, set(wanted))
+        for sid in wanted:
+            if sid not in found:
+                with contextlib.suppress(JobNotFound):
+                    found[sid] = self._job_details(target, sid)
+        with self._lock:
+            if self._target_now == target:
+                self._job_ids.update({sid: str(d.job_id) for sid, d in found.items()
+                                      if getattr(d, "job_id", None)})
+        return {sid: job_info_from_details(sid, d) for sid, d in found.items()}
+
+    def read_costs(self) -> JobReadCosts:
+        """A copy of what job reads cost lately on the current head (for benchmarks)."""
+        with self._lock:
+            return dataclasses.replace(self._read_costs)
+
+    def _listed(self, target: RayAddress, wanted: set[str]) -> dict[str, Any]:
+        """``JobDetails`` of the ``wanted`` jobs among all the head lists, the listing
+        timed. A listing that fails counts as too dear (read one by one from then on, the
+        listing tried again now and then): a head whose history has grown past the timeout
+        must not look unreachable. If Ray is really down, the per-job reads say so."""
+        started = self._clock()
+        try:
+            listed = self._jobs_call(target, "list_jobs", "list_jobs")
+        except ClusterUnavailable as exc:
+            log.warning("listing Ray's jobs failed (%s); reading them one by one", exc)
+            self._note_cost(target, JobReadCosts.note_list, math.inf)
+            return {}
+        self._note_cost(target, JobReadCosts.note_list, self._clock() - started)
+        return {d.submission_id: d for d in listed if d.submission_id in wanted}
+
+    def _job_details(self, target: RayAddress, sid: str) -> Any:
+        """The SDK's ``JobDetails`` of one job, its read timed."""
+        started = self._clock()
+        details = self._jobs_call(target, "job_info", "get_job_info", sid, sid=sid)
+        self._note_cost(target, JobReadCosts.note_call, self._clock() - started)
+        return details
+
+    def _note_cost(self, target: RayAddress, note: Callable[[JobReadCosts, float], None],
+                   seconds: float) -> None:
+        with self._lock:
+            if self._target_now == target:
+                note(self._read_costs, seconds)
 
     def stop(self, submission_id: str) -> None:
         self._jobs_call(self._target(), "stop", "stop_job", submission_id, sid=submission_id)
@@ -271,7 +336,7 @@ class RayCluster:
             known = {sid: jid for sid, jid in self._job_ids.items() if sid in wanted}
         for sid in sorted(wanted - known.keys()):
             try:
-                details = self._jobs_call(target, "job_info", "get_job_info", sid, sid=sid)
+                details = self._job_details(target, sid)
             except JobNotFound:
                 continue
             if details.job_id:

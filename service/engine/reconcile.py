@@ -1,5 +1,6 @@
 """Steps 0 and 1 of a tick: leftover SUBMITTING rows, then every attempt on the cluster
-checked with Ray (``cluster.job_info``); an outage noted on every attempt on the cluster.
+checked with Ray (one ``cluster.job_infos`` read of them all, after the stops Argus asks
+for); an outage noted on every attempt on the cluster.
 
 Ray unreachable leaves every row as it is. What follows an attempt's end is
 ``service.engine.attempt_end``'s.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from service.cluster.boundary import Cluster, ClusterUnavailable, JobNotFound
+from service.cluster.boundary import Cluster, ClusterUnavailable, JobInfo, JobNotFound
 from service.domain.reasons import Interrupted, Reason, WaitKind
 from service.domain.states import ON_CLUSTER, RayStatus, TaskState
 from service.engine.attempt_end import AttemptEnder
@@ -82,24 +83,36 @@ class Reconciler:
 
     # -- step 1: reconcile -------------------------------------------------------------------
     def reconcile(self, now: float, report: TickReport) -> None:
-        for row in self.store.active(ON_CLUSTER):
-            try:
-                self._one(row, now, report)
-            except ClusterUnavailable as exc:
-                report.unreachable = str(exc)
-                return  # nothing is known; do not hammer a dead job server
-            except StaleState as exc:
-                log.warning("reconcile %s: %s", row.task_id, exc)
-            report.reconciled += 1
-
-    def _one(self, row: ActiveRow, now: float, report: TickReport) -> None:
-        sid = row.ray_submission_id
-        asked = row.cancel_requested or row.preempted_for is not None
-        if asked:
-            self.ender.stop(row, now)  # again every tick until Ray says it ended
+        rows = self.store.active(ON_CLUSTER)
+        if not rows:
+            return
         try:
-            info = self.cluster.job_info(sid)
-        except JobNotFound:
+            for row in rows:
+                if _asked(row):  # stopped first: Ray's word below may already be its end
+                    self._guarded(row, lambda r=row: self.ender.stop(r, now))
+            infos = self.cluster.job_infos([row.ray_submission_id for row in rows])
+            for row in rows:
+                self._guarded(row, lambda r=row: self._one(
+                    r, infos.get(r.ray_submission_id), now, report))
+                report.reconciled += 1
+        except ClusterUnavailable as exc:
+            report.unreachable = str(exc)  # nothing is known; do not hammer a dead server
+
+    @staticmethod
+    def _guarded(row: ActiveRow, step: Callable[[], None]) -> None:
+        """``step`` on ``row``; a row that changed since the tick read it is left as it is
+        (the next tick reads it anew)."""
+        try:
+            step()
+        except StaleState as exc:
+            log.warning("reconcile %s: %s", row.task_id, exc)
+
+    def _one(self, row: ActiveRow, info: JobInfo | None, now: float,
+             report: TickReport) -> None:
+        """One attempt on the cluster, given Ray's word on its job (None: Ray does not
+        know it)."""
+        sid = row.ray_submission_id
+        if info is None:
             self.ender.lost(row, now, report)
             return
         status = RayStatus(info.status)
@@ -108,7 +121,7 @@ class Reconciler:
             return
         if info.driver_node_id:
             self.on_driver_node(sid, info.driver_node_id)
-        if not asked and row.past_deadline(now):
+        if not _asked(row) and row.past_deadline(now):
             self.ender.stop(row, now, "time_limit")  # ends TIME_LIMIT once Ray says it ended
         to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
         if (to_running or status.value != row.ray_status or info.start_time != row.start_time
@@ -118,3 +131,9 @@ class Reconciler:
                 start_time=info.start_time, now=now,
                 to_running_from=row.state if to_running else None,
             )
+
+
+def _asked(row: ActiveRow) -> bool:
+    """Whether Argus wants the attempt stopped (a cancel, a preemption): asked again every
+    tick until Ray says it ended."""
+    return row.cancel_requested or row.preempted_for is not None

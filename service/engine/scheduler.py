@@ -5,7 +5,7 @@ A tick, in order:
 0. **Leftover SUBMITTING rows** (a crash, or Ray unreachable at start-up) are resolved by
    their deterministic submission id: Ray knows it -> SUBMITTED; Ray does not -> back to
    PENDING_RESOURCES, to be submitted again under the same id.
-1. **Reconcile** every SUBMITTED/RUNNING attempt with ``cluster.job_info``; a requested
+1. **Reconcile** every SUBMITTED/RUNNING attempt with ``cluster.job_infos``; a requested
    cancel sends ``stop`` every tick until Ray confirms. Ended attempts get their driver
    log archived and classified: SUCCEEDED, FAILED, CANCELED, or (retryable kinds) back to
    PENDING_RESOURCES with ``next_run_at = now + delay``. A job Ray no longer knows is

@@ -135,21 +135,63 @@ def test_closed_gcs_port_is_unavailable_at_once():
 HEAD_1 = RayAddress("http://10.0.0.2:8265", "10.0.0.2:6390", "g1")
 
 
-class FakeJobsClient:
-    """Stands in for JobSubmissionClient: knows each submission's driver job id."""
+class Clock:
+    """The adapter's monotonic clock; the fake job server moves it by what a call costs."""
 
-    def __init__(self, target: RayAddress, job_ids: dict[str, str | None]) -> None:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# What the fake job server's calls cost (seconds): a read of one job, and a listing of
+# ``n`` jobs (the head's whole history).
+PER_JOB_S = 0.010
+
+
+def listing_s(n: int) -> float:
+    return 0.005 + 0.0005 * n
+
+
+class FakeJobsClient:
+    """Stands in for JobSubmissionClient: knows each submission's driver job id, and
+    ``history`` ended jobs more (listed, never asked about)."""
+
+    def __init__(self, target: RayAddress, job_ids: dict[str, str | None],
+                 clock: Clock | None = None, history: int = 0) -> None:
         self.target = target
         self.job_ids = job_ids
+        self.clock = clock or Clock()
+        self.history = history
         self.asked: list[str] = []
+        self.listings = 0
+        self.listing_fails = False
+        self.unlisted: set[str] = set()  # submitted after a listing was cut
+
+    def _details(self, sid: str | None, job_id: str | None,
+                 status: str = "RUNNING") -> SimpleNamespace:
+        return SimpleNamespace(submission_id=sid, status=SimpleNamespace(value=status),
+                               message="", start_time=None, end_time=None,
+                               driver_exit_code=None, job_id=job_id)
 
     def get_job_info(self, sid: str) -> SimpleNamespace:
         self.asked.append(sid)
+        self.clock.now += PER_JOB_S
         if sid not in self.job_ids:
             raise RuntimeError(f"Request failed with status code 404: Job {sid} does not exist.")
-        return SimpleNamespace(status=SimpleNamespace(value="RUNNING"), message="",
-                               start_time=None, end_time=None, driver_exit_code=None,
-                               job_id=self.job_ids[sid])
+        return self._details(sid, self.job_ids[sid])
+
+    def list_jobs(self) -> list[SimpleNamespace]:
+        self.listings += 1
+        if self.listing_fails:
+            raise TimeoutError("read timed out")
+        jobs = [self._details(sid, jid) for sid, jid in self.job_ids.items()
+                if sid not in self.unlisted]
+        jobs += [self._details(None if i % 2 else f"old-{i}", f"{i:08x}", "SUCCEEDED")
+                 for i in range(self.history)]  # drivers not submitted as jobs: no sid
+        self.clock.now += listing_s(len(jobs))
+        return jobs
 
     def stop_job(self, sid: str) -> bool:
         return True
@@ -161,8 +203,10 @@ class FakeRay(RayCluster):
 
     def __init__(self, source, *, job_ids: dict[str, str | None] | None = None,
                  pgs: list[dict] | None = None, nodes: tuple[NodeResources, ...] = (),
-                 timeout_s: float = 5) -> None:
-        super().__init__(Settings(ray_timeout_s=timeout_s), source)
+                 timeout_s: float = 5, history: int = 0) -> None:
+        self.clock = Clock()
+        super().__init__(Settings(ray_timeout_s=timeout_s), source, clock=self.clock)
+        self.history = history
         self.job_ids = job_ids if job_ids is not None else {}
         self.pgs = pgs or []
         self.nodes = nodes
@@ -171,7 +215,7 @@ class FakeRay(RayCluster):
         self.reads: list[tuple[str, str]] = []
 
     def _make_jobs_client(self, target: RayAddress) -> FakeJobsClient:
-        client = FakeJobsClient(target, self.job_ids)
+        client = FakeJobsClient(target, self.job_ids, self.clock, self.history)
         self.jobs_clients.append(client)
         return client
 
@@ -190,6 +234,9 @@ class FakeRay(RayCluster):
 
     def asked(self) -> list[str]:
         return [sid for c in self.jobs_clients for sid in c.asked]
+
+    def listings(self) -> int:
+        return sum(c.listings for c in self.jobs_clients)
 
 
 class Source:
@@ -327,6 +374,93 @@ def test_driver_job_ids_are_learnt_once_per_head(make_ray):
     del job_ids["a--a01"]
     assert ray.snapshot(["a--a01"]).held_gpus == {}
     assert ray.asked()[-1] == "a--a01"
+
+
+# -- job_infos: per-job reads or one listing, on measured costs ------------------------
+
+def _running(n: int) -> dict[str, str | None]:
+    return {f"t{i:02d}--a01": f"{i + 2:08x}" for i in range(n)}
+
+
+def test_job_infos_reads_few_jobs_one_by_one(make_ray):
+    ray = make_ray(Source(HEAD_1), job_ids=_running(3))
+    for _ in range(3):
+        infos = ray.job_infos(list(ray.job_ids))
+    assert set(infos) == set(ray.job_ids)
+    assert ray.listings() == 0 and len(ray.asked()) == 9
+
+
+def test_job_infos_lists_when_that_costs_less(make_ray):
+    """40 attempts, 40 jobs in the history: 400 ms one by one, ~45 ms a listing."""
+    ray = make_ray(Source(HEAD_1), job_ids=_running(40), history=40)
+    sids = list(ray.job_ids)
+    ray.job_infos(sids)  # nothing measured: the per-job cost is learnt first
+    assert (ray.listings(), len(ray.asked())) == (0, 40)
+    ray.job_infos(sids)  # then the listing's
+    assert (ray.listings(), len(ray.asked())) == (1, 40)
+    for _ in range(5):
+        infos = ray.job_infos(sids)
+    assert (ray.listings(), len(ray.asked())) == (6, 40), "the listing is the cheaper read"
+    assert set(infos) == set(sids) and infos["t00--a01"].status is RayStatus.RUNNING
+
+
+def test_job_infos_reads_one_by_one_on_a_head_with_a_long_history(make_ray):
+    """5 attempts (50 ms) against 2,000 ended jobs (~1 s a listing): one by one, with the
+    listing timed again every 32 batches (the history may have been cleaned up)."""
+    from service.cluster.jobreads import PROBE_EVERY
+
+    ray = make_ray(Source(HEAD_1), job_ids=_running(5), history=2000)
+    sids = list(ray.job_ids)
+    for _ in range(2 + PROBE_EVERY):
+        assert set(ray.job_infos(sids)) == set(sids)
+    assert ray.listings() == 2, "listed once to measure it, then once more to re-measure"
+    # batch 1 one by one, 2 listed, 3..33 one by one, 34 (the 32nd since) listed
+    assert len(ray.asked()) == 5 * (1 + PROBE_EVERY - 1)
+
+
+def test_an_attempt_the_listing_lacks_is_asked_before_it_is_called_unknown(make_ray):
+    ray = make_ray(Source(HEAD_1), job_ids=_running(8))
+    sids = [*ray.job_ids, "gone--a01"]
+    ray.job_infos(sids)
+    ray.job_infos(sids)  # listed
+    ray.jobs_clients[-1].unlisted.add("t03--a01")
+    before = len(ray.asked())
+    infos = ray.job_infos(sids)
+    assert ray.asked()[before:] == ["gone--a01", "t03--a01"]
+    assert "gone--a01" not in infos and infos["t03--a01"].status is RayStatus.RUNNING
+
+
+def test_a_failed_listing_falls_back_to_reads_one_by_one(make_ray):
+    ray = make_ray(Source(HEAD_1), job_ids=_running(8))
+    sids = list(ray.job_ids)
+    ray.job_infos(sids)
+    ray.jobs_clients[-1].listing_fails = True
+    assert set(ray.job_infos(sids)) == set(sids), "the batch is read one by one instead"
+    assert len(ray.asked()) == 16
+    ray.job_infos(sids)
+    assert ray.listings() == 1, "a listing that failed is not tried again at once"
+
+
+def test_a_new_head_measures_its_reads_anew(make_ray):
+    source = Source(HEAD_1)
+    ray = make_ray(source, job_ids=_running(8))
+    sids = list(ray.job_ids)
+    for _ in range(3):
+        ray.job_infos(sids)
+    assert ray.listings() == 2
+    source.answer = replace(HEAD_1, generation="g2")  # a restarted head: costs unknown
+    ray.job_infos(sids)
+    assert ray.listings() == 2 and ray.jobs_clients[-1].asked == sids
+
+
+def test_job_ids_from_job_infos_spare_the_snapshot_its_reads(make_ray):
+    ray = make_ray(Source(HEAD_1), job_ids=_running(8), pgs=[_pg("00000002")])
+    sids = list(ray.job_ids)
+    ray.job_infos(sids)
+    ray.job_infos(sids)  # listed: every driver job id came with it
+    asked = len(ray.asked())
+    assert ray.snapshot(sids).held_gpus == {"t00--a01": 4.0}
+    assert len(ray.asked()) == asked, "the snapshot asked Ray for job ids it had"
 
 
 class _GangPlacedBetweenReads(FakeRay):

@@ -532,6 +532,38 @@ def test_cancel_running_stops_every_tick_until_ray_confirms(env: Env,
     assert view.state is S.CANCELED and view.error_summary.startswith("canceled by request")
 
 
+def test_one_read_of_every_attempt_a_tick_after_the_stops_asked_for(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    env.cluster.add_node("w2", gpus=4, cpus=16)
+    env.cluster.add_node("w3", gpus=4, cpus=16)
+    a, b, c = env.add(), env.add(), env.add()
+    env.tick(T0)
+    for task, node in ((a, "w1"), (b, "w2"), (c, "w3")):
+        env.cluster.start(sid(task), {node: 4})
+    env.tick(T0 + 1)
+    env.store.cancel(b, T0 + 2)
+    del env.cluster.jobs[sid(c)]  # Ray forgot this one
+    calls: list[object] = []
+    stop, job_infos = env.cluster.stop, env.cluster.job_infos
+
+    def logged_stop(submission_id: str) -> None:
+        calls.append(("stop", submission_id))
+        stop(submission_id)
+
+    def logged_job_infos(submission_ids):
+        calls.append(("job_infos", sorted(submission_ids)))
+        return job_infos(submission_ids)
+
+    monkeypatch.setattr(env.cluster, "stop", logged_stop)
+    monkeypatch.setattr(env.cluster, "job_infos", logged_job_infos)
+    report = env.tick(T0 + 3)
+    assert calls[:2] == [("stop", sid(b)), ("job_infos", sorted(map(sid, (a, b, c))))]
+    assert report.reconciled == 3
+    assert env.state(a) is S.RUNNING
+    assert env.state(b) is S.CANCELED, "the stop came first: its end was read this tick"
+    assert env.store.get_attempt(c, 1).failure_kind == "CLUSTER_LOST"
+
+
 def test_cancel_that_loses_the_race_to_success_reports_success(env: Env,
                                                                monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
