@@ -488,7 +488,7 @@ class Simulation:
         report = self.scheduler.tick(now)
         self.tick_ms.append((time.thread_time() - started) * 1000)
         for task_id, planned in self.scheduler.last_estimates.items():
-            self.first_estimate.setdefault(task_id, (now, planned))
+            self.first_estimate.setdefault(task_id, (now, planned.start))
         self.finished += report.finished
         self._advance(now)  # drivers submitted this tick start (startup_s = 0)
         self._stopped = self.cluster.stopped_running > before

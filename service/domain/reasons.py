@@ -171,13 +171,29 @@ class Ahead:
     users: tuple[str, ...] = ()
 
 
+# What a waiting task's start estimate comes from (the API's ``estimate_basis``).
+TIME_LIMITS = "time_limits"  # every run ends at its limit: a bound, as the plan stands
+RUN_HISTORY = "run_history"  # runs end when their like ended lately: good to minutes
+UNKNOWN = "unknown"  # no estimate: nothing to plan from (no limit), or not planned
+
+
 @dataclass(frozen=True, slots=True)
 class Planned:
-    """The planned start of a reserved task (from time limits), and the expected one (from
+    """The planned start of a waiting task (from time limits), and the expected one (from
     run history) when known."""
 
     bound: float
     expected: float | None = None
+
+    @property
+    def start(self) -> float:
+        """When the task is expected to start: as run history says (never past the
+        limits' bound), else the bound."""
+        return self.bound if self.expected is None else min(self.expected, self.bound)
+
+    @property
+    def basis(self) -> str:
+        return TIME_LIMITS if self.expected is None else RUN_HISTORY
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +289,7 @@ def _planned_text(planned: Planned | None) -> str:
         return ""
     if planned.expected is None:
         return f"; planned start by {iso(planned.bound)} (from time limits)"
-    likely = iso(round(min(planned.expected, planned.bound) / 60) * 60)  # good to minutes
+    likely = iso(round(planned.start / 60) * 60)  # good to minutes
     return (f"; expected start about {likely} (from run history), by {iso(planned.bound)} "
             "at the latest (from time limits)")
 

@@ -24,7 +24,7 @@ from service.cluster.boundary import (
     SubmitRequest,
 )
 from service.config import Settings, thaw
-from service.domain.reasons import Reason
+from service.domain.reasons import Planned, Reason
 from service.domain.states import FailureKind, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.tick_report import TickReport
@@ -71,7 +71,7 @@ class Applier:
         # each user's fair share as the last admission saw it (the queue shows it)
         self.last_shares: dict[str | None, Share] = {}
         # task id -> planned start, from the last plan's reservations (none without them)
-        self.last_estimates: dict[str, float] = {}
+        self.last_estimates: dict[str, Planned] = {}
         self._ledger: Ledger | None = None  # decayed usage (fair_share_half_life_s)
         # the node ids the guard kept last tick: they have been draining, so the guard
         # keeps them again (for the same gang, or the one that holds the guard next)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable, NodeResources
+from service.domain.reasons import Planned
 from service.scheduling.admission import CPU, GPU
 from service.scheduling.fairshare import Share
 
@@ -26,7 +27,7 @@ class Seen:
     unreachable: str | None
     shares: Mapping[str | None, Share] = field(  # fair share per user
         default_factory=lambda: MappingProxyType({}))
-    estimates: Mapping[str, float] = field(  # task id -> planned start (reservations)
+    estimates: Mapping[str, Planned] = field(  # task id -> its start estimate
         default_factory=lambda: MappingProxyType({}))
 
 
@@ -39,7 +40,7 @@ class Observed:
 
     def record(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
                shares: Mapping[str | None, Share] | None = None,
-               estimates: Mapping[str, float] | None = None) -> None:
+               estimates: Mapping[str, Planned] | None = None) -> None:
         if snapshot is None:
             return
         frozen = MappingProxyType(dict(shares or {}))
@@ -56,8 +57,8 @@ class Observed:
         with self._lock:
             return self._seen
 
-    def estimated_start(self, task_id: str) -> float | None:
-        """When the last plan expects ``task_id`` to start (None: no reservation)."""
+    def estimate(self, task_id: str) -> Planned | None:
+        """When the last plan expects ``task_id`` to start (None: it planned none)."""
         seen = self.last
         return None if seen is None else seen.estimates.get(task_id)
 

@@ -71,6 +71,7 @@ import time
 
 from service.cluster.boundary import Cluster, ClusterSnapshot, ClusterUnavailable
 from service.config import Settings
+from service.domain.reasons import Planned
 from service.domain.states import ON_CLUSTER
 from service.domain.workloads import driver
 from service.engine.applier import Applier
@@ -129,8 +130,8 @@ class Scheduler:
         return self.applier.last_shares
 
     @property
-    def last_estimates(self) -> dict[str, float]:
-        """Task id -> planned start, from the last plan's reservations."""
+    def last_estimates(self) -> dict[str, Planned]:
+        """Task id -> its start estimate, from the last plan."""
         return self.applier.last_estimates
 
     # -- entry points ----------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from service.cluster.boundary import ClusterSnapshot
-from service.domain.reasons import Ahead, Backoff, Reason, WaitKind
+from service.domain.reasons import Ahead, Backoff, Planned, Reason, WaitKind
 from service.domain.rows import ActiveRow, RunnableRow
 from service.scheduling.fairshare import Share
 from service.scheduling.preemption import Running
@@ -74,8 +74,8 @@ class Plan:
     preemption: Preemption | None = None
     kept: frozenset[str] = frozenset()  # node ids the guard keeps after this tick
     shares: dict[str | None, Share] = field(default_factory=dict)
-    # task id -> when it is planned to start (reservations; absent: no known time)
-    estimates: dict[str, float] = field(default_factory=dict)
+    # task id -> when it is planned to start (absent: no known time)
+    estimates: dict[str, Planned] = field(default_factory=dict)
 
 
 class Seen:

@@ -231,14 +231,16 @@ class ReservationPass(BasePass):
         self._estimate_the_rest()
         model = self.inp.runtimes
         if model is None or not self.estimates:
-            return Plan(self.steps, preemption, self.fallback_nodes, estimates=self.estimates)
+            return Plan(self.steps, preemption, self.fallback_nodes,
+                        estimates={task_id: Planned(bound)
+                                   for task_id, bound in self.estimates.items()})
         expected = expected_starts(self.now, self.free_now, self._releasing(model),
                                    self.placed, model)
         steps = self.steps
         for task_id, at in self.planned_at.items():
             steps[at] = _with_expected(steps[at], expected.get(task_id),
                                        self.estimates.get(task_id))
-        estimates = {task_id: min(expected.get(task_id, bound), bound)
+        estimates = {task_id: _planned(bound, expected.get(task_id))
                      for task_id, bound in self.estimates.items()}
         return Plan(steps, preemption, self.fallback_nodes, estimates=estimates)
 
@@ -469,10 +471,17 @@ class ReservationPass(BasePass):
         self._record(cand, gang, tuple(kept), forever=True)
 
 
+def _planned(bound: float, expected: float | None) -> Planned:
+    """A start estimate: from run history where the history moved it before the limits'
+    bound (a model with no run of the task's kind expects the bound itself)."""
+    return Planned(bound, expected if expected is not None and expected < bound else None)
+
+
 def _with_expected(step: Start | Wait, expected: float | None, bound: float | None
                    ) -> Start | Wait:
-    """A waiting task's reason with its expected start beside the limits' bound."""
-    if not isinstance(step, Wait) or expected is None or bound is None:
+    """A waiting task's reason with its expected start beside the limits' bound (where
+    run history moved it)."""
+    if not isinstance(step, Wait) or expected is None or bound is None or expected >= bound:
         return step
     planned = step.why.planned
     # as a rule the very same float; only when not, compared as people read them (to the

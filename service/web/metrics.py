@@ -51,7 +51,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable
-from service.domain.reasons import WaitKind
+from service.domain.reasons import Planned, WaitKind
 from service.domain.rows import PendingGroup, UserRow
 from service.domain.states import TaskState
 from service.engine.observed import RESOURCES, Observed, total_of
@@ -313,7 +313,7 @@ class ServiceMetrics:
 
     def after_tick(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
                    shares: Mapping[str | None, Share] | None = None,
-                   estimates: Mapping[str, float] | None = None) -> None:
+                   estimates: Mapping[str, Planned] | None = None) -> None:
         """Keep the tick's cluster view, count the attempts it admitted, and sample the
         queue for the console's charts. Never raises: a missed sample must not fail
         the tick (a storage fault is logged once per tick, without a traceback)."""

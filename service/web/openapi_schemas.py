@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.domain.reasons import WaitKind
+from service.domain.reasons import RUN_HISTORY, TIME_LIMITS, UNKNOWN, WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.domain.workloads import WORKLOAD_NAMES, WORKLOADS
 from service.jobspec.model import NOTES, TRAINER_DEVICES
@@ -59,6 +59,7 @@ SCHEMAS: dict[str, Any] = {
     "TaskState": {"type": "string", "enum": [s.value for s in TaskState]},
     "WaitKind": {"type": "string", "enum": [k.value for k in WaitKind],
                  "description": "the kind of a waiting task's reason (service/domain/reasons.py)"},
+    "EstimateBasis": {"type": "string", "enum": [TIME_LIMITS, RUN_HISTORY, UNKNOWN]},
     "RayStatus": {"type": "string", "enum": [s.value for s in RayStatus]},
     "FailureKind": {"type": "string", "enum": [k.value for k in FailureKind]},
     "Workload": {"type": "string", "enum": list(WORKLOAD_NAMES)},
@@ -119,9 +120,21 @@ SCHEMAS: dict[str, Any] = {
                            "description": f"the JobSpec's {note.name}: {note.about}"}
                for note in NOTES},
             "next_run_at": TS,
-            "estimated_start": {**TS, "description": "when the scheduler's plan expects a "
-                                "waiting task to start (v2.scheduler.reservations on, from "
-                                "the time limits); null: no reservation"},
+            "estimated_start": {**TS, "description": "when the scheduler's last plan "
+                                "expects a waiting task to start (v2.scheduler.reservations "
+                                "on): from run history to the minute, else the time limits' "
+                                "bound; null: no estimate (estimate_basis says why)"},
+            "estimate_basis": {**nullable(ref("EstimateBasis")),
+                               "description": "what estimated_start comes from: time_limits "
+                                              "(every run before it ends at its limit), "
+                                              "run_history (runs end as their like did "
+                                              "lately), unknown (the plan has no start for "
+                                              "it: no limit to plan from, or too deep in "
+                                              "the queue); null: the task does not wait"},
+            "estimated_start_bound": {**TS, "description": "the start the time limits give "
+                                      "(every run before it ending at its limit), as the "
+                                      "plan stands: newer work of a higher priority may "
+                                      "still move it; null: no estimate"},
             "cancel_requested": {"type": "boolean"},
             "created_at": TS,
             "updated_at": TS,

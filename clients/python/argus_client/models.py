@@ -86,6 +86,8 @@ class Task(_Model):
     max_runtime_s: float | None
     description: str | None
     estimated_start: str | None
+    estimate_basis: str | None  # time_limits, run_history, unknown; None: not waiting
+    estimated_start_bound: str | None
     next_run_at: str | None
     cancel_requested: bool | None
     created_at: str | None

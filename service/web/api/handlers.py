@@ -207,6 +207,9 @@ async def list_tasks(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
 
+    seen = deps.metrics.observed.last
+    estimates = {} if seen is None else seen.estimates
+
     def page(store: Store) -> str:
         # read, decoded, shaped and encoded in one call on the read lane: a user's pages
         # hold one thread at a time (with the shaping on the work lane, one page was read
@@ -215,8 +218,9 @@ async def list_tasks(request: web.Request) -> web.Response:
                                               user=user, reason=reason)
         waits = blocked_reasons(store, tasks)  # BLOCKED tasks: why they wait
         return json.dumps({
-            "tasks": [{**task_json(t), **({"pending_reason": waits[t.task_id]}
-                                          if t.task_id in waits else {})} for t in tasks],
+            "tasks": [{**task_json(t, estimates.get(t.task_id)),
+                       **({"pending_reason": waits[t.task_id]} if t.task_id in waits else {})}
+                      for t in tasks],
             "next_cursor": None if next_before is None else encode_cursor(next_before),
         })
 
@@ -227,7 +231,7 @@ async def get_task(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task = await _task_or_404(deps, request.match_info["task_id"])
     progress = await deps.store.task_progress(task.task_id)
-    planned = deps.metrics.observed.estimated_start(task.task_id)
+    planned = deps.metrics.observed.estimate(task.task_id)
     return web.json_response({**task_with_progress(task, progress, deps.clock(), planned),
                               **await task_dependencies(deps, task)})
 
@@ -303,7 +307,8 @@ async def set_task_priority(request: web.Request) -> web.Response:
                                         priority)
     except UseCaseError as exc:
         raise api_error(exc) from exc
-    return web.json_response(task_json(task))
+    return web.json_response(task_json(task, deps_of(request).metrics.observed.estimate(
+        task.task_id)))
 
 
 async def queue(request: web.Request) -> web.Response:

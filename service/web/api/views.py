@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from service.domain.reasons import WaitKind
+from service.domain.reasons import RUN_HISTORY, UNKNOWN, Planned, WaitKind
 from service.domain.rows import (
     MAX_SEQ,
     AttemptRow,
@@ -88,9 +88,24 @@ def attempt_json(attempt: AttemptRow) -> dict[str, Any]:
     }
 
 
-def task_json(task: TaskRow, estimated_start: float | None = None) -> dict[str, Any]:
-    """A task as the API shows it; ``estimated_start``: when the scheduler's plan expects it
-    to start (reservations on, a waiting task with a reservation), else null."""
+def estimate_json(estimate: Planned | None, waiting: bool) -> dict[str, Any]:
+    """A waiting task's start estimate, what it comes from, and the limits' bound; nulls
+    for a task that does not wait. From run history it is good to minutes: rounded so."""
+    if not waiting:
+        return {"estimated_start": None, "estimate_basis": None, "estimated_start_bound": None}
+    if estimate is None:
+        return {"estimated_start": None, "estimate_basis": UNKNOWN,
+                "estimated_start_bound": None}
+    start = estimate.start
+    if estimate.basis == RUN_HISTORY:
+        start = round(start / 60) * 60
+    return {"estimated_start": iso(start), "estimate_basis": estimate.basis,
+            "estimated_start_bound": iso(estimate.bound)}
+
+
+def task_json(task: TaskRow, estimate: Planned | None = None) -> dict[str, Any]:
+    """A task as the API shows it; ``estimate``: when the scheduler's last plan expects it
+    to start (a waiting task's; None: it planned none)."""
     return {
         "task_id": task.task_id,
         "state": task.state.value,
@@ -115,8 +130,7 @@ def task_json(task: TaskRow, estimated_start: float | None = None) -> dict[str, 
         "max_runtime_s": task.max_runtime_s,
         **{note.name: getattr(task, note.name) for note in NOTES},
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
-        "estimated_start": (iso(estimated_start)
-                            if estimated_start is not None and task.state in RUNNABLE else None),
+        **estimate_json(estimate, task.state in RUNNABLE),
         "cancel_requested": task.cancel_requested,
     }
 
@@ -143,9 +157,9 @@ def progress_json(row: ProgressRow | None, now: float) -> dict[str, Any] | None:
 
 
 def task_with_progress(task: TaskRow, progress: ProgressRow | None,
-                       now: float, estimated_start: float | None = None) -> dict[str, Any]:
+                       now: float, estimate: Planned | None = None) -> dict[str, Any]:
     """``task_json`` and the ``progress`` of its latest attempt."""
-    return {**task_json(task, estimated_start), "progress": progress_json(progress, now)}
+    return {**task_json(task, estimate), "progress": progress_json(progress, now)}
 
 
 def curves_json(task_id: str, keys: list[str], chosen: list[str],

@@ -240,7 +240,7 @@ async def queue_page(request: web.Request) -> web.Response:
         request, "_queue.html" if q.get("fragment") else "queue.html", nav="queue",
         counts=counts, states=[s.value for s in TaskState], pending=pending,
         pending_total=pending_total, blocked=blocked, running=running, recent=recent,
-        held=held_gpus(deps), estimate=deps.metrics.observed.estimated_start,
+        held=held_gpus(deps), estimate=deps.metrics.observed.estimate,
         progress=progress,
         filters=filters, workloads=await store.pending_workloads(), page=page, pages=pages,
         reason_kinds=[k.value for k in WaitKind],
@@ -273,7 +273,7 @@ async def task_page(request: web.Request) -> web.Response:
         nav="queue", task=task, attempts=attempts, events=events, jobspec=spec or "",
         may_act=may_act, terminal=task.state in TERMINAL,
         waiting=task.state in RUNNABLE, held=held_gpus(deps), progress=progress, curves=curves,
-        estimate=deps.metrics.observed.estimated_start,
+        estimate=deps.metrics.observed.estimate,
         links=links)
 
 

@@ -201,6 +201,24 @@ def test_queue_shows_the_fair_shares() -> None:
     assert alice.split()[0] == "alice" and _fair_share([]) == ""
 
 
+def test_status_and_queue_say_what_a_start_estimate_comes_from() -> None:
+    from argus_client.cli.tasks import estimate_cell, estimate_text
+
+    at, by = "2026-11-24T17:20:00.000Z", "2026-11-24T18:05:00.000Z"
+    limits = {"estimated_start": by, "estimate_basis": "time_limits",
+              "estimated_start_bound": by}
+    history = {"estimated_start": at, "estimate_basis": "run_history",
+               "estimated_start_bound": by}
+    unknown = {"estimated_start": None, "estimate_basis": "unknown",
+               "estimated_start_bound": None}
+    assert estimate_text(limits) == f"by {by} (from time limits)"
+    assert estimate_text(history) == (f"about {at} (from run history; by {by} at the latest, "
+                                      "from time limits)")
+    assert estimate_text(unknown).startswith("unknown")
+    assert estimate_text({"estimate_basis": None}) is None  # not waiting
+    assert [estimate_cell(t) for t in (limits, history, unknown)] == [f"<={by}", f"~{at}", "-"]
+
+
 async def test_priority_reorders_the_queue(server, tmp_path):
     first = await submitted(server, tmp_path)
     second = await submitted(server, tmp_path)

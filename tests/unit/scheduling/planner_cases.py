@@ -59,6 +59,11 @@ def started(p: Plan) -> list[str]:
     return [s.cand.task_id for s in p.steps if isinstance(s, Start)]
 
 
+def starts(p: Plan) -> dict[str, float]:
+    """Each start estimate's start (from limits in these cases: no run history)."""
+    return {task_id: e.start for task_id, e in p.estimates.items()}
+
+
 def reasons(p: Plan) -> dict[str, str]:
     return {s.cand.task_id: s.reason for s in p.steps if isinstance(s, Wait)}
 

@@ -8,6 +8,7 @@ from planner_cases import DRIVER, NOW, node, running, task
 
 from service.cluster.boundary import ClusterSnapshot
 from service.config import SchedulerSettings, UserSettings
+from service.domain.reasons import RUN_HISTORY, TIME_LIMITS, Planned
 from service.scheduling.forecast import Placed, Releasing, expected_starts
 from service.scheduling.plan import LIMIT_SLACK_S, PlanInput, Wait
 from service.scheduling.planner import Planner
@@ -83,8 +84,11 @@ def test_the_plan_shows_the_expected_start_beside_the_limits_bound() -> None:
     with_history = planner.plan(PlanInput(NOW, [cand], [r1], snapshot, {},
                                           runtimes=RuntimeModel(history)))
     bound = NOW - 600 + 7200 + LIMIT_SLACK_S
-    assert plain.estimates == {"t1": bound}
-    assert with_history.estimates == {"t1": pytest.approx(NOW - 600 + 3600)}
+    assert plain.estimates == {"t1": Planned(bound)}
+    assert plain.estimates["t1"].basis == TIME_LIMITS
+    assert with_history.estimates["t1"].start == pytest.approx(NOW - 600 + 3600)
+    assert with_history.estimates["t1"].bound == bound
+    assert with_history.estimates["t1"].basis == RUN_HISTORY
     [step] = with_history.steps
     assert isinstance(step, Wait)
     assert "expected start about" in step.reason and "(from run history)" in step.reason
@@ -104,7 +108,7 @@ def test_a_task_past_the_reservations_shows_its_expected_start_too() -> None:
     plan = planner.plan(PlanInput(NOW, [first, second], [r1], snapshot, {},
                                   runtimes=RuntimeModel(history)))
     assert set(plan.estimates) == {"t1", "t2"}
-    assert plan.estimates["t2"] > plan.estimates["t1"]
+    assert plan.estimates["t2"].start > plan.estimates["t1"].start
     for step in plan.steps:
         assert isinstance(step, Wait)
         assert "expected start about" in step.reason, step.reason

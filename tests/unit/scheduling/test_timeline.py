@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from planner_cases import NOW, node, plan, reasons, running, started, task
+from planner_cases import NOW, node, plan, reasons, running, started, starts, task
 
 from service.cluster.boundary import NodeResources
 from service.domain.timefmt import iso
@@ -208,7 +208,7 @@ def test_a_gang_is_reserved_and_a_short_task_backfills_before_it() -> None:
              held_on={"r1--a01": {"w2": 4}}, reservations=8)
     assert started(p) == ["t2"]
     drained = NOW - 60 + LIMIT + LIMIT_SLACK_S
-    assert p.estimates["t1"] == drained
+    assert p.estimates["t1"].start == drained
     assert "planned start by" in reasons(p)["t1"]
     assert reasons(p)["t3"].startswith("waiting behind t1: nodes 10.0.0.1 are reserved")
 
@@ -218,7 +218,7 @@ def test_the_plan_orders_reservations_by_priority() -> None:
     p = plan([node("w1", 0)], [task("t2", priority=5), task("t1")], [r1],
              held_on={"r1--a01": {"w1": 4}}, reservations=8)
     first_free = NOW - 60 + LIMIT + LIMIT_SLACK_S
-    assert p.estimates["t2"] == first_free
+    assert p.estimates["t2"].start == first_free
     assert "t1" not in p.estimates  # after t2 on the only node: no limit, for good
 
 
@@ -238,11 +238,11 @@ def test_a_fresh_task_of_a_higher_priority_is_not_held_behind_a_gang_past_the_gu
              held_on={"r1--a01": {"w2": 4}}, reservations=8)
     if starts:
         assert started(p) == ["t2"]
-        assert p.estimates["t1"] == NOW + LIMIT * 2 + LIMIT_SLACK_S  # after t2, by limits
+        assert p.estimates["t1"].start == NOW + LIMIT * 2 + LIMIT_SLACK_S  # after t2, by limits
     else:
         assert started(p) == []
         assert reasons(p)["t2"].startswith("waiting behind t1: nodes 10.0.0.1 are reserved")
-        assert p.estimates["t1"] == NOW - 60 + LIMIT + LIMIT_SLACK_S
+        assert p.estimates["t1"].start == NOW - 60 + LIMIT + LIMIT_SLACK_S
 
 
 @pytest.mark.parametrize(("fresh_priority", "starts"), [(10, True), (0, False)])
@@ -308,7 +308,7 @@ def test_a_task_without_a_limit_starts_beside_the_nodes_kept_for_an_overdue_gang
     p = plan([node("w1", 2), node("w2", 2)], [gang, task("t2", gpus=2)], [r1, r2],
              held_on=held, reservations=8)
     assert started(p) == ["t2"]
-    assert p.estimates["t1"] == NOW - 60 + LIMIT + LIMIT_SLACK_S
+    assert p.estimates["t1"].start == NOW - 60 + LIMIT + LIMIT_SLACK_S
     # with w2 full too, it waits behind the gang
     p = plan([node("w1", 2), node("w2", 0)], [gang, task("t2", gpus=2)], [r1, r2],
              held_on={"r1--a01": {"w1": 2}, "r2--a01": {"w2": 4}}, reservations=8)
@@ -385,13 +385,13 @@ def test_past_the_budget_tasks_get_an_estimate_that_protects_nothing() -> None:
     drained = NOW - 60 + LIMIT + LIMIT_SLACK_S
     firm = plan([node("w1", 0), node("w2", 1)], tasks, [r1, r2], held_on=held,
                 reservations=2)
-    assert started(firm) == [] and firm.estimates["t2"] == NOW - 60 + LIMIT * 1.5 + 30
+    assert started(firm) == [] and firm.estimates["t2"].start == NOW - 60 + LIMIT * 1.5 + 30
     soft = plan([node("w1", 0), node("w2", 1)], tasks, [r1, r2], held_on=held,
                 reservations=1)
     assert started(soft) == ["t3"]
-    assert soft.estimates["t1"] == drained
-    assert soft.estimates["t2"] == drained + LIMIT + LIMIT_SLACK_S  # after t1 (t3 on w2)
-    assert reasons(soft)["t2"].endswith(f"; planned start by {iso(soft.estimates['t2'])} "
+    assert soft.estimates["t1"].start == drained
+    assert soft.estimates["t2"].start == drained + LIMIT + LIMIT_SLACK_S  # after t1 (t3 on w2)
+    assert reasons(soft)["t2"].endswith(f"; planned start by {iso(soft.estimates['t2'].start)} "
                                         "(from time limits)")
 
 
@@ -438,7 +438,7 @@ def test_past_the_budget_estimates_follow_the_order_of_the_guard_not_fair_share(
              charges={"carol": 8.0, "alice": 0.0}, reservations=1)
     turn = LIMIT + LIMIT_SLACK_S
     drained = NOW - 60 + turn
-    assert p.estimates == {"t3": drained, "t1": drained + turn, "t2": drained + 2 * turn,
+    assert starts(p) == {"t3": drained, "t1": drained + turn, "t2": drained + 2 * turn,
                            "t4": drained + 3 * turn}
 
 
@@ -462,9 +462,9 @@ def test_past_the_guard_big_gangs_are_credited_for_their_size(
     e1 = NOW - 60 + LIMIT + LIMIT_SLACK_S
     e2 = NOW - 60 + 2 * LIMIT + LIMIT_SLACK_S
     if gang_first:
-        assert p.estimates == {"t2": e2, "t1": e2 + LIMIT + LIMIT_SLACK_S}
+        assert starts(p) == {"t2": e2, "t1": e2 + LIMIT + LIMIT_SLACK_S}
     else:
-        assert p.estimates == {"t1": e1, "t2": e1 + 2 * LIMIT + LIMIT_SLACK_S}
+        assert starts(p) == {"t1": e1, "t2": e1 + 2 * LIMIT + LIMIT_SLACK_S}
 
 
 def node8(name: str, free_gpus: float) -> NodeResources:
@@ -496,10 +496,10 @@ def test_a_small_gang_is_reserved_only_once_it_has_waited(
     assert "planned start by" in reasons(p)["t1"]  # reserved or not, it shows a start
     if t2_starts:
         assert started(p) == ["t2"]
-        assert p.estimates["t1"] == e2  # after t2: 3 GPUs free at e1, 7 at e2
+        assert p.estimates["t1"].start == e2  # after t2: 3 GPUs free at e1, 7 at e2
     else:
         assert started(p) == []
-        assert p.estimates["t1"] == (e1 if gpus == 4 else e2)
+        assert p.estimates["t1"].start == (e1 if gpus == 4 else e2)
         assert reasons(p)["t2"].startswith("waiting behind t1: nodes 10.0.0.1 are reserved")
 
 
@@ -529,4 +529,4 @@ def test_soft_estimates_go_by_age_not_by_the_big_gangs_credit() -> None:
              held_on={"r1--a01": {"w1": 5}, "r2--a01": {"w1": 3}}, reservations=8,
              reserve_small_after_s=1800, gang_size_credit_s=300)
     e1 = NOW - 60 + LIMIT + LIMIT_SLACK_S
-    assert p.estimates == {"t2": e1, "t1": e1 + LIMIT + LIMIT_SLACK_S}
+    assert starts(p) == {"t2": e1, "t1": e1 + LIMIT + LIMIT_SLACK_S}

@@ -32,6 +32,28 @@ def _gpus(task: dict[str, Any]) -> str:
     return f"{r.get('nnodes', '?')}x{r.get('n_gpus_per_node', '?')}"
 
 
+def estimate_text(task: dict[str, Any]) -> str | None:
+    """A waiting task's start estimate and what it comes from (None: it does not wait)."""
+    basis, start = task.get("estimate_basis"), task.get("estimated_start")
+    if basis is None:
+        return None
+    if start is None:
+        return "unknown (no start planned: no time limit to plan from, or deep in the queue)"
+    if basis == "run_history":
+        return f"about {start} (from run history; by {task.get('estimated_start_bound')} " \
+               "at the latest, from time limits)"
+    return f"by {start} (from time limits)"
+
+
+def estimate_cell(task: dict[str, Any]) -> str:
+    """The queue's EST_START: ``~`` from run history (to the minute), ``<=`` from time
+    limits (a bound), ``-`` unknown."""
+    start = task.get("estimated_start")
+    if start is None:
+        return "-"
+    return ("~" if task.get("estimate_basis") == "run_history" else "<=") + start
+
+
 def show_task(task: dict[str, Any]) -> str:
     return key_values([
         ("task_id", task.get("task_id")),
@@ -45,7 +67,7 @@ def show_task(task: dict[str, Any]) -> str:
         ("queue_position", task.get("queue_position")),
         ("pending_reason", task.get("pending_reason")),
         ("next_run_at", task.get("next_run_at")),
-        ("estimated_start", task.get("estimated_start")),
+        ("estimated_start", estimate_text(task)),
         ("attempt", _latest(task, "attempt_no")),
         ("ray_submission_id", _latest(task, "ray_submission_id")),
         ("ray_status", _latest(task, "ray_status")),
@@ -90,7 +112,7 @@ def queue_text(d: dict[str, Any]) -> str:
     return "PENDING\n" + table(
         ["POS", "PRI", "TASK_ID", "USER", "STATE", "GPUS", "EST_START", "KIND", "REASON"],
         [[t.get("queue_position"), t.get("priority"), t.get("task_id"), t.get("user"),
-          t.get("state"), _gpus(t), t.get("estimated_start") or "-",
+          t.get("state"), _gpus(t), estimate_cell(t),
           t.get("reason_kind") or "-", t.get("pending_reason")]
          for t in d["pending"]],
     ) + "\n\nRUNNING\n" + table(

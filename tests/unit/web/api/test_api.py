@@ -141,6 +141,28 @@ async def test_queue_lists_pending_in_order_and_running(client, env):
                                    "weighted_share": 1.0}]
 
 
+async def test_a_waiting_task_says_when_it_should_start_and_from_what(client, env):
+    env.cluster.add_node("n1", gpus=2)
+    first = await submit(client, env, max_runtime_s=600)  # takes the only 2 GPUs
+    env.tick()
+    env.cluster.start(env.sid(first), {"n1": 2})
+    planned = await submit(client, env, max_runtime_s=600)
+    await submit(client, env)  # no limit: once it starts, it holds the node for good
+    unplanned = await submit(client, env, max_runtime_s=600)  # behind it: never planned
+    env.tick()
+    view = await get_json(client, f"/api/v2/tasks/{planned}")
+    assert view["estimate_basis"] == "time_limits", view["pending_reason"]
+    assert view["estimated_start"] == view["estimated_start_bound"] is not None
+    queue = await get_json(client, "/api/v2/queue")
+    listed = {t["task_id"]: t for t in (await get_json(client, "/api/v2/tasks"))["tasks"]}
+    for shown in ({t["task_id"]: t for t in queue["pending"]}, listed):
+        assert shown[planned]["estimated_start"] == view["estimated_start"]
+        assert (shown[unplanned]["estimated_start"], shown[unplanned]["estimate_basis"]) == (
+            None, "unknown")
+    for running in (queue["running"][0], listed[first]):  # it does not wait
+        assert running["estimated_start"] is running["estimate_basis"] is None
+
+
 async def test_list_filters_by_state(client, env):
     a = await submit(client, env)
     b = await submit(client, env)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.domain.reasons import Planned
 from service.domain.rows import AttemptRow, EventRow, TaskRow
 from service.domain.states import TaskState
 from service.domain.timefmt import iso
@@ -49,14 +50,24 @@ def test_task_json_of_a_queued_task() -> None:
         "reason_kind": "new", "queue_position": 1, "priority": -5, "max_runtime_s": 7200.0,
         "description": None,
         "next_run_at": "2025-12-23T14:32:01.500Z", "estimated_start": None,
+        "estimate_basis": "unknown", "estimated_start_bound": None,
         "cancel_requested": False,
     }
 
 
+def _estimate(shown: dict) -> tuple:
+    return shown["estimated_start"], shown["estimate_basis"], shown["estimated_start_bound"]
+
+
 def test_task_json_shows_the_planned_start_of_a_waiting_task_only() -> None:
-    assert task_json(task(), T + 600)["estimated_start"] == iso(T + 600)
+    assert _estimate(task_json(task(), Planned(T + 600))) == (
+        iso(T + 600), "time_limits", iso(T + 600))
+    # from run history: good to minutes, so rounded to the minute; the bound beside it
+    minute = T - 1.5  # 14:32:00
+    assert _estimate(task_json(task(), Planned(T + 7200, minute + 29.6 * 60))) == (
+        iso(minute + 30 * 60), "run_history", iso(T + 7200))
     running = task(state=TaskState.RUNNING, latest_attempt=attempt(ray_status="RUNNING"))
-    assert task_json(running, T + 600)["estimated_start"] is None
+    assert _estimate(task_json(running, Planned(T + 600))) == (None, None, None)
 
 
 def test_task_json_with_an_attempt_hides_next_run_at_once_not_runnable() -> None:

@@ -363,6 +363,6 @@ def test_the_plans_estimated_start_reaches_the_observed_view(tmp_path: Path) -> 
     w.cluster.start(f"{first}--a01", {"n1": 4})
     started = w.now
     w.tick(1)
-    assert w.metrics.observed.estimated_start(first) is None
-    assert w.metrics.observed.estimated_start(second) == started + 600 + LIMIT_SLACK_S
+    assert w.metrics.observed.estimate(first) is None
+    assert w.metrics.observed.estimate(second) == reasons.Planned(started + 600 + LIMIT_SLACK_S)
     w.store.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 
 import pytest
@@ -22,6 +23,7 @@ from ui_env import (
 )
 from yarl import URL
 
+from service.domain.reasons import Planned
 from service.domain.states import TaskState
 from service.domain.timefmt import iso
 from service.domain.users import Role
@@ -549,17 +551,25 @@ async def test_queue_and_task_pages_show_the_plans_estimated_start(client, env):
     env.tick()
     now = env.clock()
     snapshot = env.cluster.snapshot([])
-    env.metrics.observed.record(now, snapshot, estimates={planned: now + 3600 + 20})
+    bound = now + 3600 + 20
+    env.metrics.observed.record(now, snapshot, estimates={planned: Planned(bound)})
     await sign_in(client)
-    about = "about " + iso(round((now + 3620) / 60) * 60)  # to the minute
+    by = "by " + iso(math.ceil(bound / 60) * 60)  # to the minute, never before the bound
     html = await page(client, "/ui/queue")
     row = html[html.index(f'id="row-{planned}"'):]
-    assert about in row[:row.index("</tr>")]
+    assert by in row[:row.index("</tr>")] and "from time limits" in row[:row.index("</tr>")]
     row = html[html.index(f'id="row-{unplanned}"'):]
     cell = row[row.index('class="est-start"'):row.index("</tr>")]
-    assert "about" not in cell and "-" in cell
+    assert "by " not in cell and "-" in cell and "unknown" in cell
     html = await page(client, f"/ui/tasks/{planned}")
-    assert 'id="task-estimate"' in html and about in html
+    assert 'id="task-estimate"' in html and by in html
     html = await page(client, f"/ui/tasks/{unplanned}")
     shown = html[html.index('id="task-estimate"'):]
-    assert "about" not in shown[:shown.index("</dd>")]
+    assert "by " not in shown[:shown.index("</dd>")]
+    # from run history: about, to the nearest minute, the bound in its title
+    env.metrics.observed.record(now, snapshot, estimates={planned: Planned(bound, now + 1790)})
+    html = await page(client, f"/ui/tasks/{planned}")
+    shown = html[html.index('id="task-estimate"'):]
+    shown = shown[:shown.index("</dd>")]
+    assert "about " + iso(round((now + 1790) / 60) * 60) in shown
+    assert "from run history" in shown and by.removeprefix("by ") in shown
