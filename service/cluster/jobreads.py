@@ -1,12 +1,13 @@
 """How to learn the state of many Ray jobs at once: one read per job, or one listing.
 
 The reconcile asks Ray about every attempt on the cluster each tick. The Jobs SDK has two
-ways: ``get_job_info`` per job (one HTTP round trip each, ~10 ms measured on Ray 2.60 on
-this project's machine) or ``list_jobs`` (one round trip that returns *every* job the head
-has ever run: ~35 ms for 40 jobs, ~190 ms for 380). Which is cheaper depends on how many
-jobs are asked about and on the head's history, which only grows, so the choice is made
-on measured costs: the listing whenever asking one by one would take longer than the last
-listing did. Pure: the adapter (``service.cluster.raycluster``) times the calls and tells.
+ways: ``get_job_info`` per job (one HTTP round trip each, 6-10 ms measured on Ray 2.60
+on this project's machine) or ``list_jobs`` (one round trip that returns *every* job the
+head has ever run: ~27 ms for 40 jobs, ~137 ms for 340; ``bench/bench_job_reads.py``).
+Which is cheaper depends on how many jobs are asked about and on the head's history,
+which only grows, so the choice is made on measured costs: the listing whenever asking
+one by one would take longer than the last listing did. Pure: the adapter
+(``service.cluster.raycluster``) times the calls and tells.
 """
 
 from __future__ import annotations
