@@ -318,13 +318,23 @@ class LocalRayCluster:
         return _tails(logs)
 
     def _node_logs(self, node: RayNode) -> str:
-        """The end of a worker's `ray start` output, of the newest session's raylet logs
-        and of its GCS log: what says why a worker did not join."""
-        logs = [node.log_path]
+        """What says why a worker did not join, most telling first (a CI log may keep only
+        the start): whether the head still runs, the end of the GCS's log and of the
+        head's and the worker's `ray start` output, then the newest raylet logs."""
+        head = self.head
+        if head is None:
+            status = "the head is stopped"
+        elif (code := head.proc.poll()) is not None:
+            status = f"the head's `ray start` exited with {code}: its Ray is gone"
+        else:
+            status = "the head's `ray start` still runs"
+        logs: list[Path] = []
+        raylets: list[Path] = []
         if (session := self._newest_session_logs()) is not None:
+            logs.append(session / "gcs_server.out")
             raylets = sorted(session.glob("raylet*.out"), key=lambda p: p.stat().st_mtime)
-            logs += [*raylets[-2:], session / "gcs_server.out"]
-        return _tails(logs)
+        logs += [self.root / "head.log", node.log_path]
+        return f"{status}\n{_tails(logs)}\n{_tails(raylets[-2:], tail=1500)}"
 
     def alive_nodes(self) -> list[dict]:
         from ray._private.internal_api import get_state_from_address
