@@ -1,6 +1,6 @@
 """Steps 0 and 1 of a tick: leftover SUBMITTING rows, then every attempt on the cluster
-checked with Ray (one ``cluster.job_infos`` read of them all, after the stops Argus asks
-for); an outage noted on every attempt on the cluster.
+checked with Ray (one ``cluster.job_infos`` read each, the latter after the stops Argus
+asks for); an outage noted on every attempt on the cluster.
 
 Ray unreachable leaves every row as it is. What follows an attempt's end is
 ``service.engine.attempt_end``'s.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from service.cluster.boundary import Cluster, ClusterUnavailable, JobInfo, JobNotFound
+from service.cluster.boundary import Cluster, ClusterUnavailable, JobInfo
 from service.domain.reasons import Interrupted, Reason, WaitKind
 from service.domain.states import ON_CLUSTER, RayStatus, TaskState
 from service.engine.attempt_end import AttemptEnder
@@ -64,21 +64,27 @@ class Reconciler:
 
     # -- step 0: leftover SUBMITTING rows ----------------------------------------------------
     def resolve_submitting(self, now: float, report: TickReport) -> bool:
-        """False when Ray did not answer (the rows stay SUBMITTING for the next tick)."""
-        for row in self.store.active([TaskState.SUBMITTING]):
+        """Rows left SUBMITTING by a submit that never said how it went (one
+        ``job_infos`` read of them all): Ray has the job, so it was submitted; Ray does
+        not, so the claim goes back and the task is submitted anew. False when Ray did not
+        answer (the rows stay SUBMITTING for the next tick)."""
+        rows = self.store.active([TaskState.SUBMITTING])
+        if not rows:
+            return True
+        try:
+            known = self.cluster.job_infos([row.ray_submission_id for row in rows])
+        except ClusterUnavailable as exc:
+            report.unreachable = str(exc)
+            return False
+        for row in rows:
             sid = row.ray_submission_id
-            try:
-                self.cluster.job_info(sid)
-            except JobNotFound:
+            if sid in known:
+                self.store.mark_submitted(row.task_id, row.attempt_no, now,
+                                          already_existed=True)
+            else:
                 self.store.release_claim(
                     row.task_id, row.attempt_no,
                     Reason(WaitKind.RESUBMIT, Interrupted(row.attempt_no, sid)), now)
-            except ClusterUnavailable as exc:
-                report.unreachable = str(exc)
-                return False
-            else:
-                self.store.mark_submitted(row.task_id, row.attempt_no, now,
-                                          already_existed=True)
         return True
 
     # -- step 1: reconcile -------------------------------------------------------------------

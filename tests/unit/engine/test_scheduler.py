@@ -642,6 +642,33 @@ def test_restart_after_submit_before_record_does_not_resubmit(env: Env) -> None:
             if e.event_type == "SUBMIT"] == [True]
 
 
+def test_leftover_submitting_rows_are_read_with_one_call(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.jobspec.submission import build_submit_request
+
+    reached, lost = env.add(), env.add()
+    for t in (reached, lost):
+        claim = env.store.claim_for_submit(t, S.QUEUED, T0)
+        if t == reached:  # Ray accepted it; the service died before mark_submitted
+            env.cluster.submit(build_submit_request(
+                JobSpec.from_dict(claim.spec), task_id=t, attempt_no=1, user="alice",
+                settings=env.settings))
+    env.reopen()
+    calls: list[list[str]] = []
+    job_infos = env.cluster.job_infos
+
+    def logged(submission_ids):
+        calls.append(sorted(submission_ids))
+        return job_infos(submission_ids)
+
+    monkeypatch.setattr(env.cluster, "job_infos", logged)
+    env.sched.startup(T0 + 1)
+    assert calls == [sorted([sid(reached), sid(lost)])]
+    assert env.state(reached) is S.SUBMITTED
+    assert env.state(lost) is S.PENDING_RESOURCES
+    assert "never reached Ray" in env.store.get_task(lost).pending_reason
+
+
 def test_startup_with_ray_down_keeps_submitting_then_tick_resolves(env: Env) -> None:
     t = env.add()
     env.store.claim_for_submit(t, S.QUEUED, T0)
