@@ -1,5 +1,6 @@
 """The tick bench's setup (bench/bench_tick.py): with or without Argus's own running tasks,
-every worker has exactly one GPU free, so no queued shape fits and a tick admits nothing."""
+every worker has exactly one GPU free, so no queued shape fits and a tick admits nothing;
+with time limits the plan's start estimates run (without, it has none to find)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from service.domain.states import TaskState
 @pytest.mark.parametrize(("running", "workers"), [(0, 4), (9, 4), (30, 5)])
 def test_every_worker_keeps_one_gpu_free_and_the_running_tasks_are_seen_running(
         tmp_path: Path, running: int, workers: int) -> None:
-    args = argparse.Namespace(ticks=1, runnable=40, finished=20, running=running)
+    args = argparse.Namespace(ticks=1, runnable=40, finished=20, running=running,
+                              limits=False)
     store, cluster, sched, now = bt.setup("plan", tmp_path, args, guard_s=0.0, fair=True,
                                           reservations=8)
     try:
@@ -31,5 +33,25 @@ def test_every_worker_keeps_one_gpu_free_and_the_running_tasks_are_seen_running(
         report = sched.tick(now)
         assert report.submitted == 0
         assert report.pending == 40
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("limits", [False, True])
+def test_with_limits_the_plan_finds_start_estimates(tmp_path: Path, limits: bool) -> None:
+    args = argparse.Namespace(ticks=1, runnable=40, finished=20, running=28, limits=limits)
+    store, _, sched, now = bt.setup("plan", tmp_path, args, guard_s=0.0, fair=True,
+                                    reservations=8)
+    try:
+        assert {row.max_runtime_s for row in store.active([TaskState.RUNNING])} == \
+            ({bt.RUNNING_LIMIT_S} if limits else {None})
+        report = sched.tick(now)
+        assert report.submitted == 0
+        estimates = sched.last_estimates
+        if limits:  # every waiting task is within the first 64: each has a start
+            assert len(estimates) == 40
+            assert all(e.start >= now + 3600 for e in estimates.values())
+        else:
+            assert estimates == {}
     finally:
         store.close()
