@@ -31,6 +31,7 @@ from service.engine.tick_report import TickReport
 from service.jobspec.model import JobSpec
 from service.jobspec.submission import build_submit_request, driver_argv
 from service.scheduling.admission import unreachable
+from service.scheduling.deep import DeepEstimates
 from service.scheduling.fairshare import Ledger, Share, Span, decayed_usage
 from service.scheduling.plan import PlanInput, Preemption, Wait
 from service.scheduling.planner import Planner
@@ -71,7 +72,9 @@ class Applier:
         # each user's fair share as the last admission saw it (the queue shows it)
         self.last_shares: dict[str | None, Share] = {}
         # task id -> planned start, from the last plan's reservations (none without them)
+        # and from the deep estimates of the tasks it left unestimated
         self.last_estimates: dict[str, Planned] = {}
+        self.deep = DeepEstimates()
         self._ledger: Ledger | None = None  # decayed usage (fair_share_half_life_s)
         # the node ids the guard kept last tick: they have been draining, so the guard
         # keeps them again (for the same gang, or the one that holds the guard next)
@@ -92,6 +95,7 @@ class Applier:
             reason = unreachable(snapshot)
             self._wait([(c, reason) for c in candidates], now, report)
             self.last_estimates = {}
+            self.deep.reset()
             return
         plan = self.planner.plan(PlanInput(now, candidates, active, snapshot, charges,
                                            self.store.disabled_users(), self.reservation,
@@ -113,7 +117,8 @@ class Applier:
             self._preempt(plan.preemption, active, now, report)
         self.reservation = plan.kept
         self.last_shares = plan.shares
-        self.last_estimates = plan.estimates
+        self.deep.advance(plan.deep, now)
+        self.last_estimates = self.deep.merged(plan.estimates)
         self._wait(waits, now, report)
 
     def _runtime_model(self, now: float) -> RuntimeModel | None:

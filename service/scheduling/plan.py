@@ -14,6 +14,7 @@ from typing import NamedTuple
 from service.cluster.boundary import ClusterSnapshot
 from service.domain.reasons import Ahead, Backoff, Planned, Reason, WaitKind
 from service.domain.rows import ActiveRow, RunnableRow
+from service.scheduling.deep import DeepQueue
 from service.scheduling.fairshare import Share
 from service.scheduling.preemption import Running
 from service.scheduling.runtimes import RuntimeModel
@@ -76,6 +77,8 @@ class Plan:
     shares: dict[str | None, Share] = field(default_factory=dict)
     # task id -> when it is planned to start (absent: no known time)
     estimates: dict[str, Planned] = field(default_factory=dict)
+    # the waiting tasks past the tick's estimates, estimated a few a tick after it
+    deep: DeepQueue | None = None
 
 
 class Seen:

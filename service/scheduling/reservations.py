@@ -18,7 +18,8 @@ its wait reason. Waiting tasks past the first ``reservations`` get an estimate t
 the same timeline once every decision is made (up to ``ESTIMATED`` of them, in admission
 order, each seeing the ones before it): an estimate that protects nothing, so backfill is
 not cut by it. (With few firm reservations, as the trace bench chose, most of the queue
-would otherwise show no start at all.)
+would otherwise show no start at all.) The examined tasks past those are handed over with
+the timeline (``Plan.deep``) and estimated a few a tick after it (``service.scheduling.deep``).
 
 A task with no time limit reserves its nodes for good (nothing is known to end it), so
 such tasks are planned as the guard plans them. Only the guard's holder
@@ -51,6 +52,7 @@ from service.domain.reasons import (
 from service.domain.rows import ActiveRow, RunnableRow
 from service.domain.timefmt import iso
 from service.scheduling.admission import Decision, FreePool, Gang
+from service.scheduling.deep import DeepQueue, DeepTask
 from service.scheduling.fairshare import FairOrder
 from service.scheduling.forecast import Placed, Releasing, expected_starts
 from service.scheduling.passes import BasePass
@@ -79,6 +81,7 @@ class ReservationPass(BasePass):
         super().__init__(rules, inp, capacity, order)
         self.budget = self.sched.reservations  # reservations left this tick
         self.estimates: dict[str, float] = {}
+        self.deep: DeepQueue | None = None  # the waiting tasks past ESTIMATED
         # the nodes the guard's fallback keeps for the holder (kept next tick too:
         # Plan.kept), and why others wait for them; empty and None when none are kept
         self.fallback_nodes: frozenset[str] = frozenset()
@@ -201,10 +204,11 @@ class ReservationPass(BasePass):
         its reason says so as a firm one's does. Run after the walk, it decides nothing.
 
         Which tasks get one: the first in admission order (a new task of a user with a
-        small share gets one at once). The order they take the timeline in: priority, then
-        the longest waiting. A task this deep in the queue is reserved only once it has
-        waited past the guard, and past the guard the plan reserves by age, not by fair
-        share (in fair-share order the trace bench's first estimates were off by a median
+        small share gets one at once); the others are handed over, in the same order, to
+        be estimated after the tick (``Plan.deep``). The order they take the timeline in:
+        priority, then the longest waiting. A task this deep in the queue is reserved only
+        once it has waited past the guard, and past the guard the plan reserves by age, not
+        by fair share (in fair-share order the trace bench's first estimates were off by a median
         28% of the wait, 22% in age order: seed 1, load 0.95). Not with the big gangs'
         credit (``reserve_order``): the small tasks it puts after them start around them
         (backfill); in that order the estimates were off by a median 26.5% of the wait,
@@ -212,9 +216,7 @@ class ReservationPass(BasePass):
         since: docs/benchmarks.md)."""
         rest = [u for u in self.unplanned if u[0].task_id not in self.estimates]
         room = max(0, ESTIMATED - len(self.estimates))
-        rest = sorted(rest[:room], key=lambda u: (-u[0].priority, u[0].runnable_since,
-                                                  u[0].seq))
-        for cand, gang, at in rest:
+        for cand, gang, at in sorted(rest[:room], key=_estimate_order):
             d = self.duration(cand)
             found = self.timeline.earliest(gang.nnodes, float(gang.gpus_per_node),
                                            gang.cpus_per_node, d, cand.retry_not_before)
@@ -227,6 +229,11 @@ class ReservationPass(BasePass):
             step = self.steps[at]
             self.steps[at] = Wait(step.cand, step.why.planned_by(Planned(start)))
             self.planned_at[cand.task_id] = at
+        if len(rest) > room:  # the rest after the tick (service.scheduling.deep)
+            self.deep = DeepQueue(self.timeline, [
+                DeepTask(cand.task_id, gang.nnodes, float(gang.gpus_per_node),
+                         gang.cpus_per_node, self.duration(cand), cand.retry_not_before)
+                for cand, gang, _ in sorted(rest[room:], key=_estimate_order)])
 
     def result(self, preemption: Preemption | None) -> Plan:
         self._estimate_the_rest()
@@ -234,7 +241,8 @@ class ReservationPass(BasePass):
         if model is None or not self.estimates:
             return Plan(self.steps, preemption, self.fallback_nodes,
                         estimates={task_id: Planned(bound)
-                                   for task_id, bound in self.estimates.items()})
+                                   for task_id, bound in self.estimates.items()},
+                        deep=self.deep)
         expected = expected_starts(self.now, self.free_now, self._releasing(model),
                                    self.placed, model)
         steps = self.steps
@@ -243,7 +251,8 @@ class ReservationPass(BasePass):
                                        self.estimates.get(task_id))
         estimates = {task_id: _planned(bound, expected.get(task_id))
                      for task_id, bound in self.estimates.items()}
-        return Plan(steps, preemption, self.fallback_nodes, estimates=estimates)
+        return Plan(steps, preemption, self.fallback_nodes, estimates=estimates,
+                    deep=self.deep)
 
     def _releasing(self, model: RuntimeModel) -> list[Releasing]:
         """The attempts on the cluster, each ending when ``model`` expects."""
@@ -470,6 +479,12 @@ class ReservationPass(BasePass):
         self.forget()  # the pool changed: cached reasons are stale
         self._hold(list(kept), gang, self.now, INF, cand.task_id)
         self._record(cand, gang, tuple(kept), forever=True)
+
+
+def _estimate_order(u: tuple[RunnableRow, Gang, int]) -> tuple[int, float, int]:
+    """The order estimates take the timeline in: priority, then the longest waiting."""
+    cand = u[0]
+    return -cand.priority, cand.runnable_since, cand.seq
 
 
 def _planned(bound: float, expected: float | None) -> Planned:

@@ -530,3 +530,32 @@ def test_the_guard_says_until_when_its_nodes_are_kept(make) -> None:
         f"waiting behind {gang} (priority 0), runnable for over 100s: nodes 10.0.0.2 are "
         "kept for it (starvation guard); they are free by 2025-12-23T14:43:20.000Z at the "
         "latest: a task whose max_runtime_s ends by then may run there meanwhile")
+
+
+def test_every_waiting_task_gets_a_start_within_a_few_ticks(
+        make, monkeypatch: pytest.MonkeyPatch) -> None:
+    # past the tick's own estimates (ESTIMATED), the deep ones come a few a tick: a queue
+    # of 7 behind one running hour-long task, 2 estimated a tick and 2 more deep ones
+    from service.scheduling import reservations
+    from service.scheduling.deep import DeepEstimates
+
+    monkeypatch.setattr(reservations, "ESTIMATED", 2)
+    env = make(reservations=1)
+    env.sched.applier.deep = DeepEstimates(per_tick=2)
+    first = env.add(max_runtime_s=3600)
+    env.tick(T0)
+    env.cluster.start(sid(first), {"w1": 4})
+    queue = [env.add(max_runtime_s=3600, now=T0 + i) for i in range(1, 8)]
+    env.tick(T0 + 10)
+    assert set(env.sched.last_estimates) == set(queue[:4])  # 2 of the tick, 2 deep
+    env.tick(T0 + 11)
+    env.tick(T0 + 12)
+    shown = env.sched.last_estimates
+    assert set(shown) == set(queue)
+    turn = 3600 + 30  # a run and its stop's slack
+    assert [shown[t].start for t in queue] == [T0 + k * turn for k in range(1, 8)]
+    env.cluster.finish(sid(first))
+    env.tick(T0 + 13)  # queue[0] starts now, not at its planned start: no estimate
+    shown = env.sched.last_estimates
+    assert env.state(queue[0]) is S.SUBMITTED and queue[0] not in shown
+    assert shown[queue[1]].start == T0 + 13 + turn  # the tick's own: from now on

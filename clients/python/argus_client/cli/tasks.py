@@ -38,7 +38,7 @@ def estimate_text(task: dict[str, Any]) -> str | None:
     if basis is None:
         return None
     if start is None:
-        return "unknown (no start planned: no time limit to plan from, or deep in the queue)"
+        return "unknown (no start planned: no time limit to plan from, or too deep in the queue)"
     if basis == "run_history":
         return f"about {start} (from run history; by {task.get('estimated_start_bound')} " \
                "at the latest, from time limits)"
