@@ -306,6 +306,14 @@ def test_the_mean_gap_tells_a_steady_loss_from_one_variants_noise() -> None:
     assert gap is not None and gap.variants == 2
     assert gap.util == pytest.approx(0.0) and gap.ratio == pytest.approx(0.0)
     assert gap.util_se == pytest.approx(0.01) and gap.ratio_se == pytest.approx(0.02)
+    assert gap.jain is None  # fairshare did not run: no Jain floor to tell
+    fair = replace(fifo, jain_window=0.85)
+    with_fair = [(label, {**results, "fairshare": fair,
+                          "plan": replace(results["plan"], jain_window=jain)})
+                 for (label, results), jain in zip(summary, (0.80, 0.86), strict=True)]
+    gap = mean_gap(with_fair, "plan")
+    assert gap is not None and gap.jain == pytest.approx(-0.02)
+    assert gap.jain_se == pytest.approx(0.03)
     assert mean_gap(summary[:1], "plan") is None  # one variant: no spread to tell
     assert mean_gap([("v", {"fifo": fifo, "plan": fifo})], "plan") is None  # no backfill
 
