@@ -430,6 +430,12 @@ def best_of_base(results: dict[str, RunResult]) -> tuple[float, float] | None:
     return max(b.utilization for b in base), min(b.ratio for b in base)
 
 
+def jain_reference(results: dict[str, RunResult], judged: str) -> RunResult | None:
+    """The run the Jain floor compares ``judged`` with: ``fairshare``'s, when it ran and is
+    not the one judged."""
+    return results.get("fairshare") if judged != "fairshare" else None
+
+
 def variant_checks(results: dict[str, RunResult], judged: str,
                    smallest: str | None = None) -> list[tuple[str, bool]]:
     """(floor, passed) of ``judged`` against FIFO and backfill on one variant; with
@@ -453,8 +459,8 @@ def variant_checks(results: dict[str, RunResult], judged: str,
         (f"worst wait {worst / 60:.0f} <= 2 x FIFO {worst_fifo / 60:.0f} min",
          worst <= 2 * worst_fifo),
     ]
-    fair = results.get("fairshare")
-    if fair is not None and judged != "fairshare":
+    fair = jain_reference(results, judged)
+    if fair is not None:
         out.append((f"Jain4h {r.jain_window:.3f} >= fairshare {fair.jain_window:.3f}",
                     r.jain_window >= fair.jain_window - 1e-9))
     if smallest is not None:
@@ -498,8 +504,8 @@ def mean_gap(summary: Sequence[tuple[str, dict[str, RunResult]]], judged: str) -
             continue
         util.append(r.utilization - best[0])
         ratio.append(r.ratio - best[1])
-        fair = results.get("fairshare")
-        if fair is not None and judged != "fairshare":
+        fair = jain_reference(results, judged)
+        if fair is not None:
             jain.append(r.jain_window - fair.jain_window)
     if len(util) < 2:
         return None
