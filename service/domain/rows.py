@@ -178,6 +178,8 @@ class ActiveRow:
     checkpointing: bool = False  # the JobSpec's save_freq >= 1: a restart resumes
     preempted_for: str | None = None  # being stopped to make room for this task
     max_runtime_s: float | None = None  # time limit of the attempt (None: none)
+    # how long the task had waited when this attempt was claimed (a retry keeps it)
+    waited_s: float | None = None
 
     @property
     def total_gpus(self) -> int:

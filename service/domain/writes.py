@@ -36,7 +36,9 @@ class RetryPlan:
     """How a task that failed retryably waits for its next attempt (see ``retry.plan``)."""
 
     next_run_at: float  # scanned by admission from then on
-    runnable_since: float  # its wait counts from then (starvation guard, wait metrics)
+    # its wait counts from then (starvation guard, reservation order, wait metrics): the
+    # wait it had before the attempt that failed is kept (``retry.plan``)
+    runnable_since: float
     not_before: float | None = None  # submitted not before (in the scan, kept in place)
     resource_failures: int = 0  # consecutive INSUFFICIENT_RESOURCES failures so far
     preemptions: int = 0  # attempts preempted so far

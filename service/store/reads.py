@@ -141,12 +141,13 @@ def _active(r: tuple) -> ActiveRow:
     (task_id, state, user, nnodes, n_gpus_per_node, cancel_requested_at, priority,
      preemptions, resource_failures, max_runtime_s, save_freq, attempt_no,
      ray_submission_id, ray_status, message, start_time, submitted_at, stop_requested,
-     preempted_for) = r
+     preempted_for, waited_s) = r
     return ActiveRow(task_id, _STATES[state], user, nnodes, n_gpus_per_node, attempt_no,
                      ray_submission_id, ray_status, message, start_time, submitted_at,
                      cancel_requested_at is not None, bool(stop_requested), priority,
                      preemptions, resource_failures, _is_int(save_freq) and save_freq >= 1,
-                     preempted_for, max_runtime_s)
+                     preempted_for, max_runtime_s,
+                     None if waited_s is None else max(waited_s, 0.0))
 
 
 class StoreReads:

@@ -207,6 +207,25 @@ def test_a_retry_starts_as_soon_as_the_gang_fits_after_the_short_backoff(make) -
     assert env.cluster.submit_calls[-1] == sid(t, 2)
 
 
+@pytest.mark.parametrize("ran_s", [30.0, 5000.0])
+def test_a_retry_keeps_the_wait_before_its_attempt_not_the_time_it_ran(make, ran_s) -> None:
+    """The guard, the plan's reservations past it and the preemption grace read the wait
+    from ``runnable_since``: a fail-fast retry had waited its turn already (counted from the
+    failure, it waited the whole queue again), and an attempt that ran for hours was no
+    wait."""
+    env = make(retry_min_backoff_s=5.0)
+    t = env.add(now=T0)
+    env.tick(T0 + 1000)  # claimed after waiting 1000 s
+    assert env.state(t) is S.SUBMITTED
+    env.cluster.start(sid(t, 1))
+    env.cluster.finish(sid(t, 1), RayStatus.FAILED, message=VERL_GPU_ERROR)
+    failed_at = T0 + 1000 + ran_s
+    env.tick(failed_at)
+    assert env.state(t) is S.PENDING_RESOURCES
+    (row,) = env.store.runnable(failed_at, 10)
+    assert row.runnable_since - T0 == ran_s  # what it waited, 1000 s, before failed_at
+
+
 def test_a_task_in_backoff_keeps_its_room_and_its_place(make) -> None:
     env = make(retry_min_backoff_s=5.0)
     first = env.add()

@@ -63,6 +63,19 @@ def test_plan(kind, sched, counts, expected) -> None:
                 preemptions=preemptions) == expected
 
 
+@pytest.mark.parametrize(("kind", "sched", "since"), [
+    (IR, WHEN_FITS, 60.0), (LOST, WHEN_FITS, 60.0), (PRE, WHEN_FITS, 60.0),
+    (PRE, TIMER, 60.0), (IR, TIMER, 120.0),  # timer: back in the scan after the delay
+])
+def test_plan_keeps_the_wait_before_the_failed_attempt(kind, sched, since) -> None:
+    assert plan(kind, 100.0, sched, attempt_no=1, waited_s=40.0).runnable_since == since
+
+
+def test_plan_refuses_a_negative_wait() -> None:
+    with pytest.raises(ValueError, match="waited_s"):
+        plan(IR, 100.0, WHEN_FITS, attempt_no=1, waited_s=-1.0)
+
+
 def test_timer_mode_counts_attempts_without_the_preempted_ones() -> None:
     sched = SchedulerSettings(retry_mode="timer", retry_backoff="exponential",
                               retry_interval_s=10.0, retry_max_interval_s=1000.0)
