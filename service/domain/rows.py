@@ -179,7 +179,7 @@ class ActiveRow:
     preempted_for: str | None = None  # being stopped to make room for this task
     max_runtime_s: float | None = None  # time limit of the attempt (None: none)
     # how long the task had waited when this attempt was claimed (a retry keeps it)
-    waited_s: float | None = None
+    waited_s: float = 0.0
 
     @property
     def total_gpus(self) -> int:

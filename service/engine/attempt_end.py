@@ -211,7 +211,7 @@ class AttemptEnder:
                 retry.counted(n, row.preemptions), self.sched.max_attempts)):
             plan = retry.plan(kind, now, self.sched, attempt_no=n,
                               resource_failures=row.resource_failures,
-                              preemptions=row.preemptions, waited_s=row.waited_s or 0.0)
+                              preemptions=row.preemptions, waited_s=row.waited_s)
             at = max(plan.next_run_at, plan.not_before or 0.0)
             if kind is FailureKind.PREEMPTED:
                 reason = Reason(WaitKind.PREEMPTION, Preempted(n, row.preempted_for))

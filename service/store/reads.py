@@ -147,7 +147,7 @@ def _active(r: tuple) -> ActiveRow:
                      cancel_requested_at is not None, bool(stop_requested), priority,
                      preemptions, resource_failures, _is_int(save_freq) and save_freq >= 1,
                      preempted_for, max_runtime_s,
-                     None if waited_s is None else max(waited_s, 0.0))
+                     max(waited_s, 0.0))  # 0 on clock skew: retry.plan refuses < 0
 
 
 class StoreReads:
