@@ -185,6 +185,12 @@ class Planned:
     bound: float
     expected: float | None = None
 
+    @classmethod
+    def of(cls, bound: float, expected: float | None) -> Planned:
+        """A start estimate: from run history where the history moved it before the
+        limits' bound (a model with no run of the task's kind expects the bound itself)."""
+        return cls(bound, expected if expected is not None and expected < bound else None)
+
     @property
     def start(self) -> float:
         """When the task is expected to start: as run history says (never past the

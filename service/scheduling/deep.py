@@ -10,11 +10,17 @@ placing them on that timeline, ``DEEP_PER_TICK`` a tick, and adopts the newest p
 queue once it has placed every task of its own. A task's deep estimate is thus the one
 its position had on a plan a few ticks old (500 examined tasks, 436 of them deep: a sweep
 of 28 ticks, so an estimate comes within 56 ticks of a submission and is at most that
-old), from the time limits only; it decides nothing. Pure: the timeline's arithmetic, no I/O.
+old). Where run history gives expected run times, the plan hands over its replay's
+timeline too (``service.scheduling.forecast``: what runs and what the tick placed, each for
+its expected length), and each deep task is placed there as well for its own expected
+length: its estimate shows that expected start beside the limits' bound, as the tick's own
+do (from the limits alone the trace bench's deep estimates were off by about the whole
+wait: docs/benchmarks.md). It decides nothing. Pure: the timelines' arithmetic, no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -34,15 +40,36 @@ class DeepTask(NamedTuple):
     cpus: float
     duration: float
     not_before: float | None  # a retry's backoff
+    user: str | None = None
+    limit_s: float | None = None  # its time limit (None: none)
 
 
 @dataclass
 class DeepQueue:
     """What a plan did not estimate, and the timeline to estimate it on (the plan's own,
-    after its decisions: no longer changed by the plan)."""
+    after its decisions: no longer changed by the plan); with run history, the replay's
+    timeline of expected run times and each task's expected length on it."""
 
     timeline: Timeline
     tasks: list[DeepTask]
+    expected: Timeline | None = None
+    length: Callable[[DeepTask], float] | None = None
+
+    def expected_start(self, task: DeepTask, now: float) -> float | None:
+        """Place ``task`` on the expected timeline for its expected length: when it
+        starts there (None: no history, or no room known)."""
+        if self.expected is None or self.length is None:
+            return None
+        length = self.length(task)
+        found = self.expected.earliest(task.nnodes, task.gpus, task.cpus, length,
+                                       task.not_before)
+        if found is None:
+            return None
+        start, nodes = found
+        for node in nodes:
+            self.expected.hold(node, start, start + length, task.gpus, task.cpus,
+                               task.task_id)
+        return max(start, now)
 
 
 class DeepEstimates:
@@ -81,7 +108,8 @@ class DeepEstimates:
             for node in nodes:
                 queue.timeline.hold(node, start, start + task.duration, task.gpus,
                                     task.cpus, task.task_id)
-            self.estimates[task.task_id] = Planned(max(start, now))
+            self.estimates[task.task_id] = Planned.of(max(start, now),
+                                                      queue.expected_start(task, now))
         self._next = end
 
     def _adopt(self, queue: DeepQueue) -> None:

@@ -48,12 +48,20 @@ class Releasing:
     end: float
 
 
+class Forecast(NamedTuple):
+    """The replay's answer: ``{task id: expected start}``, and its timeline after every
+    decision (the deep estimates go on placing the rest of the queue on it)."""
+
+    starts: dict[str, float]
+    timeline: Timeline
+
+
 def expected_starts(now: float, free: Mapping[str, tuple[float, float]],
                     running: Sequence[Releasing], placed: Sequence[Placed],
-                    model: RuntimeModel) -> dict[str, float]:
-    """``{task id: expected start}`` of every reservation in ``placed`` the replay finds
-    room for (a task without a limit runs for good in the replay too). A run expected to
-    end on its own frees its room then: no stop to wait for, unlike at a limit."""
+                    model: RuntimeModel) -> Forecast:
+    """The expected start of every reservation in ``placed`` the replay finds room for
+    (a task without a limit runs for good in the replay too). A run expected to end on
+    its own frees its room then: no stop to wait for, unlike at a limit."""
     timeline = Timeline(now, free)
     for rel in running:
         for node, (gpus, cpus) in rel.held.items():
@@ -63,8 +71,7 @@ def expected_starts(now: float, free: Mapping[str, tuple[float, float]],
         timeline.unhold(p.task_id)  # placed anew (its turn came): only the last counts
         out.pop(p.task_id, None)
         gpus = float(p.shape[1])
-        length = INF if p.forever or p.limit_s is None else \
-            _length(model.duration(p.user, p.shape, p.limit_s), p.limit_s)
+        length = INF if p.forever else expected_length(model, p.user, p.shape, p.limit_s)
         if p.nodes is not None:
             start = max(now, p.not_before or now)
             for node in p.nodes:
@@ -77,9 +84,14 @@ def expected_starts(now: float, free: Mapping[str, tuple[float, float]],
         for node in nodes:
             timeline.hold(node, start, start + length, gpus, p.cpus_per_node, p.task_id)
         out[p.task_id] = start
-    return out
+    return Forecast(out, timeline)
 
 
-def _length(expected: float | None, limit_s: float) -> float:
-    """An expected length, or with no basis the limit and the stop's slack, as planned."""
+def expected_length(model: RuntimeModel, user: str | None, shape: Shape,
+                    limit_s: float | None) -> float:
+    """How long a run is expected to hold its gang: as ``model`` expects, or with no basis
+    the limit and the stop's slack, as planned (no limit: for good)."""
+    if limit_s is None:
+        return INF
+    expected = model.duration(user, shape, limit_s)
     return limit_s + LIMIT_SLACK_S if expected is None else expected

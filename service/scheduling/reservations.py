@@ -54,7 +54,7 @@ from service.domain.timefmt import iso
 from service.scheduling.admission import Decision, FreePool, Gang
 from service.scheduling.deep import DeepQueue, DeepTask
 from service.scheduling.fairshare import FairOrder
-from service.scheduling.forecast import Placed, Releasing, expected_starts
+from service.scheduling.forecast import Placed, Releasing, expected_length, expected_starts
 from service.scheduling.passes import BasePass
 from service.scheduling.plan import (
     LIMIT_SLACK_S,
@@ -232,24 +232,32 @@ class ReservationPass(BasePass):
         if len(rest) > room:  # the rest after the tick (service.scheduling.deep)
             self.deep = DeepQueue(self.timeline, [
                 DeepTask(cand.task_id, gang.nnodes, float(gang.gpus_per_node),
-                         gang.cpus_per_node, self.duration(cand), cand.retry_not_before)
+                         gang.cpus_per_node, self.duration(cand), cand.retry_not_before,
+                         cand.user, cand.max_runtime_s)
                 for cand, gang, _ in sorted(rest[room:], key=_estimate_order)])
 
     def result(self, preemption: Preemption | None) -> Plan:
         self._estimate_the_rest()
         model = self.inp.runtimes
-        if model is None or not self.estimates:
+        if model is None or model.empty or not (self.estimates or self.deep):
             return Plan(self.steps, preemption, self.fallback_nodes,
                         estimates={task_id: Planned(bound)
                                    for task_id, bound in self.estimates.items()},
                         deep=self.deep)
-        expected = expected_starts(self.now, self.free_now, self._releasing(model),
+        forecast = expected_starts(self.now, self.free_now, self._releasing(model),
                                    self.placed, model)
+        if self.deep is not None:  # the rest of the queue goes on from the replay's end
+
+            def length(task: DeepTask) -> float:
+                return expected_length(model, task.user, (task.nnodes, int(task.gpus)),
+                                       task.limit_s)
+            self.deep.expected, self.deep.length = forecast.timeline, length
+        expected = forecast.starts
         steps = self.steps
         for task_id, at in self.planned_at.items():
             steps[at] = _with_expected(steps[at], expected.get(task_id),
                                        self.estimates.get(task_id))
-        estimates = {task_id: _planned(bound, expected.get(task_id))
+        estimates = {task_id: Planned.of(bound, expected.get(task_id))
                      for task_id, bound in self.estimates.items()}
         return Plan(steps, preemption, self.fallback_nodes, estimates=estimates,
                     deep=self.deep)
@@ -485,12 +493,6 @@ def _estimate_order(u: tuple[RunnableRow, Gang, int]) -> tuple[int, float, int]:
     """The order estimates take the timeline in: priority, then the longest waiting."""
     cand = u[0]
     return -cand.priority, cand.runnable_since, cand.seq
-
-
-def _planned(bound: float, expected: float | None) -> Planned:
-    """A start estimate: from run history where the history moved it before the limits'
-    bound (a model with no run of the task's kind expects the bound itself)."""
-    return Planned(bound, expected if expected is not None and expected < bound else None)
 
 
 def _with_expected(step: Start | Wait, expected: float | None, bound: float | None

@@ -54,6 +54,13 @@ class RuntimeModel:
         self._by_key = _trusted(by_key)
         self._by_user = _trusted(by_user)
         self._everyone = sorted(everyone) if len(everyone) >= MIN_RUNS else None
+        # a new run's share per (user, shape): the deep estimates ask it a few times a tick
+        self._new: dict[tuple[str | None, Shape], float | None] = {}
+
+    @property
+    def empty(self) -> bool:
+        """No run backs any share: every expected length is the limit."""
+        return self._everyone is None
 
     def _shares(self, user: str | None, shape: Shape) -> list[float] | None:
         found = self._by_key.get((user, shape))
@@ -72,7 +79,10 @@ class RuntimeModel:
 
     def duration(self, user: str | None, shape: Shape, limit_s: float) -> float | None:
         """A new run's expected length (None: no basis)."""
-        share = self.share(user, shape)
+        key = (user, shape)
+        if key not in self._new:
+            self._new[key] = self.share(user, shape)
+        share = self._new[key]
         return None if share is None else share * limit_s
 
     def end(self, user: str | None, shape: Shape, limit_s: float, start: float,

@@ -4,12 +4,16 @@ tasks it did not estimate with its timeline, and a few a tick are placed on it."
 from __future__ import annotations
 
 import pytest
-from planner_cases import NOW, node, plan, running, task
+from planner_cases import DRIVER, NOW, node, plan, running, task
 
-from service.domain.reasons import TIME_LIMITS, Planned
+from service.cluster.boundary import ClusterSnapshot
+from service.config import SchedulerSettings, UserSettings
+from service.domain.reasons import RUN_HISTORY, TIME_LIMITS, Planned
 from service.scheduling import reservations
 from service.scheduling.deep import DeepEstimates, DeepQueue, DeepTask
-from service.scheduling.plan import LIMIT_SLACK_S
+from service.scheduling.plan import LIMIT_SLACK_S, PlanInput
+from service.scheduling.planner import Planner
+from service.scheduling.runtimes import EndedRun, RuntimeModel
 from service.scheduling.timeline import Timeline
 
 LIMIT = 3600.0
@@ -35,7 +39,8 @@ def test_the_plan_hands_over_what_it_did_not_estimate_in_the_order_of_its_own(
     assert set(p.estimates) == {"t0", "t1"}
     assert p.deep is not None
     assert [t.task_id for t in p.deep.tasks] == ["t2", "t3", "t4"]
-    assert p.deep.tasks[0] == DeepTask("t2", 1, 4.0, 12.0, TURN, None)
+    assert p.deep.tasks[0] == DeepTask("t2", 1, 4.0, 12.0, TURN, None, "alice", LIMIT)
+    assert p.deep.expected is None  # no run history: the limits' timeline alone
 
 
 def test_nothing_is_handed_over_when_the_tick_estimated_every_task(two_a_tick: None) -> None:
@@ -54,6 +59,30 @@ def test_deep_estimates_go_on_where_the_tick_stopped_a_few_a_tick(two_a_tick: No
     assert [shown[f"t{i}"].start for i in range(5)] == [DRAINED + i * TURN for i in range(5)]
     assert {e.basis for e in shown.values()} == {TIME_LIMITS}
     assert shown["t0"] is p.estimates["t0"]  # the tick's own are shown as they are
+
+
+def test_with_run_history_deep_estimates_show_the_expected_start_beside_the_bound(
+        two_a_tick: None) -> None:
+    # the runs of alice's and bob's 1x4 gangs take a quarter of their limit: r1 (bob's,
+    # started a minute ago) is expected to end at NOW - 60 + LIMIT / 4, each of alice's
+    # tasks after it a quarter of LIMIT; the deep ones (t2.. past the tick's two) too
+    history = [EndedRun(u, (1, 4), LIMIT / 4, LIMIT) for u in ("alice", "bob")
+               for _ in range(3)]
+    r1 = running("r1", started=NOW - 60, limit=LIMIT)
+    snapshot = ClusterSnapshot((node("w1", 0),), {"r1--a01": 4}, {}, {"r1--a01": {"w1": 4}})
+    planner = Planner(SchedulerSettings(reservations=1), UserSettings(), DRIVER)
+    p = planner.plan(PlanInput(NOW, [task(f"t{i}", limit=LIMIT) for i in range(5)], [r1],
+                               snapshot, {}, runtimes=RuntimeModel(history)))
+    assert p.deep is not None and p.deep.expected is not None
+    deep = DeepEstimates(per_tick=3)
+    deep.advance(p.deep, NOW)
+    shown = deep.merged(p.estimates)
+    quarter = LIMIT / 4
+    for i in range(5):
+        assert shown[f"t{i}"].bound == DRAINED + i * TURN  # the limits' bound, as before
+        assert shown[f"t{i}"].start == pytest.approx(NOW - 60 + quarter + i * quarter)
+        assert shown[f"t{i}"].basis == RUN_HISTORY
+    assert shown["t0"] is p.estimates["t0"]
 
 
 def queue(*ids: str, start_free: float = NOW) -> DeepQueue:

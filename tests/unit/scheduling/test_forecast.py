@@ -53,7 +53,7 @@ def test_replay_with_expected_lengths() -> None:
     running_ = [Releasing({"w1": (4.0, 12.0)}, 600.0)]
     placed = [Placed("t1", "alice", (1, 4), 12.0, 1000.0),
               Placed("t2", "alice", (1, 4), 12.0, 1000.0)]
-    got = expected_starts(0.0, {"w1": (0.0, 4.0)}, running_, placed, model)
+    got = expected_starts(0.0, {"w1": (0.0, 4.0)}, running_, placed, model).starts
     assert got == {"t1": pytest.approx(600.0), "t2": pytest.approx(600.0 + 300.0)}
 
 
@@ -64,12 +64,13 @@ def test_replay_started_now_holds_and_replacement() -> None:
               Placed("t1", "alice", (1, 4), 12.0, 1000.0, nodes=()),  # its turn: placed anew
               Placed("t2", "alice", (1, 4), 12.0, None),  # no limit: runs for good
               Placed("t3", "bob", (1, 4), 12.0, 600.0)]  # after it: never
-    got = expected_starts(0.0, {"w1": (4.0, 12.0)}, [], placed, model)
+    got = expected_starts(0.0, {"w1": (4.0, 12.0)}, [], placed, model).starts
     assert got == {"t2": pytest.approx(300.0)}
     # no basis for bob: his task holds its limit and the stop's slack, as planned
     placed = [Placed("b", "bob", (1, 4), 12.0, 600.0, nodes=("w1",)),
               Placed("t1", "alice", (1, 4), 12.0, 1000.0)]
-    got = expected_starts(0.0, {"w1": (4.0, 12.0)}, [], placed, RuntimeModel(ALICE_1x4[:2]))
+    got = expected_starts(0.0, {"w1": (4.0, 12.0)}, [], placed,
+                          RuntimeModel(ALICE_1x4[:2])).starts
     assert got == {"t1": pytest.approx(600.0 + LIMIT_SLACK_S)}
 
 
