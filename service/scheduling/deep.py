@@ -55,21 +55,28 @@ class DeepQueue:
     expected: Timeline | None = None
     length: Callable[[DeepTask], float] | None = None
 
-    def expected_start(self, task: DeepTask, now: float) -> float | None:
+    def bound(self, task: DeepTask) -> float | None:
+        """Place ``task`` on the limits' timeline for its limit: when it starts there
+        (None: no room known)."""
+        return _place(self.timeline, task, task.duration)
+
+    def expected_start(self, task: DeepTask) -> float | None:
         """Place ``task`` on the expected timeline for its expected length: when it
         starts there (None: no history, or no room known)."""
         if self.expected is None or self.length is None:
             return None
-        length = self.length(task)
-        found = self.expected.earliest(task.nnodes, task.gpus, task.cpus, length,
-                                       task.not_before)
-        if found is None:
-            return None
-        start, nodes = found
-        for node in nodes:
-            self.expected.hold(node, start, start + length, task.gpus, task.cpus,
-                               task.task_id)
-        return max(start, now)
+        return _place(self.expected, task, self.length(task))
+
+
+def _place(timeline: Timeline, task: DeepTask, length: float) -> float | None:
+    """Hold the earliest room ``timeline`` has for ``task`` over ``length``: its start."""
+    found = timeline.earliest(task.nnodes, task.gpus, task.cpus, length, task.not_before)
+    if found is None:
+        return None
+    start, nodes = found
+    for node in nodes:
+        timeline.hold(node, start, start + length, task.gpus, task.cpus, task.task_id)
+    return start
 
 
 class DeepEstimates:
@@ -99,17 +106,13 @@ class DeepEstimates:
         assert queue is not None
         end = min(self._next + self.per_tick, len(queue.tasks))
         for task in queue.tasks[self._next:end]:
-            found = queue.timeline.earliest(task.nnodes, task.gpus, task.cpus,
-                                            task.duration, task.not_before)
-            if found is None:
+            start = queue.bound(task)
+            if start is None:
                 self.estimates.pop(task.task_id, None)
                 continue
-            start, nodes = found
-            for node in nodes:
-                queue.timeline.hold(node, start, start + task.duration, task.gpus,
-                                    task.cpus, task.task_id)
-            self.estimates[task.task_id] = Planned.of(max(start, now),
-                                                      queue.expected_start(task, now))
+            expected = queue.expected_start(task)
+            self.estimates[task.task_id] = Planned.of(
+                max(start, now), None if expected is None else max(expected, now))
         self._next = end
 
     def _adopt(self, queue: DeepQueue) -> None:
