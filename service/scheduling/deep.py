@@ -20,11 +20,11 @@ wait: docs/benchmarks.md). It decides nothing. Pure: the timelines' arithmetic, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from service.domain.reasons import Planned
+from service.scheduling.runtimes import RuntimeModel
 from service.scheduling.timeline import Timeline
 
 # deep estimates a tick: 16 cost about 1 ms (bench/bench_tick.py --limits)
@@ -48,35 +48,27 @@ class DeepTask(NamedTuple):
 class DeepQueue:
     """What a plan did not estimate, and the timeline to estimate it on (the plan's own,
     after its decisions: no longer changed by the plan); with run history, the replay's
-    timeline of expected run times and each task's expected length on it."""
+    timeline of expected run times and the model of run times it replayed."""
 
     timeline: Timeline
     tasks: list[DeepTask]
     expected: Timeline | None = None
-    length: Callable[[DeepTask], float] | None = None
+    model: RuntimeModel | None = None
 
     def bound(self, task: DeepTask) -> float | None:
         """Place ``task`` on the limits' timeline for its limit: when it starts there
         (None: no room known)."""
-        return _place(self.timeline, task, task.duration)
+        return self.timeline.place(task.nnodes, task.gpus, task.cpus, task.duration,
+                                   task.not_before, task.task_id)
 
     def expected_start(self, task: DeepTask) -> float | None:
         """Place ``task`` on the expected timeline for its expected length: when it
         starts there (None: no history, or no room known)."""
-        if self.expected is None or self.length is None:
+        if self.expected is None or self.model is None:
             return None
-        return _place(self.expected, task, self.length(task))
-
-
-def _place(timeline: Timeline, task: DeepTask, length: float) -> float | None:
-    """Hold the earliest room ``timeline`` has for ``task`` over ``length``: its start."""
-    found = timeline.earliest(task.nnodes, task.gpus, task.cpus, length, task.not_before)
-    if found is None:
-        return None
-    start, nodes = found
-    for node in nodes:
-        timeline.hold(node, start, start + length, task.gpus, task.cpus, task.task_id)
-    return start
+        length = self.model.length(task.user, (task.nnodes, int(task.gpus)), task.limit_s)
+        return self.expected.place(task.nnodes, task.gpus, task.cpus, length,
+                                   task.not_before, task.task_id)
 
 
 class DeepEstimates:

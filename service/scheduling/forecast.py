@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from service.scheduling.plan import LIMIT_SLACK_S
 from service.scheduling.runtimes import RuntimeModel, Shape
 from service.scheduling.timeline import INF, Timeline
 
@@ -71,27 +70,15 @@ def expected_starts(now: float, free: Mapping[str, tuple[float, float]],
         timeline.unhold(p.task_id)  # placed anew (its turn came): only the last counts
         out.pop(p.task_id, None)
         gpus = float(p.shape[1])
-        length = INF if p.forever else expected_length(model, p.user, p.shape, p.limit_s)
+        length = INF if p.forever else model.length(p.user, p.shape, p.limit_s)
         if p.nodes is not None:
             start = max(now, p.not_before or now)
             for node in p.nodes:
                 timeline.hold(node, now, start + length, gpus, p.cpus_per_node, p.task_id)
             continue
-        found = timeline.earliest(p.shape[0], gpus, p.cpus_per_node, length, p.not_before)
-        if found is None:
-            continue
-        start, nodes = found
-        for node in nodes:
-            timeline.hold(node, start, start + length, gpus, p.cpus_per_node, p.task_id)
-        out[p.task_id] = start
+        start = timeline.place(p.shape[0], gpus, p.cpus_per_node, length, p.not_before,
+                               p.task_id)
+        if start is not None:
+            out[p.task_id] = start
     return Forecast(out, timeline)
 
-
-def expected_length(model: RuntimeModel, user: str | None, shape: Shape,
-                    limit_s: float | None) -> float:
-    """How long a run is expected to hold its gang: as ``model`` expects, or with no basis
-    the limit and the stop's slack, as planned (no limit: for good)."""
-    if limit_s is None:
-        return INF
-    expected = model.duration(user, shape, limit_s)
-    return limit_s + LIMIT_SLACK_S if expected is None else expected

@@ -21,7 +21,6 @@ from service.policy.quotas import Load, load_by_user
 from service.scheduling.admission import GPU, Decision, FreePool, Gang, InFlight, never_fits
 from service.scheduling.fairshare import FairOrder
 from service.scheduling.plan import (
-    LIMIT_SLACK_S,
     Plan,
     PlanInput,
     Seen,
@@ -31,6 +30,7 @@ from service.scheduling.plan import (
     in_backoff,
 )
 from service.scheduling.rules import Rules
+from service.scheduling.runtimes import LIMIT_SLACK_S
 
 
 def drained_by(kept: Iterable[str], active: list[ActiveRow], snapshot: ClusterSnapshot

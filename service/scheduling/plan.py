@@ -19,10 +19,6 @@ from service.scheduling.fairshare import Share
 from service.scheduling.preemption import Running
 from service.scheduling.runtimes import RuntimeModel
 
-# A task may use kept nodes when its limit ends this long before they surely drain: the
-# stop of an attempt past its limit takes a tick to send and Ray a few seconds to do.
-LIMIT_SLACK_S = 30.0
-
 
 # Start and Wait are tuples: a tick with 10k runnable makes ~500 of them (a frozen
 # dataclass took twice as long to build)

@@ -54,10 +54,9 @@ from service.domain.timefmt import iso
 from service.scheduling.admission import Decision, FreePool, Gang
 from service.scheduling.deep import DeepQueue, DeepTask
 from service.scheduling.fairshare import FairOrder
-from service.scheduling.forecast import Placed, Releasing, expected_length, expected_starts
+from service.scheduling.forecast import Placed, Releasing, expected_starts
 from service.scheduling.passes import BasePass
 from service.scheduling.plan import (
-    LIMIT_SLACK_S,
     Plan,
     PlanInput,
     Preemption,
@@ -66,7 +65,7 @@ from service.scheduling.plan import (
     in_backoff,
 )
 from service.scheduling.rules import Rules
-from service.scheduling.runtimes import RuntimeModel
+from service.scheduling.runtimes import LIMIT_SLACK_S, RuntimeModel
 from service.scheduling.timeline import INF, Timeline
 
 # waiting tasks given a start estimate (firm reservations included) per tick: bounds the
@@ -217,13 +216,11 @@ class ReservationPass(BasePass):
         rest = [u for u in self.unplanned if u[0].task_id not in self.estimates]
         room = max(0, ESTIMATED - len(self.estimates))
         for cand, gang, at in sorted(rest[:room], key=_estimate_order):
-            d = self.duration(cand)
-            found = self.timeline.earliest(gang.nnodes, float(gang.gpus_per_node),
-                                           gang.cpus_per_node, d, cand.retry_not_before)
-            if found is None:
+            start = self.timeline.place(gang.nnodes, float(gang.gpus_per_node),
+                                        gang.cpus_per_node, self.duration(cand),
+                                        cand.retry_not_before, cand.task_id)
+            if start is None:
                 continue
-            start, nodes = found
-            self._hold(nodes, gang, start, start + d, cand.task_id)
             self._record(cand, gang, None, not_before=cand.retry_not_before)
             self.estimates[cand.task_id] = start
             step = self.steps[at]
@@ -247,11 +244,7 @@ class ReservationPass(BasePass):
         forecast = expected_starts(self.now, self.free_now, self._releasing(model),
                                    self.placed, model)
         if self.deep is not None:  # the rest of the queue goes on from the replay's end
-
-            def length(task: DeepTask) -> float:
-                return expected_length(model, task.user, (task.nnodes, int(task.gpus)),
-                                       task.limit_s)
-            self.deep.expected, self.deep.length = forecast.timeline, length
+            self.deep.expected, self.deep.model = forecast.timeline, model
         expected = forecast.starts
         steps = self.steps
         for task_id, at in self.planned_at.items():
@@ -451,15 +444,13 @@ class ReservationPass(BasePass):
     def _reserve(self, cand: RunnableRow, gang: Gang) -> float | None:
         if self.budget <= 0 or not self.may_reserve(cand, gang):
             return None
-        d = self.duration(cand)
-        g, c = float(gang.gpus_per_node), gang.cpus_per_node
-        found = self.timeline.earliest(gang.nnodes, g, c, d, cand.retry_not_before)
-        if found is None:
+        start = self.timeline.place(gang.nnodes, float(gang.gpus_per_node),
+                                    gang.cpus_per_node, self.duration(cand),
+                                    cand.retry_not_before, cand.task_id)
+        if start is None:
             self._fallback(cand, gang)
             return None
-        start, nodes = found
         self.budget -= 1
-        self._hold(nodes, gang, start, start + d, cand.task_id)
         self._record(cand, gang, None, not_before=cand.retry_not_before)
         self.estimates[cand.task_id] = start
         return start

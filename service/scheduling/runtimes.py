@@ -19,10 +19,15 @@ the runs ahead of a task, and it is the means that add up.)
 from __future__ import annotations
 
 import bisect
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+# A run at its limit holds its gang this much longer: the stop of an attempt past its limit
+# takes a tick to send and Ray a few seconds to do (a task may use kept nodes when its limit
+# ends this long before they surely drain).
+LIMIT_SLACK_S = 30.0
 MIN_RUNS = 3  # runs before a share is trusted
 MIN_SHARE = 0.02  # a run predicted shorter than this share of its limit is not believed
 
@@ -84,6 +89,14 @@ class RuntimeModel:
             self._new[key] = self.share(user, shape)
         share = self._new[key]
         return None if share is None else share * limit_s
+
+    def length(self, user: str | None, shape: Shape, limit_s: float | None) -> float:
+        """How long a new run is expected to hold its gang: as the runs say, or with no
+        basis its limit and the stop's slack, as planned (no limit: for good)."""
+        if limit_s is None:
+            return math.inf
+        expected = self.duration(user, shape, limit_s)
+        return limit_s + LIMIT_SLACK_S if expected is None else expected
 
     def end(self, user: str | None, shape: Shape, limit_s: float, start: float,
             now: float) -> float | None:

@@ -6,6 +6,8 @@ reservation, or a task started now until its limit: ``hold``). It answers two qu
 
 * ``earliest``: the first time, not before a given one, at which ``nnodes`` distinct nodes
   each have ``gpus`` GPUs and ``cpus`` CPUs free for a whole duration, and which nodes;
+* ``place``: ``earliest``, held for its owner (a reservation, or an estimate that takes
+  its room on the timeline for the tasks after it);
 * ``fits``: whether given nodes have that much free over a window from now (a task that
   starts now delays no reservation made before it).
 
@@ -189,6 +191,22 @@ class Timeline:
             self._answers[key] = self._earliest(nnodes, gpus, cpus, duration, not_before)
         found = self._answers[key]
         return None if found is None else (found[0], list(found[1]))
+
+    def place(self, nnodes: int, gpus: float, cpus: float, duration: float,
+              not_before: float | None, owner: str) -> float | None:
+        """Hold the room ``earliest`` finds for ``owner`` over ``duration`` on each of its
+        nodes: its start (None: no room known)."""
+        key = (nnodes, gpus, cpus, duration, not_before)
+        found = self._answers.get(key)
+        if found is None and key not in self._answers:
+            found = self._answers[key] = self._earliest(nnodes, gpus, cpus, duration,
+                                                        not_before)
+        if found is None:
+            return None
+        start, nodes = found
+        for node in nodes:
+            self.hold(node, start, start + duration, gpus, cpus, owner)
+        return start
 
     def _earliest(self, nnodes: int, gpus: float, cpus: float, duration: float,
                   not_before: float | None) -> tuple[float, tuple[str, ...]] | None:

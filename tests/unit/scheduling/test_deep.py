@@ -11,9 +11,9 @@ from service.config import SchedulerSettings, UserSettings
 from service.domain.reasons import RUN_HISTORY, TIME_LIMITS, Planned
 from service.scheduling import reservations
 from service.scheduling.deep import DeepEstimates, DeepQueue, DeepTask
-from service.scheduling.plan import LIMIT_SLACK_S, PlanInput
+from service.scheduling.plan import PlanInput
 from service.scheduling.planner import Planner
-from service.scheduling.runtimes import EndedRun, RuntimeModel
+from service.scheduling.runtimes import LIMIT_SLACK_S, EndedRun, RuntimeModel
 from service.scheduling.timeline import Timeline
 
 LIMIT = 3600.0

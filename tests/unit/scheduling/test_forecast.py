@@ -3,6 +3,8 @@ plan replayed with them (service.scheduling.forecast), by table."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from planner_cases import DRIVER, NOW, node, running, task
 
@@ -10,9 +12,9 @@ from service.cluster.boundary import ClusterSnapshot
 from service.config import SchedulerSettings, UserSettings
 from service.domain.reasons import RUN_HISTORY, TIME_LIMITS, Planned
 from service.scheduling.forecast import Placed, Releasing, expected_starts
-from service.scheduling.plan import LIMIT_SLACK_S, PlanInput, Wait
+from service.scheduling.plan import PlanInput, Wait
 from service.scheduling.planner import Planner
-from service.scheduling.runtimes import MIN_SHARE, EndedRun, RuntimeModel
+from service.scheduling.runtimes import LIMIT_SLACK_S, MIN_SHARE, EndedRun, RuntimeModel
 
 ALICE_1x4 = [EndedRun("alice", (1, 4), r, 1000.0) for r in (200.0, 300.0, 400.0)]
 BOB_ANY = [EndedRun("bob", (2, 8), r, 1000.0) for r in (800.0, 900.0, 1000.0)]
@@ -44,6 +46,14 @@ def test_duration_and_end() -> None:
     # past some runs' length: the mean of the runs that were longer
     assert model.end("alice", (1, 4), 1000.0, start=0.0, now=250.0) == pytest.approx(350.0)
     assert model.share("alice", (1, 4), elapsed=0.25) == pytest.approx(0.35)
+
+
+def test_length_a_new_run_holds_its_gang() -> None:
+    model = RuntimeModel(ALICE_1x4)
+    assert model.length("alice", (1, 4), 2000.0) == pytest.approx(600.0)  # 30% of it
+    # no basis: the limit and the stop's slack, as the plan counts it; no limit: for good
+    assert RuntimeModel([]).length("alice", (1, 4), 2000.0) == 2000.0 + LIMIT_SLACK_S
+    assert model.length("alice", (1, 4), None) == math.inf
 
 
 def test_replay_with_expected_lengths() -> None:

@@ -17,7 +17,7 @@ from service.config import UserSettings
 from service.domain.reasons import Guard, Reason, WaitKind
 from service.policy.quotas import Limits
 from service.scheduling.passes import drained_by, ends_by, with_shadow
-from service.scheduling.plan import LIMIT_SLACK_S
+from service.scheduling.runtimes import LIMIT_SLACK_S
 
 
 @pytest.mark.parametrize(("name", "nodes", "candidates", "sched", "want_started", "want_waits"),

@@ -9,7 +9,7 @@ from planner_cases import NOW, node, plan, reasons, running, started, starts, ta
 
 from service.cluster.boundary import NodeResources
 from service.domain.timefmt import iso
-from service.scheduling.plan import LIMIT_SLACK_S
+from service.scheduling.runtimes import LIMIT_SLACK_S
 from service.scheduling.timeline import INF, Timeline
 
 
@@ -60,6 +60,18 @@ def test_earliest_needs_distinct_nodes_at_one_time() -> None:
 def test_earliest_prefers_the_fullest_node_that_fits() -> None:
     t = line(w1=(8, 24), w2=(2, 6))
     assert t.earliest(1, 2, 6, 100) == (0.0, ["w2"])
+
+
+def test_place_holds_the_earliest_room_so_the_next_ask_goes_after_it() -> None:
+    t = line(w1=(4, 12), w2=(0, 0))
+    t.release("w2", 100, 4, 12)
+    assert t.place(2, 4, 12, 50, None, "gang") == 100  # both nodes from w2's release
+    assert {(h.node, h.start, h.end, h.owner) for h in t.holds} == {
+        ("w1", 100, 150, "gang"), ("w2", 100, 150, "gang")}
+    assert t.place(1, 4, 12, 100, None, "a") == 0  # w1 is free until the gang's turn
+    assert t.place(1, 4, 12, 100, None, "b") == 150  # after the gang
+    assert t.place(1, 8, 12, 10, None, "c") is None  # no node has 8 GPUs: nothing held
+    assert "c" not in {h.owner for h in t.holds}
 
 
 def test_unhold_gives_back_exactly_that_owners_holds() -> None:

@@ -342,7 +342,7 @@ def test_the_plans_estimated_start_reaches_the_observed_view(tmp_path: Path) -> 
     """With reservations on, a waiting task's planned start (the running one's time limit
     plus the stop's slack) is what the API and the console read."""
     from service.config import SchedulerSettings
-    from service.scheduling.plan import LIMIT_SLACK_S
+    from service.scheduling.runtimes import LIMIT_SLACK_S
 
     w = World(tmp_path)
     w.settings = Settings(shared_root=str(w.shared),
