@@ -6,10 +6,11 @@ reservation, or a task started now until its limit: ``hold``). It answers two qu
 
 * ``earliest``: the first time, not before a given one, at which ``nnodes`` distinct nodes
   each have ``gpus`` GPUs and ``cpus`` CPUs free for a whole duration, and which nodes;
-* ``place``: ``earliest``, held for its owner (a reservation, or an estimate that takes
-  its room on the timeline for the tasks after it);
 * ``fits``: whether given nodes have that much free over a window from now (a task that
-  starts now delays no reservation made before it).
+  starts now delays no reservation made before it);
+
+and ``place`` holds the room ``earliest`` finds for its owner (a reservation, or an
+estimate that takes its room on the timeline from the tasks after it).
 
 Durations may be ``math.inf`` (no time limit: the resources never come back within the
 plan). Pure: numbers in, numbers out; nodes are ids.
