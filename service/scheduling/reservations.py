@@ -65,7 +65,7 @@ from service.scheduling.plan import (
     in_backoff,
 )
 from service.scheduling.rules import Rules
-from service.scheduling.runtimes import LIMIT_SLACK_S, RuntimeModel
+from service.scheduling.runtimes import LIMIT_SLACK_S, RuntimeModel, held_for
 from service.scheduling.timeline import INF, Timeline
 
 # waiting tasks given a start estimate (firm reservations included) per tick: bounds the
@@ -195,7 +195,7 @@ class ReservationPass(BasePass):
         return max(start + row.max_runtime_s + LIMIT_SLACK_S, self.now)
 
     def duration(self, cand: RunnableRow) -> float:
-        return INF if cand.max_runtime_s is None else cand.max_runtime_s + LIMIT_SLACK_S
+        return held_for(cand.max_runtime_s)
 
     def _estimate_the_rest(self) -> None:
         """Soft estimates for waiting tasks beyond the budget: each gets the earliest

@@ -44,6 +44,12 @@ class EndedRun:
     limit_s: float
 
 
+
+def held_for(limit_s: float | None) -> float:
+    """How long a run under ``limit_s`` holds its gang at the latest: to its limit and the
+    stop's slack (no limit: for good)."""
+    return math.inf if limit_s is None else limit_s + LIMIT_SLACK_S
+
 class RuntimeModel:
     def __init__(self, runs: Iterable[EndedRun]) -> None:
         by_key: dict[tuple[str | None, Shape], list[float]] = {}
@@ -93,10 +99,8 @@ class RuntimeModel:
     def length(self, user: str | None, shape: Shape, limit_s: float | None) -> float:
         """How long a new run is expected to hold its gang: as the runs say, or with no
         basis its limit and the stop's slack, as planned (no limit: for good)."""
-        if limit_s is None:
-            return math.inf
-        expected = self.duration(user, shape, limit_s)
-        return limit_s + LIMIT_SLACK_S if expected is None else expected
+        expected = None if limit_s is None else self.duration(user, shape, limit_s)
+        return held_for(limit_s) if expected is None else expected
 
     def end(self, user: str | None, shape: Shape, limit_s: float, start: float,
             now: float) -> float | None:

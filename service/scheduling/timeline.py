@@ -187,27 +187,28 @@ class Timeline:
         """The first time ``t >= not_before`` at which ``nnodes`` distinct nodes each have
         ``gpus``/``cpus`` free over ``[t, t + duration)``, and those nodes (the ones with
         the fewest GPUs free at ``t`` first: best fit); None when no such time is known."""
-        key = (nnodes, gpus, cpus, duration, not_before)
-        if key not in self._answers:
-            self._answers[key] = self._earliest(nnodes, gpus, cpus, duration, not_before)
-        found = self._answers[key]
+        found = self._answer(nnodes, gpus, cpus, duration, not_before)
         return None if found is None else (found[0], list(found[1]))
 
     def place(self, nnodes: int, gpus: float, cpus: float, duration: float,
               not_before: float | None, owner: str) -> float | None:
         """Hold the room ``earliest`` finds for ``owner`` over ``duration`` on each of its
         nodes: its start (None: no room known)."""
-        key = (nnodes, gpus, cpus, duration, not_before)
-        found = self._answers.get(key)
-        if found is None and key not in self._answers:
-            found = self._answers[key] = self._earliest(nnodes, gpus, cpus, duration,
-                                                        not_before)
+        found = self._answer(nnodes, gpus, cpus, duration, not_before)
         if found is None:
             return None
         start, nodes = found
         for node in nodes:
             self.hold(node, start, start + duration, gpus, cpus, owner)
         return start
+
+    def _answer(self, nnodes: int, gpus: float, cpus: float, duration: float,
+                not_before: float | None) -> tuple[float, tuple[str, ...]] | None:
+        """``_earliest``'s answer, kept until the timeline changes."""
+        key = (nnodes, gpus, cpus, duration, not_before)
+        if key not in self._answers:
+            self._answers[key] = self._earliest(nnodes, gpus, cpus, duration, not_before)
+        return self._answers[key]
 
     def _earliest(self, nnodes: int, gpus: float, cpus: float, duration: float,
                   not_before: float | None) -> tuple[float, tuple[str, ...]] | None:

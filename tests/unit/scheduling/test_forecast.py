@@ -14,7 +14,13 @@ from service.domain.reasons import RUN_HISTORY, TIME_LIMITS, Planned
 from service.scheduling.forecast import Placed, Releasing, expected_starts
 from service.scheduling.plan import PlanInput, Wait
 from service.scheduling.planner import Planner
-from service.scheduling.runtimes import LIMIT_SLACK_S, MIN_SHARE, EndedRun, RuntimeModel
+from service.scheduling.runtimes import (
+    LIMIT_SLACK_S,
+    MIN_SHARE,
+    EndedRun,
+    RuntimeModel,
+    held_for,
+)
 
 ALICE_1x4 = [EndedRun("alice", (1, 4), r, 1000.0) for r in (200.0, 300.0, 400.0)]
 BOB_ANY = [EndedRun("bob", (2, 8), r, 1000.0) for r in (800.0, 900.0, 1000.0)]
@@ -54,6 +60,7 @@ def test_length_a_new_run_holds_its_gang() -> None:
     # no basis: the limit and the stop's slack, as the plan counts it; no limit: for good
     assert RuntimeModel([]).length("alice", (1, 4), 2000.0) == 2000.0 + LIMIT_SLACK_S
     assert model.length("alice", (1, 4), None) == math.inf
+    assert held_for(2000.0) == 2000.0 + LIMIT_SLACK_S and held_for(None) == math.inf
 
 
 def test_replay_with_expected_lengths() -> None:
