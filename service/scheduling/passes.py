@@ -30,7 +30,7 @@ from service.scheduling.plan import (
     in_backoff,
 )
 from service.scheduling.rules import Rules
-from service.scheduling.runtimes import LIMIT_SLACK_S
+from service.scheduling.runtimes import held_for
 
 
 def drained_by(kept: Iterable[str], active: list[ActiveRow], snapshot: ClusterSnapshot
@@ -72,7 +72,7 @@ def ends_by(cand: RunnableRow, shadow: float | None, now: float) -> bool:
         return False
     if in_backoff(cand, now):
         return False
-    return now + cand.max_runtime_s + LIMIT_SLACK_S <= shadow
+    return now + held_for(cand.max_runtime_s) <= shadow
 
 
 def with_shadow(keeper: Reason | None, shadow: float | None) -> Reason | None:

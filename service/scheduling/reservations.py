@@ -189,10 +189,8 @@ class ReservationPass(BasePass):
         """When ``row``'s GPUs come back at the latest (inf: unknown)."""
         if row.cancel_requested or row.stop_requested or row.preempted_for is not None:
             return self.now + LIMIT_SLACK_S
-        if row.max_runtime_s is None:
-            return INF
         start = row.start_time if row.start_time is not None else self.now
-        return max(start + row.max_runtime_s + LIMIT_SLACK_S, self.now)
+        return max(start + held_for(row.max_runtime_s), self.now)  # no limit: inf
 
     def duration(self, cand: RunnableRow) -> float:
         return held_for(cand.max_runtime_s)
