@@ -116,11 +116,17 @@ def _mins(r: RunResult, cls: str) -> str:
     return f"{_num(r.wait(cls, 'mean') / 60, '.0f')}/{_num(r.wait(cls, 'p95') / 60, '.0f')}"
 
 
+# the estimates' floor: over tasks that waited this long, the median of |actual start - first
+# estimate| / wait at most this (issue 21; judged on every variant, not seed 1's alone)
+ESTIMATE_WAITED_S = 600.0
+ESTIMATE_FLOOR = 0.25
+
+
 def estimate_error(r: RunResult) -> tuple[float, float, float, int] | None:
     """Over tasks the plan estimated that waited >= 10 min: the median and p90 of
     |actual start - first planned start| / actual wait, the share that started later than
     planned, and how many; None without estimates."""
-    waited = [(wait, err) for wait, err in r.estimates if wait >= 600]
+    waited = [(wait, err) for wait, err in r.estimates if wait >= ESTIMATE_WAITED_S]
     if not waited:
         return None
     rel = sorted(abs(err) / wait for wait, err in waited)
@@ -439,8 +445,9 @@ def jain_reference(results: dict[str, RunResult], judged: str) -> RunResult | No
 def variant_checks(results: dict[str, RunResult], judged: str,
                    smallest: str | None = None) -> list[tuple[str, bool]]:
     """(floor, passed) of ``judged`` against FIFO and backfill on one variant; with
-    ``fairshare`` run too, its Jain over 4-h windows is a floor, and with ``smallest``
-    (a replayed trace's smallest tenant) that tenant's mean wait <= 1/5 of FIFO's."""
+    ``fairshare`` run too, its Jain over 4-h windows is a floor, with start estimates
+    (the plan's) their median error is one, and with ``smallest`` (a replayed trace's
+    smallest tenant) that tenant's mean wait <= 1/5 of FIFO's."""
     r, best = results.get(judged), best_of_base(results)
     if r is None or best is None:
         return []
@@ -463,6 +470,10 @@ def variant_checks(results: dict[str, RunResult], judged: str,
     if fair is not None:
         out.append((f"Jain4h {r.jain_window:.3f} >= fairshare {fair.jain_window:.3f}",
                     r.jain_window >= fair.jain_window - 1e-9))
+    estimates = estimate_error(r)
+    if estimates is not None:
+        out.append((f"estimates median {estimates[0] * 100:.1f}% <= "
+                     f"{ESTIMATE_FLOOR * 100:.0f}% of the wait", estimates[0] <= ESTIMATE_FLOOR))
     if smallest is not None:
         mine, theirs = (statistics.fmean(x.user_waits[smallest] or [math.nan])
                         for x in (r, fifo))

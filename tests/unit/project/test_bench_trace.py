@@ -290,6 +290,28 @@ def test_variant_floors_compare_with_the_best_of_fifo_and_backfill() -> None:
     assert variant_checks({"fifo": fifo, "plan": good}, "plan") == []  # no backfill: no verdict
 
 
+def test_start_estimates_are_a_floor_on_every_variant_that_has_them() -> None:
+    from dataclasses import replace
+
+    from bench.bench_trace import variant_checks
+
+    fifo = made_up_result(waits={"small": [60.0, 120.0], "large": [600.0, 1200.0]})
+    base = {"fifo": fifo, "backfill": fifo}
+    # (wait, actual start - estimate): errors of 10%, 20% and 40% of the wait; the short
+    # wait (under 10 min) is left out however far off it was
+    close = replace(fifo, estimates=[(1000.0, 100.0), (2000.0, -400.0), (1000.0, 400.0),
+                                     (300.0, 300.0)])
+    far = replace(close, estimates=[(1000.0, 300.0), (2000.0, -600.0), (1000.0, 400.0)])
+    floors = dict(variant_checks({**base, "plan": close}, "plan"))
+    [(text, ok)] = [(t, ok) for t, ok in floors.items() if t.startswith("estimates")]
+    assert ok and "20.0%" in text
+    [ok] = [ok for t, ok in variant_checks({**base, "plan": far}, "plan")
+            if t.startswith("estimates")]
+    assert not ok  # median 30%
+    assert not [t for t, _ in variant_checks({**base, "plan": fifo}, "plan")
+                if t.startswith("estimates")]  # no estimates (not the plan): no such floor
+
+
 def test_the_mean_gap_tells_a_steady_loss_from_one_variants_noise() -> None:
     from dataclasses import replace
 
