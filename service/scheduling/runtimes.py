@@ -44,11 +44,11 @@ class EndedRun:
     limit_s: float
 
 
-
 def held_for(limit_s: float | None) -> float:
     """How long a run under ``limit_s`` holds its gang at the latest: to its limit and the
     stop's slack (no limit: for good)."""
     return math.inf if limit_s is None else limit_s + LIMIT_SLACK_S
+
 
 class RuntimeModel:
     def __init__(self, runs: Iterable[EndedRun]) -> None:

@@ -302,14 +302,16 @@ def test_start_estimates_are_a_floor_on_every_variant_that_has_them() -> None:
     close = replace(fifo, estimates=[(1000.0, 100.0), (2000.0, -400.0), (1000.0, 400.0),
                                      (300.0, 300.0)])
     far = replace(close, estimates=[(1000.0, 300.0), (2000.0, -600.0), (1000.0, 400.0)])
-    floors = dict(variant_checks({**base, "plan": close}, "plan"))
-    [(text, ok)] = [(t, ok) for t, ok in floors.items() if t.startswith("estimates")]
+
+    def estimate_floors(plan: RunResult) -> list[tuple[str, bool]]:
+        return [(text, ok) for text, ok in variant_checks({**base, "plan": plan}, "plan")
+                if text.startswith("estimates")]
+
+    [(text, ok)] = estimate_floors(close)
     assert ok and "20.0%" in text
-    [ok] = [ok for t, ok in variant_checks({**base, "plan": far}, "plan")
-            if t.startswith("estimates")]
+    [(_, ok)] = estimate_floors(far)
     assert not ok  # median 30%
-    assert not [t for t, _ in variant_checks({**base, "plan": fifo}, "plan")
-                if t.startswith("estimates")]  # no estimates (not the plan): no such floor
+    assert estimate_floors(fifo) == []  # no estimates (not the plan): no such floor
 
 
 def test_the_mean_gap_tells_a_steady_loss_from_one_variants_noise() -> None:
