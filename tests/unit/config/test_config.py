@@ -85,6 +85,8 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
          "v2.scheduler.gang_size_credit_s: must be >= 0"),
         ({"v2": {"scheduler": {"reserve_small_after_s": -1}}},
          "v2.scheduler.reserve_small_after_s: must be >= 0"),
+        ({"v2": {"scheduler": {"unreserved_above_share": -1}}},
+         "v2.scheduler.unreserved_above_share: must be >= 0"),
         ({"v2": {"scheduler": {"preemption": "yes"}}},
          "v2.scheduler.preemption: must be true or false"),
         ({"v2": {"scheduler": {"fair_share": 1}}}, "v2.scheduler.fair_share: must be true"),
@@ -204,7 +206,7 @@ def test_scheduling_policy_keys() -> None:
                       "fair_share_half_life_s": 3600, "preemption": True,
                       "preemption_grace_s": 120, "preempt_without_checkpoint": True,
                       "default_max_runtime_s": 86400, "gang_size_credit_s": 60,
-                      "reserve_small_after_s": 1800},
+                      "reserve_small_after_s": 1800, "unreserved_above_share": 1.5},
         "users": {"weights": {"alice": 2, "bob": 0.5}}}})
     sched = s.scheduler
     assert (sched.retry_mode, sched.retry_min_backoff_s, sched.retry_max_backoff_s) == (
@@ -214,7 +216,8 @@ def test_scheduling_policy_keys() -> None:
     assert (sched.preemption, sched.preemption_grace_s,
             sched.preempt_without_checkpoint) == (True, 120.0, True)
     assert sched.default_max_runtime_s == 86400.0
-    assert (sched.gang_size_credit_s, sched.reserve_small_after_s) == (60.0, 1800.0)
+    assert (sched.gang_size_credit_s, sched.reserve_small_after_s,
+            sched.unreserved_above_share) == (60.0, 1800.0, 1.5)
     assert [s.users.weight_for(u) for u in ("alice", "bob", "carol", None)] == [
         2.0, 0.5, 1.0, 1.0]
 

@@ -8,8 +8,9 @@ import pytest
 from planner_cases import NOW, node, plan, reasons, running, started, starts, task
 
 from service.cluster.boundary import NodeResources
+from service.config import UserSettings
 from service.domain.timefmt import iso
-from service.scheduling.runtimes import LIMIT_SLACK_S
+from service.scheduling.runtimes import LIMIT_SLACK_S, held_for
 from service.scheduling.timeline import INF, Timeline
 
 
@@ -377,6 +378,50 @@ def test_the_overdue_gang_is_reserved_before_fair_share_reorders() -> None:
              reservations=8)
     assert started(p) == []  # alice's task would run past the gang's planned start
     assert "t1" in p.estimates
+
+
+@pytest.mark.parametrize(("factor", "priority", "fair_share", "carol_weight", "deferred"), [
+    (0.0, 0, True, 1.0, False),  # off: the gang past the guard is reserved, as ever
+    (1.0, 0, True, 1.0, True),  # carol holds half of 8 GPUs, her part of two users: at the bar
+    (1.5, 0, True, 1.0, False),  # under 1.5 times her part
+    (1.0, 0, True, 2.0, False),  # of weight 2 her part is two thirds: under it
+    (1.0, 10, True, 1.0, False),  # a priority above the default is reserved whatever she holds
+    (1.0, 0, False, 1.0, False),  # fair share off: no shares to compare
+])
+def test_a_user_at_the_bar_of_their_share_gets_no_reservation(
+        factor: float, priority: int, fair_share: bool, carol_weight: float,
+        deferred: bool) -> None:
+    # carol's r1 holds w2 until its limit; her 2x4 gang waited past the guard; alice's
+    # task fits w1 now and would run past the gang's planned start
+    r1 = running("r1", user="carol", started=NOW - 60, limit=LIMIT)
+    gang = task("t1", nnodes=2, user="carol", waited=400, limit=LIMIT, priority=priority)
+    small = task("t2", user="alice", limit=LIMIT * 3)
+    p = plan([node("w1", 4), node("w2", 0)], [gang, small], [r1],
+             held_on={"r1--a01": {"w2": 4}}, charges={"carol": 4.0},
+             users=UserSettings(weights={"carol": carol_weight}), reservations=8,
+             fair_share=fair_share, unreserved_above_share=factor)
+    drained = NOW - 60 + held_for(LIMIT)
+    assert "planned start by" in reasons(p)["t1"]  # reserved or not, it shows a start
+    if deferred:  # alice's task takes w1; the gang's estimate comes after it
+        assert started(p) == ["t2"]
+        assert starts(p)["t1"] == NOW + held_for(LIMIT * 3)
+    else:
+        assert started(p) == []
+        assert starts(p)["t1"] == drained
+
+
+def test_without_a_limit_a_user_over_their_share_is_planned_as_the_guard_plans() -> None:
+    # no time is known for the gang: the guard's nodes are kept for it, whatever carol holds
+    cands = [task("t1", nnodes=2, user="carol", waited=400), task("t2", user="alice")]
+    nodes = [node("w1", 4), node("w2", 0)]
+    held, charges = {"r1--a01": {"w2": 4}}, {"carol": 4.0}
+    r1 = running("r1", user="carol")
+    before = plan(nodes, cands, [r1], held_on=held, charges=charges, reservations=8)
+    after = plan(nodes, cands, [r1], held_on=held, charges=charges, reservations=8,
+                 unreserved_above_share=1.0)
+    assert (started(after), reasons(after), after.kept) == \
+        (started(before), reasons(before), before.kept)
+    assert after.kept == frozenset({"w1", "w2"})
 
 
 def test_reservations_off_is_the_guard() -> None:
