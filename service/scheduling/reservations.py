@@ -465,8 +465,9 @@ class ReservationPass(BasePass):
         that held two thirds of a 4-h window. It still backfills, and its user's share
         falls as their runs end (each under a limit), so its wait stays bounded. A task
         without a limit is planned as the guard plans it, whatever its user holds."""
-        return cand.priority <= self.sched.default_priority and \
-            self.duration(cand) != INF and self.weighted(cand) >= self.fair_bar
+        bar = self.fair_bar  # off: one lookup (asked of every task past the guard)
+        return bar != INF and cand.priority <= self.sched.default_priority and \
+            self.duration(cand) != INF and self.weighted(cand) >= bar
 
     def _reserve(self, cand: RunnableRow, gang: Gang) -> float | None:
         if self.budget <= 0 or not self.may_reserve(cand, gang):
