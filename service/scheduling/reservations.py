@@ -36,7 +36,7 @@ its planned start is further than ``preemption_grace_s`` away, or unknown.
 
 With ``unreserved_above_share`` set, a user whose share of the GPUs is at that multiple of
 their fair part gets no firm reservation for a task of the default priority
-(``ReservationPass.over_share``): its room goes to the others' reservations first, and the
+(``ReservationPass.may_reserve``): its room goes to the others' reservations first, and the
 task backfills until its user is back under the bar.
 """
 
@@ -437,12 +437,23 @@ class ReservationPass(BasePass):
         (the trace bench's full-size traces: docs/benchmarks.md). Past that wait it is
         reserved as any task, which bounds its wait. A task of a higher priority is
         reserved at once, as its priority asks (without it the trace bench's priority-10
-        tasks waited 21 min on average against 8: docs/benchmarks.md)."""
-        if self.over_share(cand):
+        tasks waited 21 min on average against 8: docs/benchmarks.md).
+
+        With ``unreserved_above_share`` set, no task of the default priority (or lower)
+        with a time limit is reserved while its user's weighted share is at the
+        ``fair_bar``: its reservation would drain room for a user who already holds more
+        than their part while the others' tasks wait (on the trace bench one user's big
+        gangs, credited for their size, started in batches that held two thirds of a 4-h
+        window). It still backfills, and its user's share falls as their runs end (each
+        under a limit), so its wait stays bounded. A task without a limit is planned as
+        the guard plans it, whatever its user holds."""
+        if self.duration(cand) == INF or cand.priority > self.sched.default_priority:
+            return True
+        bar = self.fair_bar  # off: inf, and no share is looked up (10k tasks a tick)
+        if bar != INF and self.weighted(cand) >= bar:
             return False
         after = self.sched.reserve_small_after_s
-        if after <= 0 or gang.nnodes > 1 or gang.gpus_per_node > self.small_gpus \
-                or self.duration(cand) == INF or cand.priority > self.sched.default_priority:
+        if after <= 0 or gang.nnodes > 1 or gang.gpus_per_node > self.small_gpus:
             return True
         return self.now - cand.runnable_since >= after
 
@@ -455,19 +466,6 @@ class ReservationPass(BasePass):
             return INF
         users = {c.user for c in self.inp.candidates} | {r.user for r in self.inp.active}
         return factor / sum(self.rules.users.weight_for(u) for u in users)
-
-    def over_share(self, cand: RunnableRow) -> bool:
-        """Whether ``cand``'s user holds too much for it to be reserved now
-        (``unreserved_above_share``): a task of the default priority or lower whose
-        user's weighted share is at the bar. Its reservation would drain room for a user
-        who already holds more than their part, while the others' tasks wait: on the
-        trace bench one user's big gangs, credited for their size, started in batches
-        that held two thirds of a 4-h window. It still backfills, and its user's share
-        falls as their runs end (each under a limit), so its wait stays bounded. A task
-        without a limit is planned as the guard plans it, whatever its user holds."""
-        bar = self.fair_bar  # off: one lookup (asked of every task past the guard)
-        return bar != INF and cand.priority <= self.sched.default_priority and \
-            self.duration(cand) != INF and self.weighted(cand) >= bar
 
     def _reserve(self, cand: RunnableRow, gang: Gang) -> float | None:
         if self.budget <= 0 or not self.may_reserve(cand, gang):
