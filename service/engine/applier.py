@@ -79,6 +79,8 @@ class Applier:
         # the node ids the guard kept last tick: they have been draining, so the guard
         # keeps them again (for the same gang, or the one that holds the guard next)
         self.reservation: frozenset[str] = frozenset()
+        # the tasks the last plan gave a firm reservation (kept whatever their user holds)
+        self.reserved: frozenset[str] = frozenset()
         # expected run times for the estimates, from recent runs (reservations only)
         self._runtimes: tuple[float, RuntimeModel] | None = None  # (read at, model)
 
@@ -99,7 +101,7 @@ class Applier:
             return
         plan = self.planner.plan(PlanInput(now, candidates, active, snapshot, charges,
                                            self.store.disabled_users(), self.reservation,
-                                           self._runtime_model(now)))
+                                           self._runtime_model(now), self.reserved))
         waits: list[tuple[RunnableRow, Reason]] = []
         down: Reason | None = None  # Ray stopped answering the submits
         for step in plan.steps:
@@ -116,6 +118,7 @@ class Applier:
         if plan.preemption is not None and down is None:
             self._preempt(plan.preemption, active, now, report)
         self.reservation = plan.kept
+        self.reserved = plan.reserved
         self.last_shares = plan.shares
         self.deep.advance(plan.deep, now)
         self.last_estimates = self.deep.merged(plan.estimates)

@@ -63,6 +63,7 @@ class PlanInput:
     disabled: frozenset[str] = frozenset()  # users whose tasks may not start
     reservation: frozenset[str] = frozenset()  # the nodes the guard kept last tick
     runtimes: RuntimeModel | None = None  # expected run times (None: estimates from limits)
+    reserved: frozenset[str] = frozenset()  # the tasks with a firm reservation last tick
 
 
 @dataclass
@@ -75,6 +76,8 @@ class Plan:
     estimates: dict[str, Planned] = field(default_factory=dict)
     # the waiting tasks past the tick's estimates, estimated a few a tick after it
     deep: DeepQueue | None = None
+    # the tasks given a firm reservation this tick (next tick's ``PlanInput.reserved``)
+    reserved: frozenset[str] = frozenset()
 
 
 class Seen:

@@ -37,7 +37,9 @@ its planned start is further than ``preemption_grace_s`` away, or unknown.
 With ``unreserved_above_share`` set, a user whose share of the GPUs is at that multiple of
 their fair part gets no firm reservation for a task of the default priority
 (``ReservationPass.may_reserve``): its room goes to the others' reservations first, and the
-task backfills until its user is back under the bar.
+task backfills until its user is back under the bar. A reservation once made is kept
+(``PlanInput.reserved``, last tick's ``Plan.reserved``) whatever its user holds later: its
+room has been draining, and taken back it would be drained again.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ class ReservationPass(BasePass):
         # task id -> the index in ``steps`` of its wait with a start estimate: only those
         # are rewritten once the estimates are known, not the whole queue's steps
         self.planned_at: dict[str, int] = {}
+        self.firm: set[str] = set()  # the tasks given a firm reservation (Plan.reserved)
         self._reserve_overdue()
 
     @cached_property
@@ -243,7 +246,7 @@ class ReservationPass(BasePass):
             return Plan(self.steps, preemption, self.fallback_nodes,
                         estimates={task_id: Planned(bound)
                                    for task_id, bound in self.estimates.items()},
-                        deep=self.deep)
+                        deep=self.deep, reserved=frozenset(self.firm))
         forecast = expected_starts(self.now, self.free_now, self._releasing(model),
                                    self.placed, model)
         if self.deep is not None:  # the rest of the queue goes on from the replay's end
@@ -256,7 +259,7 @@ class ReservationPass(BasePass):
         estimates = {task_id: Planned.of(bound, expected.get(task_id))
                      for task_id, bound in self.estimates.items()}
         return Plan(steps, preemption, self.fallback_nodes, estimates=estimates,
-                    deep=self.deep)
+                    deep=self.deep, reserved=frozenset(self.firm))
 
     def _releasing(self, model: RuntimeModel) -> list[Releasing]:
         """The attempts on the cluster, each ending when ``model`` expects."""
@@ -304,6 +307,7 @@ class ReservationPass(BasePass):
             self.timeline.unhold(cand.task_id)
             self.estimates.pop(cand.task_id, None)
             self.budget += 1
+            self.firm.discard(cand.task_id)
             self._record(cand, gang, ())
         shape = (cand.nnodes, cand.n_gpus_per_node)
         decision = self.pool.decide(gang, self.driver) if shape not in self.no_fit else None
@@ -446,11 +450,14 @@ class ReservationPass(BasePass):
         gangs, credited for their size, started in batches that held two thirds of a 4-h
         window). It still backfills, and its user's share falls as their runs end (each
         under a limit), so its wait stays bounded. A task without a limit is planned as
-        the guard plans it, whatever its user holds."""
+        the guard plans it, whatever its user holds. Nor is a task reserved last tick
+        (``PlanInput.reserved``): its user's own backfilled tasks may have put them at the
+        bar since, and its room, drained so far, would go to others and be drained again
+        (on the trace bench's 2x8 cluster that flip cost 1.2 points of utilization)."""
         if self.duration(cand) == INF or cand.priority > self.sched.default_priority:
             return True
         bar = self.fair_bar  # off: inf, and no share is looked up (10k tasks a tick)
-        if bar != INF and self.weighted(cand) >= bar:
+        if bar != INF and self.weighted(cand) >= bar and cand.task_id not in self.inp.reserved:
             return False
         after = self.sched.reserve_small_after_s
         if after <= 0 or gang.nnodes > 1 or gang.gpus_per_node > self.small_gpus:
@@ -477,6 +484,7 @@ class ReservationPass(BasePass):
             self._fallback(cand, gang)
             return None
         self.budget -= 1
+        self.firm.add(cand.task_id)
         self._record(cand, gang, None, not_before=cand.retry_not_before)
         self.estimates[cand.task_id] = start
         return start

@@ -46,13 +46,13 @@ def plan(nodes: list[NodeResources], candidates: list[RunnableRow],
          active: list[ActiveRow] = (), *, held_on: dict[str, dict[str, float]] | None = None,
          users: UserSettings | None = None, charges: dict[str | None, float] | None = None,
          reservation: frozenset[str] = frozenset(), disabled: frozenset[str] = frozenset(),
-         **sched: object) -> Plan:
+         reserved: frozenset[str] = frozenset(), **sched: object) -> Plan:
     held_on = held_on or {}
     snapshot = ClusterSnapshot(
         tuple(nodes), {sid: sum(h.values()) for sid, h in held_on.items()}, {}, held_on)
     planner = Planner(SchedulerSettings(**sched), users or UserSettings(), DRIVER)
     return planner.plan(PlanInput(NOW, list(candidates), list(active), snapshot,
-                                  charges or {}, disabled, reservation))
+                                  charges or {}, disabled, reservation, reserved=reserved))
 
 
 def started(p: Plan) -> list[str]:

@@ -405,9 +405,29 @@ def test_a_user_at_the_bar_of_their_share_gets_no_reservation(
     if deferred:  # alice's task takes w1; the gang's estimate comes after it
         assert started(p) == ["t2"]
         assert starts(p)["t1"] == NOW + held_for(LIMIT * 3)
+        assert "t1" not in p.reserved
     else:
         assert started(p) == []
         assert starts(p)["t1"] == drained
+        assert "t1" in p.reserved
+
+
+def test_a_reservation_made_is_kept_when_its_user_goes_over_the_bar() -> None:
+    # the gang was reserved last tick, under the bar; carol's r1 now puts her at it. Its
+    # room has been draining: taken back, it would go to alice's task and drain again
+    # once carol falls under the bar (on the trace bench's 2x8 cluster that cost 1.2
+    # points of utilization)
+    r1 = running("r1", user="carol", started=NOW - 60, limit=LIMIT)
+    gang = task("t1", nnodes=2, user="carol", waited=400, limit=LIMIT)
+    small = task("t2", user="alice", limit=LIMIT * 3)
+    args = ([node("w1", 4), node("w2", 0)], [gang, small], [r1])
+    kw: dict = dict(held_on={"r1--a01": {"w2": 4}}, charges={"carol": 4.0},
+                    reservations=8, fair_share=True, unreserved_above_share=1.0)
+    assert started(plan(*args, **kw)) == ["t2"]  # not reserved before: it is deferred
+    p = plan(*args, reserved=frozenset({"t1"}), **kw)
+    assert started(p) == []
+    assert starts(p)["t1"] == NOW - 60 + held_for(LIMIT)
+    assert "t1" in p.reserved
 
 
 def test_without_a_limit_a_user_over_their_share_is_planned_as_the_guard_plans() -> None:
