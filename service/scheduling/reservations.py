@@ -108,7 +108,6 @@ class ReservationPass(BasePass):
         # task id -> the index in ``steps`` of its wait with a start estimate: only those
         # are rewritten once the estimates are known, not the whole queue's steps
         self.planned_at: dict[str, int] = {}
-        self.firm: set[str] = set()  # the tasks given a firm reservation (Plan.reserved)
         self._reserve_overdue()
 
     @cached_property
@@ -240,13 +239,15 @@ class ReservationPass(BasePass):
                 for cand, gang, _ in sorted(rest[room:], key=_estimate_order)])
 
     def result(self, preemption: Preemption | None) -> Plan:
+        # until the soft estimates are added, the estimates are the firm reservations
+        reserved = frozenset(self.estimates)
         self._estimate_the_rest()
         model = self.inp.runtimes
         if model is None or model.empty or not (self.estimates or self.deep):
             return Plan(self.steps, preemption, self.fallback_nodes,
                         estimates={task_id: Planned(bound)
                                    for task_id, bound in self.estimates.items()},
-                        deep=self.deep, reserved=frozenset(self.firm))
+                        deep=self.deep, reserved=reserved)
         forecast = expected_starts(self.now, self.free_now, self._releasing(model),
                                    self.placed, model)
         if self.deep is not None:  # the rest of the queue goes on from the replay's end
@@ -259,7 +260,7 @@ class ReservationPass(BasePass):
         estimates = {task_id: Planned.of(bound, expected.get(task_id))
                      for task_id, bound in self.estimates.items()}
         return Plan(steps, preemption, self.fallback_nodes, estimates=estimates,
-                    deep=self.deep, reserved=frozenset(self.firm))
+                    deep=self.deep, reserved=reserved)
 
     def _releasing(self, model: RuntimeModel) -> list[Releasing]:
         """The attempts on the cluster, each ending when ``model`` expects."""
@@ -307,7 +308,6 @@ class ReservationPass(BasePass):
             self.timeline.unhold(cand.task_id)
             self.estimates.pop(cand.task_id, None)
             self.budget += 1
-            self.firm.discard(cand.task_id)
             self._record(cand, gang, ())
         shape = (cand.nnodes, cand.n_gpus_per_node)
         decision = self.pool.decide(gang, self.driver) if shape not in self.no_fit else None
@@ -484,7 +484,6 @@ class ReservationPass(BasePass):
             self._fallback(cand, gang)
             return None
         self.budget -= 1
-        self.firm.add(cand.task_id)
         self._record(cand, gang, None, not_before=cand.retry_not_before)
         self.estimates[cand.task_id] = start
         return start
