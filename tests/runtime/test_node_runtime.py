@@ -125,7 +125,7 @@ def test_status_reports_each_node(cluster):
     assert head["head_record"]["generation"] == record.generation
     for name in ("w1", "w2"):
         worker = settled_status(cluster, name)
-        assert worker["role"] == "worker" and worker["ray"] == "joined"
+        assert worker["ok"] and worker["role"] == "worker" and worker["ray"] == "joined"
         assert worker["programs"]["argus_worker_watchdog"] == "RUNNING"
         assert worker["head_record"]["gcs_address"] == record.gcs_address
 
