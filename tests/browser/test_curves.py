@@ -79,3 +79,29 @@ def test_a_running_task_shows_progress_and_curves_live(browser, service, screens
     shot(browser, screenshots, "08-queue-progress")
     cluster.finish(sid(task_id), RayStatus.SUCCEEDED, log=steps(31, 40, 40))
     service.wait_state(task_id, TaskState.SUCCEEDED)
+
+
+def test_a_short_run_labels_each_step_once(browser, service, screenshots):
+    cluster = service.cluster
+    cluster.clock = time.time()
+    cluster.add_node("node-ticks", gpus=2, cpus=16)
+    task_id = submit_steps(service, 4)
+    service.wait_state(task_id, TaskState.SUBMITTED)
+    cluster.start(sid(task_id), {"node-ticks": 2})
+    service.wait_state(task_id, TaskState.RUNNING)
+    cluster.write_log(sid(task_id), "Total training steps: 4\n" + steps(1, 4, 4))
+
+    open_signed_in(browser, service, f"/ui/tasks/{task_id}")
+    wait_for("step 4 on the page", lambda: "step 4/4" in browser.find_element(
+        By.ID, "task-progress").text)
+    figures = wait_for("two curves", lambda: (
+        found if len(found := browser.find_elements(By.CSS_SELECTOR, "#curves figure.curve"))
+        == 2 else None))
+    for figure in figures:
+        ticks = figure.find_elements(By.CSS_SELECTOR, "text.step-tick")
+        assert [t.text for t in ticks] == ["1", "2", "3", "4"]  # was "1 2 2 3 4"
+        xs = [t.location["x"] for t in ticks]
+        assert xs == sorted(xs) and len(set(xs)) == 4  # drawn left to right, apart
+    shot(browser, screenshots, "09-task-curve-ticks")
+    cluster.finish(sid(task_id), RayStatus.SUCCEEDED)
+    service.wait_state(task_id, TaskState.SUCCEEDED)

@@ -157,6 +157,22 @@ def _columns(points: Sequence[tuple[int, float, int]], first: int, scale: float
     return out
 
 
+def step_ticks(first: int, last: int, most: int = 8) -> list[int]:
+    """The step axis' labels from ``first`` to ``last``: multiples of the smallest round
+    step (1, 2, 5 x 10^n) that gives at most ``most`` of them. Every label is a distinct
+    integer: a short run is labelled step by step, a long one at round steps."""
+    if last <= first:
+        return [first]
+    exp = 1
+    while True:
+        for unit in (1, 2, 5):
+            step = unit * exp
+            low = -(-first // step) * step  # the first multiple of step at or after first
+            if (last - low) // step + 1 <= most:
+                return list(range(low, last + 1, step))
+        exp *= 10
+
+
 def curve_chart(points: Sequence[tuple[int, float, int]], *, title: str) -> Markup:
     """A training curve: (step, value, attempt) in step order on a step axis, a dashed
     line where another attempt takes over (labelled with its number)."""
@@ -182,11 +198,9 @@ def curve_chart(points: Sequence[tuple[int, float, int]], *, title: str) -> Mark
         return TOP + plot_h - (value - lo) / (hi - lo) * plot_h
 
     parts += _y_grid(lambda frac: _num(lo + (hi - lo) * frac))
-    for i in range(5):
-        step = first + x_span * i / 4
-        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
-        parts.append(f'<text class="axis" x="{LEFT + plot_w * i / 4:.1f}" y="{HEIGHT - 8}" '
-                     f'text-anchor="{anchor}">{round(step)}</text>')
+    for step in step_ticks(first, last):
+        parts.append(f'<text class="axis step-tick" x="{x_of(step):.1f}" y="{HEIGHT - 8}" '
+                     f'text-anchor="middle">{step}</text>')
     for prev, point in pairwise(points):
         if point[2] != prev[2]:
             x = x_of(point[0])

@@ -41,6 +41,7 @@ from service.web.api.params import parse_uint
 from service.web.api.pipelines import blocked_tasks, task_dependencies
 from service.web.ui import progress_view
 from service.web.ui.changes import ChangeFeed
+from service.web.ui.event_text import payload_fields
 from service.web.ui.progress_text import progress_summary
 from service.web.ui.sessions import (
     Signed,
@@ -98,6 +99,7 @@ def make_env() -> jinja2.Environment:
     env.filters["duration"] = duration
     env.filters["iso"] = lambda ts: iso(ts) or ""
     env.filters["progress_text"] = progress_summary
+    env.filters["payload_fields"] = payload_fields
     return env
 
 
