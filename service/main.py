@@ -14,6 +14,7 @@ finishes its tick, then the database is closed. The HTTP server runs under
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import logging
 import os
@@ -101,6 +102,35 @@ def read_token(settings: Settings, environ: Mapping[str, str]) -> str:
             f"{MAX_TOKEN_LEN} characters (a client could never send it otherwise)"
         )
     return token
+
+
+def scrub_secret(name: str) -> bool:
+    """Take the environment variable ``name`` out of this process's reach by path: out of
+    ``os.environ`` (and libc's ``environ``: children never get it), and its bytes zeroed
+    in the initial environment block that ``/proc/<pid>/environ`` shows, so a file read
+    that ends up there (a job's symlink, were one ever followed) finds no secret. Linux
+    only; False when that block could not be cleared (the caller logs it).
+
+    The block is this process's own memory (``env_start``..``env_end`` in
+    ``/proc/self/stat``); after ``unsetenv`` nothing points into the variable's entry."""
+    if os.environ.pop(name, None) is None:
+        return True
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        env_start, env_end = int(fields[47]), int(fields[48])  # stat fields 50 and 51
+        with open("/proc/self/environ", "rb") as f:
+            block = f.read()
+    except (OSError, ValueError, IndexError):
+        return False
+    prefix, offset, found = f"{name}=".encode(), 0, False
+    for entry in block.split(b"\0"):
+        if entry.startswith(prefix) and env_start + offset + len(entry) <= env_end:
+            ctypes.memset(env_start + offset, 0, len(entry))
+            found = True
+        offset += len(entry) + 1
+    with open("/proc/self/environ", "rb") as f:
+        return found and prefix not in f.read()
 
 
 def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Application:
@@ -216,6 +246,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         token = read_token(settings, os.environ)
     except ConfigError as exc:
         _fail(str(exc))
+    if not scrub_secret(settings.token_env):
+        log.warning("could not clear %s from this process's initial environment block "
+                    "(/proc/<pid>/environ): docs/security.md, the trust boundary",
+                    settings.token_env)
     from service.cluster.raycluster import RayCluster  # imported here: unit tests never load ray
 
     cluster = RayCluster(settings)

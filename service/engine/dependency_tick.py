@@ -5,10 +5,11 @@ Runs in every tick after the reconcile and before admission, so a dependent whos
 parent ended in this tick's reconcile is queued and, room permitting, submitted in the
 same tick. The decision is ``dependencies.decide`` (pure); this module does the effects:
 resolving a stage's output references (the only file-system read: a checkpoint
-tracker), validating the result as a JobSpec of the owner, and the store's guarded
-writes. BLOCKED tasks never reach the planner: they are not in the runnable index. A
-tick looks only at the BLOCKED tasks a trigger woke (a parent of theirs ended:
-``dep_wakeups``), so a thousand dependents waiting on running parents cost it one read.
+tracker, in the owner's tree, through ``service.cluster.sharedfs``), validating the
+result as a JobSpec of the owner, and the store's guarded writes. BLOCKED tasks never
+reach the planner: they are not in the runnable index. A tick looks only at the BLOCKED
+tasks a trigger woke (a parent of theirs ended: ``dep_wakeups``), so a thousand
+dependents waiting on running parents cost it one read.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from service.cluster.sharedfs import SharedTree
 from service.config import Settings
 from service.domain.layout import attempt_dir, checkpoint_dir
 from service.engine.checkpoints import NoCheckpoint, latest_checkpoint
@@ -41,7 +43,7 @@ class DependencyReport:
     canceled: int = 0  # BLOCKED -> CANCELED (a dependency never holds, or unresolvable)
 
 
-def outputs_of(store: Store, settings: Settings, user: str | None,
+def outputs_of(store: Store, settings: Settings, tree: SharedTree, user: str | None,
                stage_tasks: Mapping[str, str], refs: set[tuple[str, str]]
                ) -> dict[tuple[str, str], str]:
     """The values of ``refs`` (``(stage, output)``) for stages whose task ids are
@@ -54,7 +56,7 @@ def outputs_of(store: Store, settings: Settings, user: str | None,
             out[(stage, output)] = ckpt
         elif output == "latest_checkpoint":
             try:
-                out[(stage, output)] = latest_checkpoint(ckpt)
+                out[(stage, output)] = latest_checkpoint(tree, ckpt)
             except NoCheckpoint as exc:
                 raise Unresolvable(f"stage {stage}: {exc}") from None
         else:  # job_dir
@@ -70,6 +72,7 @@ class DependencyStep:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
+        self.tree = SharedTree(settings.shared_root)
 
     def run(self, now: float) -> DependencyReport:
         report = DependencyReport()
@@ -113,6 +116,7 @@ class DependencyStep:
             return None
         view = self.store.get_pipeline(task.pipeline_id)
         stage_tasks = {} if view is None else {s.stage: s.task_id for s in view.stages}
-        values = outputs_of(self.store, self.settings, task.user, stage_tasks, refs)
+        values = outputs_of(self.store, self.settings, self.tree, task.user, stage_tasks,
+                            refs)
         resolved = substitute(task.template or {}, values)
         return validate_document(resolved, self.settings, task.user).to_dict()

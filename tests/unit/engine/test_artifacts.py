@@ -32,17 +32,23 @@ def test_log_archive_round_trip_and_overwrite(tmp_path: Path) -> None:
     assert art.read_log(SID, "alice") == "line ünicode\n"
 
 
-def test_attempts_from_before_users_stay_readable(tmp_path: Path) -> None:
+def test_the_common_area_is_never_read_for_an_owned_attempt(tmp_path: Path) -> None:
+    """Before users, attempts lived in ``<root>/jobs/<sid>/``: a place outside every
+    user's tree, which anyone could write. An owned attempt's log, record and exit marker
+    are read from its owner's tree only (docs/security.md, the migration note)."""
     old = tmp_path / "jobs" / OLD_SID
     old.mkdir(parents=True)
     (old / "driver.log").write_text("old log\n")
     (old / "submit.json").write_text('{"submission_id": "x"}')
+    (old / "exit_code").write_text("0\n")
     art = Artifacts(tmp_path)
-    assert art.read_log(OLD_SID, "admin") == "old log\n"  # owner's tree first, then legacy
-    assert art.read_submission(OLD_SID, "admin") == {"submission_id": "x"}
+    assert art.read_log(OLD_SID, "admin") is None
+    assert art.read_submission(OLD_SID, "admin") is None
+    assert art.read_exit_code(OLD_SID, "admin") is None
     art.archive_log(OLD_SID, "admin", "archived after the upgrade\n")
     assert art.read_log(OLD_SID, "admin") == "archived after the upgrade\n"
-    assert art.attempt_dir(OLD_SID, None) == old  # no owner: the legacy place
+    assert art.attempt_dir(OLD_SID, None) == old  # no owner: the legacy place is its own
+    assert art.read_log(OLD_SID, None) == "old log\n"
 
 
 @pytest.mark.parametrize("sid", ["../../etc", "x/../../y", "mvp2-ppo-20251223-143201-7f3a",
@@ -62,7 +68,9 @@ def test_rejects_non_user_names(tmp_path: Path, user: str) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("text,code", [("0\n", 0), ("137\n", 137), ("", None), ("x", None)])
+@pytest.mark.parametrize("text,code", [("0\n", 0), ("137\n", 137), ("255", 255), ("", None),
+                                       ("x", None), ("256\n", None), ("-1\n", None),
+                                       ("0\n0\n", None), (" 0", None), ("1" * 40, None)])
 def test_exit_marker_read_as_the_drivers_exit_code(tmp_path: Path, text: str, code) -> None:
     art = Artifacts(tmp_path)
     sid = "mvp2-alice-ppo-20251223-143201-7f3a--a01"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from service.cluster.fake import FakeCluster
+from service.cluster.sharedfs import SharedTree
 from service.config import Settings
 from service.domain.states import RayStatus, TaskState
 from service.engine.artifacts import Artifacts
@@ -89,13 +90,14 @@ def test_derive_state(stages: list[tuple[TaskState, bool]], cancel: bool,
 
 
 def test_latest_checkpoint_follows_verls_tracker(tmp_path: Path) -> None:
+    tree = SharedTree(tmp_path)
     with pytest.raises(NoCheckpoint, match=r"no latest_checkpointed_iteration\.txt"):
-        latest_checkpoint(str(tmp_path))
+        latest_checkpoint(tree, str(tmp_path))
     (tmp_path / "latest_checkpointed_iteration.txt").write_text("3")
-    with pytest.raises(NoCheckpoint, match="does not exist"):
-        latest_checkpoint(str(tmp_path))
+    with pytest.raises(NoCheckpoint, match="not a directory"):
+        latest_checkpoint(tree, str(tmp_path))
     (tmp_path / "global_step_3").mkdir()
-    assert latest_checkpoint(str(tmp_path)) == f"{tmp_path}/global_step_3"
+    assert latest_checkpoint(tree, str(tmp_path)) == f"{tmp_path}/global_step_3"
 
 
 class Env:
