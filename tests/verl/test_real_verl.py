@@ -5,8 +5,8 @@
 Builds a separate venv (``$ARGUS_VERL_VENV``, default /tmp/argus-verl-venv, reused when
 already complete) with ``torch==2.13.0`` first, then ``verl[verl-core]==0.9.1`` under a
 constraints file that pins the torch just installed and this repo's Ray (driver and
-cluster must run the same Ray). Tiny assets come from ``shared/tools/
-make_tiny_verl_assets.py`` in the ``shared/`` directory beside the repository. The local
+cluster must run the same Ray). Tiny PPO assets come from ``scripts/
+make_tiny_verl_assets.py`` (a 100k-parameter Qwen2, 48/16 GSM8K-shaped prompts). The local
 Ray cluster puts that venv first on its PATH, so the entrypoint's ``python3 -m
 verl.trainer.main_ppo`` is real verl. GPUs are taken outside Argus right after Argus
 submits; verl's check must fail and Argus must file it as INSUFFICIENT_RESOURCES.
@@ -44,10 +44,7 @@ from tests.integration.localray import LocalRayCluster
 pytestmark = [pytest.mark.verl, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
-# The PPO assets' tool lives outside the repository (``ARGUS_VERL_ASSET_TOOL`` names it when
-# the checkout is not beside ``shared/``, e.g. in a git worktree).
-ASSET_TOOL = Path(os.environ.get("ARGUS_VERL_ASSET_TOOL")
-                  or REPO.parent / "shared" / "tools" / "make_tiny_verl_assets.py")
+ASSET_TOOL = REPO / "scripts" / "make_tiny_verl_assets.py"
 SFT_ASSET_TOOL = REPO / "scripts" / "make_tiny_sft_assets.py"
 SFT_EXAMPLE = REPO / "examples" / "sft-tiny.yaml"
 SFT_CPUS_PER_GPU = 10  # verl's SFT trainer: one {"CPU": 10, "GPU": 1} bundle per GPU
@@ -96,13 +93,8 @@ def verl_venv() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_assets(verl_venv: Path, tmp_path_factory) -> Path:
-    if not ASSET_TOOL.exists():
-        pytest.fail(f"{ASSET_TOOL} not found (shared/ must sit beside the repository, "
-                    "or set ARGUS_VERL_ASSET_TOOL)")
     out = tmp_path_factory.mktemp("assets")
-    (out / "datasets").mkdir()  # the tool makes models/tiny itself, not datasets/
-    _run([str(verl_venv / "bin" / "python"), str(ASSET_TOOL)], env={**os.environ,
-                                                                    "ASSETS": str(out)})
+    _run([str(verl_venv / "bin" / "python"), str(ASSET_TOOL), str(out)])
     return out
 
 
