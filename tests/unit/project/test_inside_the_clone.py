@@ -26,7 +26,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 SCANNED = ("tests", "scripts", "bench")
 CODE = {".py", ".sh", ".bash", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".json", ".txt"}
-SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", "node_modules"}
+SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis", "node_modules"}
 # spelled in two halves so that this file does not name them itself
 TEXT_RULES = (("../" + "shared", "the team's folder beside the checkout"),
               ("/" + "work/", "an absolute /work path"))
