@@ -55,6 +55,10 @@ STAGE_FIELDS = ("jobspec", "after", "on_unsatisfiable")
 
 
 class PipelineState(StrEnum):
+    # shown (never stored) for a RUNNING pipeline none of whose stages has started: every
+    # stage's task still waits (BLOCKED, QUEUED, PENDING_RESOURCES); see get_pipeline in
+    # service/store/sql/queries.sql
+    WAITING = "WAITING"
     RUNNING = "RUNNING"
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"

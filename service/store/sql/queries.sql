@@ -1021,20 +1021,41 @@ VALUES (:pipeline_id, :stage, :task_id, :position, :template_json);
 SELECT 1 AS found FROM pipelines WHERE pipeline_id = :pipeline_id;
 
 -- name: get_pipeline
-SELECT pipeline_id, name, user, state, created_at, updated_at, ended_at, cancel_requested_at
-FROM pipelines WHERE pipeline_id = :pipeline_id;
+-- A pipeline as it is shown: a RUNNING one none of whose stages has started (each stage's
+-- task still BLOCKED, QUEUED or PENDING_RESOURCES: service.domain.states.WAITING) shows
+-- WAITING. Only reads say WAITING: the stored state stays RUNNING until the pipeline ends.
+SELECT p.pipeline_id, p.name, p.user,
+       CASE WHEN p.state = 'RUNNING' AND NOT EXISTS (
+                SELECT 1 FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
+                WHERE s.pipeline_id = p.pipeline_id
+                  AND t.state NOT IN ('BLOCKED', 'QUEUED', 'PENDING_RESOURCES'))
+            THEN 'WAITING' ELSE p.state END AS state,
+       p.created_at, p.updated_at, p.ended_at, p.cancel_requested_at
+FROM pipelines p WHERE p.pipeline_id = :pipeline_id;
 
 -- name: list_pipelines
--- Newest first, at most :limit (all users).
-SELECT pipeline_id, name, user, state, created_at, updated_at, ended_at, cancel_requested_at
-FROM pipelines INDEXED BY pipelines_created
-ORDER BY created_at DESC LIMIT :limit;
+-- Newest first, at most :limit (all users); the state as get_pipeline shows it.
+SELECT p.pipeline_id, p.name, p.user,
+       CASE WHEN p.state = 'RUNNING' AND NOT EXISTS (
+                SELECT 1 FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
+                WHERE s.pipeline_id = p.pipeline_id
+                  AND t.state NOT IN ('BLOCKED', 'QUEUED', 'PENDING_RESOURCES'))
+            THEN 'WAITING' ELSE p.state END AS state,
+       p.created_at, p.updated_at, p.ended_at, p.cancel_requested_at
+FROM pipelines p INDEXED BY pipelines_created
+ORDER BY p.created_at DESC LIMIT :limit;
 
 -- name: list_pipelines_of_user
-SELECT pipeline_id, name, user, state, created_at, updated_at, ended_at, cancel_requested_at
-FROM pipelines INDEXED BY pipelines_user_created
-WHERE user = :user
-ORDER BY created_at DESC LIMIT :limit;
+SELECT p.pipeline_id, p.name, p.user,
+       CASE WHEN p.state = 'RUNNING' AND NOT EXISTS (
+                SELECT 1 FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
+                WHERE s.pipeline_id = p.pipeline_id
+                  AND t.state NOT IN ('BLOCKED', 'QUEUED', 'PENDING_RESOURCES'))
+            THEN 'WAITING' ELSE p.state END AS state,
+       p.created_at, p.updated_at, p.ended_at, p.cancel_requested_at
+FROM pipelines p INDEXED BY pipelines_user_created
+WHERE p.user = :user
+ORDER BY p.created_at DESC LIMIT :limit;
 
 -- name: pipeline_stages
 -- A pipeline's stages in document order with their tasks' states and dependencies.

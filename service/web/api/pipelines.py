@@ -17,7 +17,7 @@ from service.domain.states import TaskState
 from service.domain.timefmt import iso
 from service.domain.users import ALL, ME, name_problem
 from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
-from service.policy.pipelines import PipelineError
+from service.policy.pipelines import PipelineError, PipelineState
 from service.store.pipelines import PipelineRow, PipelineView
 from service.store.writer import Store
 from service.usecases.pipelines import cancel_pipeline as usecase_cancel
@@ -141,7 +141,9 @@ async def create_pipeline(request: web.Request) -> web.Response:
         raise api_error(exc) from exc
     except TaskIdExhausted as exc:  # pragma: no cover - needs a broken random source
         raise ApiError(500, str(exc)) from exc
-    return web.json_response({"pipeline_id": done.pipeline_id, "state": "RUNNING",
+    # no stage has started yet: shown WAITING, as a read of it now says
+    return web.json_response({"pipeline_id": done.pipeline_id,
+                              "state": PipelineState.WAITING.value,
                               "stages": done.stages}, status=201)
 
 
