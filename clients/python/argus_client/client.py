@@ -16,14 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from argus_client.env import DEFAULT_URL, TOKEN_ENV, URL_ENV
-from argus_client.errors import ArgusError, NotFound
+from argus_client.errors import ArgusError, Conflict, NoLogYet, NotFound, UsageError
 from argus_client.models import (
     Attempt,
     CancelResult,
+    DeletedWebhook,
+    Deliveries,
     Event,
     LogChunk,
     Me,
+    Metrics,
     NewToken,
+    NewWebhook,
+    Pipeline,
+    PipelineList,
+    PipelineSubmitted,
     Queue,
     RevokedToken,
     Submitted,
@@ -33,6 +40,7 @@ from argus_client.models import (
     Usage,
     User,
     UserStatus,
+    WebhookList,
 )
 from argus_client.retry import OnRetry, retrying
 from argus_client.transport import Opener, Transport
@@ -46,10 +54,12 @@ JobSpecInput = Mapping[str, Any] | str | bytes | os.PathLike[str]
 
 
 class WaitTimeout(ArgusError):
-    """``wait`` reached its deadline; ``task`` is the last state seen."""
+    """``wait`` or ``wait_pipeline`` reached its deadline; ``task`` is the last ``Task``
+    (or ``Pipeline``) seen."""
 
-    def __init__(self, task: Task, timeout_s: float) -> None:
-        super().__init__(f"{task.task_id} still {task.state} after {timeout_s:g}s")
+    def __init__(self, task: Task | Pipeline, timeout_s: float) -> None:
+        name = task.pipeline_id if isinstance(task, Pipeline) else task.task_id
+        super().__init__(f"{name} still {task.state} after {timeout_s:g}s")
         self.task = task
         self.timeout_s = timeout_s
 
@@ -75,8 +85,8 @@ def jobspec_body(spec: JobSpecInput) -> tuple[bytes, str]:
     path = Path(spec)
     try:
         data = path.read_bytes()
-    except OSError as exc:
-        raise ArgusError(f"cannot read {path}: {exc.strerror}") from None
+    except OSError as exc:  # nothing is sent: the caller's own input (UsageError)
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     return data, JSON if path.suffix.lower() == ".json" else YAML
 
 
@@ -92,7 +102,7 @@ class ArgusClient:
         url = url or os.environ.get(URL_ENV) or DEFAULT_URL
         token = token if token is not None else os.environ.get(TOKEN_ENV, "").strip()
         if not token:
-            raise ArgusError(f"no API token: pass token= or set {TOKEN_ENV}")
+            raise UsageError(f"no API token: pass token= or set {TOKEN_ENV}")
         self.http = Transport(url, token, timeout=timeout, opener=opener)
         self.sleep = sleep
         self.clock = clock
@@ -160,7 +170,18 @@ class ArgusClient:
         return [Attempt.from_json(a) for a in data["attempts"]]
 
     def cancel(self, task_id: str) -> CancelResult:
-        return CancelResult.from_json(self.http.json("POST", _task_path(task_id, ":cancel")))
+        """Cancel a task: at once while it waits, else its run is stopped on the cluster
+        (``cancel_requested``). Idempotent: a task that had ended comes back as it is,
+        with ``already_ended`` (the API's 409 for it is not raised)."""
+        try:
+            data = self.http.json("POST", _task_path(task_id, ":cancel"))
+        except Conflict:
+            task = self.get(task_id)
+            if not task.is_terminal:
+                raise
+            data = {"task_id": task.task_id, "state": task.state, "cancel_requested": False,
+                    "already_ended": True}
+        return CancelResult.from_json(data)
 
     def set_priority(self, task_id: str, priority: int) -> Task:
         return Task.from_json(self.request_json("PATCH", _task_path(task_id),
@@ -171,7 +192,29 @@ class ArgusClient:
     def logs(self, task_id: str, *, attempt: int | None = None, tail: int | None = None,
              offset: int | None = None) -> LogChunk:
         """An attempt's driver log (the latest attempt by default): its last ``tail`` lines
-        (server default 2000), or with ``offset`` everything after that byte."""
+        (server default 2000), or with ``offset`` everything after that byte. ``NoLogYet``
+        (a ``NotFound``) when the task has not started: no attempt, or no log yet."""
+        try:
+            return self._logs(task_id, attempt=attempt, tail=tail, offset=offset)
+        except NotFound as exc:
+            raise self._why_no_log(task_id, attempt, exc) from None
+
+    def _why_no_log(self, task_id: str, attempt: int | None, exc: NotFound) -> NotFound:
+        """A 404 of the logs told apart (one more GET): an unknown task (the task's own
+        404), one not started yet (``NoLogYet``), else ``exc`` (no such attempt, or an
+        ended task whose log is gone)."""
+        task = self.get(task_id)  # NotFound: no such task
+        if attempt is not None or task.is_terminal:
+            return exc
+        if task.latest_attempt is None:
+            message = f"task {task_id} is {task.state}: it has no attempt yet, so no log"
+        else:
+            message = (f"task {task_id} is {task.state}: attempt "
+                       f"{task.latest_attempt.attempt_no} has written no log yet")
+        return NoLogYet(exc.status, "no_log_yet", message, task.state)
+
+    def _logs(self, task_id: str, *, attempt: int | None = None, tail: int | None = None,
+              offset: int | None = None) -> LogChunk:
         resp = self.http.request("GET", _task_path(task_id, "/logs"), query={
             "attempt": attempt or "latest", "tail": tail, "offset": offset})
         headers = {k.lower(): v for k, v in resp.headers.items()}
@@ -191,7 +234,7 @@ class ArgusClient:
             state = self._retrying(lambda: self.get(task_id), on_retry).state
             try:
                 chunk = self._retrying(functools.partial(
-                    self.logs, task_id, tail=tail if end is None else None, offset=end),
+                    self._logs, task_id, tail=tail if end is None else None, offset=end),
                     on_retry)
             except NotFound:  # no attempt or no log yet
                 chunk = None
@@ -199,7 +242,7 @@ class ArgusClient:
                 if end is not None and (chunk.attempt != attempt or chunk.end is None
                                         or chunk.end < end):
                     # a new attempt (or a log that shrank): from its beginning
-                    chunk = self.logs(task_id, offset=0)
+                    chunk = self._logs(task_id, offset=0)
                 attempt, end = chunk.attempt, chunk.end
                 if chunk.text:
                     yield chunk
@@ -217,21 +260,40 @@ class ArgusClient:
     def wait(self, task_id: str, *, timeout: float = 3600.0, interval: float = 2.0,
              on_update: Callable[[Task], None] | None = None,
              on_retry: OnRetry | None = None) -> Task:
-        """Poll until the task ends and return it; ``on_update(task)`` after each poll.
-        Transient errors (nothing answered, 5xx, 429) are retried with backoff until the
-        deadline; ``WaitTimeout`` (with the last task seen) when it passes first."""
+        """Poll until the task ends and return it; ``on_update(task)`` on the first poll
+        and then on a change only (its state, place, reason, progress...; not the ETA
+        counting down). Transient errors (nothing answered, 5xx, 429) are retried with
+        backoff until the deadline; ``WaitTimeout`` (with the last task seen) when it
+        passes first."""
+        return self._poll(lambda: self.get(task_id), timeout, interval, on_update, on_retry)
+
+    def _poll(self, read: Callable[[], Any], timeout: float, interval: float,
+              on_update: Callable[[Any], None] | None, on_retry: OnRetry | None) -> Any:
+        """``read()`` every ``interval`` until what it reads ``is_terminal``."""
         deadline = self.clock() + timeout
+        last = None
         while True:
-            task = retrying(lambda: self.get(task_id), deadline=deadline, clock=self.clock,
-                            sleep=self.sleep, on_retry=on_retry)
-            if on_update is not None:
-                on_update(task)
-            if task.is_terminal:
-                return task
+            seen = retrying(read, deadline=deadline, clock=self.clock, sleep=self.sleep,
+                            on_retry=on_retry)
+            if on_update is not None and seen != last:
+                on_update(seen)
+            last = seen
+            if seen.is_terminal:
+                return seen
             left = deadline - self.clock()
             if left <= 0:
-                raise WaitTimeout(task, timeout)
+                raise WaitTimeout(seen, timeout)
             self.sleep(min(interval, left))
+
+    # -- training curves (docs/progress.md) --------------------------------------------------
+
+    def metrics(self, task_id: str, keys: list[str] | None = None) -> Metrics:
+        """A task's training curves over all its attempts: every metric name it logged
+        (``keys``), and the points of ``keys`` (at most 16; default: a loss and a
+        reward)."""
+        query = None if keys is None else {"keys": ",".join(keys)}
+        return Metrics.from_json(self.http.json("GET", _task_path(task_id, "/metrics"),
+                                                query=query))
 
     # -- users, tokens, usage --------------------------------------------------------------
 
@@ -279,41 +341,56 @@ class ArgusClient:
 
     # -- pipelines (docs/pipelines.md) -------------------------------------------------------
 
-    def submit_pipeline(self, document: JobSpecInput) -> dict[str, Any]:
+    def submit_pipeline(self, document: JobSpecInput) -> PipelineSubmitted:
         """Submit a pipeline document (a dict, a YAML string, a file path or bytes, as
         ``submit`` takes a JobSpec): every stage a task, created at once."""
         body, content_type = jobspec_body(document)
-        return self.http.json("POST", f"{API}/pipelines", body=body, content_type=content_type)
+        return PipelineSubmitted.from_json(self.http.json(
+            "POST", f"{API}/pipelines", body=body, content_type=content_type))
 
-    def pipeline(self, pipeline_id: str) -> dict[str, Any]:
+    def pipeline(self, pipeline_id: str) -> Pipeline:
         """A pipeline with its stages (task ids, states) and edges."""
-        return self.request_json("GET", f"{API}/pipelines/{pipeline_id}")
+        return Pipeline.from_json(self.http.json("GET", f"{API}/pipelines/{pipeline_id}"))
 
-    def cancel_pipeline(self, pipeline_id: str) -> dict[str, Any]:
-        return self.request_json("POST", f"{API}/pipelines/{pipeline_id}/cancel")
+    def cancel_pipeline(self, pipeline_id: str) -> Pipeline:
+        """Cancel every stage that has not ended (``canceled``: those this call canceled;
+        an ended pipeline comes back as it is)."""
+        return Pipeline.from_json(self.http.json("POST",
+                                                 f"{API}/pipelines/{pipeline_id}/cancel"))
 
     def pipelines(self, *, user: str | None = None, limit: int | None = None
-                  ) -> dict[str, Any]:
+                  ) -> PipelineList:
         """Pipelines, newest first (``user``: me, all (admins) or a name)."""
-        return self.request_json("GET", f"{API}/pipelines",
-                                 query={"user": user, "limit": limit})
+        return PipelineList.from_json(self.http.json(
+            "GET", f"{API}/pipelines", query={"user": user, "limit": limit}))
+
+    def wait_pipeline(self, pipeline_id: str, *, timeout: float = 3600.0,
+                      interval: float = 5.0,
+                      on_update: Callable[[Pipeline], None] | None = None,
+                      on_retry: OnRetry | None = None) -> Pipeline:
+        """Poll until the pipeline ends and return it, as ``wait`` does for a task
+        (``on_update`` on the first poll and on a change)."""
+        return self._poll(lambda: self.pipeline(pipeline_id), timeout, interval, on_update,
+                          on_retry)
 
     # -- webhooks (docs/webhooks.md) ---------------------------------------------------------
 
     def create_webhook(self, url: str, events: list[str], format: str = "standard"
-                       ) -> dict[str, Any]:
-        """Register a webhook for the caller; the answer holds its signing secret, once."""
-        return self.request_json("POST", f"{API}/webhooks",
-                                 body={"url": url, "events": events, "format": format})
+                       ) -> NewWebhook:
+        """Register a webhook for the caller; ``.secret`` signs its deliveries (shown in
+        this answer only)."""
+        return NewWebhook.from_json(self.request_json(
+            "POST", f"{API}/webhooks", body={"url": url, "events": events, "format": format}))
 
-    def list_webhooks(self, user: str | None = None) -> dict[str, Any]:
+    def list_webhooks(self, user: str | None = None) -> WebhookList:
         """The caller's webhooks (an admin: everyone's, or ``user``'s), never secrets."""
-        return self.request_json("GET", f"{API}/webhooks", query={"user": user})
+        return WebhookList.from_json(self.http.json("GET", f"{API}/webhooks",
+                                                    query={"user": user}))
 
-    def delete_webhook(self, hook_id: str) -> dict[str, Any]:
-        return self.request_json("DELETE", f"{API}/webhooks/{hook_id}")
+    def delete_webhook(self, hook_id: str) -> DeletedWebhook:
+        return DeletedWebhook.from_json(self.http.json("DELETE", f"{API}/webhooks/{hook_id}"))
 
-    def webhook_deliveries(self, hook_id: str, limit: int = 50) -> dict[str, Any]:
+    def webhook_deliveries(self, hook_id: str, limit: int = 50) -> Deliveries:
         """A webhook's recent deliveries, newest first, with their outcome."""
-        return self.request_json("GET", f"{API}/webhooks/{hook_id}/deliveries",
-                                 query={"limit": limit})
+        return Deliveries.from_json(self.http.json(
+            "GET", f"{API}/webhooks/{hook_id}/deliveries", query={"limit": limit}))

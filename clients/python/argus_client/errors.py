@@ -7,15 +7,29 @@ from typing import Any
 
 
 class ArgusError(Exception):
-    """Base of every error the SDK raises."""
+    """Base of every error the SDK raises; ``hint``: what to do about it, when known."""
+
+    hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        if hint is not None:
+            self.hint = hint
+
+
+class UsageError(ArgusError):
+    """Nothing was sent: the call's own input is wrong (a URL without ``http://``, no
+    token, a JobSpec file that cannot be read)."""
 
 
 class ArgusConnectionError(ArgusError):
-    """The server could not be reached (refused, DNS, timeout, TLS): nothing answered."""
+    """The server could not be reached (refused, DNS, timeout, TLS, or a proxy in front
+    of it answering 502/503/504 with no Argus error): nothing of Argus answered."""
 
 
 class NotArgusError(ArgusError):
-    """Something answered at the URL, but not the Argus API (a wrong ``ARGUS_URL``)."""
+    """Something answered at the URL, but not the Argus API (a wrong ``ARGUS_URL``):
+    any answer that is not Argus's JSON."""
 
 
 class ApiError(ArgusError):
@@ -34,7 +48,7 @@ class ApiError(ArgusError):
     def to_json(self) -> dict[str, Any]:
         """The API's own error object (what ``--json`` prints)."""
         return {"error": {"status": self.status, "code": self.code, "message": self.message,
-                          "details": self.details}}
+                          "details": self.details, "hint": self.hint}}
 
 
 class InvalidRequest(ApiError):
@@ -50,7 +64,16 @@ class PermissionDenied(AuthError):
 
 
 class NotFound(ApiError):
-    """404: no such task, attempt, log, user or token."""
+    """404: no such task, attempt, log, user, token, pipeline or webhook."""
+
+
+class NoLogYet(NotFound):
+    """404 from ``logs``: the task exists but has not started (no attempt yet, or its
+    attempt has written no log yet); ``state`` is the task's."""
+
+    def __init__(self, status: int, code: str, message: str, state: str) -> None:
+        super().__init__(status, code, message)
+        self.state = state
 
 
 class Conflict(ApiError):

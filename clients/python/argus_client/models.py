@@ -42,15 +42,19 @@ class Submitted(_Model):
 
 @dataclass(frozen=True)
 class Progress(_Model):
-    """Progress, as the API answers it."""
+    """Progress, as the API answers it. ``eta_s`` counts down with the server's clock at
+    each read: it is left out of ``==`` (``eta_at`` is not), so that two reads of a task
+    that did not move compare equal (``wait``'s ``on_update`` is called on a change)."""
 
     attempt_no: int | None
     step: int | None
     total_steps: int | None
     fraction: float | None
     rate_steps_per_s: float | None
-    eta_s: float | None
-    resumed_from: int | None
+    eta_s: float | None = field(compare=False)
+    resumed_from: int | None = None
+    eta_at: str | None = None
+    last_step_at: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -154,11 +158,13 @@ class Event(_Model):
 
 @dataclass(frozen=True)
 class CancelResult(_Model):
-    """CancelResult, as the API answers it."""
+    """What a cancel did: ``cancel_requested`` when the run is being stopped on the
+    cluster; ``already_ended`` when the task had ended before (nothing changed)."""
 
     task_id: str
     state: str
     cancel_requested: bool | None
+    already_ended: bool | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -272,6 +278,175 @@ class Usage(_Model):
     tasks_total: int
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _lists = {"users": UsageUser}
+
+
+@dataclass(frozen=True)
+class PipelineStage(_Model):
+    """A stage of a pipeline: its task and that task's state (``skipped``: canceled
+    because its dependency could never hold; ``attempts``: the task's latest attempt)."""
+
+    stage: str
+    task_id: str
+    state: str
+    skipped: bool
+    error_summary: str | None
+    attempts: int | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class PipelineEdge(_Model):
+    """A dependency between two stages: ``to`` runs after ``from_`` (on ``condition``)."""
+
+    from_: str
+    to: str
+    condition: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Pipeline(_Model):
+    """A pipeline (docs/pipelines.md). ``stages`` and ``edges`` are empty in a list;
+    ``canceled``: the stages' tasks a cancel request canceled (None but in its answer)."""
+
+    pipeline_id: str
+    name: str
+    user: str
+    state: str  # WAITING, RUNNING, SUCCEEDED, FAILED, CANCELED
+    created_at: str | None
+    updated_at: str | None
+    ended_at: str | None
+    cancel_requested: bool | None
+    stages: list[PipelineStage]
+    edges: list[PipelineEdge]
+    canceled: list[str] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _lists = {"stages": PipelineStage, "edges": PipelineEdge}
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+@dataclass(frozen=True)
+class PipelineSubmitted(_Model):
+    """A created pipeline: ``stages`` maps each stage's name to its task's id."""
+
+    pipeline_id: str
+    state: str
+    stages: dict[str, str]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class PipelineList(_Model):
+    """Pipelines, newest first (without their stages)."""
+
+    pipelines: list[Pipeline]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _lists = {"pipelines": Pipeline}
+
+
+@dataclass(frozen=True)
+class Webhook(_Model):
+    """A webhook, as lists show it (never its secret)."""
+
+    id: str
+    owner: str
+    url: str
+    events: list[str]
+    format: str
+    created_at: str | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class NewWebhook(_Model):
+    """A created webhook: ``secret`` signs its deliveries, in this answer only."""
+
+    id: str
+    owner: str
+    url: str
+    events: list[str]
+    format: str
+    created_at: str | None
+    secret: str = field(repr=False)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class WebhookList(_Model):
+    """WebhookList, as the API answers it."""
+
+    webhooks: list[Webhook]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _lists = {"webhooks": Webhook}
+
+
+@dataclass(frozen=True)
+class DeletedWebhook(_Model):
+    """DeletedWebhook, as the API answers it (``deleted``: the hook's id)."""
+
+    deleted: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Delivery(_Model):
+    """One event's delivery to a webhook: ``outcome`` PENDING, DELIVERED or FAILED;
+    ``tries``: each try's ``{attempt, at, status_code, error}``."""
+
+    id: str
+    event_id: int | None
+    event_type: str
+    event_at: str | None
+    outcome: str
+    attempts: int
+    status_code: int | None
+    error: str | None
+    last_attempt_at: str | None
+    next_retry_at: str | None
+    ended_at: str | None
+    tries: list[dict[str, Any]]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Deliveries(_Model):
+    """A webhook and its recent deliveries, newest first."""
+
+    webhook: Webhook
+    deliveries: list[Delivery]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _nested = {"webhook": Webhook}
+    _lists = {"deliveries": Delivery}
+
+
+@dataclass(frozen=True)
+class Curve(_Model):
+    """One metric over all attempts on one step axis: ``values[i]`` at ``steps[i]``,
+    logged by attempt ``attempts[i]``."""
+
+    key: str
+    steps: list[int]
+    values: list[float]
+    attempts: list[int]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Metrics(_Model):
+    """A task's training curves: ``keys`` every metric it logged, ``series`` the chosen
+    ones (by default a loss and a reward)."""
+
+    task_id: str
+    keys: list[str]
+    series: list[Curve]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _lists = {"series": Curve}
+
+    def curve(self, key: str) -> Curve | None:
+        return next((c for c in self.series if c.key == key), None)
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,33 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from argus_client.errors import ArgusConnectionError, NotArgusError, error_for
+from argus_client.errors import (
+    ArgusConnectionError,
+    ArgusError,
+    NotArgusError,
+    UsageError,
+    error_for,
+)
 
 Opener = Callable[..., Any]  # urllib.request.urlopen's shape: (request, timeout=) -> response
+API_PREFIX = "/api/v2"
+GATEWAY = frozenset({502, 503, 504})  # a proxy's: the service behind it is down
+BASE_HINT = "ARGUS_URL is the service's base URL, such as http://argus-host:8080"
+
+
+def check_url(url: str) -> str:
+    """``url`` without a trailing slash, or ``UsageError`` for one urllib cannot use."""
+    parts = urllib.parse.urlsplit(url)
+    if "://" not in url:
+        raise UsageError(f"ARGUS_URL {url!r} has no scheme",
+                         hint=f"add http:// (or https://): http://{url}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"ARGUS_URL {url!r} is not an http(s) URL", hint=BASE_HINT)
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise UsageError(f"ARGUS_URL {url!r} has an invalid port", hint=BASE_HINT) from None
+    return url.rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -34,7 +58,7 @@ class Transport:
 
     def __init__(self, url: str, token: str, *, timeout: float = 30.0,
                  opener: Opener | None = None) -> None:
-        self.url = url.rstrip("/")
+        self.url = check_url(url)
         self.token = token
         self.timeout = timeout
         self._open = opener or urllib.request.urlopen
@@ -57,7 +81,7 @@ class Transport:
             raise self._failure(method, path, exc.code, dict(exc.headers.items()),
                                 exc.read()) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            # ValueError: a URL urllib cannot use at all (no scheme, a bad port)
+            # ValueError: a URL urllib cannot use (check_url catches the common ones)
             reason = getattr(exc, "reason", exc)
             raise ArgusConnectionError(f"cannot reach {self.url}: {reason}") from None
 
@@ -70,21 +94,38 @@ class Transport:
 
     def not_argus(self, method: str, path: str, what: str) -> NotArgusError:
         return NotArgusError(f"ARGUS_URL {self.url} does not look like an Argus API "
-                             f"({method} {path} {what})")
+                             f"({method} {path} {what})", hint=self._url_hint())
+
+    def _url_hint(self) -> str:
+        """What to fix in ARGUS_URL: the ``/api/v2`` suffix when it has one."""
+        path = urllib.parse.urlsplit(self.url).path
+        for suffix in (API_PREFIX, "/api"):
+            if path.endswith(suffix):
+                return (f"drop the {suffix} suffix (argus adds {API_PREFIX} itself): "
+                        f"ARGUS_URL={self.url.removesuffix(suffix)}")
+        return BASE_HINT
 
     def _failure(self, method: str, path: str, status: int, headers: Mapping[str, str],
-                 raw: bytes) -> Exception:
+                 raw: bytes) -> ArgusError:
+        """The error of a non-2xx answer: the API's own (its JSON error object), else the
+        answer of something that is not Argus (a proxy's 502/503/504: the service behind
+        it is unreachable, worth a retry; anything else: a wrong ARGUS_URL)."""
         retry_after = _seconds(headers.get("Retry-After"))
         try:
             err = json.loads(raw)["error"]
-            return error_for(status, str(err.get("code") or f"http_{status}"),
-                             str(err["message"]), list(err.get("details") or []), retry_after)
+            error = error_for(status, str(err.get("code") or f"http_{status}"),
+                              str(err["message"]), list(err.get("details") or []),
+                              retry_after)
         except (ValueError, KeyError, TypeError, AttributeError):
-            pass
-        if status >= 500:  # a proxy in front of the service (502, 504): worth a retry
-            text = raw[:200].decode(errors="replace").strip()
-            return error_for(status, f"http_{status}", f"HTTP {status}: {text}", None,
-                             retry_after)
+            error = None
+        if error is not None:
+            if status == 404 and self._url_hint() != BASE_HINT:  # /api/v2/api/v2/...
+                return self.not_argus(method, path, "answered 404")
+            return error
+        if status in GATEWAY:
+            return ArgusConnectionError(
+                f"cannot reach the Argus API behind {self.url}: {method} {path} answered "
+                f"{status} from a proxy", hint="the service may be restarting; try again")
         return self.not_argus(method, path, f"answered {status}")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from argus_client.cli import main as cli
 from service.cluster.fake import FakeCluster
 from service.config import Settings
+from service.domain.states import RayStatus
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
 from service.store.writer import Store
@@ -60,3 +61,33 @@ async def submitted(srv: Server, tmp_path: Path, **fields: Any) -> str:
     code, out = await run(srv, "--json", "submit", str(srv.spec_file(tmp_path, **fields)))
     assert code == 0, out
     return json.loads(out)["task_id"]
+
+
+class Terminal(io.StringIO):
+    """A stdout (or stderr) that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class Driver:
+    """An injected ``sleep`` that moves the fake world on instead of waiting: each call
+    ends every job on the cluster with ``outcome`` and ticks the scheduler; ``clock`` is
+    the matching clock (the slept seconds added up)."""
+
+    def __init__(self, srv: Server, outcome: RayStatus = RayStatus.SUCCEEDED) -> None:
+        self.srv = srv
+        self.outcome = outcome
+        self.now = 0.0
+        self.calls = 0
+
+    def __call__(self, seconds: float) -> None:
+        self.calls += 1
+        self.now += seconds
+        for sid, job in self.srv.cluster.jobs.items():
+            if not job.status.is_terminal():
+                self.srv.cluster.finish(sid, self.outcome, message="Traceback: boom")
+        self.srv.tick()
+
+    def clock(self) -> float:
+        return self.now

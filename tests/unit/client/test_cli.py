@@ -23,9 +23,11 @@ from service.domain.states import RayStatus
 
 
 async def test_submit_file(server, tmp_path):
-    code, out = await run(server, "submit", str(server.spec_file(tmp_path)))
+    out = _Terminal()  # on a terminal: the id and the state
+    code = await asyncio.to_thread(cli.main, ["--url", server.url, "submit",
+                                              str(server.spec_file(tmp_path))], out=out)
     assert code == 0
-    task_id, state = out.split()
+    task_id, state = out.getvalue().split()
     assert state == "QUEUED" and server.store.task_exists(task_id)
 
 
@@ -48,7 +50,7 @@ async def test_submit_invalid_prints_error_and_details(server, tmp_path, capsys)
 
 async def test_submit_missing_file(server, tmp_path, capsys):
     code, _ = await run(server, "submit", str(tmp_path / "absent.yaml"))
-    assert code == Exit.ERROR
+    assert code == Exit.USAGE  # the caller's own file: nothing was sent
     assert "cannot read" in capsys.readouterr().err
 
 
@@ -135,8 +137,8 @@ async def test_cancel(server, tmp_path):
     task_id = await submitted(server, tmp_path)
     code, out = await run(server, "cancel", task_id)
     assert (code, out.split()) == (0, [task_id, "CANCELED"])
-    code, out = await run(server, "cancel", task_id)
-    assert code == Exit.ERROR  # already terminal: 409
+    code, out = await run(server, "cancel", task_id)  # idempotent: the API's 409, said so
+    assert (code, out) == (0, f"{task_id}  CANCELED  (already ended: nothing to cancel)\n")
 
 
 async def test_cancel_running_says_stop_requested(server, tmp_path):
@@ -269,12 +271,13 @@ async def test_list_with_state_limit_and_cursor(server, tmp_path):
     for _ in range(3):
         ids.append(await submitted(server, tmp_path))
         server.now += 1
-    code, out = await run(server, "list", "--limit", "2")
+    err = io.StringIO()
+    code, out = await run(server, "list", "--limit", "2", err=err)
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["TASK_ID", "USER", "STATE"]
-    assert [line.split()[0] for line in lines[1:3]] == ids[:0:-1]
-    cursor = lines[-1].split("--cursor ")[1].rstrip(")")
+    assert [line.split()[0] for line in lines[1:]] == ids[:0:-1]  # data only on stdout
+    cursor = err.getvalue().splitlines()[-1].split("--cursor ")[1]
     code, out = await run(server, "--json", "list", "--limit", "2", "--cursor", cursor)
     assert [t["task_id"] for t in json.loads(out)["tasks"]] == [ids[0]]
     code, out = await run(server, "list", "--state", "CANCELED", "--json")
@@ -333,9 +336,7 @@ async def test_wrong_token_is_exit_auth(server, monkeypatch, capsys):
 
 def test_missing_token_is_usage_error(monkeypatch, capsys):
     monkeypatch.delenv("ARGUS_API_TOKEN", raising=False)
-    with pytest.raises(SystemExit) as exc:
-        cli.main(["queue"])
-    assert exc.value.code == 2
+    assert cli.main(["queue"]) == Exit.USAGE
     assert "ARGUS_API_TOKEN" in capsys.readouterr().err
 
 
@@ -386,17 +387,20 @@ async def new_user(srv: Server, name: str, monkeypatch, role: str = "user") -> s
 
 
 async def test_user_create_prints_the_token_once(server, monkeypatch):
-    code, out = await run(server, "user", "create", "alice")
+    err = io.StringIO()
+    code, out = await run(server, "user", "create", "alice", err=err)
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["name", "alice"] and "unlimited tasks" in out
-    token = next(line for line in lines if line.startswith("argus_") and "(" not in line)
-    assert "shown this once" in out
+    assert lines[-1].startswith("argus_")  # the secret, on its own line
+    token = lines[-1]
+    assert "shown this once" in err.getvalue()  # the reminder: stderr
     monkeypatch.setenv("ALICE_TOKEN", token)
     code, out = await run(server, "--token-env", "ALICE_TOKEN", "me")
     assert code == 0 and out.split("\n")[0].split() == ["name", "alice"]
-    code, out = await run(server, "user", "create", "bob", "--no-token")
-    assert code == 0 and "argus token create --user bob" in out
+    err = io.StringIO()
+    code, out = await run(server, "user", "create", "bob", "--no-token", err=err)
+    assert code == 0 and "argus token create --user bob" in err.getvalue()
 
 
 async def test_two_users_see_each_other_but_cancel_only_their_own(server, tmp_path,
@@ -413,8 +417,9 @@ async def test_two_users_see_each_other_but_cancel_only_their_own(server, tmp_pa
     assert a_task.startswith("mvp2-alice-sft-")
     code, out = await as_(bob, "--json", "submit", spec)
     b_task = json.loads(out)["task_id"]
+    capsys.readouterr()
     code, out = await as_(alice, "queue")  # mine by default
-    assert a_task in out and b_task not in out and "--user all" in out
+    assert a_task in out and b_task not in out and "--user all" in capsys.readouterr().err
     code, out = await as_(alice, "queue", "--user", "all")
     assert a_task in out and b_task in out and "alice" in out and "bob" in out
     code, out = await as_(alice, "--json", "list", "--user", "bob")

@@ -38,20 +38,21 @@ async def server(tmp_path: Path, aiohttp_server, monkeypatch):
     store.close()
 
 
-async def run(url: str, *argv: str) -> tuple[int, str]:
+async def run(url: str, *argv: str, err: io.StringIO | None = None) -> tuple[int, str]:
     out = io.StringIO()
-    code = await asyncio.to_thread(cli.main, ["--url", url, *argv], out=out)
+    code = await asyncio.to_thread(cli.main, ["--url", url, *argv], out=out, err=err)
     return code, out.getvalue()
 
 
 async def test_add_list_deliveries_rm(server: tuple[str, Store]) -> None:
     url, store = server
+    err = io.StringIO()
     code, out = await run(url, "webhook", "add", "http://127.0.0.1:9/hook", "--events",
-                          "task.failed, task.canceled", "--format", "slack")
+                          "task.failed, task.canceled", "--format", "slack", err=err)
     assert code == 0, out
     lines = out.splitlines()
     secret = lines[lines.index("signing secret:") + 1]
-    assert secret.startswith("whsec_") and "shown this once" in out
+    assert secret.startswith("whsec_") and "shown this once" in err.getvalue()
     hook_id = out.split()[1]
 
     code, out = await run(url, "webhook", "list")
@@ -89,3 +90,35 @@ def test_add_without_events_is_a_usage_error(capsys: Any) -> None:
     with pytest.raises(SystemExit) as exc:
         cli.build_parser().parse_args(["webhook", "add", "http://x"])
     assert exc.value.code == 2 and "--events" in capsys.readouterr().err
+
+
+async def test_the_sdk_answers_with_frozen_dataclasses(server: tuple[str, Store]) -> None:
+    from argus_client import (
+        ArgusClient,
+        DeletedWebhook,
+        Deliveries,
+        NewWebhook,
+        Webhook,
+        WebhookList,
+    )
+
+    url, store = server
+    client = ArgusClient(url, TOKEN)
+    hook = await asyncio.to_thread(client.create_webhook, "http://127.0.0.1:9/hook",
+                                   ["task.canceled"])
+    assert isinstance(hook, NewWebhook) and hook.secret.startswith("whsec_")
+    assert hook.secret not in repr(hook)
+    listed = await asyncio.to_thread(client.list_webhooks)
+    assert isinstance(listed, WebhookList) and isinstance(listed.webhooks[0], Webhook)
+    assert listed.webhooks[0].id == hook.id and listed.webhooks[0].events == ["task.canceled"]
+    store.create_task(task_id=TID, workload="ppo", jobspec_yaml="x", spec={}, nnodes=1,
+                      n_gpus_per_node=1, user="admin", now=T0)
+    store.cancel(TID, T0 + 1)
+    deliveries = await asyncio.to_thread(client.webhook_deliveries, hook.id)
+    assert isinstance(deliveries, Deliveries) and deliveries.webhook.id == hook.id
+    assert [(d.event_type, d.outcome) for d in deliveries.deliveries] == [
+        ("task.canceled", "PENDING")]
+    with pytest.raises(AttributeError):
+        deliveries.deliveries[0].outcome = "DELIVERED"  # type: ignore[misc]
+    gone = await asyncio.to_thread(client.delete_webhook, hook.id)
+    assert isinstance(gone, DeletedWebhook) and gone.deleted == hook.id

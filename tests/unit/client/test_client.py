@@ -222,7 +222,7 @@ async def test_json_errors_and_distinct_exit_codes(server, monkeypatch, capsys):
     code, out = await run(server, "--json", "status", "mvp2-sft-20250101-000000-beef")
     assert code == Exit.NOT_FOUND
     assert json.loads(out)["error"] | {"message": ""} == {
-        "status": 404, "code": "not_found", "message": "", "details": []}
+        "status": 404, "code": "not_found", "message": "", "details": [], "hint": None}
     monkeypatch.setenv("BAD_TOKEN", "nope")
     code, out = await run(server, "--token-env", "BAD_TOKEN", "me", "--json")
     assert code == Exit.AUTH and json.loads(out)["error"]["code"] == "unauthorized"
@@ -250,7 +250,9 @@ async def test_a_wrong_url_says_so_in_one_line(aiohttp_server, monkeypatch, caps
     assert code == Exit.CONNECTION
     err = capsys.readouterr().err
     assert err == (f"argus: ARGUS_URL {url} does not look like an Argus API "
-                   "(GET /api/v2/queue answered 404)\n")
+                   "(GET /api/v2/queue answered 404)\n"
+                   "argus: hint: ARGUS_URL is the service's base URL, such as "
+                   "http://argus-host:8080\n")
     with pytest.raises(NotArgusError):
         await sdk(ArgusClient(url, TOKEN).get, "x")
 

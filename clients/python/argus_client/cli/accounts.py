@@ -8,8 +8,8 @@
     argus token revoke TOKEN [--user NAME]
     argus usage [--from T] [--to T] [--user NAME|mine|all] [--tasks N]
 
-A new token's secret is printed once, on its own line, with the reminder that it is
-shown only then. Durations are ``<n>s|m|h|d|w`` (``30d``); times are ISO-8601, epoch
+A new token's secret is printed once, on its own line (the reminder that it is shown
+only then goes to stderr). Durations are ``<n>s|m|h|d|w`` (``30d``); times are ISO-8601, epoch
 seconds, or a duration meaning that long ago (``--from 7d``).
 """
 
@@ -24,6 +24,7 @@ from typing import Any
 
 from argus_client.cli.context import AddParser, Ctx
 from argus_client.cli.exits import Exit
+from argus_client.cli.options import add_table_options
 from argus_client.cli.output import key_values, table
 from argus_client.cli.tasks import user_query
 
@@ -79,18 +80,21 @@ def show_me(me: dict[str, Any]) -> str:
                 ("limits", _limits(me)), ("token", which)])
 
 
-def tokens_table(data: dict[str, Any]) -> str:
+def tokens_table(data: dict[str, Any], header: bool = True) -> str:
     return table(
         ["TOKEN", "LABEL", "STATE", "CREATED", "LAST_USED", "EXPIRES"],
         [[t.get("prefix"), t.get("label"), t.get("state"), t.get("created_at"),
           t.get("last_used_at"), t.get("expires_at") or "never"] for t in data["tokens"]],
+        header=header,
     )
+
+
+TOKEN_NOTE = "the token is shown this once: keep it now (use it as ARGUS_API_TOKEN)"
 
 
 def new_token_text(data: dict[str, Any]) -> str:
     return (f"token {data['prefix']} ({data['label']}) for {data['user']}, expires "
-            f"{data.get('expires_at') or 'never'}:\n{data['token']}\n"
-            "(shown this once: keep it now; use it as ARGUS_API_TOKEN)")
+            f"{data.get('expires_at') or 'never'}:\n{data['token']}")
 
 
 def usage_text(data: dict[str, Any]) -> str:
@@ -106,9 +110,7 @@ def usage_text(data: dict[str, Any]) -> str:
           ", ".join(_attempt_text(a) for a in t.get("attempts", []))]
          for t in data["tasks"]],
     )
-    more = data.get("tasks_total", 0) - len(data["tasks"])
-    return (f"GPU usage from {data['from']} to {data['to']}\n\n{users}\n\n{tasks}"
-            + (f"\n({more} more tasks: --tasks N)" if more > 0 else ""))
+    return f"GPU usage from {data['from']} to {data['to']}\n\n{users}\n\n{tasks}"
 
 
 def _attempt_text(a: dict[str, Any]) -> str:
@@ -132,8 +134,8 @@ def cmd_user_create(ctx: Ctx) -> int:
         a.name, label=a.label, expires_in_s=a.expires_in)
     data = {"user": user.raw, "token": None if token is None else token.raw}
     ctx.emit(data, lambda d: show_user(d["user"]) + (
-        "\n\n" + new_token_text(d["token"]) if d["token"] else
-        f"\n\n(no token yet: argus token create --user {a.name})"))
+        "\n\n" + new_token_text(d["token"]) if d["token"] else ""))
+    ctx.hint(TOKEN_NOTE if token else f"no token yet: argus token create --user {a.name}")
     return Exit.OK
 
 
@@ -142,7 +144,7 @@ def cmd_user_list(ctx: Ctx) -> int:
     ctx.emit(data, lambda d: table(
         ["NAME", "ROLE", "ENABLED", "CREATED", "LIMITS"],
         [[u.get("name"), u.get("role"), u.get("enabled"), u.get("created_at"), _limits(u)]
-         for u in d["users"]]))
+         for u in d["users"]], header=ctx.header))
     return Exit.OK
 
 
@@ -167,11 +169,12 @@ def cmd_token_create(ctx: Ctx) -> int:
     a = ctx.args
     token = ctx.client.create_token(a.user, label=a.label, expires_in_s=a.expires_in)
     ctx.emit(token.raw, new_token_text)
+    ctx.hint(TOKEN_NOTE)
     return Exit.OK
 
 
 def cmd_token_list(ctx: Ctx) -> int:
-    ctx.emit(ctx.client.tokens(ctx.args.user).raw, tokens_table)
+    ctx.emit(ctx.client.tokens(ctx.args.user).raw, lambda d: tokens_table(d, ctx.header))
     return Exit.OK
 
 
@@ -194,6 +197,9 @@ def cmd_usage(ctx: Ctx) -> int:
                              from_=None if a.from_ is None else when(a.from_),
                              to=None if a.to is None else when(a.to))
     ctx.emit(usage.raw, usage_text)
+    more = (usage.tasks_total or 0) - len(usage.tasks)
+    if more > 0:
+        ctx.hint(f"{more} more tasks: --tasks N")
     return Exit.OK
 
 
@@ -219,7 +225,7 @@ def register(sub: Any, add_parser: AddParser) -> None:
     create.add_argument("--no-token", action="store_true", help="create no token")
     token_options(create)
     create.set_defaults(run=cmd_user_create)
-    add_parser(users, "list", "list users").set_defaults(run=cmd_user_list)
+    add_table_options(add_parser(users, "list", "list users")).set_defaults(run=cmd_user_list)
     for name, fn, help_ in (
         ("show", cmd_user_show, "show one user"),
         ("disable", cmd_user_disable, "disable a user: tokens refused at once, running "
@@ -236,7 +242,7 @@ def register(sub: Any, add_parser: AddParser) -> None:
     create.add_argument("--user", help="for this user (admins; default: you)")
     token_options(create)
     create.set_defaults(run=cmd_token_create)
-    lst = add_parser(tokens, "list", "list tokens (never their secrets)")
+    lst = add_table_options(add_parser(tokens, "list", "list tokens (never their secrets)"))
     lst.add_argument("--user", help="this user's (admins; default: yours)")
     lst.set_defaults(run=cmd_token_list)
     revoke = add_parser(tokens, "revoke", "revoke a token at once")

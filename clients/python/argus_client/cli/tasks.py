@@ -1,24 +1,31 @@
 """``argus submit | status | attempts | events | logs | cancel | priority | queue | list |
-wait``: the task commands."""
+wait | metrics``: the task commands."""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any
 
-from argus_client.cli.context import AddParser, Command, Ctx
-from argus_client.cli.exits import Exit
+from argus_client.cli.context import AddParser, Command, Ctx, error_json, isatty, report
+from argus_client.cli.exits import Exit, exit_for
+from argus_client.cli.options import (
+    add_parsable,
+    add_table_options,
+    add_wait_options,
+    positive_float,
+    positive_int,
+)
 from argus_client.cli.output import key_values, table
 from argus_client.cli.pipelines import dependency_rows
 from argus_client.cli.progress import progress_cell, progress_summary, wait_line
 from argus_client.cli.terminal import safe_for_terminal
-
-if TYPE_CHECKING:
-    from argus_client.models import Task
-    from argus_client.retry import OnRetry
+from argus_client.cli.waiting import follow, retry_note
+from argus_client.errors import ArgusError
 
 # -- rendering ----------------------------------------------------------------------------
 
@@ -79,12 +86,13 @@ def show_task(task: dict[str, Any]) -> str:
     ])
 
 
-def tasks_table(tasks: Sequence[dict[str, Any]]) -> str:
+def tasks_table(tasks: Sequence[dict[str, Any]], header: bool = True) -> str:
     return table(
         ["TASK_ID", "USER", "STATE", "WORKLOAD", "GPUS", "ATTEMPT", "INFO"],
         [[t.get("task_id"), t.get("user"), t.get("state"), t.get("workload"), _gpus(t),
           _latest(t, "attempt_no"), t.get("pending_reason") or t.get("error_summary")]
          for t in tasks],
+        header=header,
     )
 
 
@@ -137,22 +145,30 @@ def user_query(value: str | None) -> str:
     return "me" if value in (None, "", "mine") else value
 
 
-def _whose(value: str | None) -> str:
+def whose_hint(value: str | None) -> str | None:
+    """The hint of list and queue when they show one user's tasks (None: everyone's)."""
     query = user_query(value)
     if query == "all":
-        return ""
+        return None
     whose = "your" if query == "me" else f"{query}'s"
-    return f"\n(only {whose} tasks; --user all for everyone's)"
+    return f"only {whose} tasks shown (--user all for everyone's)"
 
 
 # -- commands -----------------------------------------------------------------------------
 
 
 def cmd_submit(ctx: Ctx) -> int:
-    path = ctx.args.file
-    submitted = ctx.client.submit(sys.stdin.buffer.read() if path == "-" else Path(path))
-    ctx.emit(submitted.raw, lambda d: f"{d['task_id']}  {d['state']}")
-    return Exit.OK
+    """The new task's id alone where stdout is not a terminal (or ``-q``), else with its
+    state; ``--wait``: then follow it as ``wait`` does (and exit as it does)."""
+    a = ctx.args
+    submitted = ctx.client.submit(sys.stdin.buffer.read() if a.file == "-" else Path(a.file))
+    if not (a.wait and ctx.as_json):  # with --wait, --json prints the ended task only
+        ctx.emit(submitted.raw, lambda d: d["task_id"] if ctx.parsable
+                 else f"{d['task_id']}  {d['state']}")
+    if not a.wait:
+        return Exit.OK
+    return follow_task(ctx, submitted.task_id, quiet=False,
+                       show_end=ctx.as_json or not ctx.parsable)
 
 
 def cmd_status(ctx: Ctx) -> int:
@@ -169,6 +185,7 @@ def cmd_attempts(ctx: Ctx) -> int:
           a.get("failure_kind"), a.get("start_time"), a.get("end_time"),
           (a.get("message") or "").splitlines()[0][:80] if a.get("message") else None]
          for a in d["attempts"]],
+        header=ctx.header,
     ))
     return Exit.OK
 
@@ -179,15 +196,41 @@ def cmd_events(ctx: Ctx) -> int:
     ctx.emit(data, lambda d: table(
         ["TIME", "EVENT", "DETAILS"],
         [[e.get("ts"), e.get("type"), _event_text(e)[:120]] for e in d["events"]],
+        header=ctx.header,
     ))
     return Exit.OK
 
 
+def cancel_text(d: dict[str, Any]) -> str:
+    note = ("  (already ended: nothing to cancel)" if d.get("already_ended") else
+            "  (stop requested)" if d.get("cancel_requested") else "")
+    return f"{d['task_id']}  {d['state']}{note}"
+
+
 def cmd_cancel(ctx: Ctx) -> int:
-    data = ctx.client.cancel(ctx.args.task_id).raw
-    ctx.emit(data, lambda d: f"{d['task_id']}  {d['state']}"
-             + ("  (stop requested)" if d.get("cancel_requested") else ""))
-    return Exit.OK
+    """Cancel each task given, whatever the others do; the exit code is the first
+    failure's (an ended task is no failure: it is shown as it ended). ``--json``: the
+    answer (or the error) of one task, a list of them for several."""
+    ids = ctx.args.task_ids
+    answers: list[dict[str, Any]] = []
+    code = Exit.OK
+    for task_id in ids:
+        try:
+            data = ctx.client.cancel(task_id).raw
+        except ArgusError as exc:
+            if len(ids) == 1:
+                raise
+            answers.append(error_json(exc))
+            if not ctx.as_json:
+                report(exc, as_json=False, out=ctx.out, err=ctx.err)
+            code = code or exit_for(exc)
+            continue
+        answers.append(data)
+        if not ctx.as_json:
+            ctx.emit(data, cancel_text)
+    if ctx.as_json:
+        ctx.out.write(json.dumps(answers[0] if len(ids) == 1 else answers, indent=2) + "\n")
+    return code
 
 
 def cmd_priority(ctx: Ctx) -> int:
@@ -199,35 +242,63 @@ def cmd_priority(ctx: Ctx) -> int:
 
 def cmd_queue(ctx: Ctx) -> int:
     data = ctx.client.queue(user=user_query(ctx.args.user), reason=ctx.args.reason).raw
-    ctx.emit(data, lambda d: queue_text(d) + _whose(ctx.args.user))
+    ctx.emit(data, queue_text)
+    hint = whose_hint(ctx.args.user)
+    if hint:
+        ctx.hint(hint)
     return Exit.OK
 
 
 def cmd_list(ctx: Ctx) -> int:
+    """The tasks on stdout; on stderr, whose they are and the next page's cursor."""
     a = ctx.args
     data = ctx.client.list(state=a.state, limit=a.limit, cursor=a.cursor,
                            user=user_query(a.user), reason=a.reason).raw
-    ctx.emit(data, lambda d: tasks_table(d["tasks"]) + _whose(a.user) + (
-        f"\n(more: --cursor {d['next_cursor']})" if d.get("next_cursor") else ""))
+    ctx.emit(data, lambda d: tasks_table(d["tasks"], header=ctx.header))
+    hint = whose_hint(a.user)
+    if hint:
+        ctx.hint(hint)
+    if data.get("next_cursor"):
+        ctx.hint(f"more: --cursor {data['next_cursor']}")
     return Exit.OK
 
 
-def _retry_note(ctx: Ctx) -> OnRetry:
-    return lambda exc, delay: ctx.note(f"{exc}; trying again in {delay:.0f}s")
+def cmd_metrics(ctx: Ctx) -> int:
+    """A task's training curves: one row per step, a column per metric."""
+    keys = [k for k in ctx.args.keys.split(",") if k] if ctx.args.keys else None
+    data = ctx.client.metrics(ctx.args.task_id, keys).raw
+    ctx.emit(data, lambda d: curves_table(d, header=ctx.header))
+    keys = data.get("keys") or []
+    if not ctx.args.keys and keys:
+        more = f", ... ({len(keys)} in all)" if len(keys) > 8 else ""
+        ctx.hint(f"this task's metrics: {', '.join(keys[:8])}{more} (pick with --keys a,b)")
+    return Exit.OK
+
+
+def curves_table(data: dict[str, Any], header: bool = True) -> str:
+    """The chosen curves side by side, on their common step axis (``-``: no point)."""
+    series = data.get("series") or []
+    by_step: dict[int, dict[str, Any]] = {}
+    for s in series:
+        for step, value in zip(s["steps"], s["values"], strict=True):
+            by_step.setdefault(step, {})[s["key"]] = f"{value:.6g}"
+    return table(["STEP", *(s["key"] for s in series)],
+                 [[step, *(row.get(s["key"]) for s in series)]
+                  for step, row in sorted(by_step.items())], header=header)
 
 
 def cmd_logs(ctx: Ctx) -> int:
+    """The log; a task that has not started is ``NoLogYet`` (exit 8), not a 404."""
     a = ctx.args
     # a log is the job's own output: on a terminal, its control sequences are shown, not
     # obeyed (--raw: as they are)
-    isatty = getattr(ctx.out, "isatty", None)
-    show = safe_for_terminal if not a.raw and isatty is not None and isatty() else str
+    show = safe_for_terminal if not a.raw and isatty(ctx.out) else str
     if not a.follow:
         ctx.out.write(show(ctx.client.logs(a.task_id, attempt=a.attempt, tail=a.tail).text))
         return Exit.OK
     attempt = None
     for chunk in ctx.client.follow_logs(a.task_id, tail=a.tail, interval=a.interval,
-                                        on_retry=_retry_note(ctx)):
+                                        on_retry=retry_note(ctx)):
         if attempt is not None and chunk.attempt != attempt:
             ctx.note(f"attempt {chunk.attempt} started")
         attempt = chunk.attempt
@@ -237,74 +308,16 @@ def cmd_logs(ctx: Ctx) -> int:
 
 
 def cmd_wait(ctx: Ctx) -> int:
-    from argus_client.client import WaitTimeout
-
-    a = ctx.args
-    live = LiveLine(ctx.err, enabled=not a.quiet)
-    try:
-        task = ctx.client.wait(a.task_id, timeout=a.timeout, interval=a.interval,
-                               on_update=live.show, on_retry=_retry_note(ctx))
-    except WaitTimeout as exc:
-        live.end()
-        ctx.emit(exc.task.raw, show_task)
-        ctx.note(str(exc))
-        return Exit.TIMEOUT
-    live.end()
-    ctx.emit(task.raw, show_task)
-    return Exit.OK if task.state == "SUCCEEDED" else Exit.TASK_FAILED
+    return follow_task(ctx, ctx.args.task_id, quiet=ctx.args.quiet, show_end=True)
 
 
-class LiveLine:
-    """``argus wait``'s progress on stderr. On a terminal: one line redrawn in place, and
-    a new line at each change of state (the history of states stays on screen); else (a
-    log, a pipe) a line each time it changes."""
-
-    def __init__(self, stream: TextIO, *, enabled: bool) -> None:
-        self.stream = stream
-        self.enabled = enabled
-        self.tty = enabled and stream.isatty()
-        self.last: str | None = None
-        self.state: str | None = None
-
-    def show(self, task: Task) -> None:
-        line = wait_line(task.raw)
-        if not self.enabled or line == self.last:
-            return
-        if self.tty:
-            new_state = self.state is not None and task.state != self.state
-            self.stream.write(("\n" if new_state else "\r\x1b[K") + line)
-        else:
-            self.stream.write(f"{line}\n")
-        self.stream.flush()
-        self.last, self.state = line, task.state
-
-    def end(self) -> None:
-        if self.tty and self.last is not None:
-            self.stream.write("\n")
-            self.stream.flush()
+def follow_task(ctx: Ctx, task_id: str, *, quiet: bool, show_end: bool) -> int:
+    return follow(ctx, functools.partial(ctx.client.wait, task_id),
+                  line=lambda t: wait_line(t.raw), show=show_task, quiet=quiet,
+                  show_end=show_end)
 
 
 # -- arguments ----------------------------------------------------------------------------
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
-    return value
 
 
 def priority(text: str) -> int:
@@ -328,12 +341,18 @@ def register(sub: Any, add_parser: AddParser) -> None:
     reason_help = ("only waiting tasks whose reason is of this kind: resources, never_fits, "
                    "user_limit, starvation_guard, retry_backoff, new, ... (the server "
                    "checks it)")
-    add("submit", cmd_submit, "submit a JobSpec (YAML or JSON) file", task=False).add_argument(
+    submit = add("submit", cmd_submit, "submit a JobSpec (YAML or JSON) file; prints the "
+                 "task's id (alone where stdout is not a terminal)", task=False)
+    submit.add_argument(
         "file", help="JobSpec file (*.json: sent as JSON; else YAML), or - for YAML on stdin")
+    add_parsable(submit)
+    add_wait_options(submit, with_flag=True)
     add("status", cmd_status, "show one task")
-    add("attempts", cmd_attempts, "list the attempts of a task")
-    add("events", cmd_events, "the history of a task (transitions, submits, retries)")
-    logs = add("logs", cmd_logs, "print the driver log of an attempt")
+    add_table_options(add("attempts", cmd_attempts, "list the attempts of a task"))
+    add_table_options(add("events", cmd_events,
+                          "the history of a task (transitions, submits, retries)"))
+    logs = add("logs", cmd_logs, "print the driver log of an attempt (exit 8: the task "
+               "has not started yet)")
     logs.add_argument("--attempt", type=positive_int, help="attempt number (default: latest)")
     logs.add_argument("--tail", type=positive_int, default=2000,
                       help="last N lines (with --follow: to start with; default %(default)s)")
@@ -342,14 +361,15 @@ def register(sub: Any, add_parser: AddParser) -> None:
     logs.add_argument("--follow", "-f", action="store_true",
                       help="keep printing new lines (only what is new) until the task ends")
     logs.add_argument("--interval", type=positive_float, default=2.0, help=argparse.SUPPRESS)
-    add("cancel", cmd_cancel, "cancel a task")
+    add("cancel", cmd_cancel, "cancel tasks (one that had ended: said so, exit 0)",
+        task=False).add_argument("task_ids", nargs="+", metavar="task_id")
     add("priority", cmd_priority, "change the priority of a waiting task (higher is "
         "admitted first; above the users' allowance: admins only)").add_argument(
         "priority", type=priority, metavar="N", help="the new priority, e.g. -10 or 100")
     queue = add("queue", cmd_queue, "show pending and running tasks", task=False)
     queue.add_argument("--user", default="mine", help=user_help)
     queue.add_argument("--reason", metavar="KIND", help=reason_help)
-    lst = add("list", cmd_list, "list tasks, newest first", task=False)
+    lst = add_table_options(add("list", cmd_list, "list tasks, newest first", task=False))
     lst.add_argument("--state", help="only tasks in this state")
     lst.add_argument("--user", default="mine", help=user_help)
     lst.add_argument("--reason", metavar="KIND", help=reason_help)
@@ -357,10 +377,12 @@ def register(sub: Any, add_parser: AddParser) -> None:
     lst.add_argument("--cursor", help="next_cursor of the previous page")
     wait = add("wait", cmd_wait, "wait until a task ends, showing each change (exit 0 only "
                "if it SUCCEEDED; network errors are retried until --timeout)")
-    wait.add_argument("--timeout", type=positive_float, default=3600.0, metavar="S",
-                      help="give up after S seconds (default: %(default)s)")
-    wait.add_argument("--interval", type=positive_float, default=2.0, metavar="S",
-                      help="seconds between polls (default: %(default)s)")
+    add_wait_options(wait)
     wait.add_argument("-q", "--quiet", action="store_true",
                       help="no progress line on stderr (state, step, rate, ETA) while waiting")
+    metrics = add_table_options(add("metrics", cmd_metrics, "a task's training curves "
+                                    "(one row per step)"))
+    metrics.add_argument("--keys", metavar="K1,K2",
+                         help="the metrics to show (default: a loss and a reward)")
+
 
