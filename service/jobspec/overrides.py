@@ -48,7 +48,16 @@ Checked, then accepted:
   JobSpec's path rules, ``file://`` allowed), a list of such paths, ``pkg://<module>``
   (a module on the job's ``PYTHONPATH``), or for model and tokenizer keys a Hugging Face
   repo id;
-* any other value that starts with ``/`` is a path too and must be under the roots;
+* any other value that holds a path is checked the same way: a path begins at each ``/``
+  (or ``~/``, ``~user/``) that starts the value or follows whitespace or one of
+  ``[ ] ( ) { } , = : ' "`` (a list item, an argument, a quoted string, what follows an
+  interpolation ``${...}``, ``file://``), and runs to the end of its quoted string, or of
+  its unquoted item (up to ``, [ ] ( ) }``, a ``{`` that opens no interpolation, or a
+  quote), so anything glued to it (an interpolation, a space, a ``%``) is part of it and
+  breaks the character rule:
+  ``+my.x=[[/etc/passwd]]``, ``+my.x=${my.e}/etc/passwd`` and ``+my.x=/ok/${my.e}`` are
+  refused, ``1/2``, ``org/name`` and ``</answer>`` are no paths. A character that looks like
+  ``/`` (U+2215, U+2044, U+29F8, U+FF0F) is refused in any value;
 * module-name keys (``*.external_lib``, ``*.custom_backend_module``,
   ``*.checkpoint_callback_class``): a dotted Python name, resolved on the job's
   ``PYTHONPATH`` (``code_path`` first, then the image's packages), or null.
@@ -137,6 +146,11 @@ _ENV_INTERPOLATION_RE = re.compile(r"\$\{\s*(?:oc\.)?env\s*:")
 _URL_RE = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 _QUOTED_RE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _INTERPOLATION_RE = re.compile(r"\$\{[^{}]*\}")
+# where a path may begin (a "/" or "~/", "~user/" that starts a string Hydra hands on), and
+# where an unquoted one ends
+_PATH_START_RE = re.compile(r"(?:^|(?<=[\s\[\](){},=:'\"]))(?:~[A-Za-z0-9._-]*)?/")
+_ITEM_END_RE = re.compile(r"[,\[\]()}'\"]|(?<!\$)\{")  # "${" stays in: a path glued to it
+_SLASH_LOOKALIKES = "\u2044\u2215\u29f8\uff0f"  # fraction, division, big, full-width
 
 
 def _segment_regex(segment: str) -> str:
@@ -230,6 +244,46 @@ def _check_path_value(key: str, value: str, roots: Roots) -> str | None:
     return None
 
 
+def _first_path(text: str) -> list[str]:
+    match = _PATH_START_RE.search(text)
+    return [] if match is None else [text[match.start():]]
+
+
+def _paths_in(value: str) -> list[str]:
+    """Every path ``value`` holds (see the module docstring): the first path of each quoted
+    string, to its end, and of each unquoted item, to its end less trailing blanks (Hydra
+    trims them). ``scheme://`` is dropped first: the URL rule left only ``file://``, whose
+    path follows, and ``pkg://``, whose module name is no path."""
+    text = _URL_RE.sub("", value)
+    found: list[str] = []
+    pos = 0
+    for quoted in [*_QUOTED_RE.finditer(text), None]:
+        unquoted = text[pos:] if quoted is None else text[pos:quoted.start()]
+        for item in _ITEM_END_RE.split(unquoted):
+            found += _first_path(item.rstrip())
+        if quoted is not None:
+            found += _first_path(quoted.group()[1:-1])
+            pos = quoted.end()
+    return found
+
+
+def _check_paths_in(key: str, value: str, roots: Roots) -> str | None:
+    for ch in _SLASH_LOOKALIKES:
+        if ch in value:
+            return (f"'{key}': {ch!r} (U+{ord(ch):04X}) looks like '/'; write paths with "
+                    "'/' so that the path rules can check them")
+    for path in _paths_in(value):
+        shown = path if len(path) <= 60 else path[:57] + "..."
+        if "${" in path:
+            return (f"'{key}' holds a path completed by an interpolation ({shown!r}): the "
+                    "path rules cannot check what it resolves to; write the whole path")
+        try:
+            check_path(path, roots)
+        except SandboxError as exc:
+            return f"'{key}' holds a path ({shown!r}): {exc}"
+    return None
+
+
 def _check_value(key: str, value: str, roots: Roots) -> str | None:
     if _ENV_INTERPOLATION_RE.search(value):
         return (f"'{key}': values may not read the driver's environment (${{oc.env:...}}): "
@@ -246,6 +300,12 @@ def _check_value(key: str, value: str, roots: Roots) -> str | None:
     for match in _URL_RE.finditer(value):
         if match["scheme"] not in ("file", "pkg"):
             return f"'{key}': URLs are not accepted ({_HOST[1]})"
+    return _check_typed(key, value, roots) or _check_paths_in(key, value, roots)
+
+
+def _check_typed(key: str, value: str, roots: Roots) -> str | None:
+    """The rules of module-name and path-valued keys, and of values (or list items) that
+    are a path as a whole."""
     name = key.rsplit(".", 1)[-1]
     if name in _MODULE_NAMES:
         items = _list_items(value)

@@ -5,9 +5,12 @@ addresses the resolver returned, so ``GuardedResolver`` checks each of them
 (``ssrf.address_problem``) and refuses the name when any is not allowed: a name that
 resolves to a public address at registration and to 127.0.0.1 at delivery (DNS
 rebinding) is refused at delivery. An IP literal never reaches a resolver; ``send``
-checks it first. Redirects are not followed, proxies from the environment are not used
-(``trust_env`` off), each try has a total timeout, and at most ``MAX_RESPONSE_BYTES`` of
-an answer are read.
+checks it first. The host is judged, resolved and connected to in one form
+(``ssrf.wire_host``): ``send`` posts to the URL rebuilt with it, so aiohttp has nothing
+left to rewrite (``http://127。0。0。1/`` is checked and sent as 127.0.0.1), and a host
+with no such form is a refused delivery, never an exception. Redirects are not followed,
+proxies from the environment are not used (``trust_env`` off), each try has a total
+timeout, and at most ``MAX_RESPONSE_BYTES`` of an answer are read.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from service.policy.ssrf import IPNetwork, address_problem, target_problem
+from service.policy.ssrf import IPNetwork, address_problem, target_problem, wire_host, wire_url
 from service.webhooks.policy import TryResult
 
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -73,7 +76,7 @@ async def registration_problem(url: str, allow: Sequence[IPNetwork]) -> str | No
     if problem:
         return problem
     parts = urlsplit(url)
-    host = parts.hostname or ""
+    host = wire_host(parts.hostname or "")
     try:
         infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(
             host, parts.port or (443 if parts.scheme == "https" else 80),
@@ -82,6 +85,8 @@ async def registration_problem(url: str, allow: Sequence[IPNetwork]) -> str | No
         return f"host {host} did not resolve within {RESOLVE_TIMEOUT_S:g} s"
     except OSError as exc:
         return f"host {host} does not resolve ({exc.strerror or exc})"
+    except ValueError as exc:  # the resolver's own encoding (UnicodeError): no 500
+        return f"host {host} cannot be looked up ({exc})"
     for info in infos:
         problem = address_problem(ipaddress.ip_address(info[4][0]), allow)
         if problem:
@@ -105,12 +110,14 @@ def retry_after_s(value: str | None, now: float) -> float | None:
 
 async def send(client: aiohttp.ClientSession, url: str, headers: dict[str, str],
                body: bytes, *, allow: Sequence[IPNetwork], now: float) -> TryResult:
-    """One POST; every failure becomes a ``TryResult`` (nothing raises but cancellation)."""
+    """One POST to ``url``'s wire form; every failure becomes a ``TryResult`` (nothing
+    raises but cancellation)."""
     problem = target_problem(url, allow)
     if problem:
         return TryResult(None, f"refused: {problem}", blocked=True)
     try:
-        async with client.post(url, data=body, headers=headers, allow_redirects=False) as resp:
+        async with client.post(wire_url(url), data=body, headers=headers,
+                               allow_redirects=False) as resp:
             await resp.content.read(MAX_RESPONSE_BYTES)
             status = resp.status
             after = retry_after_s(resp.headers.get("Retry-After"), now)
@@ -121,6 +128,9 @@ async def send(client: aiohttp.ClientSession, url: str, headers: dict[str, str],
         if isinstance(exc.os_error, BlockedAddress):
             return TryResult(None, f"refused: {exc.os_error}", blocked=True)
         return TryResult(None, f"cannot connect: {exc.os_error.strerror or exc.os_error}")
+    except ValueError as exc:  # a URL the client cannot send (InvalidURL, IDNA): for good
+        return TryResult(None, f"refused: the URL cannot be sent ({type(exc).__name__}: "
+                               f"{exc})"[:300], blocked=True)
     except (aiohttp.ClientError, OSError) as exc:
         return TryResult(None, f"{type(exc).__name__}: {exc}"[:300])
     return TryResult(status, None, after)  # the policy words a status

@@ -25,7 +25,7 @@ from aiohttp import web
 from service.store.offload import Offload
 from service.store.writer import Store
 from service.webhooks import events, signing, transport
-from service.webhooks.policy import decide
+from service.webhooks.policy import TryResult, decide
 from service.webhooks.rows import ClaimedDelivery
 from service.webhooks.settings import WebhookSettings
 
@@ -136,8 +136,13 @@ class DeliveryWorker:
         msg_id = signing.message_id(claim.delivery_id)
         began = self.clock()
         headers = signing.headers(hook.secret, msg_id, int(began), body)
-        result = await transport.send(self._client, hook.url, headers, body,
-                                      allow=self.settings.allow_networks, now=self.clock())
+        try:
+            result = await transport.send(self._client, hook.url, headers, body,
+                                          allow=self.settings.allow_networks,
+                                          now=self.clock())
+        except Exception as exc:  # a fault of ours: counted as a failed try, not lost
+            log.exception("webhooks: sending %s to hook %s failed", msg_id, hook.hook_id)
+            result = TryResult(None, f"could not be sent ({type(exc).__name__})")
         decision = decide(result, attempts=claim.attempts, event_ts=claim.event_ts,
                           now=self.clock(), policy=self.settings.retry, rand=self.rand())
         try:

@@ -157,7 +157,9 @@ OVERRIDE_PAYLOADS = [p for p in PAYLOADS if "{{a,b}}" not in p]
 
 @pytest.mark.parametrize("payload", OVERRIDE_PAYLOADS)
 def test_validated_overrides_carry_metacharacters_safely(payload: str, canary: Path) -> None:
-    value = payload.format(c=canary)
+    # The canary by its relative name (the shell runs in its folder): an absolute path
+    # outside the allowed roots is refused anywhere in an override value.
+    value = payload.format(c=canary.name)
     doc = {**BASE.to_dict(), "overrides": [f"a.b={value}", f"+c.d[0]=x {value}"]}
     spec = parse_jobspec(yaml.safe_dump(doc), SETTINGS)
     assert spec.overrides == (f"a.b={value}", f"+c.d[0]=x {value}")

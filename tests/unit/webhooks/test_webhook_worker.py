@@ -276,3 +276,80 @@ async def test_a_worker_that_stops_on_its_own_is_reported(caplog) -> None:
     await asyncio.wait([task])
     _report_end(task)
     assert "the delivery worker stopped" in caplog.text and "disk gone" in caplog.text
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("http://a..b/hook", "refused: host 'a..b' has an empty label"),
+    ("http://169.254.169.254.\u3002/", "refused: host '169.254.169.254.\u3002' has an empty"),
+    ("http://xn--zz.example/hook", "refused: host 'xn--zz.example' has a label that is not"),
+])
+async def test_a_malformed_host_at_delivery_is_a_refused_try(store, url, why) -> None:
+    """A hook whose host has no wire form (stored before the rule, or by hand) is given
+    up at its first try, saying why: no exception, no try left leased."""
+    clock = Clock()
+    hook_id, _ = register(store, url)
+    cancel_a_task(store, clock)
+    worker = await make_worker(store, clock)
+    try:
+        assert await run_step(worker) == 1
+        clock.now += 3600
+        assert await run_step(worker) == 0
+    finally:
+        await worker.close()
+    [row] = store.webhook_deliveries(hook_id, 10)
+    assert (row.state, row.attempts, row.last_status) == ("FAILED", 1, None), row
+    assert row.last_error.startswith(f"gave up: {why}"), row.last_error
+    assert worker.failed == 1
+
+
+async def test_an_ip_literal_with_other_dots_is_judged_as_sent(store, receiver) -> None:
+    """yarl reads 127。0。0。1 as the IP literal 127.0.0.1 and connects to it without
+    a resolver: it is judged as that literal (refused as loopback without the allowance)
+    and sent to it (with it)."""
+    r, base = receiver
+    clock = Clock()
+    odd = base.replace("127.0.0.1", "127\u30020\u30020\u30021")
+    hook_id, _ = register(store, f"{odd}/hook")
+    cancel_a_task(store, clock)
+    worker = await make_worker(store, clock, replace(SETTINGS, allow_networks=()))
+    try:
+        assert await run_step(worker) == 1
+    finally:
+        await worker.close()
+    assert r.got == []
+    [row] = store.webhook_deliveries(hook_id, 10)
+    assert row.state == "FAILED" and "address 127.0.0.1 is loopback" in row.last_error, row
+
+    store.delete_webhook(hook_id)
+    allowed, _ = register(store, f"{odd}/hook")
+    cancel_a_task(store, clock, 1)
+    worker = await make_worker(store, clock)
+    try:
+        assert await run_step(worker) == 1
+    finally:
+        await worker.close()
+    assert len(r.got) == 1 and r.got[0][0]["Host"].startswith("127.0.0.1:")
+    [row] = store.webhook_deliveries(allowed, 10)
+    assert row.state == "DELIVERED", row
+
+
+async def test_a_fault_while_sending_is_a_failed_try_not_a_lost_one(store, monkeypatch,
+                                                                     caplog) -> None:
+    from service.webhooks import transport
+
+    async def broken(*_args, **_kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(transport, "send", broken)
+    clock = Clock()
+    hook_id, _ = register(store, "http://127.0.0.1:9/hook")
+    cancel_a_task(store, clock)
+    worker = await make_worker(store, clock)
+    try:
+        assert await run_step(worker) == 1
+    finally:
+        await worker.close()
+    [row] = store.webhook_deliveries(hook_id, 10)
+    assert (row.state, row.attempts, row.last_error) == (
+        "PENDING", 1, "could not be sent (RuntimeError)"), row
+    assert "a bug" in caplog.text

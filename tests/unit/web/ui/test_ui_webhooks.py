@@ -104,3 +104,19 @@ async def test_forged_or_cross_site_posts_are_refused(client, env) -> None:
 async def test_signed_out_visits_go_to_sign_in(client) -> None:
     resp = await client.get("/ui/webhooks", allow_redirects=False)
     assert resp.status == 303 and resp.headers["Location"].startswith("/ui/signin")
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("http://a..b/", "url: host 'a..b' has an empty label"),  # was a 500
+    ("http://169.254.169.254.\u3002/", "has an empty label"),  # was a 500
+    ("http://" + "a" * 64 + ".example/", "has a label longer than 63 characters"),
+    ("http://169\u3002254\u3002169\u3002254/", "address 169.254.169.254 is link-local"),
+])
+async def test_a_malformed_host_is_a_form_error(client, env, url, message) -> None:
+    await sign_in(client)
+    resp = await create(client, csrf_of(await page(client, "/ui/webhooks")), url,
+                        "task.failed")
+    body = html.unescape(await resp.text())
+    assert resp.status == 400 and message in body, body
+    assert f'value="{url}"' in body
+    assert env.store.list_webhooks(None) == []

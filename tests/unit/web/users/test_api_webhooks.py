@@ -173,3 +173,29 @@ async def test_an_unknown_hook_is_404(client, world) -> None:
                        ("GET", "/api/v2/webhooks/wh_000000000000/deliveries")):
         resp = await client.request(verb, path, headers=world.auth("alice"))
         assert resp.status == 404
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("http://a..b/", "host 'a..b' has an empty label"),  # was a 500 (UnicodeError)
+    ("http://169.254.169.254.\u3002/", "has an empty label"),  # was a 500
+    ("http://.a/", "has an empty label"),
+    ("http://" + "a" * 64 + ".example/", "has a label longer than 63 characters"),
+    ("http://" + ".".join(["a" * 63] * 4) + "/", "is longer than 253 characters"),
+    ("http://xn--zz.example/", "not a valid IDNA A-label"),
+    ("http://\u0661\u0662.example/", "not a valid international name"),
+    ("http://a!b.example/", "may hold only letters, digits"),
+    ("http://2130706433/", "no IPv4 address in dotted-decimal form"),
+    ("http://169\u3002254\u3002169\u3002254/", "address 169.254.169.254 is link-local"),
+    ("https://93.184.215.14/\ud800", "must be valid Unicode"),  # was a 500 (SQLite)
+])
+async def test_a_malformed_host_is_a_400_naming_the_url(client, world, url, says) -> None:
+    resp = await create(client, world, "alice", url=url)
+    assert resp.status == 400, await resp.text()
+    [detail] = (await resp.json())["error"]["details"]
+    assert detail["field"] == "url" and says in detail["message"], detail
+    assert world.store.list_webhooks(None) == []
+
+
+async def test_other_dots_are_read_as_dots(client, world) -> None:
+    resp = await create(client, world, "alice", url="http://127\uff0e0\uff0e0\uff0e1:9/hook")
+    assert resp.status == 201, await resp.text()
