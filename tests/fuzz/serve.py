@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from service.cluster.fake import FakeCluster
 from service.config_load import load_settings
-from service.main import LOG_FORMAT, build_service, serve
+from service.main import LOG_FORMAT, build_service, scrub_secret, serve
 from service.web.http_server import ServerLimits
 
 
@@ -30,7 +30,10 @@ def main() -> None:
     settings = load_settings(args.config).with_overrides(api_port=args.port)
     cluster = FakeCluster()
     cluster.add_node("w1", gpus=8)  # a 1x1 task fits: submits reach the scheduler's claim
-    app = build_service(settings, os.environ["ARGUS_API_TOKEN"], cluster)
+    token = os.environ["ARGUS_API_TOKEN"]
+    if not scrub_secret("ARGUS_API_TOKEN"):  # as argus-api does (service.main)
+        raise SystemExit("could not clear the token from /proc/self/environ")
+    app = build_service(settings, token, cluster)
     serve(app, "127.0.0.1", args.port, ServerLimits.from_settings(settings))
 
 
