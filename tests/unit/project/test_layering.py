@@ -51,6 +51,7 @@ PURE_ELSEWHERE = (
     "service.cluster.mapping",
     "service.engine.tick_report",
     "service.web.ui.progress_text",
+    "service.web.ui.event_text",
     "service.web.ui.slots",
     "service.web.api.views",
     "service.web.api.params",
