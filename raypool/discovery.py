@@ -8,6 +8,7 @@ could remove a record another head just wrote): readers see it go stale.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 from raypool.atomicfile import write_atomic
@@ -34,9 +35,14 @@ class ReadResult:
 def read_record(path: str, cluster_name: str) -> ReadResult:
     """Read head.json; never raises for a missing, partial, garbage or foreign file."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            mtime = os.fstat(f.fileno()).st_mtime
-            text = f.read(MAX_RECORD_BYTES)
+        # never through a link, never blocked by a FIFO: the head writes it by rename
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return ReadResult(None, 0.0, "cannot read head.json: not a regular file")
+            mtime = st.st_mtime
+            text = f.read(MAX_RECORD_BYTES).decode("utf-8", "replace")
     except FileNotFoundError:
         return ReadResult(None, 0.0, "no head.json")
     except OSError as exc:

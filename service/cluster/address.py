@@ -25,9 +25,11 @@ raises ``ClusterUnavailable`` with the reason, and tasks wait with it.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -132,10 +134,14 @@ def judge(record: HeadRecord, mtime: float, now: float, mono: float,
 
 
 def read_file(path: str) -> tuple[str, float]:
-    """(text, mtime) of the file; OSError when it cannot be read."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        mtime = os.fstat(f.fileno()).st_mtime
-        return f.read(_MAX_BYTES), mtime
+    """(text, mtime) of the file; OSError when it cannot be read, or it is a link or not a
+    regular file (the head writes it by rename: it never is; a FIFO must not block)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return f.read(_MAX_BYTES).decode("utf-8", "replace"), st.st_mtime
 
 
 class HeadLocator:

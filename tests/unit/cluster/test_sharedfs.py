@@ -159,3 +159,16 @@ def test_a_directory_swapped_for_a_link_after_it_was_opened_changes_nothing(
         os.close(os.open("f", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600, dir_fd=fd))
     assert list(outside.iterdir()) == []
     assert (root / "users" / "bob" / "moved" / "f").exists()
+
+
+def test_head_json_is_read_only_as_a_regular_file(tmp_path: Path) -> None:
+    from service.cluster.address import read_file
+
+    (tmp_path / "real").write_text("{}")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    os.mkfifo(tmp_path / "fifo")
+    assert read_file(str(tmp_path / "real"))[0] == "{}"
+    with pytest.raises(OSError):
+        read_file(str(tmp_path / "link"))
+    with pytest.raises(OSError, match="not a regular file"):
+        read_file(str(tmp_path / "fifo"))

@@ -48,6 +48,8 @@ CODE = "the code's own files (SQL, static assets, templates)"
 ELSEWHERE: dict[tuple[str, str, str], str] = {
     ("service/cluster/address.py", "read_file", "open"):
         f"head.json, written by the head under <root>/ray/discovery: {NODE}",
+    ("service/cluster/address.py", "read_file", "os.open"):
+        "head.json, opened O_NOFOLLOW | O_NONBLOCK, a regular file only: " + NODE,
     ("service/config_load.py", "load_settings", ".read_text"): "the service's config file",
     ("service/main.py", "scrub_secret", "open"): PROC,
     ("service/store/db.py", "migration_files", ".glob"): CODE,
@@ -67,6 +69,8 @@ ELSEWHERE: dict[tuple[str, str, str], str] = {
     ("raypool/cli.py", "cmd_backdate", "os.utime"): NODE + " (a test hook on head.json)",
     ("raypool/discovery.py", "write_record", "os.makedirs"): NODE,
     ("raypool/discovery.py", "read_record", "open"): NODE,
+    ("raypool/discovery.py", "read_record", "os.open"):
+        "head.json, opened O_NOFOLLOW | O_NONBLOCK, a regular file only: " + NODE,
     ("raypool/gcsstore.py", "_holder", "open"): NODE,
     ("raypool/gcsstore.py", "acquire", "os.makedirs"): NODE,
     ("raypool/gcsstore.py", "acquire", "open"): NODE,

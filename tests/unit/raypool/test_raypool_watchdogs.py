@@ -154,3 +154,20 @@ def test_registered_counts_only_a_node_started_by_this_ray_start():
                    start_time_s=151.0)
     assert is_registered([old, new], "10.0.0.3", None, started_after=150.0)
     assert not is_registered([old, new], "10.0.0.3", 40000, started_after=150.0)
+
+
+def test_a_head_json_that_is_a_link_or_a_fifo_is_not_read(tmp_path):
+    """head.json is written by rename, never a link: one planted there is refused, and a
+    FIFO answers at once instead of blocking the reader (the service reads it the same
+    way: ``service.cluster.address.read_file``)."""
+    real = tmp_path / "real.json"
+    real.write_text(json.dumps({"cluster_name": "c"}))
+    link = tmp_path / "head.json"
+    link.symlink_to(real)
+    result = discovery.read_record(str(link), "c")
+    assert result.record is None and "cannot read head.json" in result.reason
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    result = discovery.read_record(str(fifo), "c")
+    assert result.record is None and result.reason == (
+        "cannot read head.json: not a regular file")
