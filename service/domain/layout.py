@@ -12,9 +12,10 @@ Every user has a tree of their own, ``<shared_root>/users/<user>/``:
   task never run at once, even when Ray lost an attempt whose driver still runs.
 
 Before users existed every attempt lived in ``<shared_root>/jobs/<sid>/`` and every
-checkpoint in ``<shared_root>/checkpoints/<task_id>``. Those stay where they are:
-``legacy_attempt_dir`` is where readers look after the owner's tree, and a task whose id
-carries no user (created before users) keeps its checkpoint dir (and its lock, in
+checkpoint in ``<shared_root>/checkpoints/<task_id>``. Those stay where they are, but an
+owned task never reads there (anyone could write it: docs/security.md, the upgrade
+note); ``legacy_attempt_dir`` is a task's own place only when it has no owner, and a
+task whose id carries no user (created before users) keeps its checkpoint dir (and its lock, in
 ``<shared_root>/locks/``), so its next attempt still resumes from it.
 """
 
