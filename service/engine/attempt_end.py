@@ -221,6 +221,5 @@ class AttemptEnder:
             report.retried += 1
             return
         if kind.retryable:
-            summary = f"gave up after {n} attempts (max_attempts={self.sched.max_attempts}); " \
-                      f"last failure {summary}"
+            summary = failures.gave_up(n, self.sched.max_attempts, summary)
         self.finish(row, end, TaskState.FAILED, summary, now, report)

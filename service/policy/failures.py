@@ -149,3 +149,83 @@ def summarize(kind: FailureKind, message: str | None, log_tail: str | None) -> s
                 break
     line = f"{kind}: {best}" if best else str(kind)
     return line if len(line) <= SUMMARY_MAX else line[: SUMMARY_MAX - 3] + "..."
+
+
+def gave_up(attempts: int, max_attempts: int, last: str) -> str:
+    """The summary of a task whose retryable failures used up its attempts (``last``: the
+    last attempt's ``summarize`` line)."""
+    return f"gave up after {attempts} attempts (max_attempts={max_attempts}); last failure {last}"
+
+
+# -- what other users see of a summary -----------------------------------------------------
+#
+# A summary's first words say who wrote it. ``summarize`` starts with the failure kind and
+# quotes the job (its driver log, Ray's message with the log's tail) after it; ``gave_up``
+# wraps one; everything else is Argus's own sentence: canceled by request (the API, the
+# engine), finished before the cancel took effect, the driver's exit marker (engine),
+# dependency never satisfied (service.policy.dependencies.cancel_reason), cannot resolve
+# the stage's references (service.engine.dependency_tick: names files, never quotes them),
+# and ``<KIND>: <Argus's sentence>`` for a submission Argus could not build or Ray refused
+# (service.engine.applier), a time limit, a preemption, a job Ray lost (engine). Text after
+# a kind is kept only where it is one of Argus's sentences in full, with nothing free in it
+# (numbers, ids); a sentence that quotes Ray or the job is cut before the quote.
+
+_KIND_LINE_RE = re.compile(
+    rf"({'|'.join(re.escape(k.value) for k in FailureKind)})(?:: (.*))?", re.DOTALL)
+_GAVE_UP_RE = re.compile(
+    r"(gave up after \d+ attempts \(max_attempts=\d+\)); last failure (.*)", re.DOTALL)
+_ID = r"[A-Za-z0-9_.:-]{1,200}"
+# (kind, Argus's sentence after it): kept whole when it matches in full
+_KIND_SENTENCES = (
+    (FailureKind.TIME_LIMIT, re.compile(r"ran past its max_runtime_s \([0-9.e+]+ s\): stopped")),
+    (FailureKind.PREEMPTED, re.compile(rf"preempted for {_ID}")),
+    (FailureKind.CLUSTER_LOST, re.compile(rf"Ray no longer knows job {_ID} \(head restarted\?\)")),
+)
+# (kind, the start of Argus's sentence before it quotes Ray or the job): that start alone
+_KIND_PREFIXES = (
+    (FailureKind.CLUSTER_LOST, "Ray lost the job's supervisor",
+     "Ray lost the job's supervisor and the driver left no exit marker"),
+    (FailureKind.UNKNOWN, "cannot build the Ray submission:", "cannot build the Ray submission"),
+    (FailureKind.USER_ERROR, "Ray rejected the submission:", "Ray rejected the submission"),
+)
+# Argus's sentences with no kind before them: kept whole when one matches in full
+_ARGUS_SENTENCES = re.compile(
+    r"canceled by request(?: \(Ray status [A-Z]+\))?"
+    r"|finished before the cancel took effect"
+    rf"|dependency never satisfied: {_ID} ended [A-Z_]+ \(after [a-z]+\)"
+    r"|cannot resolve the stage's references: .*", re.DOTALL)
+_EXIT_MARKER = "the driver exited 0 (its exit marker); Ray lost the final status"
+
+
+def _public_kind_line(kind: str, rest: str | None) -> str:
+    if rest is not None:
+        for known, sentence in _KIND_SENTENCES:
+            if kind == known and sentence.fullmatch(rest):
+                return f"{kind}: {rest}"
+        for known, start, shown in _KIND_PREFIXES:
+            if kind == known and rest.startswith(start):
+                return f"{kind}: {shown}"
+    return kind
+
+
+def public_summary(summary: str | None) -> str | None:
+    """``error_summary`` as users other than the task's owner and admins see it: Argus's
+    own words and the failure kind, without what the job wrote (a quoted log line may hold
+    a secret the job printed). ``"RUNTIME_ERROR: CUDA error: out of memory"`` ->
+    ``"RUNTIME_ERROR"``; a summary in no known form shows nothing (None)."""
+    if summary is None:
+        return None
+    kind = _KIND_LINE_RE.fullmatch(summary)
+    if kind:
+        return _public_kind_line(kind.group(1), kind.group(2))
+    gave = _GAVE_UP_RE.fullmatch(summary)
+    if gave:
+        last = _KIND_LINE_RE.fullmatch(gave.group(2))
+        if last is None:
+            return gave.group(1)
+        return f"{gave.group(1)}; last failure {_public_kind_line(last.group(1), last.group(2))}"
+    if _ARGUS_SENTENCES.fullmatch(summary):
+        return summary
+    if summary.startswith(_EXIT_MARKER):
+        return _EXIT_MARKER
+    return None

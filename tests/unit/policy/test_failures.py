@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from service.domain.states import FailureKind, RayStatus
+from service.domain.states import FailureKind, RayStatus, TaskState
 from service.jobspec.submission import driver_shell
-from service.policy.failures import DriverEnd, classify, driver_end, summarize, supervisor_lost
+from service.policy.dependencies import Condition, Dep, cancel_reason
+from service.policy.failures import (
+    DriverEnd,
+    classify,
+    driver_end,
+    gave_up,
+    public_summary,
+    summarize,
+    supervisor_lost,
+)
 
 K = FailureKind
 SID = "mvp2-ppo-20251223-143201-7f3a--a01"
@@ -123,3 +132,87 @@ def test_supervisor_lost_is_ray_losing_the_supervisor(status, message, lost):
 ])
 def test_driver_end_by_its_exit_marker(code, end):
     assert driver_end(code) is end
+
+
+# -- what other users see of a summary ----------------------------------------------------
+
+SECRET = "WANDB_API_KEY=wk-s3cret"
+OOM = "RuntimeError: CUDA error: out of memory"
+LOST = "Ray no longer knows job t-1--a02 (head restarted?)"
+PUBLIC = [
+    # (what writes it, the summary, what others see)
+    ("no summary", None, None),
+    ("the job's exception line", summarize(K.RUNTIME_ERROR, "exit code 1", OOM),
+     "RUNTIME_ERROR"),
+    ("the brief's example", "RUNTIME_ERROR: CUDA error: out of memory", "RUNTIME_ERROR"),
+    ("a secret on the last line", summarize(K.UNKNOWN, f"exit code 1\n{SECRET}", None),
+     "UNKNOWN"),
+    ("verl's resource line", summarize(K.INSUFFICIENT_RESOURCES, RAY_TASK_ERROR, None),
+     "INSUFFICIENT_RESOURCES"),
+    ("a user error", summarize(K.USER_ERROR, "", f"FileNotFoundError: /data/{SECRET}"),
+     "USER_ERROR"),
+    ("kind alone", summarize(K.UNKNOWN, "", None), "UNKNOWN"),
+    ("cut at 300", summarize(K.RUNTIME_ERROR, "", "ValueError: " + SECRET * 40),
+     "RUNTIME_ERROR"),
+    ("multi-line after the kind", f"UNKNOWN: line\n{SECRET}", "UNKNOWN"),
+    ("time limit (engine)", summarize(K.TIME_LIMIT, *["ran past its max_runtime_s (3600 s): "
+                                                      "stopped"] * 2),
+     "TIME_LIMIT: ran past its max_runtime_s (3600 s): stopped"),
+    ("time limit, fractional", "TIME_LIMIT: ran past its max_runtime_s (1.5 s): stopped",
+     "TIME_LIMIT: ran past its max_runtime_s (1.5 s): stopped"),
+    ("the time limit's words after another kind are the job's",
+     "RUNTIME_ERROR: ran past its max_runtime_s (3600 s): stopped", "RUNTIME_ERROR"),
+    ("time limit sentence with more after it",
+     f"TIME_LIMIT: ran past its max_runtime_s (3600 s): stopped {SECRET}", "TIME_LIMIT"),
+    ("preempted (engine)", "PREEMPTED: preempted for t-9", "PREEMPTED: preempted for t-9"),
+    ("preempted quoting Ray", f"PREEMPTED: {SECRET}", "PREEMPTED"),
+    ("Ray lost the job (engine)", summarize(K.CLUSTER_LOST, LOST, LOST),
+     f"CLUSTER_LOST: {LOST}"),
+    ("Ray lost the supervisor (engine)", summarize(
+        K.CLUSTER_LOST, *["Ray lost the job's supervisor (Job supervisor actor died: "
+                          f"{SECRET}) and the driver left no exit marker: the run is gone"] * 2),
+     "CLUSTER_LOST: Ray lost the job's supervisor and the driver left no exit marker"),
+    ("lock busy: the entrypoint's line", summarize(
+        K.CLUSTER_LOST, "exit code 75", "argus: not started: an earlier driver of this task "
+        "still runs (it holds /private/users/a/locks/t.lock)"), "CLUSTER_LOST"),
+    ("gave up (engine)", gave_up(3, 3, summarize(K.CLUSTER_LOST, LOST, LOST)),
+     f"gave up after 3 attempts (max_attempts=3); last failure CLUSTER_LOST: {LOST}"),
+    ("gave up on the job's words", gave_up(2, 2, summarize(
+        K.INSUFFICIENT_RESOURCES, RAY_TASK_ERROR + SECRET, None)),
+     "gave up after 2 attempts (max_attempts=2); last failure INSUFFICIENT_RESOURCES"),
+    ("gave up, the brief's example",
+     "gave up after 4 attempts (max_attempts=4); last failure RUNTIME_ERROR: boom",
+     "gave up after 4 attempts (max_attempts=4); last failure RUNTIME_ERROR"),
+    ("gave up on something unknown", f"gave up after 4 attempts (max_attempts=4); "
+     f"last failure {SECRET}", "gave up after 4 attempts (max_attempts=4)"),
+    ("submission not built (applier)",
+     f"UNKNOWN: cannot build the Ray submission: bad override {SECRET}",
+     "UNKNOWN: cannot build the Ray submission"),
+    ("submission refused (applier)", f"USER_ERROR: Ray rejected the submission: {SECRET}",
+     "USER_ERROR: Ray rejected the submission"),
+    ("canceled (API, store)", "canceled by request", "canceled by request"),
+    ("canceled while on Ray (engine)", "canceled by request (Ray status STOPPED)",
+     "canceled by request (Ray status STOPPED)"),
+    ("the cancel came late (engine)", "finished before the cancel took effect",
+     "finished before the cancel took effect"),
+    ("the exit marker (engine)", "the driver exited 0 (its exit marker); Ray lost the final "
+     f"status: Unexpected error occurred: {SECRET}",
+     "the driver exited 0 (its exit marker); Ray lost the final status"),
+    ("dependency (dependency tick)", cancel_reason(Dep("t-1", Condition.OK, TaskState.FAILED)),
+     "dependency never satisfied: t-1 ended FAILED (after ok)"),
+    ("references (dependency tick)", "cannot resolve the stage's references: stage a: "
+     "latest_checkpointed_iteration.txt is not a step",
+     "cannot resolve the stage's references: stage a: latest_checkpointed_iteration.txt is "
+     "not a step"),
+    ("a form nobody writes", SECRET, None),
+    ("a kind's name inside a word", f"RUNTIME_ERRORS: {SECRET}", None),
+    ("Argus's words with more after them", f"canceled by request {SECRET}", None),
+]
+
+
+@pytest.mark.parametrize(("summary", "public"), [c[1:] for c in PUBLIC],
+                         ids=[c[0] for c in PUBLIC])
+def test_public_summary_keeps_argus_words_and_drops_the_jobs(summary, public) -> None:
+    assert public_summary(summary) == public
+    if public is not None:
+        assert "s3cret" not in public and "out of memory" not in public
