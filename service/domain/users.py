@@ -87,7 +87,8 @@ class Principal:
         return self.role is Role.ADMIN
 
     def may_act_on(self, owner: str | None) -> bool:
-        """Cancel a task or read its logs: its owner or an admin."""
+        """Cancel a task or read its logs and whatever else its job wrote (the summary's
+        quoted line, Ray's messages): its owner or an admin."""
         return self.is_admin or (owner is not None and owner == self.name)
 
     def may_manage(self, name: str) -> bool:

@@ -81,7 +81,13 @@ SCHEMAS: dict[str, Any] = {
                 "mvp2-ppo-20251223-143201-7f3a--a01"]},
             "ray_status": nullable(ref("RayStatus")),
             "failure_kind": nullable(ref("FailureKind")),
-            "message": {"type": ["string", "null"]},
+            "message": {"type": ["string", "null"],
+                        "description": "Ray's message (a failed job's quotes its driver "
+                                       "log's tail): the task's owner and admins only; "
+                                       "null for anyone else"},
+            "message_hidden": {"type": "boolean",
+                               "description": "true when message was withheld from the "
+                                              "caller (not the task's owner nor an admin)"},
             "exit_code": {"type": ["integer", "null"]},
             "submitted_at": TS,
             "start_time": TS,
@@ -104,7 +110,11 @@ SCHEMAS: dict[str, Any] = {
                                "total_gpus": {"type": "integer"}},
             },
             "latest_attempt": nullable(ref("Attempt")),
-            "error_summary": {"type": ["string", "null"]},
+            "error_summary": {"type": ["string", "null"],
+                              "description": "why the task ended as it did; to the task's "
+                                            "owner and admins with the line it quotes from "
+                                            "the job's output, to anyone else in Argus's "
+                                            "words and the failure kind only"},
             "pending_reason": {"type": ["string", "null"]},
             "reason_kind": {**nullable(ref("WaitKind")),
                             "description": "the kind of pending_reason while the task is "
@@ -208,7 +218,10 @@ SCHEMAS: dict[str, Any] = {
             "ts": TS,
             "type": {"type": "string", "description": "STATE_TRANSITION, SUBMIT, "
                      "RAY_STATUS_SYNC, RETRY_SCHEDULED, CANCEL_REQUESTED, PRIORITY_CHANGED, ..."},
-            "payload": {"type": "object", "description": "for transitions: from, to, reason"},
+            "payload": {"type": "object",
+                        "description": "for transitions: from, to, reason; fields that "
+                                       "quote the job or its owner's JobSpec (message, "
+                                       "resolved) only to the task's owner and admins"},
         },
     },
     "EventList": {

@@ -9,7 +9,9 @@ Nothing here blocks the event loop. Store calls are awaited on the store's own t
 (``store_async.AsyncStore``); JobSpec parsing runs on a small work pool; anything that
 talks to Ray runs on the cluster pool under the configured timeout, so a hung Ray call can
 neither block the loop nor starve other requests. Everyone sees every task and the queue;
-a task's owner or an admin reads its metrics (403 for anyone else).
+a task's owner or an admin reads its metrics (403 for anyone else) and what its job wrote:
+the summary's quoted line, the attempts' messages, the events' quoting fields (anyone else
+sees Argus's words: ``views``' ``job_output``, decided here by ``Principal.may_act_on``).
 """
 
 from __future__ import annotations
@@ -209,6 +211,7 @@ async def list_tasks(request: web.Request) -> web.Response:
 
     seen = deps.metrics.observed.last
     estimates = {} if seen is None else seen.estimates
+    who = principal_of(request)
 
     def page(store: Store) -> str:
         # read, decoded, shaped and encoded in one call on the read lane: a user's pages
@@ -218,7 +221,8 @@ async def list_tasks(request: web.Request) -> web.Response:
                                               user=user, reason=reason)
         waits = blocked_reasons(store, tasks)  # BLOCKED tasks: why they wait
         return json.dumps({
-            "tasks": [{**task_json(t, estimates.get(t.task_id)),
+            "tasks": [{**task_json(t, estimates.get(t.task_id),
+                                   job_output=who.may_act_on(t.user)),
                        **({"pending_reason": waits[t.task_id]} if t.task_id in waits else {})}
                       for t in tasks],
             "next_cursor": None if next_before is None else encode_cursor(next_before),
@@ -232,7 +236,9 @@ async def get_task(request: web.Request) -> web.Response:
     task = await _task_or_404(deps, request.match_info["task_id"])
     progress = await deps.store.task_progress(task.task_id)
     planned = deps.metrics.observed.estimate(task.task_id)
-    return web.json_response({**task_with_progress(task, progress, deps.clock(), planned),
+    output = principal_of(request).may_act_on(task.user)
+    return web.json_response({**task_with_progress(task, progress, deps.clock(), planned,
+                                                   job_output=output),
                               **await task_dependencies(deps, task)})
 
 
@@ -270,18 +276,21 @@ async def task_metrics(request: web.Request) -> web.Response:
 async def list_attempts(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    await _task_or_404(deps, task_id)
+    task = await _task_or_404(deps, task_id)
+    output = principal_of(request).may_act_on(task.user)
     attempts = await deps.store.list_attempts(task_id)
-    return web.json_response({"task_id": task_id,
-                              "attempts": [attempt_json(a) for a in attempts]})
+    return web.json_response({"task_id": task_id, "attempts": [
+        attempt_json(a, job_output=output) for a in attempts]})
 
 
 async def list_events(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    await _task_or_404(deps, task_id)
+    task = await _task_or_404(deps, task_id)
+    output = principal_of(request).may_act_on(task.user)
     events = await deps.store.events(task_id)
-    return web.json_response({"task_id": task_id, "events": [event_json(e) for e in events]})
+    return web.json_response({"task_id": task_id, "events": [
+        event_json(e, job_output=output) for e in events]})
 
 
 async def cancel_task(request: web.Request) -> web.Response:
@@ -307,8 +316,9 @@ async def set_task_priority(request: web.Request) -> web.Response:
                                         priority)
     except UseCaseError as exc:
         raise api_error(exc) from exc
-    return web.json_response(task_json(task, deps_of(request).metrics.observed.estimate(
-        task.task_id)))
+    return web.json_response(task_json(
+        task, deps_of(request).metrics.observed.estimate(task.task_id),
+        job_output=principal_of(request).may_act_on(task.user)))
 
 
 async def queue(request: web.Request) -> web.Response:
@@ -336,12 +346,14 @@ async def queue(request: web.Request) -> web.Response:
     progress = await deps.store.active_progress()
     seen = deps.metrics.observed.last
     now = deps.clock()
+    may = principal_of(request).may_act_on
     return await _json_off_loop(deps, lambda: {
-        "pending": [task_json(t, None if seen is None else seen.estimates.get(t.task_id))
-                    for t in pending[:limit]],
-        "running": [task_with_progress(t, progress.get(t.task_id), now) for t in running],
-        "blocked": [{**task_json(t), "pending_reason": why, "waiting_on": why}
-                    for t, why in blocked],
+        "pending": [task_json(t, None if seen is None else seen.estimates.get(t.task_id),
+                              job_output=may(t.user)) for t in pending[:limit]],
+        "running": [task_with_progress(t, progress.get(t.task_id), now,
+                                       job_output=may(t.user)) for t in running],
+        "blocked": [{**task_json(t, job_output=may(t.user)), "pending_reason": why,
+                     "waiting_on": why} for t, why in blocked],
         "fair_share": fair_share_json({} if seen is None else seen.shares),
         "next_cursor": encode_cursor(offset + limit, kind="pos") if more else None,
     })

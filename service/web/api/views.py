@@ -2,6 +2,12 @@
 
 Times leave as ISO-8601 UTC strings (``timefmt.iso``); a task's ``next_run_at`` only
 while it is runnable (otherwise it means nothing to a reader).
+
+What the job wrote reaches its task's owner and admins only, like its logs: a view of a
+task, an attempt or an event takes ``job_output`` (the caller decides it:
+``Principal.may_act_on(task.user)``); without it, ``error_summary`` is in Argus's words
+(``failures.public_summary``), an attempt's ``message`` is null and an event's payload
+loses the fields that quote the job or its owner's JobSpec (``OWNER_ONLY_FIELDS``).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import binascii
 import heapq
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from service.domain.reasons import RUN_HISTORY, UNKNOWN, Planned, WaitKind
@@ -28,6 +35,7 @@ from service.domain.timefmt import iso
 from service.domain.users import display_prefix
 from service.jobspec.model import NOTES
 from service.policy.curves import Point
+from service.policy.failures import public_summary
 from service.policy.quotas import Limits
 from service.policy.usage import AttemptUsage, Report, TaskUsage, UserUsage
 from service.scheduling.fairshare import Share
@@ -77,11 +85,14 @@ def attempt_summary_json(attempt: AttemptRow) -> dict[str, Any]:
     }
 
 
-def attempt_json(attempt: AttemptRow) -> dict[str, Any]:
+def attempt_json(attempt: AttemptRow, *, job_output: bool) -> dict[str, Any]:
+    """An attempt; its ``message`` (Ray's, which quotes the driver log's tail when the job
+    failed) only with ``job_output`` (``message_hidden`` says when it was withheld)."""
     return {
         **attempt_summary_json(attempt),
         "failure_kind": attempt.failure_kind,
-        "message": attempt.message,
+        "message": attempt.message if job_output else None,
+        "message_hidden": not job_output and attempt.message is not None,
         "submitted_at": iso(attempt.submitted_at),
         "exit_code": attempt.exit_code,
         "stop_requested": attempt.stop_requested,
@@ -103,9 +114,11 @@ def estimate_json(estimate: Planned | None, waiting: bool) -> dict[str, Any]:
             "estimated_start_bound": iso(estimate.bound)}
 
 
-def task_json(task: TaskRow, estimate: Planned | None = None) -> dict[str, Any]:
+def task_json(task: TaskRow, estimate: Planned | None = None, *, job_output: bool
+              ) -> dict[str, Any]:
     """A task as the API shows it; ``estimate``: when the scheduler's last plan expects it
-    to start (a waiting task's; None: it planned none)."""
+    to start (a waiting task's; None: it planned none); ``job_output``: the caller may
+    read what the job wrote (else ``error_summary`` is in Argus's words only)."""
     return {
         "task_id": task.task_id,
         "state": task.state.value,
@@ -121,7 +134,8 @@ def task_json(task: TaskRow, estimate: Planned | None = None) -> dict[str, Any]:
         "latest_attempt": (
             attempt_summary_json(task.latest_attempt) if task.latest_attempt else None
         ),
-        "error_summary": task.error_summary,
+        "error_summary": task.error_summary if job_output else public_summary(
+            task.error_summary),
         "pending_reason": task.pending_reason,
         "reason_kind": (task.reason_kind or WaitKind.NEW.value) if task.state in RUNNABLE
                        else None,
@@ -157,9 +171,11 @@ def progress_json(row: ProgressRow | None, now: float) -> dict[str, Any] | None:
 
 
 def task_with_progress(task: TaskRow, progress: ProgressRow | None,
-                       now: float, estimate: Planned | None = None) -> dict[str, Any]:
+                       now: float, estimate: Planned | None = None, *, job_output: bool
+                       ) -> dict[str, Any]:
     """``task_json`` and the ``progress`` of its latest attempt."""
-    return {**task_json(task, estimate), "progress": progress_json(progress, now)}
+    return {**task_json(task, estimate, job_output=job_output),
+            "progress": progress_json(progress, now)}
 
 
 def curves_json(task_id: str, keys: list[str], chosen: list[str],
@@ -187,9 +203,43 @@ def fair_share_json(shares: Mapping[str | None, Share]) -> list[dict[str, Any]]:
     ]
 
 
-def event_json(event: EventRow) -> dict[str, Any]:
+# An event payload's fields that quote the job (Ray's message, a summary, a log's lines)
+# or its owner's JobSpec (a pipeline stage's, resolved): dropped for anyone but the task's
+# owner and admins; an ``error_summary`` field is kept in Argus's words.
+OWNER_ONLY_FIELDS = frozenset({"message", "log", "log_tail", "resolved"})
+
+
+def shown_payload(payload: Mapping[str, Any], job_output: bool) -> dict[str, Any]:
+    """An event's payload as the caller may see it (``job_output``: all of it)."""
+    if job_output:
+        return dict(payload)
+    out = {k: v for k, v in payload.items() if k not in OWNER_ONLY_FIELDS}
+    if "error_summary" in out:
+        summary = out["error_summary"]
+        out["error_summary"] = public_summary(summary) if isinstance(summary, str) else None
+    return out
+
+
+def event_json(event: EventRow, *, job_output: bool) -> dict[str, Any]:
     return {"id": event.id, "ts": iso(event.ts), "type": event.event_type,
-            "payload": event.payload}
+            "payload": shown_payload(event.payload, job_output)}
+
+
+def shown_rows(task: TaskRow, attempts: list[AttemptRow], events: list[EventRow],
+               job_output: bool) -> tuple[TaskRow, list[AttemptRow], list[EventRow]]:
+    """A task, its attempts and its events as the caller may see them (the console's task
+    page): whole with ``job_output``; else as the JSON views above show them."""
+    if job_output:
+        return task, attempts, events
+    return (shown_task(task, False), [replace(a, message=None) for a in attempts],
+            [replace(e, payload=shown_payload(e.payload, False)) for e in events])
+
+
+def shown_task(task: TaskRow, job_output: bool) -> TaskRow:
+    """A task row as the caller may see it (the console's lists)."""
+    if job_output or task.error_summary is None:
+        return task
+    return replace(task, error_summary=public_summary(task.error_summary))
 
 
 # -- users, tokens, accounting ---------------------------------------------------------

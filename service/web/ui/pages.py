@@ -5,7 +5,9 @@ JobSpec, an override, a path, a reason that quotes them) reaches the browser as 
 Pages are served to a signed-in session only (``sessions``); a visit without one is
 redirected to the sign-in page. Every response forbids caching and framing and carries a
 Content-Security-Policy that allows the console's own script and style only (no inline
-script runs, whatever a page contains).
+script runs, whatever a page contains). What a job wrote (a summary's quoted line, an
+attempt's message, an event's quoting fields) is its owner's and the admins' as its log
+is: the pages give anyone else the rows as the API's views do (``views.shown_*``).
 
 ``?fragment=1`` renders a page's live part only: the console's script fetches it when
 the live stream (``live``) says something changed, and swaps it in place. Rows are in
@@ -39,6 +41,7 @@ from service.web.api.deps import AppDeps, deps_of
 from service.web.api.logs import attempt_log, tail_lines
 from service.web.api.params import parse_uint
 from service.web.api.pipelines import blocked_tasks, task_dependencies
+from service.web.api.views import shown_rows, shown_task
 from service.web.ui import progress_view
 from service.web.ui.changes import ChangeFeed
 from service.web.ui.event_text import payload_fields
@@ -238,6 +241,9 @@ async def queue_page(request: web.Request) -> web.Response:
 
     pages = max(1, -(-pending_total // PAGE_SIZE))
     progress = await progress_view.running_progress(store, deps.clock()) if running else {}
+    may = signed.principal.may_act_on  # the summaries: in full to the owner and admins
+    running, recent = ([shown_task(t, may(t.user)) for t in rows] for rows in (running, recent))
+    blocked = [(shown_task(t, may(t.user)), why) for t, why in blocked]
     return render(
         request, "_queue.html" if q.get("fragment") else "queue.html", nav="queue",
         counts=counts, states=[s.value for s in TaskState], pending=pending,
@@ -270,6 +276,7 @@ async def task_page(request: web.Request) -> web.Response:
     curves = await progress_view.task_curves(deps.store, task_id, request.query.getall(
         "keys", [])[:progress_view.MAX_PAGE_CURVES]) if may_act else None
     links = await task_dependencies(deps, task)
+    task, attempts, events = shown_rows(task, attempts, events, may_act)  # the job's words
     return render(
         request, "_task.html" if request.query.get("fragment") else "task.html",
         nav="queue", task=task, attempts=attempts, events=events, jobspec=spec or "",
