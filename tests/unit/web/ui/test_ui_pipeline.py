@@ -79,3 +79,18 @@ async def test_pipeline_page_draws_the_dag_and_links_each_stage(client, env, cre
     html = await page(client, f"/ui/pipelines/{pid}")
     assert 'id="pipeline-state">FAILED' in html
     assert 'data-state="CANCELED"' in html and "(skipped)" in html
+
+
+async def test_a_waiting_pipeline_looks_like_the_other_waiting_states(client, env):
+    """No stage started (no GPUs): WAITING, drawn as the queue draws QUEUED and
+    PENDING_RESOURCES."""
+    resp = await client.post("/api/v2/pipelines", data=_doc(env.shared), headers={
+        "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    assert resp.status == 201, await resp.text()
+    env.tick()
+    await sign_in(client)
+    html = await page(client, f"/ui/pipelines/{(await resp.json())['pipeline_id']}")
+    assert 'class="state state-waiting" id="pipeline-state">WAITING' in html
+    css = await (await client.get("/ui/static/console.css")).text()
+    rule = next(r for r in css.split("}") if ".state-queued" in r)
+    assert ".state-waiting" in rule and ".state-pending_resources" in rule
