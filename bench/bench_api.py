@@ -26,6 +26,11 @@ committed to the WAL before the 201. Both modes keep it through a kill -9 of the
 ``FULL`` also syncs the WAL to the disk at every commit, so it survives an OS crash or
 power loss too, where ``NORMAL`` may lose the last commits.
 
+The host line (``bench/hostinfo.py``: host, date, a calibration loop's CPU time, the load)
+is printed before the run and the calibration again after it: a figure is compared with
+one from the same host or beside its calibration, and a run whose two calibrations differ
+by more than 20 % ran on a host that changed under it.
+
     .venv/bin/python bench/bench_api.py [--duration 8] [--clients 50] [--tasks 100000]
                                         [--probe-rate 200] [--probe-clients 10]
                                         [--synchronous FULL|NORMAL]
@@ -46,6 +51,10 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
+from bench.hostinfo import calibration_ms, host_line
 
 TOKEN = "bench-token"
 T0 = 1_766_500_000.0
@@ -242,6 +251,7 @@ def _run_mixed(get_url: str, post_url: str, body: str,
 def drive(args: argparse.Namespace) -> int:
     import psutil
 
+    print(host_line(), flush=True)
     root = Path(tempfile.mkdtemp(prefix="argus-bench-api-"))
     shared = root / "shared"
     db = str(shared / "common" / "db" / "mvp_v2.sqlite3")
@@ -305,6 +315,7 @@ def drive(args: argparse.Namespace) -> int:
     print(f"machine load average after the run: {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs (other work on the host skews latency)")
     print(f"server RSS after the run: {rss_mb:.0f} MB")
+    print(f"calibration after the run: {calibration_ms():.0f} ms (before: the host line above)")
     checks = [
         ("GET req/s (saturated)", results["GET saturated"]["rps"], ">=", FLOORS["get_rps"]),
         ("GET p99 ms (paced)", results["GET paced"]["p99_ms"], "<=", FLOORS["get_p99_ms"]),

@@ -24,6 +24,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
+from bench.hostinfo import host_line
+
 CLIENT = Path(__file__).resolve().parents[1] / "clients" / "python" / "argus_client"
 MODULES = {
     "argus CLI: parser only (--help, completion)": "argus_client.cli.main",
@@ -115,6 +119,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--seconds", type=float, default=1.0)
     args = parser.parse_args()
+    print(host_line())
     print(f"start-up added by the import (CPU ms, least of {args.runs} runs):")
     for label, module in MODULES.items():
         print(f"  {label:48s} {startup_ms(module, args.runs):7.1f}")

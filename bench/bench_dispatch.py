@@ -35,6 +35,7 @@ import itertools
 
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from bench.hostinfo import host_line
 from tests.integration.conftest import ArgusService
 from tests.integration.localray import LocalRayCluster, wait_until
 
@@ -129,6 +130,7 @@ def main() -> None:
         ("submit -> RUNNING via Argus", via_argus, ""),
         ("submit -> RUNNING direct submit_job", direct, ""),
     ]
+    print(host_line())
     print("default scheduler config (tick_s=1); 1x4 stand-in tasks on one 4-GPU worker")
     print(f"{'measure':44} {'n':>3} {'median s':>9} {'p90 s':>7} {'max s':>7}  target")
     for name, values, target in rows:

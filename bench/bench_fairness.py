@@ -51,8 +51,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
 # the server process and its start-up as the API bench has them (bench/ is on the path)
 from bench_api import _free_port, _wait_healthy, run_server
+
+from bench.hostinfo import host_line
 
 TOKEN = "bench-fairness-admin-token"
 T0 = 1_766_500_000.0
@@ -445,6 +449,7 @@ def main() -> int:
         return 0
     if args.quick:
         args.tasks, args.pending, args.duration = 50_000, 8_000, 12.0
+    print(host_line(), flush=True)
     return drive(args)
 
 

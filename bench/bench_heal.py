@@ -24,7 +24,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
+from bench.hostinfo import host_line
 from raypool import discovery
 from raypool.local.launcher import (
     LocalCluster,
@@ -178,6 +182,7 @@ def main() -> int:
     if os.geteuid() != 0 or not shutil.which("ip"):
         print("bench_heal needs root and `ip` (netns nodes)", file=sys.stderr)
         return 2
+    print(host_line(), flush=True)
     state_dir = f"/tmp/arb-{secrets.token_hex(3)}"
     t0 = time.monotonic()
     cluster = up(state_dir, WORKERS, "netns", ttl_s=8)

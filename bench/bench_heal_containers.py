@@ -43,6 +43,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_heal import TICKER, ticks
+from bench.hostinfo import host_line
 from raypool.headrecord import HeadRecord
 from tests.container.compose import (
     REPO,
@@ -262,6 +263,7 @@ def main() -> int:
     except HostCannotRunDocker as exc:
         print(exc, file=sys.stderr)
         return 2
+    print(host_line(), flush=True)
     print(f"scripts/container_env.sh setup: {setup_s:.1f}s")
     cluster = ComposeCluster(prefix="argus-bench")
     samples: dict[str, list[float]] = {}

@@ -36,6 +36,8 @@ sys.path.insert(0, str(ROOT))
 from fuzz.corpus import build  # noqa: E402
 from fuzz.harness import HealthProbe, Service, exchange, good_spec, start_service  # noqa: E402
 
+from bench.hostinfo import host_line  # noqa: E402
+
 FLOORS = {"answer_ms": 100.0, "rss_mb": 64.0, "health_p99_ms": 50.0}
 MAX_HOSTILE_BODY = 1 << 20
 
@@ -155,6 +157,7 @@ def main() -> int:
     finally:
         service.stop()
 
+    print(host_line())
     worst = corpus["worst"]
     slowest = sorted(worst.items(), key=lambda kv: kv[1], reverse=True)
     print(f"hostile corpus: {corpus['cases']} requests x {args.rounds} rounds = "

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+from bench.hostinfo import host_line
 from service.cluster.address import RayAddress
 from service.cluster.raycluster import RayCluster
 from service.config import Settings
@@ -68,6 +69,7 @@ def main() -> None:
         cluster.add_worker(gpus=0, cpus=4)
         ray = JobSubmissionClient(cluster.dashboard_url)
         running = submit_all(ray, "run", args.running, "sleep 3600", {JobStatus.RUNNING})
+        print(host_line())
         print(f"{args.running} jobs running; {args.rounds} rounds a figure (median), "
               f"ms; list/job_infos wall includes the whole history")
         print(f"{'ended':>6} {'jobs':>5} | {'per-job wall':>12} {'cpu':>5} | "

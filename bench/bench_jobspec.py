@@ -24,6 +24,9 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
+from bench.hostinfo import host_line
 from service.config import Settings
 from service.jobspec.model import JobSpecError
 from service.jobspec.spec import parse_jobspec
@@ -85,6 +88,7 @@ def main() -> int:
         "grpo, 16 overrides": yaml.safe_dump(OVERRIDES, sort_keys=False),
     }
     ok = True
+    print(host_line())
     print(f"parse + validate, one core ({args.impl or 'service.jobspec.spec:parse_jobspec'})")
     for name, text in bodies.items():
         rate = _rate(parse, text, settings, args.seconds)

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
+from bench.hostinfo import host_line
 from service.domain.states import TaskState
 from service.domain.users import Role
 from service.store.writer import BulkTask, Store
@@ -62,6 +67,7 @@ def main() -> None:
         metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store)
         metrics.render()  # the first read warms SQLite's page cache
         waiting = sum(1 for i in range(n) if i % args.waiting_every == 0)
+        print(host_line())
         print(f"{n} tasks, {waiting} waiting, {args.users} users; median of {args.rounds}")
         render = median_ms(metrics.render, args.rounds)
         for name, fn in (("render, all families", metrics.render),

@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
 from bench_tick import T0, build_db
 
+from bench.hostinfo import host_line
 from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings
 from service.domain.states import RayStatus, TaskState
@@ -167,6 +171,7 @@ def main() -> None:
         blocked = _tick_run(root, "blocked", 1000, args.ticks)
         delay = bench_delay(root, args.delays)
     ok = {True: "OK", False: "OVER"}
+    print(host_line())
     print(f"create a 20-stage pipeline ({args.creates} times): median "
           f"{statistics.median(create):.1f} ms, p95 {_p(create, 0.95):.1f} ms, max "
           f"{create[-1]:.1f} ms -> floor {CREATE_FLOOR_MS:.0f} ms "

@@ -29,8 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
 from bench_ui import print_pages, time_pages
 
+from bench.hostinfo import host_line
 from service.cluster.boundary import SubmitRequest
 from service.cluster.fake import FakeCluster
 from service.config import Settings
@@ -182,6 +185,7 @@ def main() -> int:
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
+    print(host_line(), flush=True)
     share = follow(args)
     worst = print_pages(asyncio.run(pages(args)), f"page ({args.pending} pending)", 40)
     ok = share <= FOLLOW_FLOOR and worst <= PAGE_FLOOR_MS

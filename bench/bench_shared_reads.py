@@ -22,11 +22,8 @@ must not cost more than 5 % more (issue: hostile files).
 from __future__ import annotations
 
 import argparse
-import datetime
 import fcntl
 import os
-import platform
-import socket
 import statistics
 import sys
 import tempfile
@@ -34,17 +31,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
+from bench.hostinfo import host_line
+
 SID = "mvp2-alice-ppo-20261206-070000-1a2b--a01"
 TASK = "mvp2-alice-ppo-20261206-070000-1a2b"
-
-
-def calibration_ms() -> float:
-    """A fixed CPU-bound loop (the same in every bench of this folder that prints one)."""
-    start = time.process_time()
-    total = 0
-    for i in range(2_000_000):
-        total += i * i % 7
-    return (time.process_time() - start) * 1000
 
 
 def per_call_us(fn: Callable[[], object], rounds: int) -> float:
@@ -93,9 +85,7 @@ def main() -> None:
                                        args.rounds // 20),
         }
         os.close(held)
-    print(f"host {socket.gethostname()} ({platform.machine()}, {os.cpu_count()} cores), "
-          f"{datetime.date.today().isoformat()}; calibration {calibration_ms():.0f} ms; "
-          f"code {code}")
+    print(f"{host_line()}; code {code}")
     for name, us in rows.items():
         print(f"{name:18s} {us:9.1f} us/call (CPU)")
 

@@ -38,6 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from fuzz.harness import Service, good_spec, start_service  # noqa: E402
 
+from bench.hostinfo import host_line  # noqa: E402
+
 FLOOR_RECOVERY_S = 5.0
 
 
@@ -180,6 +182,7 @@ def main() -> int:
     if first_201 is not None and first_ok is not None:
         recovery = max(first_201, first_ok) - freed_at
     codes = {s: in_full.count(s) for s in sorted(set(in_full))}
+    print(host_line())
     print(f"tmpfs {args.size} MB, {args.rate:g} submissions/s")
     print(f"round 1: disk full -> 503 storage_unavailable and /healthz degraded: "
           f"{'yes' if degraded else 'NO'} (reason: {reason!r}); answers while full: {codes}")

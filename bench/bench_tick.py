@@ -45,10 +45,14 @@ import argparse
 import gc
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
+from bench.hostinfo import host_line
 from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings
 from service.domain.states import TaskState
@@ -186,6 +190,7 @@ def main() -> None:
             "plan": run("plan", Path(tmp), args, guard_s=0.0, fair=True,
                         reservations=8),
         }
+    print(host_line())
     print(f"tick benchmark: {args.runnable} runnable + {args.finished} finished tasks, "
           f"{args.running} running, {args.ticks} ticks, nothing fits, time limits "
           f"{'declared' if args.limits else 'none'}; CPU ms, then wall ms")

@@ -81,6 +81,9 @@ def main() -> int:
         print(f"unknown policies {unknown}; known: {', '.join(POLICY_BY_NAME)}",
               file=sys.stderr)
         return 2
+    from bench.hostinfo import host_line
+
+    print(host_line())
     print(f"== instructions of one tick with 10k runnable (the trace bench's tick_10k) under "
           f"callgrind: the first, and one of ticks {FEW + 2}-{MANY + 1}")
     for name in names:

@@ -66,6 +66,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.hostinfo import host_line
 from bench.tracegen import (
     CLASS_ORDER,
     Trace,
@@ -644,6 +645,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    print(host_line(), flush=True)
     started = time.perf_counter()
     policies = [p for p in map(policy_named, args.policies.split(",")) if p is not None]
     loads = [float(x) for x in args.loads.split(",")]

@@ -23,8 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
 from aiohttp.test_utils import TestClient, TestServer
 
+from bench.hostinfo import host_line
 from service.cluster.boundary import ClusterSnapshot, NodeResources
 from service.cluster.fake import FakeCluster
 from service.config import Settings
@@ -147,6 +151,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
+    print(host_line(), flush=True)
     worst = print_pages(asyncio.run(measure(args)), "page", 22)
     verdict = "ok" if worst <= FLOOR_MS else "OVER"
     print(f"worst p95 {worst:.1f} ms (floor {FLOOR_MS:g} ms): {verdict}")

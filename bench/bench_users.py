@@ -29,6 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
+
+from bench.hostinfo import host_line
 from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings, UserSettings
 from service.domain.states import TaskState
@@ -129,6 +132,7 @@ def main() -> int:
     p.add_argument("--ticks", type=int, default=100)
     p.add_argument("--calls", type=int, default=2000)
     args = p.parse_args()
+    print(host_line(), flush=True)
     root = Path(tempfile.mkdtemp(prefix="argus-bench-users-"))
     store = Store(str(root / "db.sqlite3"))
     try:

@@ -25,6 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from support.webhook_burst import burst  # noqa: E402
 
+from bench.hostinfo import host_line  # noqa: E402
+
 FLOORS = {"p95_s": 2.0, "lost": 0}
 
 
@@ -41,6 +43,7 @@ def main() -> int:
         calm = burst(Path(tmp) / "latency", events=args.events)
         killed = burst(Path(tmp) / "kill", events=args.events, kill_after=args.events // 2,
                        receiver_delay_s=0.02)
+    print(host_line())
     latencies = [a.latency_s for a in calm.arrivals]
     p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
     ok_latency = p95 <= FLOORS["p95_s"] and not calm.lost
