@@ -20,6 +20,7 @@ from .localray import wait_until
 pytestmark = pytest.mark.timeout(300)
 
 EXAMPLE = REPO / "examples" / "pipeline-sft-ppo-eval.yaml"
+ENDED = ("SUCCEEDED", "FAILED", "CANCELED")
 
 
 def _document(argus: ArgusService, *, fail: str | None = None) -> str:
@@ -46,7 +47,8 @@ def _pipeline(argus: ArgusService, pid: str) -> dict[str, Any]:
 
 def _wait_ended(argus: ArgusService, pid: str, timeout: float = 180) -> dict[str, Any]:
     try:
-        return wait_until(lambda: (p := _pipeline(argus, pid))["state"] != "RUNNING" and p,
+        # a pipeline none of whose stages has started reads WAITING, then RUNNING
+        return wait_until(lambda: (p := _pipeline(argus, pid))["state"] in ENDED and p,
                           timeout, f"pipeline {pid} to end", interval=0.5)
     except TimeoutError as exc:
         raise AssertionError(f"{exc}; last view {_pipeline(argus, pid)}\n"
