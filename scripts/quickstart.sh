@@ -13,7 +13,9 @@
 #   2. `argus-node local up`: a Ray head (0 CPU, 0 GPU) and 2 workers (4 fake GPUs, 16 CPUs,
 #      worker_node=100 each), every node its own supervisord + watchdogs, found through
 #      head.json on the local "shared storage" (.argus/quickstart/shared),
-#   3. scripts/20_start_api.sh --local: argus-api on SQLite under that shared root,
+#   3. scripts/20_start_api.sh --local: argus-api on SQLite under that shared root (its
+#      webhooks may call this host: 127.0.0.0/8 allowed), and examples/*.yaml with that
+#      root in place of @SHARED@ in <dir>/examples/, ready to submit,
 #   4. submits examples/demo-ppo.yaml (a 1x4 PPO JobSpec whose code_path is the verl
 #      stand-in in examples/standin-verl: no GPU software needed) and follows it
 #      QUEUED -> SUBMITTED -> RUNNING -> SUCCEEDED, and prints the web console's address
@@ -133,6 +135,11 @@ echo "== 2/4 argus-api on SQLite"
 mkdir -p "$SHARED/code"
 rm -rf "$SHARED/code/standin-verl"
 cp -R examples/standin-verl "$SHARED/code/standin-verl"
+# the examples as a reader submits them: this shared root in place of @SHARED@
+mkdir -p "$STATE/examples"
+for example in examples/*.yaml; do
+    sed "s#@SHARED@#$SHARED#g" "$example" > "$STATE/examples/${example##*/}"
+done
 cat > "$STATE/argus.yaml" <<YAML
 ray:
   # the service finds Ray the way workers do, and follows a restarted or moved head
@@ -146,6 +153,7 @@ v2:
   auth: {token_env: ARGUS_API_TOKEN}
   scheduler: {tick_s: 1, retry_interval_s: 60}
   progress: {poll_s: 1}   # the demo's steps are a second apart
+  webhooks: {allow_networks: ["127.0.0.0/8"]}   # a receiver on this host
 YAML
 if [ -z "${ARGUS_API_TOKEN:-}" ]; then
     if [ ! -s "$STATE/api-token" ]; then
@@ -159,8 +167,7 @@ api_env
 scripts/20_start_api.sh --local
 
 echo "== 3/4 submit the demo task (examples/demo-ppo.yaml, verl stand-in, 1x4 fake GPUs)"
-sed "s#@SHARED@#$SHARED#g" examples/demo-ppo.yaml > "$STATE/demo-ppo.yaml"
-TASK=$("$ARGUS" --json submit "$STATE/demo-ppo.yaml" |
+TASK=$("$ARGUS" --json submit "$STATE/examples/demo-ppo.yaml" |
     "$REPO/.venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["task_id"])')
 echo "   task $TASK"
 
@@ -190,6 +197,7 @@ quickstart: Argus is up.
                sign in with $SIGN_IN
   export ARGUS_URL=$ARGUS_URL ARGUS_API_TOKEN=\$(cat $STATE/api-token)   # the admin's token
   .venv/bin/argus queue    .venv/bin/argus submit FILE    .venv/bin/argus status ID
+  examples, ready to submit: $STATE/examples/ (argus pipeline submit FILE for the pipeline)
   users: .venv/bin/argus user create alice   # prints alice's token once: she exports it as
          ARGUS_API_TOKEN and submits as herself (.venv/bin/argus me, argus usage)
   Ray dashboard: $JOB_URL      stop everything: scripts/quickstart.sh down
