@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, the way CI runs it: bootstrap, lint, then every tier
-# (unit, integration on real local Ray, node runtime with real supervisord + faults,
+# (unit, integration on real local Ray, docs: every command of README.md and docs/ on a
+# quick start, node runtime with real supervisord + faults,
 # container: the image and the compose cluster on Docker, which tests/container sets up
 # with scripts/container_env.sh).
 # Extra arguments go to pytest, e.g. `scripts/test.sh -m unit -x`.

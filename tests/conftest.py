@@ -1,6 +1,6 @@
 """Tier markers from the directory a test lives in, so `-m unit` / `-m integration` /
-`-m runtime` / `-m container` / `-m fuzz` / `-m browser` / `-m prometheus` select a tier
-without every test file repeating it."""
+`-m runtime` / `-m container` / `-m fuzz` / `-m browser` / `-m prometheus` / `-m docs`
+select a tier without every test file repeating it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 _TIERS = {"unit": "unit", "integration": "integration", "runtime": "runtime",
           "container": "container", "fuzz": "fuzz", "browser": "browser",
-          "prometheus": "prometheus", "verl": "verl"}
+          "prometheus": "prometheus", "docs": "docs", "verl": "verl"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
