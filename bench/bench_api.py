@@ -102,13 +102,14 @@ def run_server(config: str, port: int) -> None:
     from service.cluster.fake import FakeCluster
     from service.config_load import load_settings
     from service.main import LOG_FORMAT, build_service, serve
+    from service.web.http_server import ServerLimits
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
     settings = load_settings(config)
     cluster = FakeCluster()
     cluster.add_node("w1", gpus=2)  # no 4-GPU task ever fits: the queue only grows
     app = build_service(settings, TOKEN, cluster)
-    serve(app, "127.0.0.1", port)
+    serve(app, "127.0.0.1", port, ServerLimits.from_settings(settings))  # as argus-api
 
 
 # -- load generator -------------------------------------------------------------------------
