@@ -25,7 +25,7 @@ from raypool.gcsstore import StoreLock, StoreLocked
 from raypool.headrecord import HeadRecord, new_generation
 from raypool.health import HealthError, cluster_id, gcs_alive
 from raypool.loop import SignalLoop
-from raypool.policy import Action, Limits, decide_head
+from raypool.policy import Action, Limits, bootstrap_record_blocks_head, decide_head
 from raypool.watchdog import RayWatchdog, ray_executable
 
 
@@ -42,6 +42,39 @@ def head_argv(settings: NodeSettings) -> list[str]:
 def local_gcs_address(settings: NodeSettings) -> str:
     host = f"[{settings.node_ip}]" if ":" in settings.node_ip else settings.node_ip
     return f"{host}:{settings.ray_port}"
+
+
+# Where `ray start` records the last cluster it started or joined (ray._common.utils).
+RAY_ADDRESS_FILE = "ray_current_cluster"
+
+
+def clear_bootstrap_record(settings: NodeSettings, log: logging.Logger) -> bool:
+    """Remove ``<ray temp dir>/ray_current_cluster`` when it names this head's own GCS
+    address (:func:`~raypool.policy.bootstrap_record_blocks_head`): with it, a worker raylet
+    on this host still pointing at the killed GCS makes ``ray start --head`` refuse. The
+    head's ``ray start`` writes it again once started. True when it was removed."""
+    path = os.path.join(settings.ray_temp_dir, RAY_ADDRESS_FILE)
+    try:
+        with open(path) as f:
+            recorded: str | None = f.read()
+    except FileNotFoundError:
+        recorded = None
+    except OSError as exc:
+        log.warning("cannot read %s (ray start --head may refuse to start): %s", path, exc)
+        return False
+    address = local_gcs_address(settings)
+    if not bootstrap_record_blocks_head(recorded, address):
+        return False
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        log.warning("cannot remove %s (ray start --head may refuse to start): %s", path, exc)
+        return False
+    log.info("removed %s (it named %s: with a raylet of this host still joined to that "
+             "address, ray start --head would refuse to start)", path, address)
+    return True
 
 
 def write_generation(path: str, generation: str, now: float) -> None:
@@ -95,6 +128,7 @@ class HeadWatchdog(RayWatchdog):
             generation = new_generation()
             write_generation(s.generation_file, generation, time.time())
             self.log.info("new head generation %s", generation)
+            clear_bootstrap_record(s, self.log)
             self.start_child(head_argv(s))
         return False
 

@@ -85,6 +85,22 @@ def _judge_running(child: ChildState, ok: bool, limits: Limits, what: str) -> De
     return Decision(Action.KEEP, f"not {what} for {child.not_ok_for_s:.0f}s, within grace")
 
 
+def bootstrap_record_blocks_head(recorded: str | None, head_address: str) -> bool:
+    """Would Ray's ``ray start --head`` refuse to start at ``head_address`` because of what
+    ``<temp dir>/ray_current_cluster`` holds (``recorded``, None when there is no file)?
+
+    Ray 2.60 (``ray/scripts/scripts.py``, ``start``) refuses ("Ray is trying to start at
+    X:P, but is already running at X:P") when that file names X:P *and* a process on this
+    host whose executable name contains ``raylet`` carries ``--gcs-address=X:P``
+    (``services.find_gcs_addresses``): not a GCS, any raylet. The file is the last address
+    a ``ray start`` of this temp dir wrote; after a GCS SIGKILL it still names this head,
+    and on one host (a lab box, host networking) the workers' raylets, waiting for that GCS,
+    match: the head cannot start until they give up. The other half of the check is not
+    ours to change, so the head watchdog removes the file when this says it blocks (a
+    file naming another address is another cluster's and is left alone)."""
+    return recorded is not None and recorded.strip() == head_address
+
+
 def decide_head(child: ChildState, healthy: bool, limits: Limits,
                 store_problem: str | None = None) -> Decision:
     """``store_problem`` says why the GCS store cannot be opened now (another head holds

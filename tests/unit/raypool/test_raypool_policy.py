@@ -13,6 +13,7 @@ from raypool.policy import (
     GcsView,
     Joined,
     Limits,
+    bootstrap_record_blocks_head,
     decide_head,
     decide_worker,
 )
@@ -52,6 +53,19 @@ def test_head_waits_for_the_store_lock(problem, action, words):
 
 def test_a_running_head_is_judged_by_health_not_the_lock():
     assert decide_head(UP, True, LIMITS, "held").action is Action.KEEP
+
+
+@pytest.mark.parametrize("recorded,address,blocks", [
+    ("10.0.0.2:6379", "10.0.0.2:6379", True),     # this head's address: ray start refuses
+    ("10.0.0.2:6379\n", "10.0.0.2:6379", True),   # Ray strips what it reads
+    ("[fd00::2]:6379", "[fd00::2]:6379", True),
+    (None, "10.0.0.2:6379", False),               # no file: nothing to refuse on
+    ("", "10.0.0.2:6379", False),
+    ("10.0.0.2:6380", "10.0.0.2:6379", False),    # another port: another cluster's file
+    ("10.0.0.9:6379", "10.0.0.2:6379", False),    # another head's address
+])
+def test_a_bootstrap_record_naming_this_head_blocks_its_start(recorded, address, blocks):
+    assert bootstrap_record_blocks_head(recorded, address) is blocks
 
 
 GCS_LIMITS = Limits(start_timeout_s=60, unhealthy_s=10, gcs_wait_s=300)

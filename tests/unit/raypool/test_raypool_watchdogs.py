@@ -10,7 +10,15 @@ import sys
 
 from raypool import discovery
 from raypool.config import load_node_settings
-from raypool.head import HeadPublisher, PublishState, head_argv, should_publish, write_generation
+from raypool.head import (
+    RAY_ADDRESS_FILE,
+    HeadPublisher,
+    PublishState,
+    clear_bootstrap_record,
+    head_argv,
+    should_publish,
+    write_generation,
+)
 from raypool.headrecord import HeadRecord
 from raypool.health import HealthError
 from raypool.procs import RAY_TAG_ENV, kill_tagged, tagged_processes, wait_until
@@ -46,6 +54,18 @@ def test_worker_argv_passes_resources_json_as_one_argument(tmp_path):
     resources = [a for a in argv if a.startswith("--resources=")]
     assert json.loads(resources[0].split("=", 1)[1]) == {"worker_node": 100, "ssd": 2}
     assert "--num-gpus=4" in argv and "--num-cpus=16" in argv and "--block" in argv
+
+
+def test_head_start_removes_only_a_bootstrap_record_naming_its_own_address(tmp_path):
+    temp = tmp_path / "ray"
+    temp.mkdir()
+    s = settings(tmp_path, ARGUS_RAY_TEMP_DIR=str(temp), ARGUS_RAY_PORT="6390")
+    record = temp / RAY_ADDRESS_FILE
+    assert not clear_bootstrap_record(s, LOG)            # no file: nothing to do
+    record.write_text("10.0.0.2:6379")                   # another cluster's port: kept
+    assert not clear_bootstrap_record(s, LOG) and record.read_text() == "10.0.0.2:6379"
+    record.write_text("10.0.0.2:6390")                   # this head's: removed
+    assert clear_bootstrap_record(s, LOG) and not record.exists()
 
 
 def test_should_publish():
