@@ -10,10 +10,11 @@ head, its GCS lists both workers alive), and the running work kept as on distinc
 (``test_node_runtime.py``, ``test_head_faults.py``): the same cluster id, the workers'
 raylet pids unchanged, the actor the same process with its count gone on.
 
-Before the fix (the head's ``ray start --head`` refused while the workers' raylets named its
-address) the workers were back after ~307 s, with new raylets and the actor lost;
-``ARGUS_TEST_ONE_HOST_HEAL_S=400`` lets the test measure that (it then fails on the kept
-work). The heal time is printed (``pytest -s``).
+Before the fix (the head's ``ray start --head`` refused, "already running", while the
+workers' raylets named its address) the workers were back after 302 s, once their raylets
+had given up the 300 s reconnect budget: new raylets, the actor lost. With
+``ARGUS_TEST_ONE_HOST_HEAL_S=400`` the test measures that (and then fails on the kept work);
+the heal time is printed (``pytest -s``). See docs/node-runtime.md, "One host".
 """
 
 from __future__ import annotations
