@@ -77,6 +77,10 @@ ELSEWHERE: dict[tuple[str, str, str], str] = {
     ("raypool/gcsstore.py", "wipe", "os.path.exists"): NODE,
     ("raypool/gcsstore.py", "wipe", "shutil.rmtree"): NODE,
     ("raypool/head.py", "read_generation", "open"): NODE,
+    ("raypool/head.py", "clear_bootstrap_record", "open"):
+        "Ray's ray_current_cluster in the node's own Ray temp dir: " + NODE,
+    ("raypool/head.py", "clear_bootstrap_record", "os.unlink"):
+        "Ray's ray_current_cluster in the node's own Ray temp dir: " + NODE,
     ("raypool/head.py", "run_head_watchdog", "os.makedirs"): NODE,
     ("raypool/local/launcher.py", "pid_namespace_mode", "shutil.which"):
         "an executable's path",
