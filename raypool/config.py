@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from raypool.healthpolicy import APPLICATION_XIDS
+
 ROLES = ("head", "worker")
 GCS_STORES = ("rocksdb", "memory")
 DEFAULT_CLUSTER_NAME = "argus-ray"
@@ -39,6 +41,10 @@ _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,251}[A-Za-z0-9])?$")
 # and the worker watchdog's budget for waiting on it: a head restart of the same cluster
 # (embedded store) must fit inside it, with room for a slow container restart.
 DEFAULT_GCS_RECONNECT_TIMEOUT_S = 300
+DEFAULT_HEALTH_INTERVAL_S = 30.0
+DEFAULT_HEALTH_TIMEOUT_S = 20.0
+DEFAULT_HEALTH_MIN_FREE_GB = 1
+FAKE_GPU_MODES = ("", "0", "1", "standin")
 _RESOURCE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 # Flags the watchdogs set themselves; passing them again in ARGUS_RAY_EXTRA_ARGS would make
 # the node disagree with head.json or with its own health checks.
@@ -85,6 +91,13 @@ class NodeSettings:
     unhealthy_s: float
     stop_timeout_s: float
     ray_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # node health (raypool/nodehealth.py): 0 = off
+    health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S
+    health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
+    health_min_free_bytes: int = DEFAULT_HEALTH_MIN_FREE_GB * 2**30
+    health_cmd: tuple[str, ...] = ()
+    health_ignore_xids: frozenset[int] = APPLICATION_XIDS
+    fake_gpus: str = ""  # "" real GPUs, "1" fake (no nvidia-smi), "standin" fake + stand-in
 
     @property
     def node_tag(self) -> str:
@@ -106,6 +119,19 @@ class NodeSettings:
     @property
     def generation_file(self) -> str:
         return os.path.join(self.run_dir, "head.generation.json")
+
+    @property
+    def health_file(self) -> str:
+        """``<head.json's dir>/nodes/<node>.health.json``: beside head.json on the shared
+        root, one file per node, read by the task service."""
+        return os.path.join(os.path.dirname(self.head_ip_file), "nodes",
+                            f"{self.node_name}.health.json")
+
+    @property
+    def offered_gpus(self) -> int | None:
+        """The GPUs this node offers Ray: none on the head, ``ARGUS_WORKER_NUM_GPUS`` on a
+        worker (None: Ray's autodetection, then the GCS tells)."""
+        return 0 if self.role == "head" else self.worker_num_gpus
 
     @property
     def gcs_store_lock(self) -> str:
@@ -249,6 +275,44 @@ class _Reader:
             self.bad(name, value, "an integer >= 0, or empty for Ray's autodetection")
             return None
         return int(value)
+
+
+def _health_settings(r: _Reader) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for var, key, default in (("ARGUS_HEALTH_INTERVAL_S", "health_interval_s",
+                               DEFAULT_HEALTH_INTERVAL_S),
+                              ("ARGUS_HEALTH_MIN_FREE_GB", "health_min_free_bytes",
+                               float(DEFAULT_HEALTH_MIN_FREE_GB))):
+        value = r.raw(var, f"{default:g}")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0:
+            r.bad(var, value, "a number >= 0 (0 = off)")
+            number = default
+        out[key] = int(number * 2**30) if key == "health_min_free_bytes" else number
+    out["health_timeout_s"] = r.seconds("ARGUS_HEALTH_TIMEOUT_S", DEFAULT_HEALTH_TIMEOUT_S)
+    cmd = r.raw("ARGUS_HEALTH_CMD")
+    try:
+        out["health_cmd"] = tuple(shlex.split(cmd))
+    except ValueError as exc:
+        r.bad("ARGUS_HEALTH_CMD", cmd, f"a command as shell-style words ({exc})")
+        out["health_cmd"] = ()
+    ignore = r.raw("ARGUS_HEALTH_IGNORE_XIDS", ",".join(map(str, sorted(APPLICATION_XIDS))))
+    words = [w.strip() for w in ignore.split(",") if w.strip()]
+    if ignore.strip() == "none":
+        words = []
+    if not all(w.isdigit() for w in words):
+        r.bad("ARGUS_HEALTH_IGNORE_XIDS", ignore, "a comma list of XID numbers, or none")
+        words = [str(x) for x in APPLICATION_XIDS]
+    out["health_ignore_xids"] = frozenset(int(w) for w in words)
+    fake = r.raw("ARGUS_FAKE_GPUS")
+    if fake not in FAKE_GPU_MODES:
+        r.bad("ARGUS_FAKE_GPUS", fake, "empty or 0 (real GPUs), 1 (fake GPUs, no nvidia-smi) "
+                                       "or standin (fake GPUs, the stand-in nvidia-smi)")
+    out["fake_gpus"] = "" if fake in ("", "0") or fake not in FAKE_GPU_MODES else fake
+    return out
 
 
 def parse_resources_kv(text: str) -> dict[str, float]:
@@ -424,6 +488,7 @@ def load_node_settings(env: Mapping[str, str] | None = None,
         unhealthy_s=r.seconds("ARGUS_UNHEALTHY_S", 10),
         stop_timeout_s=r.seconds("ARGUS_STOP_TIMEOUT_S", 10),
         ray_labels=MappingProxyType(labels),
+        **_health_settings(r),  # type: ignore[arg-type]
     )
     if len(os.path.join(settings.run_dir, SOCKET_NAME)) > 100:
         r.bad("ARGUS_RUN_DIR", settings.run_dir,

@@ -171,3 +171,40 @@ def test_ray_identity_args_merge_the_operators_labels():
                                     "--labels=argus.node=w1,ray.io/x=y,zone=eu-1"]
     assert ray_identity_args(load(ARGUS_NODE_NAME="w1")) == [
         "--node-name=w1", "--labels=argus.node=w1"]
+
+
+def test_health_defaults_and_file_beside_head_json():
+    s = load(ARGUS_NODE_NAME="w1")
+    assert (s.health_interval_s, s.health_timeout_s) == (30, 20)
+    assert s.health_min_free_bytes == 2**30 and s.health_cmd == ()
+    assert s.health_ignore_xids == {13, 31, 43, 45, 68, 109} and s.fake_gpus == ""
+    assert s.health_file == "/private/ray/discovery/argus-ray/nodes/w1.health.json"
+    assert s.offered_gpus is None and load(ARGUS_WORKER_NUM_GPUS="4").offered_gpus == 4
+    assert load(ARGUS_ROLE="head").offered_gpus == 0
+
+
+def test_health_settings_parsed():
+    s = load(ARGUS_HEALTH_INTERVAL_S="0", ARGUS_HEALTH_MIN_FREE_GB="2.5",
+             ARGUS_HEALTH_CMD="/usr/bin/check --ib 'mlx5_0 mlx5_1'", ARGUS_HEALTH_TIMEOUT_S="5",
+             ARGUS_HEALTH_IGNORE_XIDS="13, 43", ARGUS_FAKE_GPUS="standin")
+    assert s.health_interval_s == 0 and s.health_min_free_bytes == int(2.5 * 2**30)
+    assert s.health_cmd == ("/usr/bin/check", "--ib", "mlx5_0 mlx5_1")
+    assert s.health_timeout_s == 5 and s.health_ignore_xids == {13, 43}
+    assert s.fake_gpus == "standin"
+    assert load(ARGUS_HEALTH_IGNORE_XIDS="none").health_ignore_xids == frozenset()
+    assert load(ARGUS_FAKE_GPUS="0").fake_gpus == ""
+
+
+@pytest.mark.parametrize("var,value", [
+    ("ARGUS_HEALTH_INTERVAL_S", "-1"),
+    ("ARGUS_HEALTH_INTERVAL_S", "often"),
+    ("ARGUS_HEALTH_TIMEOUT_S", "0"),
+    ("ARGUS_HEALTH_MIN_FREE_GB", "lots"),
+    ("ARGUS_HEALTH_CMD", "check 'unterminated"),
+    ("ARGUS_HEALTH_IGNORE_XIDS", "13,x"),
+    ("ARGUS_FAKE_GPUS", "yes"),
+])
+def test_each_bad_health_variable_is_named(var, value):
+    with pytest.raises(SettingsError) as info:
+        load(**{var: value})
+    assert [p.split("=", 1)[0] for p in info.value.problems] == [var]
