@@ -105,16 +105,24 @@ def tool_argvs(settings: NodeSettings) -> tuple[list[str], list[str]]:
 def free_bytes(path: str, timeout_s: float) -> tuple[int | None, str]:
     """Free bytes for an unprivileged user on ``path``'s file system (its nearest existing
     parent); statvfs runs in a daemon thread so a hung NFS mount is reported, not waited on."""
-    while not os.path.exists(path) and os.path.dirname(path) != path:
-        path = os.path.dirname(path)
     box: dict[str, object] = {}
 
     def call() -> None:
-        try:
-            st = os.statvfs(path)
+        where = path
+        while True:
+            try:
+                st = os.statvfs(where)
+            except FileNotFoundError:
+                if os.path.dirname(where) == where:
+                    box["error"] = "no such directory"
+                    return
+                where = os.path.dirname(where)  # not made yet (Ray's temp dir): its parent
+                continue
+            except OSError as exc:
+                box["error"] = exc.strerror or str(exc)
+                return
             box["free"] = st.f_bavail * st.f_frsize
-        except OSError as exc:
-            box["error"] = exc.strerror or str(exc)
+            return
 
     thread = threading.Thread(target=call, name="statvfs", daemon=True)
     thread.start()

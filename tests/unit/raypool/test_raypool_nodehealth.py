@@ -207,3 +207,10 @@ def test_the_node_is_found_by_its_label_the_alive_one_last_started():
     assert node_by_name([old, other], "w1").node_id == "old"
     assert node_by_name([other], "w1") is None
     assert node_by_name([unlabelled], "w3").node_id == "u"  # by Ray's node name alone
+
+
+def test_free_bytes_of_a_dir_not_made_yet_is_its_parents(tmp_path):
+    from raypool.nodehealth import free_bytes
+
+    free, error = free_bytes(str(tmp_path / "ray" / "not-yet"), 10)
+    assert error == "" and free is not None and free > 0
