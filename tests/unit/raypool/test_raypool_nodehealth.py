@@ -214,3 +214,15 @@ def test_free_bytes_of_a_dir_not_made_yet_is_its_parents(tmp_path):
 
     free, error = free_bytes(str(tmp_path / "ray" / "not-yet"), 10)
     assert error == "" and free is not None and free > 0
+
+
+def test_a_hung_driver_is_a_timeout_not_a_hung_round(tmp_path, monkeypatch):
+    s = settings(tmp_path, ARGUS_HEALTH_TIMEOUT_S="1")
+    monkeypatch.setenv("ARGUS_RUN_DIR", s.run_dir)
+    plant(s, {"hang": 60})
+    started = time.monotonic()
+    report = collect(s, probes()[0])
+    assert time.monotonic() - started < 20
+    assert report.reason.startswith("gpus: nvidia-smi -q timed out after 1s")
+    xid = next(c for c in report.checks if c.name == "xid")
+    assert xid.ok and xid.detail == "skipped: kernel log not readable (timed out)"
