@@ -259,6 +259,8 @@ class HealthProgram:
         s = self.settings
         started = time.monotonic()
         report = collect(s, self.probes)
+        if self.loop.stopping.is_set():
+            return False  # its tools were cut short by the stop, not by their deadline
         try:
             publish(s.health_file, report.to_json())
         except OSError as exc:

@@ -226,3 +226,14 @@ def test_a_hung_driver_is_a_timeout_not_a_hung_round(tmp_path, monkeypatch):
     assert report.reason.startswith("gpus: nvidia-smi -q timed out after 1s")
     xid = next(c for c in report.checks if c.name == "xid")
     assert xid.ok and xid.detail == "skipped: kernel log not readable (timed out)"
+
+
+def test_a_round_cut_short_by_the_stop_is_not_published(tmp_path):
+    import logging
+
+    s = settings(tmp_path, ARGUS_FAKE_GPUS="1")
+    program = HealthProgram(s, logging.getLogger("test"), probes(
+        run=lambda argv, t: CommandOutcome(timed_out=True))[0])
+    program.loop.stop()
+    program.step()
+    assert not os.path.exists(s.health_file)
