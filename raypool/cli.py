@@ -5,7 +5,9 @@
     argus-node backdate-record SECONDS  age head.json (fault injection: stale record)
     argus-node wipe-gcs-store --yes     remove the head's GCS store: the next head is a new
                                         cluster (refused while a head holds the store)
-    argus-node head-watchdog | head-publisher | worker-watchdog | fatal-listener
+    argus-node health [--json]          run this node's health checks once and print them
+                                        (exit 1 when unhealthy; nothing is published)
+    argus-node head-watchdog | head-publisher | worker-watchdog | node-health | fatal-listener
     argus-node local up|down|status|pids|exec|move-head   local multi-node launcher
 """
 
@@ -156,6 +158,21 @@ def cmd_wipe(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_health(args: argparse.Namespace) -> int:
+    from raypool.nodehealth import collect, default_probes
+
+    settings = _settings()
+    report = collect(settings, default_probes())
+    if args.json:
+        print(report.to_json(), end="")
+    else:
+        print(f"{settings.node_name}: {'healthy' if report.healthy else 'UNHEALTHY'}: "
+              f"{report.reason} (file {settings.health_file})")
+        for check in report.checks:
+            print(f"  {'ok  ' if check.ok else 'FAIL'} {check.name:16} {check.detail}")
+    return 0 if report.healthy else 1
+
+
 def _program(name: str) -> int:
     from raypool.logsetup import setup_logging
 
@@ -167,6 +184,9 @@ def _program(name: str) -> int:
     if name == "head-publisher":
         from raypool.head import HeadPublisher
         return HeadPublisher(settings, logger).run()
+    if name == "node-health":
+        from raypool.nodehealth import run_node_health
+        return run_node_health(settings, logger)
     from raypool.worker import run_worker_watchdog
     return run_worker_watchdog(settings, logger)
 
@@ -184,7 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     wipe = sub.add_parser("wipe-gcs-store",
                           help="remove the head's GCS store (stop the head first)")
     wipe.add_argument("--yes", action="store_true", help="really remove it")
-    for name in ("head-watchdog", "head-publisher", "worker-watchdog", "fatal-listener"):
+    health = sub.add_parser("health", help="run this node's health checks once and print them")
+    health.add_argument("--json", action="store_true")
+    for name in ("head-watchdog", "head-publisher", "worker-watchdog", "node-health",
+                 "fatal-listener"):
         sub.add_parser(name, help=f"supervisord program: {name}")
     from raypool.local.cli import add_local_parser
     add_local_parser(sub)
@@ -201,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_backdate(args)
     if args.command == "wipe-gcs-store":
         return cmd_wipe(args)
+    if args.command == "health":
+        return cmd_health(args)
     if args.command == "fatal-listener":
         from raypool.fatal_listener import main as listener_main
         return listener_main()

@@ -16,8 +16,10 @@ import shlex
 import socket
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from raypool.healthpolicy import APPLICATION_XIDS
 
 ROLES = ("head", "worker")
 GCS_STORES = ("rocksdb", "memory")
@@ -25,17 +27,31 @@ DEFAULT_CLUSTER_NAME = "argus-ray"
 SOCKET_NAME = "supervisor.sock"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 NAME_FORM = "1-63 characters of [A-Za-z0-9_.-], starting alphanumeric"
+# A node name: a DNS label (letters, digits, '-', and '_' which host names in labs carry),
+# so it is a file name, a log directory, a Ray node name and a Ray label value as it is.
+_NODE_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_-]{0,61}[A-Za-z0-9])?$")
+NODE_NAME_FORM = ("1-63 characters of [A-Za-z0-9_-], starting and ending alphanumeric "
+                  "(a DNS label)")
+# The Ray label that carries the node name (`ray start --labels`), so the service can map a
+# Ray node id to the node: ray.nodes()[i]["Labels"]["argus.node"].
+NODE_LABEL = "argus.node"
+_LABEL_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,251}[A-Za-z0-9])?$")
 # The raylet's own limit on a GCS that does not answer (RAY_gcs_rpc_server_reconnect_timeout_s)
 # and the worker watchdog's budget for waiting on it: a head restart of the same cluster
 # (embedded store) must fit inside it, with room for a slow container restart.
 DEFAULT_GCS_RECONNECT_TIMEOUT_S = 300
+DEFAULT_HEALTH_INTERVAL_S = 30.0
+DEFAULT_HEALTH_TIMEOUT_S = 20.0
+DEFAULT_HEALTH_MIN_FREE_GB = 1
+FAKE_GPU_MODES = ("", "0", "1", "standin")
 _RESOURCE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
 # Flags the watchdogs set themselves; passing them again in ARGUS_RAY_EXTRA_ARGS would make
 # the node disagree with head.json or with its own health checks.
 MANAGED_RAY_FLAGS = (
     "--head", "--address", "--block", "--port", "--node-ip-address", "--temp-dir",
     "--resources", "--num-gpus", "--num-cpus", "--dashboard-port", "--dashboard-host",
+    "--node-name", "--labels-file",
 )
 
 
@@ -61,7 +77,7 @@ class NodeSettings:
     poll_s: float
     node_ip: str
     worker_resources: Mapping[str, float]
-    ray_extra_args: tuple[str, ...]
+    ray_extra_args: tuple[str, ...]  # without --labels (merged into ray_labels)
     log_dir: str
     run_dir: str
     ray_temp_dir: str
@@ -74,6 +90,14 @@ class NodeSettings:
     start_timeout_s: float
     unhealthy_s: float
     stop_timeout_s: float
+    ray_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # node health (raypool/nodehealth.py): 0 = off
+    health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S
+    health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
+    health_min_free_bytes: int = DEFAULT_HEALTH_MIN_FREE_GB * 2**30
+    health_cmd: tuple[str, ...] = ()
+    health_ignore_xids: frozenset[int] = APPLICATION_XIDS
+    fake_gpus: str = ""  # "" real GPUs, "1" fake (no nvidia-smi), "standin" fake + stand-in
 
     @property
     def node_tag(self) -> str:
@@ -95,6 +119,19 @@ class NodeSettings:
     @property
     def generation_file(self) -> str:
         return os.path.join(self.run_dir, "head.generation.json")
+
+    @property
+    def health_file(self) -> str:
+        """``<head.json's dir>/nodes/<node>.health.json``: beside head.json on the shared
+        root, one file per node, read by the task service."""
+        return os.path.join(os.path.dirname(self.head_ip_file), "nodes",
+                            f"{self.node_name}.health.json")
+
+    @property
+    def offered_gpus(self) -> int | None:
+        """The GPUs this node offers Ray: none on the head, ``ARGUS_WORKER_NUM_GPUS`` on a
+        worker (None: Ray's autodetection, then the GCS tells)."""
+        return 0 if self.role == "head" else self.worker_num_gpus
 
     @property
     def gcs_store_lock(self) -> str:
@@ -121,6 +158,55 @@ def _flag_int(args: tuple[str, ...], flag: str) -> int | None:
             continue
         return int(value) if value.isdigit() else None
     return None
+
+
+def is_valid_node_name(value: str) -> bool:
+    return bool(_NODE_NAME_RE.match(value))
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """Ray's ``--labels`` form ``k1=v1,k2=v2`` (keys may carry a ``prefix/``); ValueError
+    when an item is not one. ``argus.node`` is Argus's own and refused."""
+    labels: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.strip().partition("=")
+        key, value = key.strip(), value.strip()
+        name = key.rsplit("/", 1)[-1]
+        if not sep or not _LABEL_RE.match(name) or (value and not _LABEL_RE.match(value)):
+            raise ValueError(f"bad label {item.strip()!r} (key=value, Kubernetes label syntax)")
+        if key == NODE_LABEL:
+            raise ValueError(f"{NODE_LABEL} is set by Argus (ARGUS_NODE_NAME)")
+        labels[key] = value
+    return labels
+
+
+def _extra_labels(args: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+    """``--labels`` taken out of the extra args: (the other args, its value or None)."""
+    rest: list[str] = []
+    value: str | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--labels" and i + 1 < len(args):
+            value = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--labels="):
+            value = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+        i += 1
+    return tuple(rest), value
+
+
+def ray_identity_args(settings: NodeSettings) -> list[str]:
+    """What ``ray start`` gets to name the node: ``--node-name`` (``ray.nodes()``'s
+    ``NodeName``, the state API's ``node_name``) and ``--labels`` with ``argus.node=<name>``
+    merged into any labels of ``ARGUS_RAY_EXTRA_ARGS`` (Ray keeps only the last
+    ``--labels``). One argv element each: no shell sees them."""
+    labels = {**settings.ray_labels, NODE_LABEL: settings.node_name}
+    joined = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return [f"--node-name={settings.node_name}", f"--labels={joined}"]
 
 
 def is_valid_name(value: str) -> bool:
@@ -191,6 +277,44 @@ class _Reader:
         return int(value)
 
 
+def _health_settings(r: _Reader) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for var, key, default in (("ARGUS_HEALTH_INTERVAL_S", "health_interval_s",
+                               DEFAULT_HEALTH_INTERVAL_S),
+                              ("ARGUS_HEALTH_MIN_FREE_GB", "health_min_free_bytes",
+                               float(DEFAULT_HEALTH_MIN_FREE_GB))):
+        value = r.raw(var, f"{default:g}")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0:
+            r.bad(var, value, "a number >= 0 (0 = off)")
+            number = default
+        out[key] = int(number * 2**30) if key == "health_min_free_bytes" else number
+    out["health_timeout_s"] = r.seconds("ARGUS_HEALTH_TIMEOUT_S", DEFAULT_HEALTH_TIMEOUT_S)
+    cmd = r.raw("ARGUS_HEALTH_CMD")
+    try:
+        out["health_cmd"] = tuple(shlex.split(cmd))
+    except ValueError as exc:
+        r.bad("ARGUS_HEALTH_CMD", cmd, f"a command as shell-style words ({exc})")
+        out["health_cmd"] = ()
+    ignore = r.raw("ARGUS_HEALTH_IGNORE_XIDS", ",".join(map(str, sorted(APPLICATION_XIDS))))
+    words = [w.strip() for w in ignore.split(",") if w.strip()]
+    if ignore.strip() == "none":
+        words = []
+    if not all(w.isdigit() for w in words):
+        r.bad("ARGUS_HEALTH_IGNORE_XIDS", ignore, "a comma list of XID numbers, or none")
+        words = [str(x) for x in APPLICATION_XIDS]
+    out["health_ignore_xids"] = frozenset(int(w) for w in words)
+    fake = r.raw("ARGUS_FAKE_GPUS")
+    if fake not in FAKE_GPU_MODES:
+        r.bad("ARGUS_FAKE_GPUS", fake, "empty or 0 (real GPUs), 1 (fake GPUs, no nvidia-smi) "
+                                       "or standin (fake GPUs, the stand-in nvidia-smi)")
+    out["fake_gpus"] = "" if fake in ("", "0") or fake not in FAKE_GPU_MODES else fake
+    return out
+
+
 def parse_resources_kv(text: str) -> dict[str, float]:
     """``worker_node=100,ssd=1.5`` -> ``{"worker_node": 100.0, "ssd": 1.5}``; ValueError if bad."""
     resources: dict[str, float] = {}
@@ -226,6 +350,19 @@ def _split_extra_args(reader: _Reader) -> tuple[str, ...]:
         if flag in MANAGED_RAY_FLAGS:
             reader.bad(name, text, f"extra ray start flags other than {flag}, which Argus sets")
     return args
+
+
+def _split_labels(reader: _Reader, args: tuple[str, ...]
+                  ) -> tuple[tuple[str, ...], dict[str, str]]:
+    rest, value = _extra_labels(args)
+    if value is None:
+        return rest, {}
+    try:
+        return rest, parse_labels(value)
+    except ValueError as exc:
+        reader.bad("ARGUS_RAY_EXTRA_ARGS", reader.raw("ARGUS_RAY_EXTRA_ARGS"),
+                   f"--labels as key=value,... ({exc})")
+        return rest, {}
 
 
 # --- node IP detection -------------------------------------------------------------------
@@ -317,9 +454,15 @@ def load_node_settings(env: Mapping[str, str] | None = None,
     if head_host and not _HOST_RE.match(head_host):
         r.bad("ARGUS_HEAD_HOST", head_host, "a DNS name or an IP address, or empty")
 
+    node_name = r.raw("ARGUS_NODE_NAME", socket.gethostname().split(".")[0] or "node")
+    if not is_valid_node_name(node_name):
+        default = "" if r.raw("ARGUS_NODE_NAME") else " (the host name: set ARGUS_NODE_NAME)"
+        r.bad("ARGUS_NODE_NAME", node_name, NODE_NAME_FORM + default)
+    extra_args, labels = _split_labels(r, _split_extra_args(r))
+
     settings = NodeSettings(
         role=role,
-        node_name=r.name("ARGUS_NODE_NAME", socket.gethostname().split(".")[0] or "node"),
+        node_name=node_name,
         shared_root=shared_root,
         cluster_name=cluster_name,
         head_ip_file=head_ip_file,
@@ -330,7 +473,7 @@ def load_node_settings(env: Mapping[str, str] | None = None,
         poll_s=poll_s,
         node_ip=node_ip,
         worker_resources=MappingProxyType(resources),
-        ray_extra_args=_split_extra_args(r),
+        ray_extra_args=extra_args,
         log_dir=r.path("ARGUS_LOG_DIR", os.path.join(shared_root, "common", "logs")),
         run_dir=r.path("ARGUS_RUN_DIR", "/run/argus-node"),
         ray_temp_dir=r.path("ARGUS_RAY_TEMP_DIR", "/tmp/ray"),
@@ -344,6 +487,8 @@ def load_node_settings(env: Mapping[str, str] | None = None,
         start_timeout_s=r.seconds("ARGUS_START_TIMEOUT_S", 60),
         unhealthy_s=r.seconds("ARGUS_UNHEALTHY_S", 10),
         stop_timeout_s=r.seconds("ARGUS_STOP_TIMEOUT_S", 10),
+        ray_labels=MappingProxyType(labels),
+        **_health_settings(r),  # type: ignore[arg-type]
     )
     if len(os.path.join(settings.run_dir, SOCKET_NAME)) > 100:
         r.bad("ARGUS_RUN_DIR", settings.run_dir,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from raypool import discovery
 from raypool.atomicfile import write_atomic
-from raypool.config import NodeSettings
+from raypool.config import NodeSettings, ray_identity_args
 from raypool.gcsstore import StoreLock, StoreLocked
 from raypool.headrecord import HeadRecord, new_generation
 from raypool.health import HealthError, cluster_id, gcs_alive
@@ -35,7 +35,8 @@ def head_argv(settings: NodeSettings) -> list[str]:
         f"--port={settings.ray_port}", "--dashboard-host=0.0.0.0",
         f"--dashboard-port={settings.dashboard_port}",
         f"--node-ip-address={settings.node_ip}", f"--temp-dir={settings.ray_temp_dir}",
-        "--disable-usage-stats", "--log-color=false", "--block", *settings.ray_extra_args,
+        "--disable-usage-stats", "--log-color=false", "--block",
+        *ray_identity_args(settings), *settings.ray_extra_args,
     ]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -34,6 +34,8 @@ class NodeView:
     is_head: bool
     resources: dict[str, float]
     start_time_s: float = 0.0
+    node_name: str = ""  # `ray start --node-name` (ARGUS_NODE_NAME)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def tcp_open(host: str, port: int, timeout_s: float = 1.0) -> bool:
@@ -121,6 +123,8 @@ def list_nodes(address: str, timeout_s: float = 3.0) -> list[NodeView]:
                 is_head=info.is_head_node,
                 resources=dict(info.resources_total),
                 start_time_s=info.start_time_ms / 1000.0,
+                node_name=info.node_name,
+                labels=dict(info.labels),
             )
             for info in infos.values()
         ]
@@ -145,3 +149,14 @@ def is_registered(nodes: list[NodeView], ip: str, node_manager_port: int | None,
 
 def alive_workers(nodes: list[NodeView], resource: str = "worker_node") -> list[NodeView]:
     return [n for n in nodes if n.alive and n.resources.get(resource, 0) > 0]
+
+
+def node_by_name(nodes: list[NodeView], name: str, label: str = "argus.node"
+                 ) -> NodeView | None:
+    """The node Ray knows under this Argus node name (its ``argus.node`` label, else its
+    node name): the alive one started last, else the dead one started last; None if none.
+    A restarted raylet is a new Ray node under the same name; the old one stays dead."""
+    named = [n for n in nodes if n.labels.get(label, n.node_name) == name]
+    if not named:
+        return None
+    return max(named, key=lambda n: (n.alive, n.start_time_s))

@@ -26,11 +26,14 @@ PROGRAMS = {
     "head": ("argus_head_watchdog", "argus_head_publisher"),
     "worker": ("argus_worker_watchdog",),
 }
+# Both roles, unless ARGUS_HEALTH_INTERVAL_S=0 (raypool/nodehealth.py).
+HEALTH_PROGRAM = "argus_node_health"
 SUBCOMMANDS = {
     "argus_head_watchdog": "head-watchdog",
     "argus_head_publisher": "head-publisher",
     "argus_worker_watchdog": "worker-watchdog",
     "argus_fatal_listener": "fatal-listener",
+    HEALTH_PROGRAM: "node-health",
 }
 PROGRAM_BLOCK = Template("""
 [program:${name}]
@@ -70,12 +73,17 @@ def program_command(program: str, python: str = sys.executable) -> str:
     return _ini(shlex.join([python, "-m", "raypool.cli", SUBCOMMANDS[program]]))
 
 
+def programs(settings: NodeSettings) -> tuple[str, ...]:
+    health = (HEALTH_PROGRAM,) if settings.health_interval_s > 0 else ()
+    return PROGRAMS[settings.role] + health
+
+
 def render(settings: NodeSettings, python: str = sys.executable) -> str:
     blocks = "".join(
         PROGRAM_BLOCK.substitute(
             name=name, command=program_command(name, python), startsecs=3,
             stopwaitsecs=int(settings.stop_timeout_s) + 15)
-        for name in PROGRAMS[settings.role]
+        for name in programs(settings)
     )
     with open(template_path()) as f:
         template = Template(f.read())

@@ -13,7 +13,7 @@ import time
 from dataclasses import replace
 
 from raypool import discovery
-from raypool.config import NodeSettings
+from raypool.config import NodeSettings, ray_identity_args
 from raypool.headrecord import HeadRecord, Sighting, judge
 from raypool.health import HealthError, gcs_alive, is_registered, list_nodes
 from raypool.policy import Action, ChildState, GcsView, Joined, Limits, decide_worker
@@ -35,7 +35,7 @@ def worker_argv(settings: NodeSettings, head: HeadRecord) -> list[str]:
         ray_executable(), "start", f"--address={join_address(settings, head)}",
         f"--resources={json.dumps(dict(settings.worker_resources), sort_keys=True)}",
         f"--node-ip-address={settings.node_ip}", f"--temp-dir={settings.ray_temp_dir}",
-        "--disable-usage-stats", "--log-color=false", "--block",
+        "--disable-usage-stats", "--log-color=false", "--block", *ray_identity_args(settings),
     ]
     if settings.worker_num_gpus is not None:
         argv.append(f"--num-gpus={settings.worker_num_gpus}")

@@ -71,6 +71,9 @@ def _base_env(cluster: LocalCluster, name: str, role: str, ip: str) -> dict[str,
         "ARGUS_WORKER_NUM_CPUS": opts["cpus"], "ARGUS_WORKER_RESOURCES_KV": "worker_node=100",
         "ARGUS_START_TIMEOUT_S": "60", "ARGUS_UNHEALTHY_S": opts["unhealthy_s"],
         "ARGUS_STOP_TIMEOUT_S": "5",
+        # fake GPUs: the health checks run against the stand-in nvidia-smi, where a test
+        # plants a fault in <run dir>/standin-gpu-faults.json
+        "ARGUS_FAKE_GPUS": "standin",
     }
     if cluster.isolation == "ports":
         env["ARGUS_RAY_TEMP_DIR"] = cluster.ray_temp_root
@@ -397,6 +400,7 @@ PROCESS_KINDS = {
     "supervisord": (NODE_TAG_ENV, "supervisord"),
     "watchdog": (NODE_TAG_ENV, "watchdog"),
     "publisher": (NODE_TAG_ENV, "head-publisher"),
+    "health": (NODE_TAG_ENV, "node-health"),
     "gcs": (RAY_TAG_ENV, "gcs_server"),
     "raylet": (RAY_TAG_ENV, "raylet"),
     "ray": (RAY_TAG_ENV, ""),

@@ -14,11 +14,11 @@ from raypool.config import load_node_settings
 from raypool.fatal_listener import parse_payload, restart_fatal
 
 
-def settings(role: str, tmp_path, run_dir: str | None = None):
+def settings(role: str, tmp_path, run_dir: str | None = None, **extra: str):
     return load_node_settings({
         "ARGUS_ROLE": role, "ARGUS_NODE_IP": "10.0.0.3", "ARGUS_NODE_NAME": "n1",
         "ARGUS_SHARED_ROOT": str(tmp_path / "shared"),
-        "ARGUS_RUN_DIR": run_dir or str(tmp_path / "run"),
+        "ARGUS_RUN_DIR": run_dir or str(tmp_path / "run"), **extra,
     })
 
 
@@ -29,8 +29,8 @@ def parse(text: str) -> configparser.RawConfigParser:
 
 
 @pytest.mark.parametrize("role,programs", [
-    ("head", {"argus_head_watchdog", "argus_head_publisher"}),
-    ("worker", {"argus_worker_watchdog"}),
+    ("head", {"argus_head_watchdog", "argus_head_publisher", "argus_node_health"}),
+    ("worker", {"argus_worker_watchdog", "argus_node_health"}),
 ])
 def test_programs_per_role(tmp_path, role, programs):
     conf = parse(supervisor.render(settings(role, tmp_path), python="/usr/bin/python3"))
@@ -49,6 +49,12 @@ def test_programs_per_role(tmp_path, role, programs):
         argv = shlex.split(section["command"])
         assert argv[:3] == ["/usr/bin/python3", "-m", "raypool.cli"]
         assert argv[3] == supervisor.SUBCOMMANDS[name]
+
+
+@pytest.mark.parametrize("role", ["head", "worker"])
+def test_no_health_program_when_checks_are_off(tmp_path, role):
+    conf = parse(supervisor.render(settings(role, tmp_path, ARGUS_HEALTH_INTERVAL_S="0")))
+    assert "program:argus_node_health" not in conf.sections()
 
 
 def test_socket_rpc_and_fatal_listener(tmp_path):

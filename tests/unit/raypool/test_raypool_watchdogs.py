@@ -39,7 +39,8 @@ def test_head_argv(tmp_path):
     argv = head_argv(settings(tmp_path, ARGUS_RAY_EXTRA_ARGS="--object-store-memory=1"))
     assert argv[1:4] == ["start", "--head", "--num-cpus=0"]
     for flag in ("--num-gpus=0", "--port=6379", "--dashboard-host=0.0.0.0",
-                 "--dashboard-port=8265", "--node-ip-address=10.0.0.2", "--block"):
+                 "--dashboard-port=8265", "--node-ip-address=10.0.0.2", "--block",
+                 "--node-name=n", "--labels=argus.node=n"):
         assert flag in argv
     assert argv[-1] == "--object-store-memory=1"
 
@@ -51,6 +52,7 @@ def test_worker_argv_passes_resources_json_as_one_argument(tmp_path):
                                 60.0, "h", 1)
     argv = worker_argv(s, head)
     assert "--address=10.0.0.9:6380" in argv
+    assert "--node-name=n" in argv and "--labels=argus.node=n" in argv
     resources = [a for a in argv if a.startswith("--resources=")]
     assert json.loads(resources[0].split("=", 1)[1]) == {"worker_node": 100, "ssd": 2}
     assert "--num-gpus=4" in argv and "--num-cpus=16" in argv and "--block" in argv
