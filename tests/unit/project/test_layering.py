@@ -63,6 +63,8 @@ PURE_ELSEWHERE = (
     "service.webhooks.schemas",
     "raypool.policy",
     "raypool.headrecord",
+    "raypool.gpuparse",
+    "raypool.healthpolicy",
 )
 
 # The service's layers, lowest first: a module imports only modules of its own layer or

@@ -77,6 +77,10 @@ ELSEWHERE: dict[tuple[str, str, str], str] = {
     ("raypool/gcsstore.py", "wipe", "os.path.exists"): NODE,
     ("raypool/gcsstore.py", "wipe", "shutil.rmtree"): NODE,
     ("raypool/head.py", "read_generation", "open"): NODE,
+    ("raypool/nodehealth.py", "publish", "os.makedirs"):
+        "<head.json dir>/nodes, the node's health file beside head.json: " + NODE,
+    ("raypool/nodehealth.py", "publish", "os.lstat"):
+        "<head.json dir>/nodes, the node's health file beside head.json: " + NODE,
     ("raypool/head.py", "clear_bootstrap_record", "open"):
         "Ray's ray_current_cluster in the node's own Ray temp dir: " + NODE,
     ("raypool/head.py", "clear_bootstrap_record", "os.unlink"):
