@@ -85,7 +85,7 @@ class LogFollower:
 
     def poll(self, now: float) -> FollowReport:
         report = FollowReport()
-        active = {row.ray_submission_id: row for row in self.store.active(ON_CLUSTER)}
+        active = {row.ray_submission_id: row for row in self.store.tasks.active(ON_CLUSTER)}
         for sid in [s for s in self._followed if s not in active]:
             self._last_read(sid, self._followed.pop(sid), now, report)
         for sid, row in active.items():
@@ -105,7 +105,7 @@ class LogFollower:
         return report
 
     def _load(self, sid: str, row: ActiveRow) -> _Followed | None:
-        state = self.store.follow_state(row.task_id, row.attempt_no)
+        state = self.store.progress.follow_state(row.task_id, row.attempt_no)
         if state is None:
             return None
         followed = _Followed(
@@ -152,7 +152,7 @@ class LogFollower:
             progress=progress, points=tuple(batch.points.values()),
             dropped=tuple(batch.dropped), series=batch.series)
         try:
-            self.store.record_progress(update, now)
+            self.store.progress.record_progress(update, now)
         except StaleProgress as exc:
             log.warning("progress of %s: %s; reloading it", sid, exc)
             self._followed.pop(sid, None)

@@ -142,9 +142,9 @@ class Scheduler:
         note."""
         report = TickReport()
         started = time.perf_counter()
-        on_cluster = self.store.active(ON_CLUSTER)
+        on_cluster = self.store.tasks.active(ON_CLUSTER)
         self.reconciler.outage_since = open_outage_since(
-            [self.store.events(row.task_id) for row in on_cluster])
+            [self.store.tasks.events(row.task_id) for row in on_cluster])
         self.reconciler.resolve_submitting(now, report)
         report.duration_s = time.perf_counter() - started
         return report
@@ -161,7 +161,7 @@ class Scheduler:
         snapshot: ClusterSnapshot | ClusterUnavailable
         try:
             snapshot = self.cluster.snapshot(
-                [row.ray_submission_id for row in self.store.active()])
+                [row.ray_submission_id for row in self.store.tasks.active()])
         except ClusterUnavailable as exc:
             snapshot = exc
             report.unreachable = str(exc)

@@ -50,7 +50,8 @@ class Watch:
         """A RUNNING attempt whose driver's node has been missing from the alive nodes for
         DRIVER_NODE_GONE_S is stopped (a job request, which also wakes Ray's job monitor)
         and ends CLUSTER_LOST: it resumes from its checkpoint."""
-        running = {row.ray_submission_id: row for row in self.store.active([TaskState.RUNNING])}
+        running = {row.ray_submission_id: row
+                   for row in self.store.tasks.active([TaskState.RUNNING])}
         self._driver_node = {sid: n for sid, n in self._driver_node.items() if sid in running}
         alive = {node.node_id for node in snapshot.nodes}
         gone = {sid for sid, node in self._driver_node.items() if node not in alive}
@@ -78,7 +79,7 @@ class Watch:
         limit = self.sched.stuck_timeout_s
         if limit is None or not snapshot.pending_pg_since:
             return
-        for row in self.store.active([TaskState.RUNNING]):
+        for row in self.store.tasks.active([TaskState.RUNNING]):
             since = snapshot.pending_pg_since.get(row.ray_submission_id)
             if (since is None or row.cancel_requested or row.preempted_for is not None
                     or now - since < limit):
@@ -90,7 +91,7 @@ class Watch:
             except ClusterUnavailable as exc:
                 report.unreachable = str(exc)
                 return
-            self.store.mark_stop_requested(row.task_id, row.attempt_no, now)
+            self.store.attempts.mark_stop_requested(row.task_id, row.attempt_no, now)
             log_text = self.ender.archive_log(row)
             message = (f"placement groups unplaceable for {now - since:.0f}s "
                        f"(stuck_timeout_s={limit:g}); stopped by Argus")

@@ -122,7 +122,7 @@ def create_app(
     if not token:
         raise ValueError("an API token is required")
     users = settings.users
-    adopted = store.ensure_users(bootstrap_admin=users.bootstrap_admin,
+    adopted = store.users.ensure_users(bootstrap_admin=users.bootstrap_admin,
                                  default_user=users.default_user, now=clock())
     if adopted:
         log.info("%d task(s) created before users existed now belong to %s", adopted,
@@ -136,8 +136,8 @@ def create_app(
         auth=Authenticator(async_store, token, users.bootstrap_admin, clock=clock),
         access=access,
         scheduler_loop=scheduler_loop, clock=clock,
-        metrics=metrics or ServiceMetrics(store.counts_by_state, scheduler_loop, users=store,
-                                          queue=store, clock=clock),
+        metrics=metrics or ServiceMetrics(store.tasks.counts_by_state, scheduler_loop, users=store,
+                                          queue=store.console, clock=clock),
         openapi_body=json.dumps(build_openapi()).encode(),
         waker=Waker(scheduler_loop, wake_interval_s),
         cluster_pool=ThreadPoolExecutor(CLUSTER_THREADS, "argus-cluster"),
