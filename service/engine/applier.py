@@ -27,6 +27,7 @@ from service.config import Settings, thaw
 from service.domain.reasons import Planned, Reason
 from service.domain.states import FailureKind, TaskState
 from service.engine.artifacts import Artifacts
+from service.engine.ports import SchedulerStore
 from service.engine.tick_report import TickReport
 from service.jobspec.model import JobSpec
 from service.jobspec.submission import build_submit_request, driver_argv
@@ -36,7 +37,7 @@ from service.scheduling.fairshare import Ledger, Share, Span, decayed_usage
 from service.scheduling.plan import PlanInput, Preemption, Wait
 from service.scheduling.planner import Planner
 from service.scheduling.runtimes import RuntimeModel
-from service.store.writer import ActiveRow, Claim, RunnableRow, StaleState, Store
+from service.store.writer import ActiveRow, Claim, RunnableRow, StaleState
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class _Submit(enum.Enum):
 class Applier:
     """Admission's effects, tick after tick, and what it remembers between ticks."""
 
-    def __init__(self, store: Store, cluster: Cluster, settings: Settings,
+    def __init__(self, store: SchedulerStore, cluster: Cluster, settings: Settings,
                  artifacts: Artifacts, planner: Planner, backfill_window: int) -> None:
         self.store = store
         self.cluster = cluster

@@ -25,9 +25,10 @@ from service.config import SchedulerSettings
 from service.domain.reasons import Preempted, Reason, RetryAfterFailure, WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.engine.artifacts import Artifacts
+from service.engine.ports import SchedulerStore
 from service.engine.tick_report import TickReport
 from service.policy import failures, retry
-from service.store.writer import ActiveRow, AttemptEnd, Store, truncate_message
+from service.store.writer import ActiveRow, AttemptEnd, truncate_message
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def _first_line(text: str | None, limit: int = 200) -> str:
 class AttemptEnder:
     """The effects of an attempt's end, in the store (and Ray's stop, the log archive)."""
 
-    def __init__(self, store: Store, cluster: Cluster, sched: SchedulerSettings,
+    def __init__(self, store: SchedulerStore, cluster: Cluster, sched: SchedulerSettings,
                  artifacts: Artifacts) -> None:
         self.store = store
         self.cluster = cluster

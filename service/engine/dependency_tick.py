@@ -23,12 +23,13 @@ from service.cluster.sharedfs import SharedTree
 from service.config import Settings
 from service.domain.layout import attempt_dir, checkpoint_dir
 from service.engine.checkpoints import NoCheckpoint, latest_checkpoint
+from service.engine.ports import SchedulerStore
 from service.jobspec.model import JobSpecError
 from service.jobspec.spec import validate_document
 from service.policy.dependencies import OnUnsatisfiable, Verdict, cancel_reason, decide
 from service.policy.pipelines import find_refs, substitute
 from service.store.pipelines import BlockedTask
-from service.store.writer import StaleState, Store
+from service.store.writer import StaleState
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class DependencyReport:
     canceled: int = 0  # BLOCKED -> CANCELED (a dependency never holds, or unresolvable)
 
 
-def outputs_of(store: Store, settings: Settings, tree: SharedTree, user: str | None,
+def outputs_of(store: SchedulerStore, settings: Settings, tree: SharedTree, user: str | None,
                stage_tasks: Mapping[str, str], refs: set[tuple[str, str]]
                ) -> dict[tuple[str, str], str]:
     """The values of ``refs`` (``(stage, output)``) for stages whose task ids are
@@ -69,7 +70,7 @@ def outputs_of(store: Store, settings: Settings, tree: SharedTree, user: str | N
 
 
 class DependencyStep:
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: SchedulerStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
         self.tree = SharedTree(settings.shared_root)

@@ -4,7 +4,7 @@ Each ``poll(now)`` reads, for each SUBMITTED/RUNNING attempt, only what its driv
 gained since the last read (``Cluster.log_since`` from the stored character offset, at
 most ``max_read_chars``), parses the complete lines (``progress.parse_line``), folds them
 into the attempt's ``Progress``, keeps the metrics' points at each series' stride
-(``curves``), and writes it all with ``Store.record_progress``, guarded by the offset it
+(``curves``), and writes it all with ``Store.progress.record_progress``, guarded by the offset it
 read from. A line without its newline yet is read again next time.
 
 An attempt that left the cluster since the last poll gets one last read, from the log the
@@ -27,6 +27,7 @@ from service.domain.rows import ActiveRow
 from service.domain.states import ON_CLUSTER
 from service.domain.writes import ProgressUpdate
 from service.engine.artifacts import Artifacts
+from service.engine.ports import FollowerStore
 from service.policy.curves import Point, keeps, thin
 from service.policy.progress import (
     Progress,
@@ -36,7 +37,7 @@ from service.policy.progress import (
     split_complete,
     with_total,
 )
-from service.store.writer import StaleProgress, Store
+from service.store.writer import StaleProgress
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class _Batch:
 class LogFollower:
     """Reads the new part of each running attempt's driver log (see the module doc)."""
 
-    def __init__(self, store: Store, cluster: Cluster, artifacts: Artifacts, *,
+    def __init__(self, store: FollowerStore, cluster: Cluster, artifacts: Artifacts, *,
                  max_points: int, max_read_chars: int) -> None:
         self.store = store
         self.cluster = cluster

@@ -15,8 +15,9 @@ from service.cluster.boundary import Cluster, ClusterUnavailable, JobInfo
 from service.domain.reasons import Interrupted, Reason, WaitKind
 from service.domain.states import ON_CLUSTER, RayStatus, TaskState
 from service.engine.attempt_end import AttemptEnder
+from service.engine.ports import SchedulerStore
 from service.engine.tick_report import TickReport
-from service.store.writer import ActiveRow, EventRow, StaleState, Store, truncate_message
+from service.store.writer import ActiveRow, EventRow, StaleState, truncate_message
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def open_outage_since(histories: Sequence[Sequence[EventRow]]) -> float | None:
 class Reconciler:
     """Ray's word on every attempt Argus put there, and the outage it may be in."""
 
-    def __init__(self, store: Store, cluster: Cluster, ender: AttemptEnder,
+    def __init__(self, store: SchedulerStore, cluster: Cluster, ender: AttemptEnder,
                  on_driver_node: Callable[[str, str], None]) -> None:
         self.store = store
         self.cluster = cluster

@@ -15,8 +15,9 @@ from service.cluster.boundary import Cluster, ClusterSnapshot, ClusterUnavailabl
 from service.config import SchedulerSettings
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.engine.attempt_end import AttemptEnder
+from service.engine.ports import SchedulerStore
 from service.engine.tick_report import TickReport
-from service.store.writer import AttemptEnd, StaleState, Store
+from service.store.writer import AttemptEnd, StaleState
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ DRIVER_NODE_GONE_S = 60.0
 class Watch:
     """The watches, with what they remember between ticks (the drivers' nodes)."""
 
-    def __init__(self, store: Store, cluster: Cluster, sched: SchedulerSettings,
+    def __init__(self, store: SchedulerStore, cluster: Cluster, sched: SchedulerSettings,
                  ender: AttemptEnder) -> None:
         self.store = store
         self.cluster = cluster

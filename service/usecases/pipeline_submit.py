@@ -23,7 +23,7 @@ from service.jobspec.spec import validate_document
 from service.policy.pipelines import PipelineDoc, PipelineError, substitute
 from service.policy.priorities import allowance_problem
 from service.store.pipelines import NewStage
-from service.store.writer import Store
+from service.usecases.ports import UseCaseStore
 
 PLACEHOLDER_STEP = "global_step_0"
 
@@ -72,7 +72,7 @@ def build_stages(doc: PipelineDoc, stage_tasks: Mapping[str, str], settings: Set
     return out
 
 
-def submit_pipeline(store: Store, doc: PipelineDoc, document: str, settings: Settings,
+def submit_pipeline(store: UseCaseStore, doc: PipelineDoc, document: str, settings: Settings,
                     user: str, now: float, *, is_admin: bool = False
                     ) -> tuple[str, dict[str, str]]:
     """Create the pipeline: ``(pipeline_id, {stage: task_id})``. Raises PipelineError
