@@ -8,7 +8,7 @@ users, each with one ended attempt spread over 30 days, plus a runnable queue:
   different token each call, so every one misses the cache);
 * ``/metrics``: rendering the whole exposition (tasks by state, per user: tasks by state,
   GPUs in use, GPU-seconds of ended attempts), the work one scrape does;
-* usage: ``GET /api/v2/usage``'s work (``Store.usage_summary``: each task's running
+* usage: ``GET /api/v2/usage``'s work (``Store.usage.usage_summary``: each task's running
   totals for the tasks inside the window, the attempts of those across its edges, of the
   running ones and of the top tasks; the JSON shape) for the last day, the last 20 days
   (a long window that is not all history) and all time;

@@ -97,7 +97,7 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class ProgressUpdate:
-    """What one read of an attempt's log adds: written by ``Store.record_progress`` only
+    """What one read of an attempt's log adds: written by ``Store.progress.record_progress`` only
     if the stored offset is still ``expected_offset``."""
 
     task_id: str

@@ -1,5 +1,5 @@
 """Inside a write transaction: the one insert of a new task, its dependencies, and the
-owner's quota check and JobSpec bytes. Shared by ``tasks.TaskStore.create`` and
+owner's quota check and JobSpec bytes. Shared by ``tasks.TaskStore.create_task`` and
 ``pipelines.PipelineStore.create_pipeline`` (a pipeline's stages are tasks like any)."""
 
 from __future__ import annotations

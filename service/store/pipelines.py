@@ -216,7 +216,7 @@ class PipelineStore(Part):
 
     def flag_pipeline_cancel(self, pipeline_id: str, now: float) -> PipelineRow:
         """Record that a person canceled the pipeline (its stages are canceled one by one
-        by the caller, each through ``Store.cancel``)."""
+        by the caller, each through ``Store.tasks.cancel``)."""
         with self._tx() as conn:
             row = conn.execute(Q["get_pipeline"], {"pipeline_id": pipeline_id}).fetchone()
             if row is None:

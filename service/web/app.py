@@ -114,7 +114,7 @@ def create_app(
     """Build the API application. ``token`` (the bootstrap admin's) must be non-empty
     (the service refuses to run open). Before anything is served, the bootstrap admin
     and the default user exist and tasks created before users existed belong to the
-    default user (``Store.ensure_users``). ``metrics`` may be passed in so the process
+    default user (``Store.users.ensure_users``). ``metrics`` may be passed in so the process
     wiring can also feed it scheduler ticks; by default the app makes its own.
     ``wake_interval_s`` bounds how often requests wake the scheduler loop (see
     ``Waker``). The app's thread pools stop on cleanup; the ``store`` stays open (its

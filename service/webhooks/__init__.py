@@ -11,5 +11,5 @@
 * ``worker``: the delivery loop, an asyncio task of the API process.
 
 The outbox rows are written by ``service.store.outbox.enqueue`` inside the store's
-transaction of the event itself (``Store._event``).
+transaction of the event itself (``WriteCore.event``).
 """

@@ -6,7 +6,7 @@ defaults, allowances, ownership, quotas, the write, the stop on Ray, the wake); 
 parses the request and maps the outcome, or the refusal (``api.outcomes``), to JSON.
 
 Nothing here blocks the event loop. Store calls are awaited on the store's own threads
-(``store_async.AsyncStore``); JobSpec parsing runs on a small work pool; anything that
+(``service.store.aio.AsyncStore``'s lanes); JobSpec parsing runs on a small work pool; anything that
 talks to Ray runs on the cluster pool under the configured timeout, so a hung Ray call can
 neither block the loop nor starve other requests. Everyone sees every task and the queue;
 a task's owner or an admin reads its metrics (403 for anyone else) and what its job wrote:
