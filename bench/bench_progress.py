@@ -67,7 +67,7 @@ def running_tasks(store: Store, cluster: FakeCluster, n: int, now: float) -> lis
         cluster.submit(SubmitRequest(sid, "python3 -m verl.trainer.main_ppo", {}, 0, {}, {}))
         cluster.start(sid)
         store.attempts.sync_attempt(t.task_id, claim.attempt_no, ray_status="RUNNING", message="",
-                           start_time=now, now=now, to_running_from=TaskState.SUBMITTED)
+                                    start_time=now, now=now, to_running_from=TaskState.SUBMITTED)
         sids.append(sid)
     return sids
 
@@ -118,7 +118,7 @@ def curve_task(store: Store, points: int, now: float) -> str:
     """A finished task whose loss and reward curves hold ``points`` points each."""
     task_id = "mvp2-u-ppo-20251224-000000-cafe"
     store.tasks.bulk_load([BulkTask(task_id=task_id, workload="ppo", state=TaskState.QUEUED,
-                              created_at=now, nnodes=1, n_gpus_per_node=8, user="u")])
+                                    created_at=now, nnodes=1, n_gpus_per_node=8, user="u")])
     per = points // ATTEMPTS
     for attempt in range(1, ATTEMPTS + 1):  # the curves' rows as the follower writes them
         first = (attempt - 1) * per + 1

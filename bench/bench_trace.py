@@ -293,7 +293,7 @@ def _running(store: Store, root: Path, users: Sequence[str]) -> list[str]:
         extra = {"max_runtime_s": 86400.0} \
             if "max_runtime_s" in inspect.signature(Store.tasks.create_task).parameters else {}
         store.tasks.create_task(task_id=tid, workload="ppo", jobspec_yaml="", spec=spec, nnodes=1,
-                          n_gpus_per_node=4, user=users[i % 3], now=T0 - 100, **extra)
+                                n_gpus_per_node=4, user=users[i % 3], now=T0 - 100, **extra)
         ids.append(tid)
     return ids
 

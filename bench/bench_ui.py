@@ -75,7 +75,7 @@ def fill(store: Store, args: argparse.Namespace, now: float) -> str:
                                 now)
     for i in range(1440):
         store.console.record_sample(Sample(now - DAY + 60 * i, args.pending, args.running,
-                                   float(i % 64), 64.0), keep_s=2 * DAY)
+                                           float(i % 64), 64.0), keep_s=2 * DAY)
     return pending[args.pending // 2]
 
 

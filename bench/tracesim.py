@@ -469,9 +469,9 @@ class Simulation:
             if self.limits and t.limit_s is not None:
                 extra["max_runtime_s"] = t.limit_s
             self.store.tasks.create_task(task_id=t.task_id, workload="ppo",
-                                   jobspec_yaml="workload: ppo\n", spec=self._spec(t),
-                                   nnodes=t.cls.nnodes, n_gpus_per_node=t.cls.gpus_per_node,
-                                   user=t.user, now=now, **extra)
+                                         jobspec_yaml="workload: ppo\n", spec=self._spec(t),
+                                         nnodes=t.cls.nnodes, n_gpus_per_node=t.cls.gpus_per_node,
+                                         user=t.user, now=now, **extra)
             self._waiting_users[t.user] += 1
 
     # -- one step ------------------------------------------------------------------------

@@ -91,7 +91,7 @@ class Applier:
         stop the victims of a preemption. A submit Ray refuses leaves its room unused
         until the next tick; Ray not answering makes every later task wait."""
         candidates = self.store.tasks.runnable(now, self.backfill_window,
-                                         per_user=self.sched.fair_share)
+                                               per_user=self.sched.fair_share)
         active = self.store.tasks.active()
         charges = self._charges(active, now)
         if isinstance(snapshot, ClusterUnavailable):
@@ -230,16 +230,16 @@ class Applier:
             self.cluster.submit(req)
         except JobAlreadyExists:
             self.store.attempts.mark_submitted(claim.task_id, claim.attempt_no, now,
-                                      already_existed=True)
+                                               already_existed=True)
         except ClusterUnavailable as exc:
             report.unreachable = str(exc)
             self.store.attempts.release_claim(claim.task_id, claim.attempt_no,
-                                     unreachable(exc), now)
+                                              unreachable(exc), now)
             return _Submit.UNAVAILABLE
         except SubmitRejected as exc:
             self.store.attempts.fail_submit(claim.task_id, claim.attempt_no,
-                                   FailureKind.USER_ERROR.value,
-                                   f"Ray rejected the submission: {exc}", now)
+                                            FailureKind.USER_ERROR.value,
+                                            f"Ray rejected the submission: {exc}", now)
             return _Submit.ENDED
         else:
             self.store.attempts.mark_submitted(claim.task_id, claim.attempt_no, now)

@@ -114,7 +114,7 @@ class AttemptEnder:
         if truncate_message(message) != row.message or status != row.ray_status:
             log.warning("%s: %s", row.ray_submission_id, message)
             self.store.attempts.sync_attempt(row.task_id, row.attempt_no, ray_status=status,
-                                    message=message, start_time=row.start_time, now=now)
+                                             message=message, start_time=row.start_time, now=now)
         return True
 
     def lost(self, row: ActiveRow, now: float, report: TickReport) -> None:
@@ -201,7 +201,7 @@ class AttemptEnder:
     def finish(self, row: ActiveRow, end: AttemptEnd, outcome: TaskState,
                 summary: str | None, now: float, report: TickReport) -> None:
         self.store.attempts.finish_attempt(row.task_id, row.state, row.attempt_no, end, outcome,
-                                  summary, now)
+                                           summary, now)
         report.finished += 1
 
     def failed(self, row: ActiveRow, end: AttemptEnd, kind: FailureKind,

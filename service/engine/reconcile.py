@@ -82,7 +82,7 @@ class Reconciler:
             sid = row.ray_submission_id
             if sid in known:
                 self.store.attempts.mark_submitted(row.task_id, row.attempt_no, now,
-                                          already_existed=True)
+                                                   already_existed=True)
             else:
                 self.store.attempts.release_claim(
                     row.task_id, row.attempt_no,

@@ -235,7 +235,7 @@ class WriteCore:
     # -- write helpers (inside a transaction) ------------------------------------------
     @staticmethod
     def event(conn: sqlite3.Connection, task_id: str, now: float, kind: str,
-               payload: Mapping[str, Any]) -> None:
+              payload: Mapping[str, Any]) -> None:
         cur = conn.execute(Q["insert_event"], {
             "task_id": task_id, "ts": now, "event_type": kind,
             "payload_json": json.dumps(payload, sort_keys=True, default=str),
@@ -244,8 +244,8 @@ class WriteCore:
         enqueue_webhooks(conn, cur.lastrowid, task_id, now, kind, payload)
 
     def transition(self, conn: sqlite3.Connection, task_id: str, src: TaskState,
-                    dst: TaskState, now: float, payload: Mapping[str, Any] | None = None,
-                    *, query: str = "move", **params: Any) -> None:
+                   dst: TaskState, now: float, payload: Mapping[str, Any] | None = None,
+                   *, query: str = "move", **params: Any) -> None:
         """Guarded ``src -> dst`` by the named ``move*`` query (``params``: its other
         values), plus the transition's event."""
         check_transition(src, dst)
@@ -258,11 +258,11 @@ class WriteCore:
                 raise TaskNotFound(task_id)
             raise StaleState(task_id, src, row["state"])
         self.event(conn, task_id, now, "STATE_TRANSITION",
-                    {"from": src.value, "to": dst.value, **(payload or {})})
+                   {"from": src.value, "to": dst.value, **(payload or {})})
 
     @staticmethod
     def update_attempt(conn: sqlite3.Connection, query: str, task_id: str, attempt_no: int,
-                        **params: Any) -> None:
+                       **params: Any) -> None:
         cur = conn.execute(Q[query], {**params, "task_id": task_id, "attempt_no": attempt_no})
         if cur.rowcount != 1:
             raise StoreError(f"task {task_id} has no attempt {attempt_no}")

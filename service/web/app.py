@@ -123,7 +123,7 @@ def create_app(
         raise ValueError("an API token is required")
     users = settings.users
     adopted = store.users.ensure_users(bootstrap_admin=users.bootstrap_admin,
-                                 default_user=users.default_user, now=clock())
+                                       default_user=users.default_user, now=clock())
     if adopted:
         log.info("%d task(s) created before users existed now belong to %s", adopted,
                  users.default_user)

@@ -218,7 +218,7 @@ async def list_tasks(request: web.Request) -> web.Response:
         # hold one thread at a time (with the shaping on the work lane, one page was read
         # while the last was shaped: two of the caller's threads taking the GIL in turn)
         tasks, next_before = store.tasks.list_tasks(state=state, limit=limit, before_seq=before_seq,
-                                              user=user, reason=reason)
+                                                    user=user, reason=reason)
         waits = blocked_reasons(store, tasks)  # BLOCKED tasks: why they wait
         return json.dumps({
             "tasks": [{**task_json(t, estimates.get(t.task_id),

@@ -177,8 +177,8 @@ def test_a_pipelines_end_reaches_its_owners_webhook(env: Env) -> None:
 
     env.store.users.create_user("alice", Role.USER, T0)
     hook = env.store.webhooks.create_webhook(owner="alice", url="https://example.org/h",
-                                    events=["pipeline.ended"], fmt="standard", now=T0,
-                                    max_per_user=10)
+                                             events=["pipeline.ended"], fmt="standard", now=T0,
+                                             max_per_user=10)
     text = _doc(env.root)
     pid, ids = submit_pipeline(env.store, parse_pipeline(text), text, env.settings, "alice",
                                T0)

@@ -16,7 +16,7 @@ T0 = 1_766_000_000.0
 
 def _load(store: Store, n: int) -> None:
     store.tasks.bulk_load(BulkTask(task_id=f"mvp2-ppo-20251223-000000-{i:04x}", workload="ppo",
-                             state=TaskState.QUEUED, created_at=T0 + i, user="alice")
+                                   state=TaskState.QUEUED, created_at=T0 + i, user="alice")
                     for i in range(n))
 
 

@@ -50,7 +50,7 @@ def _shown(store: Store, pid: str) -> tuple[PipelineState, PipelineState, Pipeli
     [mine] = store.pipelines.list_pipelines("alice", 10)
     assert everyone.state is mine.state is one
     stored = store.core._conn.execute("SELECT state FROM pipelines WHERE pipeline_id = ?",
-                                 (pid,)).fetchone()[0]
+                                      (pid,)).fetchone()[0]
     return one, mine.state, PipelineState(stored)
 
 

@@ -60,7 +60,7 @@ def test_priority_and_time_limit_are_stored_once_in_their_columns(store: Store) 
                                     nnodes=1, n_gpus_per_node=1, user="alice", created_at=100.0,
                                     priority=3, max_runtime_s=60.0), task_id=tid(1))
     stored = store.reads.reader().execute("SELECT spec_json FROM tasks WHERE task_id = ?",
-                                     (tid(1),)).fetchone()["spec_json"]
+                                          (tid(1),)).fetchone()["spec_json"]
     assert json.loads(stored) == {"workload": "ppo"}
     assert store.tasks.set_priority(tid(1), 9, 101.0).priority == 9
     claim = store.attempts.claim_for_submit(tid(1), S.QUEUED, 102.0)
@@ -270,7 +270,7 @@ def test_runnable_and_active_reads(store: Store) -> None:
     store.attempts.claim_for_submit(b, S.QUEUED, 101.0)
     store.attempts.mark_submitted(b, 1, 102.0)
     store.attempts.sync_attempt(b, 1, ray_status="RUNNING", message="", start_time=103.0, now=103.0,
-                       to_running_from=S.SUBMITTED)
+                                to_running_from=S.SUBMITTED)
     rows = store.tasks.runnable(100.0, 10)
     assert [(r.task_id, r.nnodes, r.n_gpus_per_node) for r in rows] == [(a, 2, 4), (c, 1, 1)]
     assert [r.task_id for r in store.tasks.runnable(100.0, 1)] == [a]
@@ -289,7 +289,7 @@ def test_active_rows_decode_every_column_of_the_query_by_position(store: Store) 
     store.attempts.claim_for_submit(tid(1), S.QUEUED, 101.0)
     store.attempts.mark_submitted(tid(1), 1, 102.0)
     store.attempts.sync_attempt(tid(1), 1, ray_status="RUNNING", message="up", start_time=103.0,
-                       now=103.0, to_running_from=S.SUBMITTED)
+                                now=103.0, to_running_from=S.SUBMITTED)
     store.tasks.cancel(tid(1), 104.0)
     (row,) = store.tasks.active()
     named = store.reads.reader().execute(QUERIES["active"]).fetchone()
@@ -455,7 +455,7 @@ def test_truncate_message_keeps_head_and_tail() -> None:
 
 def test_bulk_load(store: Store) -> None:
     n = store.tasks.bulk_load(BulkTask(tid(i), "ppo", S.SUCCEEDED if i % 2 else S.QUEUED, float(i))
-                        for i in range(1, 11))
+                              for i in range(1, 11))
     assert n == 10
     assert store.tasks.counts_by_state()["QUEUED"] == 5
     assert store.tasks.get_task(tid(10)).queue_position == 5
@@ -584,7 +584,7 @@ def test_queue_positions_count_in_priority_then_fifo_order(store: Store) -> None
     store.tasks.set_priority(tasks[3], -1, 101.0)
     assert [store.tasks.get_task(t).queue_position for t in tasks] == [2, 3, 1, 4]
     assert [t.task_id for t in store.tasks.runnable(200.0, 10)] == [tasks[2], tasks[0], tasks[1],
-                                                              tasks[3]]
+                                                                    tasks[3]]
 
 
 def test_runnable_per_user_windows(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -51,17 +51,17 @@ def run_attempt(store: Store, task_id: str, start: float, end: float | None, *,
     claim = store.attempts.claim_for_submit(task_id, state, start)
     store.attempts.mark_submitted(task_id, claim.attempt_no, start)
     store.attempts.sync_attempt(task_id, claim.attempt_no, ray_status="RUNNING", message=None,
-                       start_time=start, now=start, to_running_from=S.SUBMITTED)
+                                start_time=start, now=start, to_running_from=S.SUBMITTED)
     if end is None:
         return
     ended = AttemptEnd("FAILED" if kind else "SUCCEEDED", kind, None, start, end)
     if retry:
         store.attempts.schedule_retry(task_id, S.RUNNING, claim.attempt_no, ended,
-                             RetryPlan(next_run_at=end, runnable_since=end), as_text("r"),
-                             end)
+                                      RetryPlan(next_run_at=end, runnable_since=end), as_text("r"),
+                                      end)
     else:
         store.attempts.finish_attempt(task_id, S.RUNNING, claim.attempt_no, ended,
-                             S.FAILED if kind else S.SUCCEEDED, None, end)
+                                      S.FAILED if kind else S.SUCCEEDED, None, end)
 
 
 # -- users ----------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_create_user_and_duplicates(store: Store) -> None:
 def test_the_schema_refuses_a_malformed_name_even_past_the_store(store: Store) -> None:
     with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
         store.core._conn.execute(QUERIES["insert_user"], {"name": "Bad Name", "role": "user",
-                                                     "now": T0})
+                                                          "now": T0})
     with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
         store.core._conn.execute(QUERIES["insert_user"], {"name": "ok", "role": "root", "now": T0})
 

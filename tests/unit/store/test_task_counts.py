@@ -14,7 +14,7 @@ T0 = 1_766_000_000.0
 
 def _counted(store: Store) -> dict[tuple[str | None, str], int]:
     rows = store.core._conn.execute("SELECT user, state, count(*) AS n FROM tasks "
-                               "GROUP BY user, state").fetchall()
+                                    "GROUP BY user, state").fetchall()
     return {(r["user"], r["state"]): r["n"] for r in rows}
 
 
@@ -30,8 +30,8 @@ def test_counts_follow_every_change_of_the_tasks_table(tmp_path: Path) -> None:
     try:
         states = [TaskState.QUEUED, TaskState.SUCCEEDED, TaskState.FAILED, TaskState.RUNNING]
         store.tasks.bulk_load(BulkTask(task_id=f"mvp2-ppo-20251223-000000-{i:04x}", workload="ppo",
-                                 state=states[i % 4], created_at=T0 + i,
-                                 user=None if i % 3 == 0 else f"u{i % 2}")
+                                       state=states[i % 4], created_at=T0 + i,
+                                       user=None if i % 3 == 0 else f"u{i % 2}")
                         for i in range(40))
         assert store.tasks.counts_by_user_and_state() == _counted(store)
         assert store.tasks.counts_by_state() == _by_state(store)

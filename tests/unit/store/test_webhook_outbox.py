@@ -36,7 +36,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 def hook(store: Store, owner: str = "alice", events: list[str] | None = None) -> str:
     return store.webhooks.create_webhook(owner=owner, url=URL, events=events or ALL, fmt="standard",
-                                now=2.0, max_per_user=10).hook_id
+                                         now=2.0, max_per_user=10).hook_id
 
 
 def on_cluster(store: Store, task_id: str, user: str = "alice") -> None:
@@ -65,8 +65,8 @@ def _retry(kind: FailureKind):
     def act(store: Store, task_id: str) -> None:
         end = AttemptEnd(RayStatus.FAILED.value, kind.value, "boom", 12.0, 20.0)
         store.attempts.schedule_retry(task_id, TaskState.SUBMITTED, 1, end,
-                             RetryPlan(next_run_at=80.0, runnable_since=20.0),
-                             as_text("again"), 20.0)
+                                      RetryPlan(next_run_at=80.0, runnable_since=20.0),
+                                      as_text("again"), 20.0)
     return act
 
 
@@ -159,7 +159,7 @@ def test_claims_hold_a_lease_a_restart_voids_it_and_stale_outcomes_change_nothin
     assert not store.webhooks.record_webhook_try(first, Decision("DELIVERED", 15.0, None), 204,
                                     12.0)
     assert store.webhooks.record_webhook_try(second, Decision("PENDING", 99.0, "HTTP 503"), 503,
-                                    14.0)
+                                             14.0)
     assert store.webhooks.claim_webhook_deliveries(98.0, 10, 60.0) == []  # not due yet
     [row] = store.webhooks.webhook_deliveries(mine, 10)
     assert (row.state, row.attempts, row.next_at, row.last_status, row.last_error) == (
@@ -187,13 +187,13 @@ def test_deleting_a_hook_drops_its_deliveries(store: Store) -> None:
 def test_limits_and_unknown_owners(store: Store) -> None:
     for _ in range(3):
         store.webhooks.create_webhook(owner="bob", url=URL, events=ALL, fmt="slack", now=1.0,
-                             max_per_user=3)
+                                      max_per_user=3)
     with pytest.raises(TooManyWebhooks, match="already has 3 webhooks"):
         store.webhooks.create_webhook(owner="bob", url=URL, events=ALL, fmt="slack", now=1.0,
-                             max_per_user=3)
+                                      max_per_user=3)
     with pytest.raises(WebhookOwnerUnknown):
         store.webhooks.create_webhook(owner="ghost", url=URL, events=ALL, fmt="slack", now=1.0,
-                             max_per_user=3)
+                                      max_per_user=3)
     assert len(store.webhooks.list_webhooks("bob")) == 3
     assert len(store.webhooks.list_webhooks(None)) == 3
 

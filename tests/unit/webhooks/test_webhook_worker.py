@@ -97,7 +97,7 @@ def cancel_a_task(store: Store, clock: Clock, n: int = 0) -> str:
 
 def register(store: Store, url: str, fmt: str = "standard") -> tuple[str, str]:
     hook = store.webhooks.create_webhook(owner="alice", url=url, events=["task.canceled"], fmt=fmt,
-                                now=1.0, max_per_user=10)
+                                         now=1.0, max_per_user=10)
     return hook.hook_id, hook.secret
 
 

@@ -329,8 +329,8 @@ def test_gpu_seconds_in_window_matches_usage_accounting(tmp_path):
         spans = [(T0 - 900, T0 - 100), (T0 - 50, T0 + 500), (T0 + 100, T0 + 200),
                  (T0 + 700, T0 + 900), (T0 - 5000, T0 - 4000)]
         store.tasks.bulk_load(BulkTask(task_id=f"mvp2-admin-ppo-20251223-000000-{i:04x}",
-                                 workload="ppo", state=TaskState.SUCCEEDED, created_at=s[0],
-                                 n_gpus_per_node=1 + i, user="admin", attempt_span=s)
+                                       workload="ppo", state=TaskState.SUCCEEDED, created_at=s[0],
+                                       n_gpus_per_node=1 + i, user="admin", attempt_span=s)
                         for i, s in enumerate(spans))
         lo, hi = T0 - 300, T0 + 800
         report = account(store.usage.usage_spans(lo, hi, None), lo, hi, T0 + 1000)

@@ -425,10 +425,10 @@ async def test_recently_finished_is_found_behind_a_long_queue(client, env):
 
     done = "mvp2-admin-ppo-20251223-000000-0001"
     env.store.tasks.bulk_load([BulkTask(task_id=done, workload="ppo", state=TaskState.FAILED,
-                                  created_at=T0 - 10, user="admin")])
+                                        created_at=T0 - 10, user="admin")])
     env.store.tasks.bulk_load(BulkTask(task_id=f"mvp2-admin-ppo-20251223-000001-{i:04x}",
-                                 workload="ppo", state=TaskState.QUEUED, created_at=T0,
-                                 user="admin") for i in range(300))
+                                       workload="ppo", state=TaskState.QUEUED, created_at=T0,
+                                       user="admin") for i in range(300))
     await sign_in(client)
     html = await page(client, "/ui/queue?state=finished")
     assert f'id="row-{done}" data-state="FAILED"' in html

@@ -95,8 +95,8 @@ async def test_forged_or_cross_site_posts_are_refused(client, env) -> None:
                              headers={"Origin": "https://evil.example"}, allow_redirects=False)
     assert resp.status == 403
     hook = env.store.webhooks.create_webhook(owner="admin", url="http://127.0.0.1:9/x",
-                                    events=["task.failed"], fmt="standard", now=1.0,
-                                    max_per_user=5)
+                                             events=["task.failed"], fmt="standard", now=1.0,
+                                             max_per_user=5)
     resp = await client.post(f"/ui/webhooks/{hook.hook_id}/delete", data={"csrf": "x"},
                              allow_redirects=False)
     assert resp.status == 403 and env.store.webhooks.get_webhook(hook.hook_id) is not None

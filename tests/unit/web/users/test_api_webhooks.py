@@ -38,7 +38,7 @@ class World:
         for name, role in (("ada", Role.ADMIN), ("alice", Role.USER), ("bob", Role.USER)):
             self.store.users.create_user(name, role, T0)
             self.tokens[name] = self.store.users.create_token(name, "t", None, T0,
-                                                        max_live=10).secret
+                                                              max_live=10).secret
 
     def auth(self, who: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[who]}"}
