@@ -83,7 +83,7 @@ def prefill(db_path: str, n: int, runnable: int) -> str:
     store = Store(db_path)
     try:
         queued = set(rng.sample(range(n), runnable))
-        store.bulk_load(
+        store.tasks.bulk_load(
             BulkTask(task_id=f"mvp2-ppo-20251223-{i // 65536:06d}-{i % 65536:04x}",
                      workload="ppo", nnodes=1, n_gpus_per_node=4, created_at=T0 + i * 0.01,
                      state=TaskState.QUEUED if i in queued else TaskState(rng.choice(FINISHED)))

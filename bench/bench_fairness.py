@@ -87,9 +87,9 @@ def prefill(db_path: str, tasks: int, pending: int) -> dict[str, str]:
     others = [f"user{i:02d}" for i in range(20)]
     store = Store(db_path)
     try:
-        store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0 - 100 * DAY)
+        store.users.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0 - 100 * DAY)
         for name in (*others, "mallory", "alice"):
-            store.create_user(name, Role.USER, T0 - 100 * DAY)
+            store.users.create_user(name, Role.USER, T0 - 100 * DAY)
         span = 90 * DAY
         done = tasks - pending
 
@@ -110,8 +110,8 @@ def prefill(db_path: str, tasks: int, pending: int) -> dict[str, str]:
                                created_at=T0 + i * 0.001, nnodes=1, n_gpus_per_node=8,
                                user=owner)
 
-        store.bulk_load(rows())
-        return {name: store.create_token(name, "bench", None, T0, max_live=10).secret
+        store.tasks.bulk_load(rows())
+        return {name: store.users.create_token(name, "bench", None, T0, max_live=10).secret
                 for name in ("mallory", "alice")}
     finally:
         store.close()

@@ -48,10 +48,10 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"{tmp}/db.sqlite3")
-        store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
+        store.users.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
         users = [f"user{i:02d}" for i in range(args.users)]
         for name in users:
-            store.create_user(name, Role.USER, T0)
+            store.users.create_user(name, Role.USER, T0)
         n = args.tasks
 
         def task(i: int) -> BulkTask:
@@ -63,18 +63,18 @@ def main() -> None:
                 created_at=T0 - n + i, user=users[i % len(users)],
                 attempt_span=None if waiting else (T0 - n + i, T0 - n + i + 100))
 
-        store.bulk_load(task(i) for i in range(n))
-        metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store)
+        store.tasks.bulk_load(task(i) for i in range(n))
+        metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console)
         metrics.render()  # the first read warms SQLite's page cache
         waiting = sum(1 for i in range(n) if i % args.waiting_every == 0)
         print(host_line())
         print(f"{n} tasks, {waiting} waiting, {args.users} users; median of {args.rounds}")
         render = median_ms(metrics.render, args.rounds)
         for name, fn in (("render, all families", metrics.render),
-                         ("tasks by state", store.counts_by_state),
-                         ("tasks by user and state", store.counts_by_user_and_state),
-                         ("waiting tasks by workload, user, reason", store.pending_groups),
-                         ("GPU-seconds per user (ledger)", store.gpu_seconds_by_user)):
+                         ("tasks by state", store.tasks.counts_by_state),
+                         ("tasks by user and state", store.tasks.counts_by_user_and_state),
+                         ("waiting tasks by workload, user, reason", store.console.pending_groups),
+                         ("GPU-seconds per user (ledger)", store.usage.gpu_seconds_by_user)):
             print(f"  {name:<42}{median_ms(fn, args.rounds):>9.2f} ms")
         print(f"floor: render <= {FLOOR_MS:g} ms: {'pass' if render <= FLOOR_MS else 'MISSED'}")
         store.close()

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from service.domain.newtask import NewTask
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
 
 from bench_tick import T0, build_db
@@ -76,16 +78,17 @@ def bench_create(root: Path, n: int) -> list[float]:
 def _tick_run(root: Path, label: str, blocked: int, ticks: int
               ) -> tuple[float, list[float]]:
     store = build_db(str(root / f"{label}.sqlite3"), 10_000, 90_000)
-    parents = [r.task_id for r in store.runnable(T0 + 1e6, 100)]
+    parents = [r.task_id for r in store.tasks.runnable(T0 + 1e6, 100)]
     spec = JobSpec(workload="ppo", code_path=f"{root}/verl", model_id="org/model",
                    train_file=f"{root}/t.parquet", val_file=f"{root}/v.parquet", nnodes=1,
                    n_gpus_per_node=4)
     for i in range(blocked):
         parent = parents[i % len(parents)]
-        store.create_task(task_id=f"mvp2-alice-ppo-20251224-000000-{i:04x}", workload="ppo",
-                          jobspec_yaml="x", spec=spec.to_dict(), nnodes=1,
-                          n_gpus_per_node=4, user=store.get_task(parent).user,
-                          now=T0, after=(("ok", parent),))
+        store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x",
+                                        spec=spec.to_dict(), nnodes=1, n_gpus_per_node=4,
+                                        user=store.tasks.get_task(parent).user, created_at=T0,
+                                        after=tuple((("ok", parent),)), priority=0),
+                                task_id=f"mvp2-alice-ppo-20251224-000000-{i:04x}")
     cluster = FakeCluster()
     cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
     for i in range(4):
@@ -102,7 +105,7 @@ def _tick_run(root: Path, label: str, blocked: int, ticks: int
         report = sched.tick(now + 1 + i)
         assert report.submitted == 0 and report.released == 0
         durations.append(report.duration_s * 1000)
-    assert store.blocked_count() == blocked
+    assert store.pipelines.blocked_count() == blocked
     store.close()
     return first, sorted(durations)
 
@@ -124,22 +127,24 @@ def bench_delay(root: Path, n: int) -> list[float]:
         for i in range(n):
             parent = f"mvp2-alice-ppo-20251224-000001-{i:04x}"
             child = f"mvp2-alice-ppo-20251224-000002-{i:04x}"
-            store.create_task(task_id=parent, workload="ppo", jobspec_yaml="x", spec=spec,
-                              nnodes=1, n_gpus_per_node=4, user="alice", now=time.time())
-            store.create_task(task_id=child, workload="ppo", jobspec_yaml="x", spec=spec,
-                              nnodes=1, n_gpus_per_node=4, user="alice", now=time.time(),
-                              after=(("ok", parent),))
+            store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec=spec,
+                                            nnodes=1, n_gpus_per_node=4, user="alice",
+                                            created_at=time.time(), priority=0), task_id=parent)
+            store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec=spec,
+                                            nnodes=1, n_gpus_per_node=4, user="alice",
+                                            created_at=time.time(), after=tuple((("ok", parent),)),
+                                            priority=0), task_id=child)
             loop.wake()
-            _until(lambda p=parent: store.get_task(p).state is TaskState.SUBMITTED, 10)
+            _until(lambda p=parent: store.tasks.get_task(p).state is TaskState.SUBMITTED, 10)
             time.sleep(0.2 + 0.37 * i % 1.0)  # end at varied points of the tick cycle
             cluster.clock = time.time()
             cluster.finish(f"{parent}--a01", RayStatus.SUCCEEDED)
             ended = time.perf_counter()
-            _until(lambda c=child: store.get_task(c).state is TaskState.SUBMITTED, 10,
+            _until(lambda c=child: store.tasks.get_task(c).state is TaskState.SUBMITTED, 10,
                    step=0.005)
             delays.append(time.perf_counter() - ended)
             cluster.finish(f"{child}--a01", RayStatus.SUCCEEDED)
-            _until(lambda c=child: store.get_task(c).state is TaskState.SUCCEEDED, 10)
+            _until(lambda c=child: store.tasks.get_task(c).state is TaskState.SUCCEEDED, 10)
     finally:
         loop.stop()
         store.close()

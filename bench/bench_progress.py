@@ -58,16 +58,16 @@ def running_tasks(store: Store, cluster: FakeCluster, n: int, now: float) -> lis
     tasks = [BulkTask(task_id=f"mvp2-u-ppo-20251224-000000-{i:04x}", workload="ppo",
                       state=TaskState.QUEUED, created_at=now, nnodes=1, n_gpus_per_node=8,
                       user="u") for i in range(n)]
-    store.bulk_load(tasks)
+    store.tasks.bulk_load(tasks)
     sids = []
     for t in tasks:
-        claim = store.claim_for_submit(t.task_id, TaskState.QUEUED, now)
-        store.mark_submitted(t.task_id, claim.attempt_no, now)
+        claim = store.attempts.claim_for_submit(t.task_id, TaskState.QUEUED, now)
+        store.attempts.mark_submitted(t.task_id, claim.attempt_no, now)
         sid = claim.ray_submission_id
         cluster.submit(SubmitRequest(sid, "python3 -m verl.trainer.main_ppo", {}, 0, {}, {}))
         cluster.start(sid)
-        store.sync_attempt(t.task_id, claim.attempt_no, ray_status="RUNNING", message="",
-                           start_time=now, now=now, to_running_from=TaskState.SUBMITTED)
+        store.attempts.sync_attempt(t.task_id, claim.attempt_no, ray_status="RUNNING", message="",
+                                    start_time=now, now=now, to_running_from=TaskState.SUBMITTED)
         sids.append(sid)
     return sids
 
@@ -117,12 +117,12 @@ def follow(args: argparse.Namespace) -> float:
 def curve_task(store: Store, points: int, now: float) -> str:
     """A finished task whose loss and reward curves hold ``points`` points each."""
     task_id = "mvp2-u-ppo-20251224-000000-cafe"
-    store.bulk_load([BulkTask(task_id=task_id, workload="ppo", state=TaskState.QUEUED,
-                              created_at=now, nnodes=1, n_gpus_per_node=8, user="u")])
+    store.tasks.bulk_load([BulkTask(task_id=task_id, workload="ppo", state=TaskState.QUEUED,
+                                    created_at=now, nnodes=1, n_gpus_per_node=8, user="u")])
     per = points // ATTEMPTS
     for attempt in range(1, ATTEMPTS + 1):  # the curves' rows as the follower writes them
         first = (attempt - 1) * per + 1
-        store.record_progress(ProgressUpdate(
+        store.progress.record_progress(ProgressUpdate(
             task_id=task_id, attempt_no=attempt, expected_offset=0, log_offset=1,
             progress=Progress(step=first + per - 1),
             points=tuple(Point(attempt, key, s, 1.0 / s + (s % 13) / 100)
@@ -151,7 +151,7 @@ async def pages(args: argparse.Namespace) -> dict[str, list[float]]:
         for sid in sids:
             cluster.write_log(sid, "step:121 - train/loss:0.1\n")
         follower.poll(now)
-        store.bulk_load(BulkTask(
+        store.tasks.bulk_load(BulkTask(
             task_id=f"mvp2-u-grpo-20251225-000000-{i:05x}", workload="grpo",
             state=TaskState.PENDING_RESOURCES, created_at=now - 1800 + i / 10, nnodes=1,
             n_gpus_per_node=8, user="u") for i in range(args.pending))

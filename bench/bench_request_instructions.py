@@ -64,8 +64,8 @@ async def _serve(code: str, tasks: int, route: str, requests: int) -> None:
     scheduler = Scheduler(store, cluster, settings, artifacts)
     tokens = {}
     for name in ("alice", "bob"):
-        store.create_user(name, Role.USER, T0)
-        tokens[name] = store.create_token(name, "t", None, T0, max_live=10).secret
+        store.users.create_user(name, Role.USER, T0)
+        tokens[name] = store.users.create_token(name, "t", None, T0, max_live=10).secret
     clock = [T0]
     app = create_app(settings, store, cluster, artifacts, token="root-token-bench",
                      clock=lambda: clock[0])

@@ -50,6 +50,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from service.domain.newtask import NewTask
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
 
 from bench.hostinfo import host_line
@@ -88,7 +90,7 @@ def build_db(store: Store, runnable: int, finished: int, seed: int = 7,
             user=rng.choice(USERS), priority=5 if rng.random() < 0.1 else 0,
             max_runtime_s=rng.choice(LIMITS_S) if limits else None,
         ))
-    store.bulk_load(tasks)
+    store.tasks.bulk_load(tasks)
 
 
 def start_running(store: Store, cluster: FakeCluster, sched: Scheduler, n: int,
@@ -99,20 +101,20 @@ def start_running(store: Store, cluster: FakeCluster, sched: Scheduler, n: int,
         spec = JobSpec(workload="ppo", code_path="/verl", model_id="org/model",
                        train_file="/t.parquet", val_file="/v.parquet",
                        nnodes=1, n_gpus_per_node=1)
-        store.create_task(task_id=f"mvp2-ppo-20251222-000000-{i:04x}", workload="ppo",
-                          jobspec_yaml="", spec=spec.to_dict(), nnodes=1, n_gpus_per_node=1,
-                          user=USERS[i % len(USERS)], now=now - n + i,
-                          max_runtime_s=limit_s)
+        store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="", spec=spec.to_dict(),
+                                        nnodes=1, n_gpus_per_node=1, user=USERS[i % len(USERS)],
+                                        created_at=now - n + i, max_runtime_s=limit_s, priority=0),
+                                task_id=f"mvp2-ppo-20251222-000000-{i:04x}")
     for k in range(n + 1):  # the scheduler admits them, some each tick
-        if len(store.active()) == n:
+        if len(store.tasks.active()) == n:
             break
         sched.tick(now + k * 0.001)
-    rows = store.active()
+    rows = store.tasks.active()
     assert len(rows) == n, f"{len(rows)} of {n} admitted"
     for i, row in enumerate(rows):
         cluster.start(row.ray_submission_id, {f"worker{i // HELD}": 1})
     sched.tick(now + 1.0)  # they are seen RUNNING before the measured ticks
-    running = store.active([TaskState.RUNNING])
+    running = store.tasks.active([TaskState.RUNNING])
     assert len(running) == n, f"{len(running)} of {n} running"
 
 

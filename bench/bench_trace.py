@@ -291,9 +291,9 @@ def _running(store: Store, root: Path, users: Sequence[str]) -> list[str]:
                        train_file=f"{root}/t.parquet", val_file=f"{root}/v.parquet",
                        nnodes=1, n_gpus_per_node=4).to_dict()
         extra = {"max_runtime_s": 86400.0} \
-            if "max_runtime_s" in inspect.signature(Store.create_task).parameters else {}
-        store.create_task(task_id=tid, workload="ppo", jobspec_yaml="", spec=spec, nnodes=1,
-                          n_gpus_per_node=4, user=users[i % 3], now=T0 - 100, **extra)
+            if "max_runtime_s" in inspect.signature(Store.tasks.create_task).parameters else {}
+        store.tasks.create_task(task_id=tid, workload="ppo", jobspec_yaml="", spec=spec, nnodes=1,
+                                n_gpus_per_node=4, user=users[i % 3], now=T0 - 100, **extra)
         ids.append(tid)
     return ids
 
@@ -367,7 +367,7 @@ def tick_10k(settings: SchedulerSettings, n: int = 10_000, ticks: int = 50) -> T
         for i, tid in enumerate(running):
             cluster.start(f"{tid}--a01", {f"w{i // 2}": 4})
         cluster.occupy("w3", GPU=8, CPU=24)  # another user's job: no GPU left free
-        store.bulk_load(_bulk(n, users))
+        store.tasks.bulk_load(_bulk(n, users))
         now = T0 + n * 0.01 + settings.starvation_guard_s + 1
         checkpointer = Checkpointer(store)  # the WAL copied on its own thread, as served
         checkpointer.start()

@@ -51,7 +51,7 @@ REASON = as_text("needs 1x8 GPUs (+24 CPUs per node); free: 10.0.0.1 2 GPU/10 CP
 def fill(store: Store, args: argparse.Namespace, now: float) -> str:
     users = [f"user{i:02d}" for i in range(20)]
     for name in users:
-        store.create_user(name, Role.USER, now - DAY)
+        store.users.create_user(name, Role.USER, now - DAY)
     tasks = []
     for i in range(args.done):
         start = now - 7 * DAY + i * 7 * DAY / args.done
@@ -69,12 +69,13 @@ def fill(store: Store, args: argparse.Namespace, now: float) -> str:
             workload="grpo", state=TaskState.PENDING_RESOURCES, created_at=now - 1800 + i / 10,
             nnodes=1, n_gpus_per_node=8, user=users[i % 20],
             jobspec_yaml="workload: grpo\nnnodes: 1\nn_gpus_per_node: 8\n"))
-    store.bulk_load(tasks)
+    store.tasks.bulk_load(tasks)
     pending = [t.task_id for t in tasks if t.state is TaskState.PENDING_RESOURCES]
-    store.mark_pending(((tid, TaskState.PENDING_RESOURCES, REASON) for tid in pending), now)
+    store.attempts.mark_pending(((tid, TaskState.PENDING_RESOURCES, REASON) for tid in pending),
+                                now)
     for i in range(1440):
-        store.record_sample(Sample(now - DAY + 60 * i, args.pending, args.running,
-                                   float(i % 64), 64.0), keep_s=2 * DAY)
+        store.console.record_sample(Sample(now - DAY + 60 * i, args.pending, args.running,
+                                           float(i % 64), 64.0), keep_s=2 * DAY)
     return pending[args.pending // 2]
 
 
@@ -87,7 +88,7 @@ async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
         middle = fill(store, args, now)
         print(f"filled in {time.perf_counter() - started:.1f}s: {args.pending} pending, "
               f"{args.running} running, {args.done} finished tasks, 1440 samples")
-        metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store)
+        metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console)
         metrics.observed.record(now, ClusterSnapshot(nodes=tuple(
             NodeResources(f"node{i:02x}" * 7, f"10.0.0.{i + 1}", {"GPU": 2.0, "CPU": 40.0},
                           {"GPU": 8.0, "CPU": 96.0}) for i in range(args.nodes))))

@@ -8,7 +8,7 @@ users, each with one ended attempt spread over 30 days, plus a runnable queue:
   different token each call, so every one misses the cache);
 * ``/metrics``: rendering the whole exposition (tasks by state, per user: tasks by state,
   GPUs in use, GPU-seconds of ended attempts), the work one scrape does;
-* usage: ``GET /api/v2/usage``'s work (``Store.usage_summary``: each task's running
+* usage: ``GET /api/v2/usage``'s work (``Store.usage.usage_summary``: each task's running
   totals for the tasks inside the window, the attempts of those across its edges, of the
   running ones and of the top tasks; the JSON shape) for the last day, the last 20 days
   (a long window that is not all history) and all time;
@@ -56,7 +56,7 @@ FLOORS = {"auth_cached_us": 50.0, "metrics_ms": 250.0, "usage_day_ms": 100.0,
 def fill(store: Store, args: argparse.Namespace) -> list[str]:
     users = [f"user{i:02d}" for i in range(args.users)]
     for name in users:
-        store.create_user(name, Role.USER, T0)
+        store.users.create_user(name, Role.USER, T0)
     span = 30 * DAY
     done = [
         BulkTask(task_id=f"mvp2-{users[i % len(users)]}-ppo-20251223-{i // 65536:06d}-"
@@ -74,7 +74,7 @@ def fill(store: Store, args: argparse.Namespace) -> list[str]:
                  nnodes=1, n_gpus_per_node=8, user=users[i % len(users)])
         for i in range(args.runnable)
     ]
-    store.bulk_load(done + queued)
+    store.tasks.bulk_load(done + queued)
     return users
 
 
@@ -87,7 +87,7 @@ def per_call_us(fn, n: int) -> float:
 
 async def bench_auth(store: Store, users: list[str], n: int) -> dict[str, float]:
     astore = AsyncStore(store)
-    tokens = [store.create_token(users[i % len(users)], f"t{i}", None, T0, max_live=10_000)
+    tokens = [store.users.create_token(users[i % len(users)], f"t{i}", None, T0, max_live=10_000)
               for i in range(n)]
     auth = Authenticator(astore, "bootstrap-token", "admin", clock=lambda: T0,
                          touch_interval_s=1e12)
@@ -143,7 +143,7 @@ def main() -> int:
         auth = asyncio.run(bench_auth(store, users, args.calls))
         for name, us in auth.items():
             print(f"auth: {name:<40}{us:>9.1f} us/request")
-        metrics = ServiceMetrics(store.counts_by_state, users=store)
+        metrics = ServiceMetrics(store.tasks.counts_by_state, users=store)
         metrics_ms = [per_call_us(metrics.render, 1) / 1000 for _ in range(10)]
         print(f"\n/metrics render (all families){'':<20}{statistics.median(metrics_ms):>9.1f} ms"
               f" median of 10 (max {max(metrics_ms):.1f})")
@@ -151,10 +151,10 @@ def main() -> int:
         for label, window_from in (("last day", T0 - DAY), ("last 20 days", T0 - 20 * DAY),
                                    ("all time", 0.0)):
             def one(window_from: float = window_from) -> None:
-                summary = store.usage_summary(window_from, T0, T0, None, 100)
+                summary = store.usage.usage_summary(window_from, T0, T0, None, 100)
                 usage_json(report_of(summary, window_from, T0, T0), T0, 100)
             usage[label] = statistics.median(per_call_us(one, 1) / 1000 for _ in range(5))
-            n = len(store.usage_spans(window_from, T0, None))
+            n = len(store.usage.usage_spans(window_from, T0, None))
             print(f"usage, {label} ({n} attempts){'':<{31 - len(label) - len(str(n))}}"
                   f"{usage[label]:>9.1f} ms median of 5")
         print()

@@ -42,6 +42,7 @@ from bench.tracesim import (
 )
 from service.cluster.raycluster import RayCluster
 from service.config import SchedulerSettings, Settings
+from service.domain.newtask import NewTask
 from service.domain.states import TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
@@ -122,13 +123,13 @@ def _drive(sched: Scheduler, store: Store, trace: Sequence[TraceTask], shared: P
         now = time.time()
         while pending and start + pending[0].arrival <= now:
             t = pending.pop(0)
-            store.create_task(task_id=t.task_id, workload="ppo", jobspec_yaml="",
-                              spec=_spec(t, shared, policy.priorities), nnodes=t.cls.nnodes,
-                              n_gpus_per_node=t.cls.gpus_per_node, user=t.user, now=now,
-                              priority=t.priority if policy.priorities else 0,
-                              max_runtime_s=t.limit_s)
+            store.tasks.create_task(NewTask(
+                id_prefix="", workload="ppo", text="", spec=_spec(t, shared, policy.priorities),
+                nnodes=t.cls.nnodes, n_gpus_per_node=t.cls.gpus_per_node, user=t.user,
+                created_at=now, priority=t.priority if policy.priorities else 0,
+                max_runtime_s=t.limit_s), task_id=t.task_id)
         sched.tick(now)
-        if not pending and all(store.get_task(i).state.is_terminal() for i in ids):
+        if not pending and all(store.tasks.get_task(i).state.is_terminal() for i in ids):
             break
         time.sleep(max(0.0, TICK_S - (time.time() - now)))
     return start
@@ -140,11 +141,11 @@ def _measure(store: Store, trace: Sequence[TraceTask], start: float) -> RealRun:
     states: dict[str, int] = {}
     failed: dict[str, str] = {}
     for t in trace:
-        task = store.get_task(t.task_id)
+        task = store.tasks.get_task(t.task_id)
         states[task.state.value] = states.get(task.state.value, 0) + 1
         if task.state is not TaskState.SUCCEEDED:
             failed[t.task_id] = f"{task.state.value}: {task.error_summary or '-'}"
-        for a in store.list_attempts(t.task_id):
+        for a in store.attempts.list_attempts(t.task_id):
             if a.end_time is not None:
                 ends.append(a.end_time)
             if a.ray_status == "SUCCEEDED" and a.submitted_at and a.end_time:

@@ -22,7 +22,6 @@ intervals.
 from __future__ import annotations
 
 import heapq
-import inspect
 import itertools
 import math
 import tempfile
@@ -47,6 +46,7 @@ from bench.tracegen import (
 from service.cluster.boundary import SubmitRequest
 from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings
+from service.domain.newtask import NewTask
 from service.domain.states import RayStatus
 from service.domain.workloads import driver
 from service.engine.artifacts import Artifacts
@@ -434,10 +434,8 @@ class Simulation:
         self.finished = 0
         self._next_arrival = 0
         self._waiting_users: Counter[str] = Counter()  # user -> arrived, not done
-        params = inspect.signature(Store.create_task).parameters
-        self._create_kw = "priority" in params
         # the tasks declare their time limits (max_runtime_s) to Argus
-        self.limits = limits and "max_runtime_s" in params
+        self.limits = limits
         self._stopped = False  # the last tick stopped a running job
         self.users = sorted({t.user for t in self.trace})
         self.has_work = Fairness(self.users, JAIN_WINDOW_S)  # every user: runnable/running
@@ -464,14 +462,11 @@ class Simulation:
                 T0 + self.trace[self._next_arrival].arrival <= now:
             t = self.trace[self._next_arrival]
             self._next_arrival += 1
-            extra: dict[str, Any] = {"priority": t.priority} \
-                if self._create_kw and self.policy.priorities else {}
-            if self.limits and t.limit_s is not None:
-                extra["max_runtime_s"] = t.limit_s
-            self.store.create_task(task_id=t.task_id, workload="ppo",
-                                   jobspec_yaml="workload: ppo\n", spec=self._spec(t),
-                                   nnodes=t.cls.nnodes, n_gpus_per_node=t.cls.gpus_per_node,
-                                   user=t.user, now=now, **extra)
+            self.store.tasks.create_task(NewTask(
+                id_prefix="", workload="ppo", text="workload: ppo\n", spec=self._spec(t),
+                nnodes=t.cls.nnodes, n_gpus_per_node=t.cls.gpus_per_node, user=t.user,
+                created_at=now, priority=t.priority if self.policy.priorities else 0,
+                max_runtime_s=t.limit_s if self.limits else None), task_id=t.task_id)
             self._waiting_users[t.user] += 1
 
     # -- one step ------------------------------------------------------------------------
@@ -498,13 +493,13 @@ class Simulation:
         whether the starvation guard holds tasks back."""
         if self.cluster.free_gpus() < 1:
             return False, False
-        waiting = [w for w in self.store.runnable(now, 1_000_000)
+        waiting = [w for w in self.store.tasks.runnable(now, 1_000_000)
                    if (w.retry_not_before or 0.0) <= now]
         if not waiting:
             return False, False
         guard = any(GUARD_REASON in (w.pending_reason or "") for w in waiting)
         cpg = self.settings.scheduler.cpus_per_gpu
-        active = self.store.active()
+        active = self.store.tasks.active()
         snap = self.cluster.snapshot([r.ray_submission_id for r in active])
         pool = FreePool.from_snapshot(snap, [
             InFlight(r.ray_submission_id, Gang(r.nnodes, r.n_gpus_per_node, cpg))
@@ -593,14 +588,14 @@ class Simulation:
         return out
 
     def _preemptions(self) -> int:
-        return sum(1 for t in self.trace for a in self.store.list_attempts(t.task_id)
+        return sum(1 for t in self.trace for a in self.store.attempts.list_attempts(t.task_id)
                    if a.failure_kind == PREEMPTED)
 
     def _result(self, now: float, wall_s: float) -> RunResult:
         lb = lower_bound(self.trace, self.shape.gpus)
         makespan = now - (T0 + self.trace[0].arrival)
         unfinished = sum(1 for t in self.trace
-                         if self.store.get_task(t.task_id).state.value != "SUCCEEDED")
+                         if self.store.tasks.get_task(t.task_id).state.value != "SUCCEEDED")
         return RunResult(
             policy=self.policy.name, load=self.load, tasks=len(self.trace),
             makespan_s=makespan, lb_s=lb.value, lb_term=lb.term,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.domain.newtask import NewTask
 from service.domain.rows import TaskRow
 from service.domain.states import TaskState
 from service.policy.curves import Point
@@ -58,7 +59,7 @@ class AttemptEnd:
 
 @dataclass(frozen=True, slots=True)
 class BulkTask:
-    """A task row for ``Store.bulk_load`` (benchmarks and large fixtures only)."""
+    """A task row for ``Store.tasks.bulk_load`` (benchmarks and large fixtures only)."""
 
     task_id: str
     workload: str
@@ -72,6 +73,15 @@ class BulkTask:
     attempt_span: tuple[float, float] | None = None  # (start, end): one ended attempt
     priority: int = 0
     max_runtime_s: float | None = None
+
+    def new_task(self) -> NewTask:
+        """The task as the store's one insert takes it (its values as given: a fixture's
+        row, no defaults to apply)."""
+        return NewTask(id_prefix="", workload=self.workload, text=self.jobspec_yaml,
+                       spec=self.spec or {}, nnodes=self.nnodes,
+                       n_gpus_per_node=self.n_gpus_per_node, user=self.user,
+                       created_at=self.created_at, priority=self.priority,
+                       max_runtime_s=self.max_runtime_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +97,7 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class ProgressUpdate:
-    """What one read of an attempt's log adds: written by ``Store.record_progress`` only
+    """What one read of an attempt's log adds: written by ``Store.progress.record_progress`` only
     if the stored offset is still ``expected_offset``."""
 
     task_id: str

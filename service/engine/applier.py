@@ -27,6 +27,7 @@ from service.config import Settings, thaw
 from service.domain.reasons import Planned, Reason
 from service.domain.states import FailureKind, TaskState
 from service.engine.artifacts import Artifacts
+from service.engine.ports import SchedulerStore
 from service.engine.tick_report import TickReport
 from service.jobspec.model import JobSpec
 from service.jobspec.submission import build_submit_request, driver_argv
@@ -36,7 +37,7 @@ from service.scheduling.fairshare import Ledger, Share, Span, decayed_usage
 from service.scheduling.plan import PlanInput, Preemption, Wait
 from service.scheduling.planner import Planner
 from service.scheduling.runtimes import RuntimeModel
-from service.store.writer import ActiveRow, Claim, RunnableRow, StaleState, Store
+from service.store.writer import ActiveRow, Claim, RunnableRow, StaleState
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class _Submit(enum.Enum):
 class Applier:
     """Admission's effects, tick after tick, and what it remembers between ticks."""
 
-    def __init__(self, store: Store, cluster: Cluster, settings: Settings,
+    def __init__(self, store: SchedulerStore, cluster: Cluster, settings: Settings,
                  artifacts: Artifacts, planner: Planner, backfill_window: int) -> None:
         self.store = store
         self.cluster = cluster
@@ -89,9 +90,9 @@ class Applier:
         """Apply the planner's decisions: submit what starts, record why the rest waits,
         stop the victims of a preemption. A submit Ray refuses leaves its room unused
         until the next tick; Ray not answering makes every later task wait."""
-        candidates = self.store.runnable(now, self.backfill_window,
-                                         per_user=self.sched.fair_share)
-        active = self.store.active()
+        candidates = self.store.tasks.runnable(now, self.backfill_window,
+                                               per_user=self.sched.fair_share)
+        active = self.store.tasks.active()
         charges = self._charges(active, now)
         if isinstance(snapshot, ClusterUnavailable):
             reason = unreachable(snapshot)
@@ -100,7 +101,7 @@ class Applier:
             self.deep.reset()
             return
         plan = self.planner.plan(PlanInput(now, candidates, active, snapshot, charges,
-                                           self.store.disabled_users(), self.reservation,
+                                           self.store.users.disabled_users(), self.reservation,
                                            self._runtime_model(now), self.reserved))
         waits: list[tuple[RunnableRow, Reason]] = []
         down: Reason | None = None  # Ray stopped answering the submits
@@ -129,7 +130,7 @@ class Applier:
         if self.sched.reservations <= 0:
             return None
         if self._runtimes is None or now - self._runtimes[0] >= RUNTIMES_EVERY_S:
-            self._runtimes = (now, RuntimeModel(self.store.recent_runs(RUNTIMES_SCAN)))
+            self._runtimes = (now, RuntimeModel(self.store.attempts.recent_runs(RUNTIMES_SCAN)))
         return self._runtimes[1]
 
     # -- fair share ------------------------------------------------------------------------
@@ -151,7 +152,7 @@ class Applier:
         """Decayed usage from the attempts of the last 20 half-lives (the rest weighs
         less than a millionth), read once when the scheduler starts."""
         spans = [Span(s.user, s.gpus, s.start_time, s.end_time)
-                 for s in self.store.usage_spans(now - 20 * half_life, now)
+                 for s in self.store.usage.usage_spans(now - 20 * half_life, now)
                  if s.start_time is not None]
         return decayed_usage(spans, now, half_life)
 
@@ -163,7 +164,7 @@ class Applier:
         sids = {r.task_id: r.ray_submission_id for r in active}
         # Recorded before Ray is asked: a crash in between leaves marked attempts,
         # whose stop reconcile sends every tick; never a stopped job taken for failed.
-        marked = self.store.request_preemption(
+        marked = self.store.attempts.request_preemption(
             [(v.task_id, v.attempt_no) for v in victims], cand.task_id, now,
             {"priority": cand.priority})
         for task_id in marked:
@@ -207,11 +208,11 @@ class Applier:
                     or cand.pending_reason != text or cand.reason_kind != reason.kind):
                 items.append((cand.task_id, cand.state, reason))
         if items:
-            self.store.mark_pending(items, now, now + recheck if recheck > 0 else None)
+            self.store.attempts.mark_pending(items, now, now + recheck if recheck > 0 else None)
 
     def _submit(self, cand: RunnableRow, now: float, report: TickReport) -> _Submit:
         try:
-            claim = self.store.claim_for_submit(cand.task_id, cand.state, now)
+            claim = self.store.attempts.claim_for_submit(cand.task_id, cand.state, now)
         except StaleState:
             return _Submit.ENDED  # canceled meanwhile
         try:
@@ -220,27 +221,28 @@ class Applier:
                 attempt_no=claim.attempt_no, user=claim.user, settings=self.settings,
             )
         except (TypeError, ValueError) as exc:
-            self.store.fail_submit(claim.task_id, claim.attempt_no, FailureKind.UNKNOWN.value,
+            self.store.attempts.fail_submit(claim.task_id, claim.attempt_no,
+                                            FailureKind.UNKNOWN.value,
                                    f"cannot build the Ray submission: {exc}", now)
             return _Submit.ENDED
         self._write_submission(claim, req)
         try:
             self.cluster.submit(req)
         except JobAlreadyExists:
-            self.store.mark_submitted(claim.task_id, claim.attempt_no, now,
-                                      already_existed=True)
+            self.store.attempts.mark_submitted(claim.task_id, claim.attempt_no, now,
+                                               already_existed=True)
         except ClusterUnavailable as exc:
             report.unreachable = str(exc)
-            self.store.release_claim(claim.task_id, claim.attempt_no,
-                                     unreachable(exc), now)
+            self.store.attempts.release_claim(claim.task_id, claim.attempt_no,
+                                              unreachable(exc), now)
             return _Submit.UNAVAILABLE
         except SubmitRejected as exc:
-            self.store.fail_submit(claim.task_id, claim.attempt_no,
-                                   FailureKind.USER_ERROR.value,
-                                   f"Ray rejected the submission: {exc}", now)
+            self.store.attempts.fail_submit(claim.task_id, claim.attempt_no,
+                                            FailureKind.USER_ERROR.value,
+                                            f"Ray rejected the submission: {exc}", now)
             return _Submit.ENDED
         else:
-            self.store.mark_submitted(claim.task_id, claim.attempt_no, now)
+            self.store.attempts.mark_submitted(claim.task_id, claim.attempt_no, now)
         return _Submit.SUBMITTED
 
     def _write_submission(self, claim: Claim, req: SubmitRequest) -> None:

@@ -25,9 +25,10 @@ from service.config import SchedulerSettings
 from service.domain.reasons import Preempted, Reason, RetryAfterFailure, WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.engine.artifacts import Artifacts
+from service.engine.ports import SchedulerStore
 from service.engine.tick_report import TickReport
 from service.policy import failures, retry
-from service.store.writer import ActiveRow, AttemptEnd, Store, truncate_message
+from service.store.writer import ActiveRow, AttemptEnd, truncate_message
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def _first_line(text: str | None, limit: int = 200) -> str:
 class AttemptEnder:
     """The effects of an attempt's end, in the store (and Ray's stop, the log archive)."""
 
-    def __init__(self, store: Store, cluster: Cluster, sched: SchedulerSettings,
+    def __init__(self, store: SchedulerStore, cluster: Cluster, sched: SchedulerSettings,
                  artifacts: Artifacts) -> None:
         self.store = store
         self.cluster = cluster
@@ -71,13 +72,13 @@ class AttemptEnder:
         with contextlib.suppress(JobNotFound):  # job_info says so too
             self.cluster.stop(row.ray_submission_id)
         if not row.stop_requested:
-            self.store.mark_stop_requested(row.task_id, row.attempt_no, now, reason)
+            self.store.attempts.mark_stop_requested(row.task_id, row.attempt_no, now, reason)
 
     def _fresh(self, row: ActiveRow) -> ActiveRow:
         """``row`` with a cancel that committed after the tick read it. The API commits a
         cancel before it stops the job, so when the stop is what ended the job, the flag
         is there by the time Ray says so (read after Ray, not before)."""
-        if row.cancel_requested or not self.store.cancel_requested(row.task_id):
+        if row.cancel_requested or not self.store.tasks.cancel_requested(row.task_id):
             return row
         return dataclasses.replace(row, cancel_requested=True)
 
@@ -102,7 +103,8 @@ class AttemptEnder:
                    else "time limit")
             self.artifacts.request_driver_stop(row.task_id, row.user, why)
             if past_limit and not row.stop_requested:
-                self.store.mark_stop_requested(row.task_id, row.attempt_no, now, "time_limit")
+                self.store.attempts.mark_stop_requested(row.task_id, row.attempt_no, now,
+                                                        "time_limit")
             tail = f"{DRIVER_RUNS} ({holder}): asked its watcher to stop it ({why})"
         else:
             tail = f"{DRIVER_RUNS} ({holder}): followed until it ends, then retried from " \
@@ -111,8 +113,8 @@ class AttemptEnder:
         status = ray_status or row.ray_status or RayStatus.RUNNING.value
         if truncate_message(message) != row.message or status != row.ray_status:
             log.warning("%s: %s", row.ray_submission_id, message)
-            self.store.sync_attempt(row.task_id, row.attempt_no, ray_status=status,
-                                    message=message, start_time=row.start_time, now=now)
+            self.store.attempts.sync_attempt(row.task_id, row.attempt_no, ray_status=status,
+                                             message=message, start_time=row.start_time, now=now)
         return True
 
     def lost(self, row: ActiveRow, now: float, report: TickReport) -> None:
@@ -198,8 +200,8 @@ class AttemptEnder:
 
     def finish(self, row: ActiveRow, end: AttemptEnd, outcome: TaskState,
                 summary: str | None, now: float, report: TickReport) -> None:
-        self.store.finish_attempt(row.task_id, row.state, row.attempt_no, end, outcome,
-                                  summary, now)
+        self.store.attempts.finish_attempt(row.task_id, row.state, row.attempt_no, end, outcome,
+                                           summary, now)
         report.finished += 1
 
     def failed(self, row: ActiveRow, end: AttemptEnd, kind: FailureKind,
@@ -217,7 +219,7 @@ class AttemptEnder:
                 reason = Reason(WaitKind.PREEMPTION, Preempted(n, row.preempted_for))
             else:
                 reason = Reason(WaitKind.RETRY_BACKOFF, RetryAfterFailure(n, kind.value, at))
-            self.store.schedule_retry(row.task_id, row.state, n, end, plan, reason, now)
+            self.store.attempts.schedule_retry(row.task_id, row.state, n, end, plan, reason, now)
             report.retried += 1
             return
         if kind.retryable:

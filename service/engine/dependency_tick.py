@@ -23,12 +23,13 @@ from service.cluster.sharedfs import SharedTree
 from service.config import Settings
 from service.domain.layout import attempt_dir, checkpoint_dir
 from service.engine.checkpoints import NoCheckpoint, latest_checkpoint
+from service.engine.ports import SchedulerStore
 from service.jobspec.model import JobSpecError
 from service.jobspec.spec import validate_document
 from service.policy.dependencies import OnUnsatisfiable, Verdict, cancel_reason, decide
 from service.policy.pipelines import find_refs, substitute
 from service.store.pipelines import BlockedTask
-from service.store.writer import StaleState, Store
+from service.store.writer import StaleState
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ class DependencyReport:
     canceled: int = 0  # BLOCKED -> CANCELED (a dependency never holds, or unresolvable)
 
 
-def outputs_of(store: Store, settings: Settings, tree: SharedTree, user: str | None,
+def outputs_of(store: SchedulerStore, settings: Settings, tree: SharedTree, user: str | None,
                stage_tasks: Mapping[str, str], refs: set[tuple[str, str]]
                ) -> dict[tuple[str, str], str]:
     """The values of ``refs`` (``(stage, output)``) for stages whose task ids are
@@ -60,7 +61,7 @@ def outputs_of(store: Store, settings: Settings, tree: SharedTree, user: str | N
             except NoCheckpoint as exc:
                 raise Unresolvable(f"stage {stage}: {exc}") from None
         else:  # job_dir
-            task = store.get_task(task_id)
+            task = store.tasks.get_task(task_id)
             if task is None or task.latest_attempt is None:
                 raise Unresolvable(f"stage {stage} ({task_id}) never ran: it has no job dir")
             out[(stage, output)] = attempt_dir(settings.shared_root, user,
@@ -69,14 +70,14 @@ def outputs_of(store: Store, settings: Settings, tree: SharedTree, user: str | N
 
 
 class DependencyStep:
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: SchedulerStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
         self.tree = SharedTree(settings.shared_root)
 
     def run(self, now: float) -> DependencyReport:
         report = DependencyReport()
-        upto, woken = self.store.woken()
+        upto, woken = self.store.pipelines.woken()
         for task in woken:
             decision = decide(task.deps)
             try:
@@ -84,14 +85,15 @@ class DependencyStep:
                     self._release(task, now, report)
                 elif (decision.verdict is Verdict.UNSATISFIABLE and decision.dep is not None
                       and task.on_unsatisfiable == OnUnsatisfiable.CANCEL.value):
-                    self.store.cancel_blocked(task.task_id, now, cancel_reason(decision.dep),
+                    self.store.pipelines.cancel_blocked(task.task_id, now,
+                                                        cancel_reason(decision.dep),
                                               skipped=True)
                     report.canceled += 1
             except StaleState:
                 pass  # canceled meanwhile: nothing to do
         if upto is not None:  # handled: a failure above leaves them for the next tick
-            self.store.clear_wakeups(upto)
-        self.store.end_pipelines(now)
+            self.store.pipelines.clear_wakeups(upto)
+        self.store.pipelines.end_pipelines(now)
         return report
 
     def _release(self, task: BlockedTask, now: float, report: DependencyReport) -> None:
@@ -102,10 +104,10 @@ class DependencyStep:
             except (Unresolvable, JobSpecError) as exc:
                 reason = f"cannot resolve the stage's references: {exc}"
                 log.info("%s: %s", task.task_id, reason)
-                self.store.cancel_blocked(task.task_id, now, reason[:1000], skipped=False)
+                self.store.pipelines.cancel_blocked(task.task_id, now, reason[:1000], skipped=False)
                 report.canceled += 1
                 return
-        self.store.release_blocked(task.task_id, now, spec)
+        self.store.pipelines.release_blocked(task.task_id, now, spec)
         report.released += 1
 
     def _resolve(self, task: BlockedTask) -> dict[str, Any] | None:
@@ -114,7 +116,7 @@ class DependencyStep:
         refs = find_refs(task.template)
         if not refs or task.pipeline_id is None:
             return None
-        view = self.store.get_pipeline(task.pipeline_id)
+        view = self.store.pipelines.get_pipeline(task.pipeline_id)
         stage_tasks = {} if view is None else {s.stage: s.task_id for s in view.stages}
         values = outputs_of(self.store, self.settings, self.tree, task.user, stage_tasks,
                             refs)

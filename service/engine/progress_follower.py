@@ -4,7 +4,7 @@ Each ``poll(now)`` reads, for each SUBMITTED/RUNNING attempt, only what its driv
 gained since the last read (``Cluster.log_since`` from the stored character offset, at
 most ``max_read_chars``), parses the complete lines (``progress.parse_line``), folds them
 into the attempt's ``Progress``, keeps the metrics' points at each series' stride
-(``curves``), and writes it all with ``Store.record_progress``, guarded by the offset it
+(``curves``), and writes it all with ``Store.progress.record_progress``, guarded by the offset it
 read from. A line without its newline yet is read again next time.
 
 An attempt that left the cluster since the last poll gets one last read, from the log the
@@ -27,6 +27,7 @@ from service.domain.rows import ActiveRow
 from service.domain.states import ON_CLUSTER
 from service.domain.writes import ProgressUpdate
 from service.engine.artifacts import Artifacts
+from service.engine.ports import FollowerStore
 from service.policy.curves import Point, keeps, thin
 from service.policy.progress import (
     Progress,
@@ -36,7 +37,7 @@ from service.policy.progress import (
     split_complete,
     with_total,
 )
-from service.store.writer import StaleProgress, Store
+from service.store.writer import StaleProgress
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class _Batch:
 class LogFollower:
     """Reads the new part of each running attempt's driver log (see the module doc)."""
 
-    def __init__(self, store: Store, cluster: Cluster, artifacts: Artifacts, *,
+    def __init__(self, store: FollowerStore, cluster: Cluster, artifacts: Artifacts, *,
                  max_points: int, max_read_chars: int) -> None:
         self.store = store
         self.cluster = cluster
@@ -85,7 +86,7 @@ class LogFollower:
 
     def poll(self, now: float) -> FollowReport:
         report = FollowReport()
-        active = {row.ray_submission_id: row for row in self.store.active(ON_CLUSTER)}
+        active = {row.ray_submission_id: row for row in self.store.tasks.active(ON_CLUSTER)}
         for sid in [s for s in self._followed if s not in active]:
             self._last_read(sid, self._followed.pop(sid), now, report)
         for sid, row in active.items():
@@ -105,7 +106,7 @@ class LogFollower:
         return report
 
     def _load(self, sid: str, row: ActiveRow) -> _Followed | None:
-        state = self.store.follow_state(row.task_id, row.attempt_no)
+        state = self.store.progress.follow_state(row.task_id, row.attempt_no)
         if state is None:
             return None
         followed = _Followed(
@@ -152,7 +153,7 @@ class LogFollower:
             progress=progress, points=tuple(batch.points.values()),
             dropped=tuple(batch.dropped), series=batch.series)
         try:
-            self.store.record_progress(update, now)
+            self.store.progress.record_progress(update, now)
         except StaleProgress as exc:
             log.warning("progress of %s: %s; reloading it", sid, exc)
             self._followed.pop(sid, None)

@@ -15,8 +15,9 @@ from service.cluster.boundary import Cluster, ClusterUnavailable, JobInfo
 from service.domain.reasons import Interrupted, Reason, WaitKind
 from service.domain.states import ON_CLUSTER, RayStatus, TaskState
 from service.engine.attempt_end import AttemptEnder
+from service.engine.ports import SchedulerStore
 from service.engine.tick_report import TickReport
-from service.store.writer import ActiveRow, EventRow, StaleState, Store, truncate_message
+from service.store.writer import ActiveRow, EventRow, StaleState, truncate_message
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def open_outage_since(histories: Sequence[Sequence[EventRow]]) -> float | None:
 class Reconciler:
     """Ray's word on every attempt Argus put there, and the outage it may be in."""
 
-    def __init__(self, store: Store, cluster: Cluster, ender: AttemptEnder,
+    def __init__(self, store: SchedulerStore, cluster: Cluster, ender: AttemptEnder,
                  on_driver_node: Callable[[str, str], None]) -> None:
         self.store = store
         self.cluster = cluster
@@ -53,14 +54,15 @@ class Reconciler:
         answers again: the attempts stay as they are, their events show the outage."""
         if (unreachable is None) == (self.outage_since is None):
             return
-        ids = [row.task_id for row in self.store.active(ON_CLUSTER)]
+        ids = [row.task_id for row in self.store.tasks.active(ON_CLUSTER)]
         if unreachable is not None:
             self.outage_since = now
-            self.store.note_cluster(ids, now, CLUSTER_UNREACHABLE, {"reason": unreachable})
+            self.store.attempts.note_cluster(ids, now, CLUSTER_UNREACHABLE, {"reason": unreachable})
         else:
             since, self.outage_since = self.outage_since, None
             assert since is not None
-            self.store.note_cluster(ids, now, CLUSTER_BACK, {"after_s": round(now - since, 1)})
+            self.store.attempts.note_cluster(ids, now, CLUSTER_BACK, {"after_s": round(now - since,
+                                                                                       1)})
 
     # -- step 0: leftover SUBMITTING rows ----------------------------------------------------
     def resolve_submitting(self, now: float, report: TickReport) -> bool:
@@ -68,7 +70,7 @@ class Reconciler:
         ``job_infos`` read of them all): Ray has the job, so it was submitted; Ray does
         not, so the claim goes back and the task is submitted anew. False when Ray did not
         answer (the rows stay SUBMITTING for the next tick)."""
-        rows = self.store.active([TaskState.SUBMITTING])
+        rows = self.store.tasks.active([TaskState.SUBMITTING])
         if not rows:
             return True
         try:
@@ -79,17 +81,17 @@ class Reconciler:
         for row in rows:
             sid = row.ray_submission_id
             if sid in known:
-                self.store.mark_submitted(row.task_id, row.attempt_no, now,
-                                          already_existed=True)
+                self.store.attempts.mark_submitted(row.task_id, row.attempt_no, now,
+                                                   already_existed=True)
             else:
-                self.store.release_claim(
+                self.store.attempts.release_claim(
                     row.task_id, row.attempt_no,
                     Reason(WaitKind.RESUBMIT, Interrupted(row.attempt_no, sid)), now)
         return True
 
     # -- step 1: reconcile -------------------------------------------------------------------
     def reconcile(self, now: float, report: TickReport) -> None:
-        rows = self.store.active(ON_CLUSTER)
+        rows = self.store.tasks.active(ON_CLUSTER)
         if not rows:
             return
         try:
@@ -132,7 +134,7 @@ class Reconciler:
         to_running = row.state is TaskState.SUBMITTED and status is RayStatus.RUNNING
         if (to_running or status.value != row.ray_status or info.start_time != row.start_time
                 or truncate_message(info.message) != row.message):
-            self.store.sync_attempt(
+            self.store.attempts.sync_attempt(
                 row.task_id, row.attempt_no, ray_status=status.value, message=info.message,
                 start_time=info.start_time, now=now,
                 to_running_from=row.state if to_running else None,

@@ -21,7 +21,7 @@ KEEP_S = 25 * 3600.0  # a little over the charts' 24 h
 
 
 class SampleStore(Protocol):
-    """What sampling reads and writes (``store.Store``)."""
+    """What sampling reads and writes (``store.Store.console``)."""
 
     def admitted_between(self, since: float, until: float) -> list[Admitted]: ...
 
@@ -35,7 +35,7 @@ class SampleStore(Protocol):
 class Sampler:
     def __init__(self, store: SampleStore, *, interval_s: float = SAMPLE_INTERVAL_S,
                  keep_s: float = KEEP_S) -> None:
-        self._store = store
+        self._samples = store
         self._interval_s = interval_s
         self._keep_s = keep_s
         self._admitted_until: float | None = None
@@ -47,20 +47,20 @@ class Sampler:
         since, self._admitted_until = self._admitted_until, now
         if since is None:
             return []
-        return self._store.admitted_between(since, now)
+        return self._samples.admitted_between(since, now)
 
     def sample(self, now: float, snapshot: ClusterSnapshot | None) -> Sample | None:
         """Write a sample when the interval has passed since the last one (also across
         restarts: the last one is read back once); the sample written, or None."""
         if self._last_sample is None:
-            self._last_sample = self._store.last_sample_ts() or float("-inf")
+            self._last_sample = self._samples.last_sample_ts() or float("-inf")
         if now - self._last_sample < self._interval_s:
             return None
-        pending, running = self._store.queue_sizes()
+        pending, running = self._samples.queue_sizes()
         used = total = None
         if snapshot is not None:
             used, total = gpu_totals(snapshot)
         sample = Sample(now, pending, running, used, total)
-        self._store.record_sample(sample, self._keep_s)
+        self._samples.record_sample(sample, self._keep_s)
         self._last_sample = now
         return sample

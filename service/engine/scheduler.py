@@ -78,6 +78,7 @@ from service.engine.applier import Applier
 from service.engine.artifacts import Artifacts
 from service.engine.attempt_end import AttemptEnder
 from service.engine.dependency_tick import DependencyStep
+from service.engine.ports import SchedulerStore
 from service.engine.reconcile import (
     CLUSTER_BACK,
     CLUSTER_UNREACHABLE,
@@ -89,7 +90,6 @@ from service.engine.tick_report import TickReport
 from service.engine.watch import DRIVER_NODE_GONE_S, Watch
 from service.scheduling.fairshare import Share
 from service.scheduling.planner import Planner
-from service.store.writer import Store
 
 # the names callers import from here (the tick's steps live in the modules above)
 __all__ = ["BACKFILL_WINDOW", "CLUSTER_BACK", "CLUSTER_UNREACHABLE", "DRIVER_NODE_GONE_S",
@@ -101,7 +101,7 @@ BACKFILL_WINDOW = 500
 class Scheduler:
     """The tick's order; each step's work is its module's (see the module docstring)."""
 
-    def __init__(self, store: Store, cluster: Cluster, settings: Settings,
+    def __init__(self, store: SchedulerStore, cluster: Cluster, settings: Settings,
                  artifacts: Artifacts, *, backfill_window: int = BACKFILL_WINDOW) -> None:
         if backfill_window < 1:
             raise ValueError(f"backfill_window must be >= 1, got {backfill_window}")
@@ -142,9 +142,9 @@ class Scheduler:
         note."""
         report = TickReport()
         started = time.perf_counter()
-        on_cluster = self.store.active(ON_CLUSTER)
+        on_cluster = self.store.tasks.active(ON_CLUSTER)
         self.reconciler.outage_since = open_outage_since(
-            [self.store.events(row.task_id) for row in on_cluster])
+            [self.store.tasks.events(row.task_id) for row in on_cluster])
         self.reconciler.resolve_submitting(now, report)
         report.duration_s = time.perf_counter() - started
         return report
@@ -161,7 +161,7 @@ class Scheduler:
         snapshot: ClusterSnapshot | ClusterUnavailable
         try:
             snapshot = self.cluster.snapshot(
-                [row.ray_submission_id for row in self.store.active()])
+                [row.ray_submission_id for row in self.store.tasks.active()])
         except ClusterUnavailable as exc:
             snapshot = exc
             report.unreachable = str(exc)

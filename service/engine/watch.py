@@ -15,8 +15,9 @@ from service.cluster.boundary import Cluster, ClusterSnapshot, ClusterUnavailabl
 from service.config import SchedulerSettings
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.engine.attempt_end import AttemptEnder
+from service.engine.ports import SchedulerStore
 from service.engine.tick_report import TickReport
-from service.store.writer import AttemptEnd, StaleState, Store
+from service.store.writer import AttemptEnd, StaleState
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ DRIVER_NODE_GONE_S = 60.0
 class Watch:
     """The watches, with what they remember between ticks (the drivers' nodes)."""
 
-    def __init__(self, store: Store, cluster: Cluster, sched: SchedulerSettings,
+    def __init__(self, store: SchedulerStore, cluster: Cluster, sched: SchedulerSettings,
                  ender: AttemptEnder) -> None:
         self.store = store
         self.cluster = cluster
@@ -50,7 +51,8 @@ class Watch:
         """A RUNNING attempt whose driver's node has been missing from the alive nodes for
         DRIVER_NODE_GONE_S is stopped (a job request, which also wakes Ray's job monitor)
         and ends CLUSTER_LOST: it resumes from its checkpoint."""
-        running = {row.ray_submission_id: row for row in self.store.active([TaskState.RUNNING])}
+        running = {row.ray_submission_id: row
+                   for row in self.store.tasks.active([TaskState.RUNNING])}
         self._driver_node = {sid: n for sid, n in self._driver_node.items() if sid in running}
         alive = {node.node_id for node in snapshot.nodes}
         gone = {sid for sid, node in self._driver_node.items() if node not in alive}
@@ -78,7 +80,7 @@ class Watch:
         limit = self.sched.stuck_timeout_s
         if limit is None or not snapshot.pending_pg_since:
             return
-        for row in self.store.active([TaskState.RUNNING]):
+        for row in self.store.tasks.active([TaskState.RUNNING]):
             since = snapshot.pending_pg_since.get(row.ray_submission_id)
             if (since is None or row.cancel_requested or row.preempted_for is not None
                     or now - since < limit):
@@ -90,7 +92,7 @@ class Watch:
             except ClusterUnavailable as exc:
                 report.unreachable = str(exc)
                 return
-            self.store.mark_stop_requested(row.task_id, row.attempt_no, now)
+            self.store.attempts.mark_stop_requested(row.task_id, row.attempt_no, now)
             log_text = self.ender.archive_log(row)
             message = (f"placement groups unplaceable for {now - since:.0f}s "
                        f"(stuck_timeout_s={limit:g}); stopped by Argus")

@@ -1,5 +1,6 @@
-"""The scheduler's and the log follower's writes: each attempt transition a guarded
-compare-and-set with its event (mixed into ``store.Store``)."""
+"""The attempts aggregate (``Store.attempts``): the scheduler's writes (claims,
+submissions, syncs, ends, retries, preemptions), each a guarded compare-and-set with its
+event in the same transaction, and the attempt reads."""
 
 from __future__ import annotations
 
@@ -10,20 +11,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from service.domain.ids import submission_id
+from service.domain.newtask import stored_spec
 from service.domain.reasons import Reason
-from service.domain.rows import Claim
+from service.domain.rows import AttemptRow, Claim
 from service.domain.states import RUNNABLE, RayStatus, TaskState, check_transition
 from service.domain.writes import AttemptEnd, RetryPlan
-from service.store.core import StoreCore, TaskNotFound, truncate_message
-from service.store.reads import spec_of
+from service.scheduling.runtimes import EndedRun
+from service.store.core import Part, TaskNotFound, truncate_message
+from service.store.reads import attempt_row
 from service.store.sql import QUERIES as Q
 
 _S = TaskState
 log = logging.getLogger(__name__)
 
 
-class AttemptWrites(StoreCore):
-    """Claims, submissions, syncs, ends, retries, preemptions; """
+class AttemptStore(Part):
+    """Attempts: the scheduler's writes and the attempt reads."""
 
     # -- scheduler: writes ---------------------------------------------------------------
     def mark_pending(self, items: Iterable[tuple[str, TaskState, Reason]], now: float,
@@ -85,7 +88,7 @@ class AttemptWrites(StoreCore):
                 conn.execute(Q["insert_attempt"], {"task_id": task_id, "attempt_no": attempt_no,
                                                    "ray_submission_id": sid, "now": now})
         return Claim(task_id=task_id, attempt_no=attempt_no, ray_submission_id=sid,
-                     jobspec_yaml=row["jobspec_yaml"], spec=spec_of(row),
+                     jobspec_yaml=row["jobspec_yaml"], spec=stored_spec(row["spec_json"], row),
                      user=row["user"])
 
     def mark_submitted(self, task_id: str, attempt_no: int, now: float, *,
@@ -229,3 +232,24 @@ class AttemptWrites(StoreCore):
             if marked:
                 self._event(conn, preemptor, now, "PREEMPTING", {"victims": marked, **extra})
         return marked
+
+    # -- reads ---------------------------------------------------------------------------
+    def list_attempts(self, task_id: str) -> list[AttemptRow]:
+        rows = self._reader().execute(Q["list_attempts"], {"task_id": task_id}).fetchall()
+        return [attempt_row(r) for r in rows]
+
+    def get_attempt(self, task_id: str, attempt_no: int | None = None) -> AttemptRow | None:
+        """Attempt ``attempt_no`` of a task, or its latest one when None."""
+        if attempt_no is None:
+            query, params = "get_latest_attempt", {"task_id": task_id}
+        else:
+            query, params = "get_attempt", {"task_id": task_id, "attempt_no": attempt_no}
+        row = self._reader().execute(Q[query], params).fetchone()
+        return None if row is None else attempt_row(row)
+
+    def recent_runs(self, scan: int) -> list[EndedRun]:
+        """Runs that ended on their own or at their limit, among the ``scan`` attempts that
+        ended last (``service.scheduling.runtimes``)."""
+        return [EndedRun(r["user"], (r["nnodes"], r["n_gpus_per_node"]), r["runtime_s"],
+                         r["max_runtime_s"])
+                for r in self._reader().execute(Q["recent_runs"], {"scan": scan})]

@@ -15,15 +15,24 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from typing import Protocol
 
-from service.store.core import StoreCore
 from service.store.db import connect
 
 log = logging.getLogger(__name__)
 
 
+class Checkpointed(Protocol):
+    """What the checkpointer needs of the store (``writer.Store``)."""
+
+    @property
+    def db_path(self) -> str: ...
+
+    def automatic_checkpoints(self, on: bool) -> None: ...
+
+
 class Checkpointer:
-    def __init__(self, store: StoreCore, every_s: float = 1.0) -> None:
+    def __init__(self, store: Checkpointed, every_s: float = 1.0) -> None:
         self.store = store
         self.every_s = every_s
         self._conn: sqlite3.Connection | None = None

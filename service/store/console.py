@@ -1,5 +1,5 @@
 """What the console and ``/metrics`` read (the queue page, pending groups, admissions,
-usage in a window) and the queue samples behind the charts (mixed into ``store.Store``)."""
+usage in a window) and the queue samples behind the charts (``Store.console``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from service.domain.reasons import WaitKind
 from service.domain.rows import Admitted, PendingGroup, PendingRow, TaskRow
 from service.domain.states import TaskState
 from service.domain.writes import Sample
-from service.store.core import StoreCore
+from service.store.core import Part
 from service.store.reads import task_row
 from service.store.sql import QUERIES as Q
 
@@ -17,7 +17,7 @@ _S = TaskState
 log = logging.getLogger(__name__)
 
 
-class ConsoleReads(StoreCore):
+class ConsoleReads(Part):
     """The console's and the metrics' reads; the queue samples."""
 
     def queue_page(self, *, user: str | None, workload: str | None, offset: int,
@@ -84,21 +84,10 @@ class ConsoleReads(StoreCore):
         row = self._reader().execute(Q["task_jobspec"], {"task_id": task_id}).fetchone()
         return None if row is None else row["jobspec_yaml"]
 
-    def change_seq(self) -> int:
-        """A number that grows after any task was created or moved (one row by key)."""
-        return int(self._reader().execute(Q["change_seq"]).fetchone()["seq"])
-
     def active_tasks(self) -> list[TaskRow]:
         """SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt, in queue order
         (without reading the runnable ones, however many)."""
         return [task_row(r, None) for r in self._reader().execute(Q["queue_running"])]
-
-    def gpu_seconds_in_window(self, window_from: float, window_to: float, now: float
-                              ) -> dict[str | None, float]:
-        """``{owner: GPU-seconds}`` inside ``[window_from, window_to)``, as
-        ``usage.account`` totals them (running attempts counted up to ``now``)."""
-        users = self.usage_summary(window_from, window_to, now, None, 0).users
-        return {u.user: u.gpu_seconds for u in users if u.gpu_seconds > 0}
 
     def recent_finished(self, limit: int, user: str | None = None) -> list[TaskRow]:
         """The newest ``limit`` finished tasks (``user``'s only when given), newest first."""

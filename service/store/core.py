@@ -1,12 +1,13 @@
-"""The store's one writer: the write transaction, storage faults, events, guarded moves.
+"""The store's one writer and the base of its aggregates; the store's errors.
 
-``StoreCore`` is the base of the store's parts (``store``, ``store_attempts``,
-``store_users``, ``store_console``, mixed into ``store.Store``): one writing connection
-behind one lock, each write a ``BEGIN IMMEDIATE`` transaction; a state change is
-``states.check_transition`` then a compare-and-set (``_transition``), its event (and the
-webhook outbox rows it causes) written in the same transaction. A write that fails because
-of the storage raises ``StorageUnavailable`` and is remembered in ``write_fault``. The
-store's errors live here too.
+``WriteCore``: one writing connection behind one lock, each write a ``BEGIN IMMEDIATE``
+transaction (``tx``); a state change is ``states.check_transition`` then a compare-and-set
+(``transition``), its event (``event``, with the webhook outbox rows it causes) written in
+the same transaction. A write that fails because of the storage raises
+``StorageUnavailable`` and is remembered in ``write_fault``.
+
+``Part``: the base of each aggregate store (``tasks``, ``attempts``, ``users``...): it is
+given the ``WriteCore`` and the ``Readers`` explicitly and reaches nothing else.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 
 from service.domain.states import TaskState, check_transition
@@ -29,9 +30,9 @@ from service.store.db import (
     initialize,
     storage_fault,
 )
-from service.store.reads import StoreReads
+from service.store.outbox import enqueue as enqueue_webhooks
+from service.store.reads import Readers
 from service.store.sql import QUERIES as Q
-from service.store.webhooks import enqueue as enqueue_webhooks
 
 MESSAGE_HEAD = 1_000
 # After a storage fault, every commit for this long is followed by a checkpoint (below)
@@ -134,11 +135,11 @@ def truncate_message(text: str | None) -> str | None:
     return f"{text[:MESSAGE_HEAD]}\n...[{cut} characters truncated]...\n{text[-MESSAGE_TAIL:]}"
 
 
-class StoreCore(StoreReads):
+class WriteCore:
     """The writing connection and the helpers every write uses."""
 
     def __init__(self, db_path: str, *, synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
-        super().__init__(db_path)
+        self.db_path = db_path
         self._lock = threading.RLock()
         self._conn = connect(db_path, synchronous=synchronous)
         self._write_fault: str | None = None
@@ -157,11 +158,10 @@ class StoreCore(StoreReads):
 
     def close(self) -> None:
         with self._lock:
-            self._close_readers()
             self._conn.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on the one writing connection.
 
         Whatever fails (the body, or the COMMIT itself) leaves no transaction open: a
@@ -187,7 +187,7 @@ class StoreCore(StoreReads):
                 log.warning("database writes work again (they failed: %s)", self._write_fault)
                 self._write_fault = None
             if time.monotonic() - self._fault_at < RECOVERY_WINDOW_S:
-                self._checkpoint()
+                self.checkpoint()
 
     def _fault(self, fault: str, exc: sqlite3.Error) -> None:
         """Record a storage fault (logged once until writes work again) and checkpoint.
@@ -205,7 +205,7 @@ class StoreCore(StoreReads):
                         exc)
         self._write_fault = fault
         self._fault_at = time.monotonic()
-        self._checkpoint()
+        self.checkpoint()
 
     def automatic_checkpoints(self, on: bool) -> None:
         """Whether a commit that takes the WAL past ``AUTOCHECKPOINT_PAGES`` checkpoints it
@@ -213,7 +213,7 @@ class StoreCore(StoreReads):
         with self._lock:
             self._conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES if on else 0}")
 
-    def _checkpoint(self) -> None:
+    def checkpoint(self) -> None:
         with suppress(sqlite3.Error):
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
@@ -228,14 +228,14 @@ class StoreCore(StoreReads):
         """Commit a write that changes nothing (the schema version, rewritten as it is):
         it needs what any write needs (the lock, room in the WAL), so it tells whether
         writes work again. Raises ``StorageUnavailable`` while they do not."""
-        with self._tx() as conn:
+        with self.tx() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             conn.execute(f"PRAGMA user_version = {int(version)}")
 
     # -- write helpers (inside a transaction) ------------------------------------------
     @staticmethod
-    def _event(conn: sqlite3.Connection, task_id: str, now: float, kind: str,
-               payload: Mapping[str, Any]) -> None:
+    def event(conn: sqlite3.Connection, task_id: str, now: float, kind: str,
+              payload: Mapping[str, Any]) -> None:
         cur = conn.execute(Q["insert_event"], {
             "task_id": task_id, "ts": now, "event_type": kind,
             "payload_json": json.dumps(payload, sort_keys=True, default=str),
@@ -243,9 +243,9 @@ class StoreCore(StoreReads):
         # the webhook outbox, in this same transaction (never lost, never early)
         enqueue_webhooks(conn, cur.lastrowid, task_id, now, kind, payload)
 
-    def _transition(self, conn: sqlite3.Connection, task_id: str, src: TaskState,
-                    dst: TaskState, now: float, payload: Mapping[str, Any] | None = None,
-                    *, query: str = "move", **params: Any) -> None:
+    def transition(self, conn: sqlite3.Connection, task_id: str, src: TaskState,
+                   dst: TaskState, now: float, payload: Mapping[str, Any] | None = None,
+                   *, query: str = "move", **params: Any) -> None:
         """Guarded ``src -> dst`` by the named ``move*`` query (``params``: its other
         values), plus the transition's event."""
         check_transition(src, dst)
@@ -257,12 +257,43 @@ class StoreCore(StoreReads):
             if row is None:
                 raise TaskNotFound(task_id)
             raise StaleState(task_id, src, row["state"])
-        self._event(conn, task_id, now, "STATE_TRANSITION",
-                    {"from": src.value, "to": dst.value, **(payload or {})})
+        self.event(conn, task_id, now, "STATE_TRANSITION",
+                   {"from": src.value, "to": dst.value, **(payload or {})})
 
     @staticmethod
-    def _update_attempt(conn: sqlite3.Connection, query: str, task_id: str, attempt_no: int,
-                        **params: Any) -> None:
+    def update_attempt(conn: sqlite3.Connection, query: str, task_id: str, attempt_no: int,
+                       **params: Any) -> None:
         cur = conn.execute(Q[query], {**params, "task_id": task_id, "attempt_no": attempt_no})
         if cur.rowcount != 1:
             raise StoreError(f"task {task_id} has no attempt {attempt_no}")
+
+
+class Part:
+    """The base of an aggregate store: the writer and the readers it was given, and the
+    short names its methods use for them."""
+
+    def __init__(self, core: WriteCore, reads: Readers) -> None:
+        self._core = core
+        self._reads = reads
+
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._core.tx()
+
+    def _reader(self) -> sqlite3.Connection:
+        return self._reads.reader()
+
+    def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._reads.snapshot()
+
+    def _event(self, conn: sqlite3.Connection, task_id: str, now: float, kind: str,
+               payload: Mapping[str, Any]) -> None:
+        self._core.event(conn, task_id, now, kind, payload)
+
+    def _transition(self, conn: sqlite3.Connection, task_id: str, src: TaskState,
+                    dst: TaskState, now: float, payload: Mapping[str, Any] | None = None,
+                    *, query: str = "move", **params: Any) -> None:
+        self._core.transition(conn, task_id, src, dst, now, payload, query=query, **params)
+
+    def _update_attempt(self, conn: sqlite3.Connection, query: str, task_id: str,
+                        attempt_no: int, **params: Any) -> None:
+        self._core.update_attempt(conn, query, task_id, attempt_no, **params)

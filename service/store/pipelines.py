@@ -1,8 +1,7 @@
-"""Dependencies and pipelines in the store: the ``Store``'s writes and reads for them.
+"""Dependencies and pipelines in the store (``Store.pipelines``): their writes and reads.
 
-``PipelineStore`` is a part of ``service.store.writer.Store`` (a base class, so ``store.py``
-stays readable): its writes use the store's one writing connection and its guarded
-transitions (``_tx``, ``_transition``, ``_event``), its reads the per-thread readers.
+``PipelineStore`` writes through the store's one writing connection and its guarded
+transitions (``core.WriteCore``), reads through the per-thread readers.
 
 * ``create_pipeline``: the pipeline row and every stage's task, dependencies and stage
   row in one transaction (all or nothing).
@@ -22,23 +21,26 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.domain.newtask import NewTask, spec_json
 from service.domain.rows import TaskRow
 from service.domain.states import TaskState
-from service.policy.dependencies import Condition, Dep, depth_problem
+from service.policy.dependencies import Condition, Dep
 from service.policy.pipelines import PipelineState, derive_state
-from service.policy.quotas import HOUR_S, Limits, window_start_hour
-from service.store.reads import spec_json, task_row
+from service.policy.quotas import Limits, window_start_hour
+from service.store.core import Part
+from service.store.inserts import (
+    DependencyError as DependencyError,  # raised by create_pipeline: importable here
+)
+from service.store.inserts import (
+    add_spec_bytes,
+    check_quota,
+    insert_deps,
+    insert_task,
+)
+from service.store.reads import task_row
 from service.store.sql import QUERIES as Q
 
 _S = TaskState
-
-
-class DependencyError(ValueError):
-    """A task's ``after`` names parents it may not (unknown, not visible, too deep)."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("; ".join(self.problems))
 
 
 class PipelineNotFound(LookupError):
@@ -49,18 +51,12 @@ class PipelineNotFound(LookupError):
 
 @dataclass(frozen=True)
 class NewStage:
-    """One stage to create: its task (as ``Store.create_task`` takes it) and its place."""
+    """One stage to create: its task (``NewTask``, its ``after`` naming its parents'
+    ids), the id chosen for it, and its place."""
 
     stage: str
     task_id: str
-    workload: str
-    jobspec_yaml: str
-    spec: Mapping[str, Any]
-    nnodes: int
-    n_gpus_per_node: int
-    priority: int
-    max_runtime_s: float | None
-    after: tuple[tuple[str, str], ...]  # (condition, parent task id)
+    task: NewTask
     template: Mapping[str, Any]  # the JobSpec with its references unresolved
 
 
@@ -126,49 +122,10 @@ def _pipeline(r: sqlite3.Row) -> PipelineRow:
                        cancel_requested_at=r["cancel_requested_at"])
 
 
-class PipelineStore:
-    """Mixed into ``Store``; the attributes below are the store's."""
-
-    _tx: Any
-    _transition: Any
-    _event: Any
-    _reader: Any
-    _snapshot: Any
-    _check_quota: Any
+class PipelineStore(Part):
+    """Dependencies, BLOCKED tasks, pipelines."""
 
     # -- writes ------------------------------------------------------------------------
-    def _insert_deps(self, conn: sqlite3.Connection, task_id: str,
-                     after: Sequence[tuple[str, str]], user: str | None, admin: bool,
-                     known: Mapping[str, int] | None = None) -> None:
-        """The dependency rows of a new task; DependencyError naming every bad parent.
-        ``known``: parents created in this transaction (a pipeline's), with their depth."""
-        problems: list[str] = []
-        depths: list[int] = []
-        ended = False  # a parent ended already: nothing would wake the dependent
-        for _, parent in after:
-            if known is not None and parent in known:
-                depths.append(known[parent])
-                continue
-            row = conn.execute(Q["dep_parent"], {"task_id": parent}).fetchone()
-            if row is None or (not admin and row["user"] != user):
-                problems.append(f"task {parent} not found (a parent must exist and be "
-                                "yours)")
-                continue
-            depths.append(row["depth"])
-            ended = ended or TaskState(row["state"]).is_terminal()
-        problem = depth_problem(depths)
-        if problem is not None:
-            problems.append(problem)
-        if problems:
-            raise DependencyError(problems)
-        depth = 1 + max(depths, default=0)
-        for condition, parent in after:
-            conn.execute(Q["insert_dep"], {"task_id": task_id, "parent_id": parent,
-                                           "condition": Condition(condition).value,
-                                           "depth": depth})
-        if ended:  # the next tick decides it (the trigger wakes it for the others)
-            conn.execute(Q["insert_wakeup"], {"task_id": task_id})
-
     def create_pipeline(self, *, pipeline_id: str, name: str, user: str, document: str,
                         stages: Sequence[NewStage], now: float, admin: bool = False,
                         quota: Limits | None = None) -> None:
@@ -180,31 +137,24 @@ class PipelineStore:
         size = len(document.encode("utf-8"))
         with self._tx() as conn:
             if quota is not None:
-                self._check_quota(conn, user, quota, size, now, window_start_hour(now))
-            conn.execute(Q["add_user_spec_bytes"],
-                         {"user": user, "hour": int(now // HOUR_S), "bytes": size})
+                check_quota(conn, user, quota, size, now, window_start_hour(now))
+            add_spec_bytes(conn, user, now, size)
             conn.execute(Q["insert_pipeline"], {"pipeline_id": pipeline_id, "name": name,
                                                 "user": user, "document": document,
                                                 "now": now})
             depths: dict[str, int] = {}
             for position, stage in enumerate(stages):
-                state = _S.BLOCKED if stage.after else _S.QUEUED
-                conn.execute(Q["insert_task"], {
-                    "task_id": stage.task_id, "workload": stage.workload,
-                    "state": state.value, "jobspec_yaml": stage.jobspec_yaml,
-                    "spec_json": spec_json(stage.spec),
-                    "nnodes": stage.nnodes, "n_gpus_per_node": stage.n_gpus_per_node,
-                    "user": user, "now": now, "priority": stage.priority,
-                    "max_runtime_s": stage.max_runtime_s})
-                self._insert_deps(conn, stage.task_id, stage.after, user, admin, depths)
+                task = stage.task
+                insert_task(conn, stage.task_id, task)
+                insert_deps(conn, stage.task_id, task.after, user, admin, depths)
                 depths[stage.task_id] = 1 + max(
-                    (depths[p] for _, p in stage.after), default=-1)
+                    (depths[p] for _, p in task.after), default=-1)
                 conn.execute(Q["insert_stage"], {
                     "pipeline_id": pipeline_id, "stage": stage.stage,
                     "task_id": stage.task_id, "position": position,
                     "template_json": json.dumps(dict(stage.template), sort_keys=True)})
                 self._event(conn, stage.task_id, now, "CREATED", {
-                    "state": state.value, "priority": stage.priority, "by": user,
+                    "state": task.state.value, "priority": task.priority, "by": user,
                     "pipeline_id": pipeline_id, "stage": stage.stage})
 
     def release_blocked(self, task_id: str, now: float,
@@ -266,7 +216,7 @@ class PipelineStore:
 
     def flag_pipeline_cancel(self, pipeline_id: str, now: float) -> PipelineRow:
         """Record that a person canceled the pipeline (its stages are canceled one by one
-        by the caller, each through ``Store.cancel``)."""
+        by the caller, each through ``Store.tasks.cancel``)."""
         with self._tx() as conn:
             row = conn.execute(Q["get_pipeline"], {"pipeline_id": pipeline_id}).fetchone()
             if row is None:

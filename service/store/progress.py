@@ -1,6 +1,6 @@
 """Training progress in the store: what the log follower read of each attempt's driver
 log (``record_progress``, guarded by the offset it read from) and its reads: where it left
-an attempt, a task's progress, the training curves (mixed into ``store.Store``)."""
+an attempt, a task's progress, the training curves (``Store.progress``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from service.domain.states import TaskState
 from service.domain.writes import ProgressUpdate
 from service.policy.curves import Point
 from service.policy.progress import Progress, with_total
-from service.store.core import StaleProgress, StoreCore
+from service.store.core import Part, StaleProgress
 from service.store.sql import QUERIES as Q
 
 
@@ -35,7 +35,7 @@ def _progress_row(r: sqlite3.Row) -> ProgressRow:
                        updated_at=r["updated_at"])
 
 
-class ProgressStore(StoreCore):
+class ProgressStore(Part):
     """The log follower's write and the progress reads."""
 
     def record_progress(self, update: ProgressUpdate, now: float) -> None:

@@ -1,4 +1,4 @@
-"""Users, their API tokens and the console's sessions (mixed into ``store.Store``)."""
+"""Users, their API tokens and the console's sessions (``Store.users``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from service.domain.rows import (
 from service.domain.states import RUNNABLE, TaskState
 from service.domain.users import Role, label_problem, name_problem, new_token
 from service.store.core import (
-    StoreCore,
+    Part,
     TokenNotFound,
     TooManyTokens,
     UserDisabled,
@@ -42,7 +42,7 @@ def token_row(r: sqlite3.Row) -> TokenRow:
                     expires_at=r["expires_at"], revoked_at=r["revoked_at"])
 
 
-class UserStore(StoreCore):
+class UserStore(Part):
     """Users, tokens and console sessions: their writes and reads."""
 
     def get_user(self, name: str) -> UserRow | None:

@@ -1,24 +1,16 @@
-"""Webhooks in the store: the hooks, the outbox written with each event, and the
-delivery worker's claims and outcomes. Part of ``service.store.writer.Store`` (a mixin of its
-writer and readers), kept apart so the store module stays about tasks.
-
-``enqueue`` runs inside the transaction of ``Store._event``: a state change and the
-deliveries it causes commit together or not at all. For an event kind that
-``webhooks.events.SOURCES`` does not name it costs a dictionary lookup; for one it
-names, the task's row by key and an indexed look at its owner's hooks.
-"""
+"""Webhooks in the store (``Store.webhooks``): the hooks, and the delivery worker's
+claims and outcomes. The outbox rows each event causes are written by
+``service.store.outbox.enqueue`` in the event's own transaction."""
 
 from __future__ import annotations
 
 import json
 import secrets
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any
+from collections.abc import Sequence
 
+from service.store.core import Part
 from service.store.sql import QUERIES as Q
-from service.webhooks.events import EventType, TaskFacts, task_data, webhook_type
 from service.webhooks.policy import Decision
 from service.webhooks.rows import ClaimedDelivery, DeliveryRow, TryRow, WebhookRow
 from service.webhooks.signing import new_secret
@@ -53,31 +45,8 @@ def _delivery(r: sqlite3.Row, tries: tuple[TryRow, ...]) -> DeliveryRow:
     return DeliveryRow(**{k: r[k] for k in _DELIVERY_COLUMNS}, tries=tries)
 
 
-def enqueue(conn: sqlite3.Connection, event_id: int, task_id: str, now: float, kind: str,
-            payload: Mapping[str, Any]) -> None:
-    """The outbox rows of one event (inside its transaction): a delivery to each hook of
-    the owner (the payload's ``owner``, else the task's) that subscribed to its type."""
-    event_type = webhook_type(kind, payload)
-    if event_type is None:
-        return
-    row = conn.execute(Q["webhook_task_facts"], {"task_id": task_id}).fetchone()
-    facts = None if row is None else TaskFacts(row["user"], row["workload"], row["state"],
-                                               row["error_summary"])
-    owner = payload.get("owner") or (facts.user if facts else None)
-    if owner is None:
-        return
-    data = task_data(EventType(event_type), event_id, task_id, payload, facts)
-    conn.execute(Q["webhook_enqueue"], {
-        "event_id": event_id, "event_type": event_type.value, "now": now, "owner": owner,
-        "data_json": json.dumps(data, sort_keys=True, default=str)})
-
-
-class WebhookStore:
-    """The store's webhook methods (mixed into ``Store``, which supplies these two)."""
-
-    _tx: Callable[[], AbstractContextManager[sqlite3.Connection]]
-    _snapshot: Callable[[], AbstractContextManager[sqlite3.Connection]]
-    _reader: Callable[[], sqlite3.Connection]
+class WebhookStore(Part):
+    """Hooks, the outbox's deliveries, the worker's claims and outcomes."""
 
     # -- hooks -------------------------------------------------------------------------
     def create_webhook(self, *, owner: str, url: str, events: Sequence[str], fmt: str,

@@ -17,12 +17,13 @@ from typing import Any
 from service.config import Settings
 from service.domain.ids import new_task_id, submission_id
 from service.domain.layout import attempt_dir, checkpoint_dir
+from service.domain.newtask import new_task
 from service.jobspec.model import JobSpecError
 from service.jobspec.spec import validate_document
 from service.policy.pipelines import PipelineDoc, PipelineError, substitute
 from service.policy.priorities import allowance_problem
 from service.store.pipelines import NewStage
-from service.store.writer import Store
+from service.usecases.ports import UseCaseStore
 
 PLACEHOLDER_STEP = "global_step_0"
 
@@ -41,7 +42,7 @@ def placeholders(settings: Settings, user: str, stage_tasks: Mapping[str, str]
 
 
 def build_stages(doc: PipelineDoc, stage_tasks: Mapping[str, str], settings: Settings,
-                 user: str, *, is_admin: bool) -> list[NewStage]:
+                 user: str, now: float, *, is_admin: bool) -> list[NewStage]:
     """Every stage as a task to create (parents first); PipelineError naming every
     problem (``stages.<name>.jobspec.<field>``)."""
     values = placeholders(settings, user, stage_tasks)
@@ -58,48 +59,36 @@ def build_stages(doc: PipelineDoc, stage_tasks: Mapping[str, str], settings: Set
         except JobSpecError as exc:
             problems += [{**d, "field": f"{prefix}.{d['field']}"} for d in exc.details]
             continue
-        priority = (settings.scheduler.default_priority if spec.priority is None
-                    else spec.priority)
-        problem = allowance_problem(priority, is_admin=is_admin,
+        task = new_task(spec, settings, user, now, text=json.dumps(stage.jobspec,
+                                                                  sort_keys=True))
+        problem = allowance_problem(task.priority, is_admin=is_admin,
                                     max_user_priority=settings.scheduler.max_user_priority)
         if problem:
             problems.append({"field": f"{prefix}.priority", "message": problem})
-        out.append(NewStage(
-            stage=stage.name, task_id=stage_tasks[stage.name], workload=spec.workload,
-            jobspec_yaml=json.dumps(stage.jobspec, sort_keys=True), spec=spec.to_dict(),
-            nnodes=spec.nnodes, n_gpus_per_node=spec.n_gpus_per_node, priority=priority,
-            max_runtime_s=(settings.scheduler.default_max_runtime_s
-                           if spec.max_runtime_s is None else spec.max_runtime_s),
-            after=tuple((c.value, stage_tasks[p]) for c, p in stage.after.pairs),
-            template=template))
+        out.append(NewStage(stage=stage.name, task_id=stage_tasks[stage.name], task=task,
+                            template=template))
     if problems:
         raise PipelineError(problems)
     return out
 
 
-def submit_pipeline(store: Store, doc: PipelineDoc, document: str, settings: Settings,
+def submit_pipeline(store: UseCaseStore, doc: PipelineDoc, document: str, settings: Settings,
                     user: str, now: float, *, is_admin: bool = False
                     ) -> tuple[str, dict[str, str]]:
     """Create the pipeline: ``(pipeline_id, {stage: task_id})``. Raises PipelineError
     (400) or the store's errors (QuotaExceeded: the owner's limits; admins have none);
     writes nothing then."""
-    taken: set[str] = set()
-
-    def exists(candidate: str) -> bool:
-        return candidate in taken or store.task_exists(candidate)
-
     stage_tasks: dict[str, str] = {}
     for stage in doc.stages:
         workload = stage.jobspec.get("workload")
         if not isinstance(workload, str) or not workload.isalnum() or not workload.islower():
             workload = "stage"  # the JobSpec's own check names the problem
-        task_id = new_task_id(settings.task_id_prefix, workload, now, exists, user=user)
-        taken.add(task_id)
-        stage_tasks[stage.name] = task_id
-    stages = build_stages(doc, stage_tasks, settings, user, is_admin=is_admin)
+        stage_tasks[stage.name] = store.tasks.new_id(settings.task_id_prefix, workload, now,
+                                                     user, taken=stage_tasks.values())
+    stages = build_stages(doc, stage_tasks, settings, user, now, is_admin=is_admin)
     pipeline_id = new_task_id(settings.task_id_prefix, "pipeline", now,
-                              store.pipeline_exists, user=user)
-    store.create_pipeline(pipeline_id=pipeline_id, name=doc.name, user=user,
-                          document=document, stages=stages, now=now, admin=is_admin,
-                          quota=None if is_admin else settings.users.limits_for(user))
+                              store.pipelines.pipeline_exists, user=user)
+    store.pipelines.create_pipeline(
+        pipeline_id=pipeline_id, name=doc.name, user=user, document=document, stages=stages,
+        now=now, admin=is_admin, quota=None if is_admin else settings.users.limits_for(user))
     return pipeline_id, stage_tasks

@@ -47,7 +47,7 @@ async def submit_pipeline(deps: TaskDeps, who: Principal, text: str) -> Pipeline
 async def owned_pipeline(deps: TaskDeps, who: Principal, pipeline_id: str, action: str
                          ) -> PipelineView:
     """The pipeline, when ``who`` owns it or is an admin."""
-    view = await deps.store.read(lambda s: s.get_pipeline(pipeline_id))
+    view = await deps.store.read(lambda s: s.pipelines.get_pipeline(pipeline_id))
     if view is None:
         raise NotFound("pipeline", pipeline_id)
     if not who.may_act_on(view.pipeline.user):
@@ -63,7 +63,7 @@ async def cancel_pipeline(deps: TaskDeps, who: Principal, pipeline_id: str
     view = await owned_pipeline(deps, who, pipeline_id, "cancel")
     now = deps.clock()
     try:
-        await deps.store.write(lambda s: s.flag_pipeline_cancel(pipeline_id, now))
+        await deps.store.write(lambda s: s.pipelines.flag_pipeline_cancel(pipeline_id, now))
     except PipelineNotFound as exc:  # pragma: no cover - pipelines are never deleted
         raise NotFound("pipeline", pipeline_id) from exc
     canceled = []
@@ -74,5 +74,5 @@ async def cancel_pipeline(deps: TaskDeps, who: Principal, pipeline_id: str
         if outcome.kind in (CancelKind.CANCELED, CancelKind.STOPPING):
             canceled.append(stage.task_id)
     deps.waker.wake()
-    after = await deps.store.read(lambda s: s.get_pipeline(pipeline_id))
+    after = await deps.store.read(lambda s: s.pipelines.get_pipeline(pipeline_id))
     return PipelineCanceled(after or view, canceled)

@@ -1,23 +1,30 @@
 """What the use cases are given, and the outcomes they refuse with.
 
 ``TaskDeps`` is structural: the API's ``AppDeps`` satisfies it, and a unit test hands in a
-small object of its own (a real store on a temporary database, a fake cluster)."""
+small object of its own (a real store on a temporary database, a fake cluster). Its store
+is ``Lanes[UseCaseStore]``: the async store's lanes (``service.store.aio.AsyncStore``)
+over the store calls the use cases make, by aggregate, and no others."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from service.cluster.boundary import Cluster, ClusterUnavailable
 from service.config import Settings
+from service.domain.newtask import NewTask
 from service.domain.rows import TaskRow
-from service.policy.quotas import QuotaRefusal
-from service.store.aio import AsyncStore
+from service.domain.writes import CancelOutcome
+from service.policy.quotas import Limits, QuotaRefusal
 from service.store.offload import Offload
 
+if TYPE_CHECKING:
+    from service.store.pipelines import NewStage, PipelineRow, PipelineView
+
 T = TypeVar("T")
+S_co = TypeVar("S_co", covariant=True)
 
 
 class Wakes(Protocol):
@@ -33,6 +40,52 @@ class SubmitMetrics(Protocol):
     def submits(self) -> Counts: ...
 
 
+class UseCaseTasks(Protocol):
+    def new_id(self, prefix: str, workload: str, now: float, user: str | None,
+               taken: Iterable[str] = ()) -> str: ...
+
+    def create_task(self, task: NewTask, *, task_id: str | None = None,
+                    quota: Limits | None = None, admin: bool = False) -> str: ...
+
+    def set_priority(self, task_id: str, priority: int, now: float, by: str | None = None
+                     ) -> TaskRow: ...
+
+    def cancel(self, task_id: str, now: float, by: str | None = None) -> CancelOutcome: ...
+
+    def get_task(self, task_id: str) -> TaskRow | None: ...
+
+
+class UseCasePipelines(Protocol):
+    def create_pipeline(self, *, pipeline_id: str, name: str, user: str, document: str,
+                        stages: Sequence[NewStage], now: float, admin: bool = False,
+                        quota: Limits | None = None) -> None: ...
+
+    def flag_pipeline_cancel(self, pipeline_id: str, now: float) -> PipelineRow: ...
+
+    def pipeline_exists(self, pipeline_id: str) -> bool: ...
+
+    def get_pipeline(self, pipeline_id: str) -> PipelineView | None: ...
+
+
+class UseCaseStore(Protocol):
+    """The store as the use cases use it (``service.store.writer.Store``)."""
+
+    @property
+    def tasks(self) -> UseCaseTasks: ...
+
+    @property
+    def pipelines(self) -> UseCasePipelines: ...
+
+
+class Lanes(Protocol[S_co]):
+    """The async store's lanes over a store ``S_co`` (``service.store.aio.AsyncStore``):
+    ``await lanes.read(lambda s: s.tasks.get_task(task_id))``."""
+
+    async def read(self, fn: Callable[[S_co], T]) -> T: ...
+
+    async def write(self, fn: Callable[[S_co], T]) -> T: ...
+
+
 class TaskDeps(Protocol):
     """The parts of the service a use case touches."""
 
@@ -40,7 +93,7 @@ class TaskDeps(Protocol):
     def settings(self) -> Settings: ...
 
     @property
-    def store(self) -> AsyncStore: ...
+    def store(self) -> Lanes[UseCaseStore]: ...
 
     @property
     def cluster(self) -> Cluster: ...

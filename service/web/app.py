@@ -114,7 +114,7 @@ def create_app(
     """Build the API application. ``token`` (the bootstrap admin's) must be non-empty
     (the service refuses to run open). Before anything is served, the bootstrap admin
     and the default user exist and tasks created before users existed belong to the
-    default user (``Store.ensure_users``). ``metrics`` may be passed in so the process
+    default user (``Store.users.ensure_users``). ``metrics`` may be passed in so the process
     wiring can also feed it scheduler ticks; by default the app makes its own.
     ``wake_interval_s`` bounds how often requests wake the scheduler loop (see
     ``Waker``). The app's thread pools stop on cleanup; the ``store`` stays open (its
@@ -122,8 +122,8 @@ def create_app(
     if not token:
         raise ValueError("an API token is required")
     users = settings.users
-    adopted = store.ensure_users(bootstrap_admin=users.bootstrap_admin,
-                                 default_user=users.default_user, now=clock())
+    adopted = store.users.ensure_users(bootstrap_admin=users.bootstrap_admin,
+                                       default_user=users.default_user, now=clock())
     if adopted:
         log.info("%d task(s) created before users existed now belong to %s", adopted,
                  users.default_user)
@@ -136,8 +136,8 @@ def create_app(
         auth=Authenticator(async_store, token, users.bootstrap_admin, clock=clock),
         access=access,
         scheduler_loop=scheduler_loop, clock=clock,
-        metrics=metrics or ServiceMetrics(store.counts_by_state, scheduler_loop, users=store,
-                                          queue=store, clock=clock),
+        metrics=metrics or ServiceMetrics(store.tasks.counts_by_state, scheduler_loop, users=store,
+                                          queue=store.console, clock=clock),
         openapi_body=json.dumps(build_openapi()).encode(),
         waker=Waker(scheduler_loop, wake_interval_s),
         cluster_pool=ThreadPoolExecutor(CLUSTER_THREADS, "argus-cluster"),

@@ -86,20 +86,35 @@ class LoopCounters(Protocol):
     def errors(self) -> int: ...
 
 
-class UserStatsSource(Protocol):
-    """The per-user figures ``/metrics`` reads (``store.Store`` provides them)."""
-
+class _UserList(Protocol):
     def list_users(self) -> Sequence[UserRow]: ...
 
-    def counts_by_user_and_state(self) -> Mapping[tuple[str | None, str], int]: ...
 
-    def gpu_seconds_by_user(self) -> Mapping[str | None, float]: ...
+class _TaskCounts(Protocol):
+    def counts_by_user_and_state(self) -> Mapping[tuple[str | None, str], int]: ...
 
     def gpus_in_use_by_user(self) -> Mapping[str | None, int]: ...
 
 
+class _Ledger(Protocol):
+    def gpu_seconds_by_user(self) -> Mapping[str | None, float]: ...
+
+
+class UserStatsSource(Protocol):
+    """The per-user figures ``/metrics`` reads (``store.Store`` provides them)."""
+
+    @property
+    def users(self) -> _UserList: ...
+
+    @property
+    def tasks(self) -> _TaskCounts: ...
+
+    @property
+    def usage(self) -> _Ledger: ...
+
+
 class QueueStatsSource(SampleStore, Protocol):
-    """The queue figures ``/metrics`` and the sampler read (``store.Store``)."""
+    """The queue figures ``/metrics`` and the sampler read (``store.Store.console``)."""
 
     def pending_groups(self) -> Sequence[PendingGroup]: ...
 
@@ -173,11 +188,11 @@ class _UserCollector(Collector):
         self._source = source
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        counts = self._source.counts_by_user_and_state()
-        in_use = self._source.gpus_in_use_by_user()
-        seconds = self._source.gpu_seconds_by_user()
+        counts = self._source.tasks.counts_by_user_and_state()
+        in_use = self._source.tasks.gpus_in_use_by_user()
+        seconds = self._source.usage.gpu_seconds_by_user()
         owners = {user for user, _ in counts} | set(in_use) | set(seconds)
-        users = sorted({u.name for u in self._source.list_users()}
+        users = sorted({u.name for u in self._source.users.list_users()}
                        | {user for user in owners if user is not None})
         tasks = GaugeMetricFamily("argus_user_tasks", "Tasks by owner and state.",
                                   labels=["user", "state"])

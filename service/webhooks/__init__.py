@@ -10,6 +10,6 @@
   ``service.policy.ssrf`` allows, and the resolution check at registration.
 * ``worker``: the delivery loop, an asyncio task of the API process.
 
-The outbox rows are written by ``service.store.webhooks.enqueue`` inside the store's
-transaction of the event itself (``Store._event``).
+The outbox rows are written by ``service.store.outbox.enqueue`` inside the store's
+transaction of the event itself (``WriteCore.event``).
 """

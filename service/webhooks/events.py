@@ -2,7 +2,7 @@
 
 ``SOURCES`` maps a store event kind (``events.event_type``) to a function of the event's
 payload that names its webhook event type, or None when that event is not one. The store
-consults it for every event it writes (``store_webhooks.enqueue``), so a new kind of event
+consults it for every event it writes (``service.store.outbox.enqueue``), so a new kind of event
 becomes subscribable with one line here; a kind that names its owner in the payload
 (``owner``) needs no task behind it.
 """

@@ -55,7 +55,7 @@ class DeliveryWorker:
     async def open(self) -> None:
         """Void the leases of a process that is gone and open the HTTP client."""
         s = self.settings
-        released = await self._lane.run(self.store.release_webhook_leases)
+        released = await self._lane.run(self.store.webhooks.release_webhook_leases)
         if released:
             log.info("webhooks: %d delivery(ies) held before the restart are due again",
                      released)
@@ -80,7 +80,7 @@ class DeliveryWorker:
                     await self.step()
                     if self.clock() - pruned_at >= PRUNE_EVERY_S:
                         pruned_at = self.clock()
-                        await self._lane.run(self.store.prune_webhook_deliveries,
+                        await self._lane.run(self.store.webhooks.prune_webhook_deliveries,
                                              pruned_at - self.settings.keep_s)
                 except Exception:  # a storage fault: the rows wait, nothing is lost
                     log.exception("webhooks: the delivery loop failed; trying again")
@@ -106,11 +106,11 @@ class DeliveryWorker:
         free = self.settings.concurrency - len(self._inflight)
         if free <= 0:
             return 0
-        due = await self._lane.run(self.store.next_webhook_due)
+        due = await self._lane.run(self.store.webhooks.next_webhook_due)
         now = self.clock()
         if due is None or due > now:
             return 0
-        claims = await self._lane.run(self.store.claim_webhook_deliveries, now, free,
+        claims = await self._lane.run(self.store.webhooks.claim_webhook_deliveries, now, free,
                                       self.lease_s)
         for claim in claims:
             task = asyncio.create_task(self._deliver(claim),
@@ -146,7 +146,7 @@ class DeliveryWorker:
         decision = decide(result, attempts=claim.attempts, event_ts=claim.event_ts,
                           now=self.clock(), policy=self.settings.retry, rand=self.rand())
         try:
-            await self._lane.run(self.store.record_webhook_try, claim, decision,
+            await self._lane.run(self.store.webhooks.record_webhook_try, claim, decision,
                                  result.status, began)
         except Exception:  # the lease runs out and the row is tried again
             log.exception("webhooks: recording the try of %s failed", msg_id)

@@ -70,7 +70,7 @@ class Service:
     store: Store  # a second handle on the service's database, for reads
 
     def state(self, task_id: str) -> TaskState | None:
-        task = self.store.get_task(task_id)
+        task = self.store.tasks.get_task(task_id)
         return None if task is None else task.state
 
     def wait_state(self, task_id: str, *states: TaskState) -> None:

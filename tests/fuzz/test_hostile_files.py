@@ -104,8 +104,8 @@ def make_world(tmp: Path) -> World:
                               max_read_chars=1 << 20), settings)
     world.tokens["root"] = BOOTSTRAP
     for name in ("alice", "bob"):
-        store.create_user(name, Role.USER, T0)
-        world.tokens[name] = store.create_token(name, "t", None, T0, max_live=10).secret
+        store.users.create_user(name, Role.USER, T0)
+        world.tokens[name] = store.users.create_token(name, "t", None, T0, max_live=10).secret
     return world
 
 
@@ -331,7 +331,7 @@ async def test_what_a_job_plants_never_reaches_anyone_else(
         client = await aiohttp_client(create_app(
             world.settings, world.store, world.cluster, Artifacts(world.settings.shared_root),
             token=BOOTSTRAP, clock=world.clock,
-            metrics=ServiceMetrics(world.store.counts_by_state, users=world.store)))
+            metrics=ServiceMetrics(world.store.tasks.counts_by_state, users=world.store)))
         await register_hooks(client, world)
         await run_alice(client, world)
         before = outside_root_state(world)

@@ -29,6 +29,7 @@ from raypool.local.launcher import LocalCluster, down, node_pids, up
 from service.cluster.boundary import ClusterError
 from service.cluster.raycluster import RayCluster
 from service.config import SchedulerSettings, Settings
+from service.domain.newtask import NewTask
 from service.domain.states import TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler, SchedulerLoop
@@ -94,24 +95,25 @@ class Service:
             "overrides": [f"+argus_demo.duration_s={steps}"],
         })
         spec = parse_jobspec(text, self.settings)
-        self.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml=text,
-                               spec=spec.to_dict(), nnodes=1, n_gpus_per_node=1, user=USER,
-                               now=time.time())
+        self.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text=text,
+                                             spec=spec.to_dict(), nnodes=1, n_gpus_per_node=1,
+                                             user=USER, created_at=time.time(), priority=0),
+                                     task_id=task_id)
         self.loop.wake()
         return task_id
 
     def state(self, task_id: str) -> TaskState:
-        return self.store.get_task(task_id).state
+        return self.store.tasks.get_task(task_id).state
 
     def explain(self, task_id: str) -> Callable[[], str]:
         """What the service knows of the task, for a failed wait."""
         def text() -> str:
-            task = self.store.get_task(task_id)
+            task = self.store.tasks.get_task(task_id)
             lines = [f"task {task.state} pending={task.pending_reason!r} "
                      f"summary={task.error_summary!r}"]
             lines += [f"attempt {a.attempt_no} {a.ray_status} {a.failure_kind} {a.message!r}"
-                      for a in self.store.list_attempts(task_id)]
-            lines += [f"event {e.event_type} {e.payload}" for e in self.store.events(task_id)]
+                      for a in self.store.attempts.list_attempts(task_id)]
+            lines += [f"event {e.event_type} {e.payload}" for e in self.store.tasks.events(task_id)]
             return "\n".join(lines)
         return text
 
@@ -186,7 +188,7 @@ def test_a_run_survives_a_gcs_kill_and_succeeds_on_its_first_attempt(cluster, se
     assert service.state(task_id) in (TaskState.RUNNING, TaskState.SUCCEEDED)
     poll(lambda: service.state(task_id) is TaskState.SUCCEEDED, 120, "the run to succeed",
          service.explain(task_id))
-    attempts = service.store.list_attempts(task_id)
+    attempts = service.store.attempts.list_attempts(task_id)
     assert [a.attempt_no for a in attempts] == [1]
     log = service.step_log(task_id, 1)
     assert steps_done(log) == list(range(1, STEPS + 1)), log[-2000:]  # no step twice
@@ -207,9 +209,9 @@ def test_a_wiped_store_is_a_new_cluster_and_the_run_resumes_as_attempt_2(cluster
          60, "the head back with a new generation")
     after = head_record(cluster)
     assert after is not None and after.cluster_id != before.cluster_id  # a new cluster
-    poll(lambda: len(service.store.list_attempts(task_id)) == 2, 120, "attempt 2",
+    poll(lambda: len(service.store.attempts.list_attempts(task_id)) == 2, 120, "attempt 2",
          service.explain(task_id))
-    first = service.store.get_attempt(task_id, 1)
+    first = service.store.attempts.get_attempt(task_id, 1)
     assert first.failure_kind == "CLUSTER_LOST", first.message
     poll(lambda: service.state(task_id) is TaskState.SUCCEEDED, 180, "attempt 2 to succeed",
          service.explain(task_id))

@@ -87,7 +87,7 @@ def _user_view(deps: AppDeps, user: Any) -> dict[str, Any]:
 
 
 async def _user_or_404(deps: AppDeps, name: str) -> Any:
-    user = await deps.store.get_user(name)
+    user = await deps.store.read(lambda s: s.users.get_user(name))
     if user is None:
         raise ApiError(404, f"user {name} not found")
     return user
@@ -102,7 +102,7 @@ async def me(request: web.Request) -> web.Response:
     token_id = who.token_id
     # the user and the token in one call of the read lane (one hand-off, not two)
     user, token = await deps.store.read(lambda s: (
-        s.get_user(who.name), None if token_id is None else s.get_token(token_id)))
+        s.users.get_user(who.name), None if token_id is None else s.users.get_token(token_id)))
     body: dict[str, Any] = (_user_view(deps, user) if user is not None else {
         "name": who.name, "role": who.role.value, "enabled": True,
         "limits": None})
@@ -121,7 +121,7 @@ async def me(request: web.Request) -> web.Response:
 
 async def list_users(request: web.Request) -> web.Response:
     deps = deps_of(request)
-    users = await deps.store.list_users()
+    users = await deps.store.read(lambda s: s.users.list_users())
     return web.json_response({"users": [_user_view(deps, u) for u in users]})
 
 
@@ -142,7 +142,7 @@ async def create_user(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid user", details=errors)
     try:
-        user = await deps.store.create_user(name, role, deps.clock())
+        user = await deps.store.write(lambda s: s.users.create_user(name, role, deps.clock()))
     except UserExists as exc:
         raise ApiError(409, str(exc), details=[{"field": "name",
                                                "message": "already exists"}]) from exc
@@ -174,7 +174,8 @@ async def _set_enabled(request: web.Request, enabled: bool) -> web.Response:
                             f"{deps.settings.token_env}) and cannot be disabled; change that "
                             "variable to revoke its token")
     try:
-        change = await deps.store.set_user_enabled(name, enabled, deps.clock())
+        change = await deps.store.write(lambda s: s.users.set_user_enabled(name, enabled,
+                                                                           deps.clock()))
     except UserNotFound as exc:
         raise ApiError(404, str(exc)) from exc
     deps.auth.invalidate()
@@ -254,8 +255,9 @@ async def create_token(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid token request", details=errors)
     try:
-        created = await deps.store.create_token(name, label, expires_at, now,
-                                                max_live=MAX_LIVE_TOKENS)
+        created = await deps.store.write(lambda s: s.users.create_token(name, label, expires_at,
+                                                                        now,
+                                                max_live=MAX_LIVE_TOKENS))
     except UserNotFound as exc:
         raise ApiError(404, str(exc)) from exc
     except (UserDisabled, TooManyTokens) as exc:
@@ -275,7 +277,7 @@ async def list_tokens(request: web.Request) -> web.Response:
     _may_manage(request, name, "list this user's tokens")
     await _user_or_404(deps, name)
     now = deps.clock()
-    tokens = await deps.store.list_tokens(name)
+    tokens = await deps.store.read(lambda s: s.users.list_tokens(name))
     return web.json_response({"user": name, "tokens": [token_json(t, now) for t in tokens]})
 
 
@@ -285,7 +287,8 @@ async def revoke_token(request: web.Request) -> web.Response:
     who = _may_manage(request, name, "revoke this user's tokens")
     token_id = request.match_info["token_id"]
     try:
-        token, changed = await deps.store.revoke_token(name, token_id, deps.clock())
+        token, changed = await deps.store.write(lambda s: s.users.revoke_token(name, token_id,
+                                                                               deps.clock()))
     except TokenNotFound as exc:
         raise ApiError(404, str(exc)[:200]) from exc
     deps.auth.invalidate()
@@ -333,7 +336,8 @@ async def usage(request: web.Request) -> web.Response:
                                                    f"({iso(window_from)} >= {iso(window_to)})"})
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
-    summary = await deps.store.usage_summary(window_from, window_to, now, user, limit)
+    summary = await deps.store.heavy(lambda s: s.usage.usage_summary(window_from, window_to, now,
+                                                                     user, limit))
     text = await deps.work.run(  # CPU work, the encoding included: off the event loop
         lambda: json.dumps(usage_json(report_of(summary, window_from, window_to, now), now,
                                       limit)))

@@ -135,7 +135,7 @@ class Authenticator:
         if row is not None:
             return row
         generation = self._generation
-        row = await self._store.token_auth(token_id)
+        row = await self._store.read(lambda s: s.users.token_auth(token_id))
         if row is not None and generation == self._generation:
             if len(self._cache) >= MAX_CACHED:
                 self._cache.clear()
@@ -148,7 +148,7 @@ class Authenticator:
         if row.token_id in self._cache:  # no second write while this one is on its way
             self._cache[row.token_id] = replace(row, last_used_at=now)
         try:
-            await self._store.touch_token(row.token_id, now)
+            await self._store.write(lambda s: s.users.touch_token(row.token_id, now))
         except Exception:  # a missed "last used" must not fail the request
             log.warning("recording the use of token %s failed", display_prefix(row.token_id),
                         exc_info=True)

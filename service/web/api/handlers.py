@@ -6,7 +6,7 @@ defaults, allowances, ownership, quotas, the write, the stop on Ray, the wake); 
 parses the request and maps the outcome, or the refusal (``api.outcomes``), to JSON.
 
 Nothing here blocks the event loop. Store calls are awaited on the store's own threads
-(``store_async.AsyncStore``); JobSpec parsing runs on a small work pool; anything that
+(``service.store.aio.AsyncStore``'s lanes); JobSpec parsing runs on a small work pool; anything that
 talks to Ray runs on the cluster pool under the configured timeout, so a hung Ray call can
 neither block the loop nor starve other requests. Everyone sees every task and the queue;
 a task's owner or an admin reads its metrics (403 for anyone else) and what its job wrote:
@@ -78,7 +78,7 @@ async def _json_off_loop(deps: AppDeps, build: Callable[[], Any]) -> web.Respons
 
 
 async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
-    task = await deps.store.get_task(task_id)
+    task = await deps.store.read(lambda s: s.tasks.get_task(task_id))
     if task is None:
         raise ApiError(404, f"task {task_id} not found")
     return task
@@ -121,8 +121,8 @@ async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str
     if raw == ME:
         return who.name
     problem = name_problem(raw)
-    if problem is None and raw != who.name and await deps_of(request).store.get_user(
-            raw) is None:
+    if problem is None and raw != who.name and await deps_of(request).store.read(
+            lambda s: s.users.get_user(raw)) is None:
         problem = f"no user {raw!r}"
     if problem:
         errors.append({"field": "user", "message": f"{problem} (or: me, all)"})
@@ -217,8 +217,8 @@ async def list_tasks(request: web.Request) -> web.Response:
         # read, decoded, shaped and encoded in one call on the read lane: a user's pages
         # hold one thread at a time (with the shaping on the work lane, one page was read
         # while the last was shaped: two of the caller's threads taking the GIL in turn)
-        tasks, next_before = store.list_tasks(state=state, limit=limit, before_seq=before_seq,
-                                              user=user, reason=reason)
+        tasks, next_before = store.tasks.list_tasks(state=state, limit=limit, before_seq=before_seq,
+                                                    user=user, reason=reason)
         waits = blocked_reasons(store, tasks)  # BLOCKED tasks: why they wait
         return json.dumps({
             "tasks": [{**task_json(t, estimates.get(t.task_id),
@@ -234,7 +234,7 @@ async def list_tasks(request: web.Request) -> web.Response:
 async def get_task(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task = await _task_or_404(deps, request.match_info["task_id"])
-    progress = await deps.store.task_progress(task.task_id)
+    progress = await deps.store.read(lambda s: s.progress.task_progress(task.task_id))
     planned = deps.metrics.observed.estimate(task.task_id)
     output = principal_of(request).may_act_on(task.user)
     return web.json_response({**task_with_progress(task, progress, deps.clock(), planned,
@@ -254,7 +254,7 @@ async def task_metrics(request: web.Request) -> web.Response:
     raw = request.query.get("keys")
     wanted = None if raw is None else [k for k in raw[:KEY_PARAM_MAX + 1].split(",") if k]
     task = await own_task(request, task_id, "read the metrics of")
-    keys = await deps.store.metric_keys(task.task_id)
+    keys = await deps.store.read(lambda s: s.progress.metric_keys(task.task_id))
     errors: list[dict[str, Any]] = []
     if raw is not None and len(raw) > KEY_PARAM_MAX:
         errors.append({"field": "keys", "message": f"at most {KEY_PARAM_MAX} characters"})
@@ -269,7 +269,7 @@ async def task_metrics(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     chosen = default_keys(keys) if wanted is None else list(dict.fromkeys(wanted))
-    points = await deps.store.metric_points(task.task_id, chosen)
+    points = await deps.store.read(lambda s: s.progress.metric_points(task.task_id, chosen))
     return web.json_response(curves_json(task.task_id, keys, chosen, join(points)))
 
 
@@ -278,7 +278,7 @@ async def list_attempts(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
     task = await _task_or_404(deps, task_id)
     output = principal_of(request).may_act_on(task.user)
-    attempts = await deps.store.list_attempts(task_id)
+    attempts = await deps.store.read(lambda s: s.attempts.list_attempts(task_id))
     return web.json_response({"task_id": task_id, "attempts": [
         attempt_json(a, job_output=output) for a in attempts]})
 
@@ -288,7 +288,7 @@ async def list_events(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
     task = await _task_or_404(deps, task_id)
     output = principal_of(request).may_act_on(task.user)
-    events = await deps.store.events(task_id)
+    events = await deps.store.read(lambda s: s.tasks.events(task_id))
     return web.json_response({"task_id": task_id, "events": [
         event_json(e, job_output=output) for e in events]})
 
@@ -338,12 +338,13 @@ async def queue(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     deps = deps_of(request)
-    pending, running = await deps.store.queue(user, limit=limit + 1, offset=offset,
-                                              reason=reason)
+    pending, running = await deps.store.read(lambda s: s.tasks.queue(user, limit=limit + 1,
+                                                                     offset=offset,
+                                              reason=reason))
     blocked = [] if cursor is not None or reason is not None else await deps.store.read(
         lambda s: blocked_tasks(s, QUEUE_BLOCKED_SHOWN, user))
     more = len(pending) > limit
-    progress = await deps.store.active_progress()
+    progress = await deps.store.read(lambda s: s.progress.active_progress())
     seen = deps.metrics.observed.last
     now = deps.clock()
     may = principal_of(request).may_act_on

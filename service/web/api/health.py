@@ -81,7 +81,7 @@ async def readyz(request: web.Request) -> web.Response:
     if loop is not None and loop.degraded is not None:
         reasons.append(f"the database cannot be written: {loop.degraded}")
     try:
-        read_s = await _lane_latency(deps.store.change_seq())
+        read_s = await _lane_latency(deps.store.read(lambda s: s.change_seq()))
     except Exception as exc:  # any failure of the read is a reason, not a 500
         read_s = None
         reasons.append(f"a database read failed: {storage_fault(exc) or type(exc).__name__}")

@@ -55,7 +55,9 @@ def dependency_json(deps: list[Dep], on_unsatisfiable: str,
 
 def _dependency_facts(store: Store, task_id: str
                       ) -> tuple[list[Dep], str, tuple[str, str] | None]:
-    return store.deps_of(task_id), store.on_unsatisfiable_of(task_id), store.stage_of(task_id)
+    pipelines = store.pipelines
+    return (pipelines.deps_of(task_id), pipelines.on_unsatisfiable_of(task_id),
+            pipelines.stage_of(task_id))
 
 
 async def task_dependencies(deps: AppDeps, task: TaskRow) -> dict[str, Any]:
@@ -69,10 +71,10 @@ async def task_dependencies(deps: AppDeps, task: TaskRow) -> dict[str, Any]:
 
 
 def _reasons(store: Store, task_ids: list[str]) -> dict[str, str]:
-    found = store.deps_of_tasks(task_ids)
+    found = store.pipelines.deps_of_tasks(task_ids)
     out = {}
     for task_id in task_ids:
-        policy = OnUnsatisfiable(store.on_unsatisfiable_of(task_id))
+        policy = OnUnsatisfiable(store.pipelines.on_unsatisfiable_of(task_id))
         reason = wait_reason(found.get(task_id, []), policy)
         out[task_id] = reason or "dependencies met: queued on the next tick"
     return out
@@ -90,7 +92,7 @@ def blocked_tasks(store: Store, limit: int, user: str | None = None
     """The oldest BLOCKED tasks (``user``'s only when given) with why each waits (the
     console queue's "waiting on other tasks", the API queue's ``blocked``); run on the
     store's read lane."""
-    tasks = store.blocked_page(limit, user)
+    tasks = store.pipelines.blocked_page(limit, user)
     reasons = _reasons(store, [t.task_id for t in tasks])
     return [(t, reasons[t.task_id]) for t in tasks]
 
@@ -168,7 +170,7 @@ async def list_pipelines(request: web.Request) -> web.Response:
         if not who.may_act_on(asked):
             raise ApiError(403, f"only an admin may list {asked}'s pipelines")
         user = asked
-    rows = await deps.store.read(lambda s: s.list_pipelines(user, limit))
+    rows = await deps.store.read(lambda s: s.pipelines.list_pipelines(user, limit))
     return web.json_response({"pipelines": [pipeline_json(r) for r in rows]})
 
 

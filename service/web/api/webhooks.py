@@ -86,9 +86,9 @@ async def register(deps: AppDeps, owner: str, doc: dict[str, Any]) -> WebhookRow
     if problem:
         raise Refusal(400, "webhook target refused", [{"field": "url", "message": problem}])
     try:
-        hook = await deps.store.create_webhook(
+        hook = await deps.store.write(lambda s: s.webhooks.create_webhook(
             owner=owner, url=url, events=[t.value for t in types], fmt=fmt,
-            now=deps.clock(), max_per_user=deps.settings.webhooks.max_per_user)
+            now=deps.clock(), max_per_user=deps.settings.webhooks.max_per_user))
     except TooManyWebhooks as exc:
         raise Refusal(409, str(exc)) from exc
     except WebhookOwnerUnknown as exc:
@@ -114,13 +114,13 @@ async def list_webhooks(request: web.Request) -> web.Response:
     owner = await user_filter(request, errors) if who.is_admin else who.name
     if errors:
         raise ApiError(400, "invalid query", details=errors)
-    hooks = await deps.store.list_webhooks(owner)
+    hooks = await deps.store.read(lambda s: s.webhooks.list_webhooks(owner))
     return web.json_response({"webhooks": [webhook_json(h) for h in hooks]})
 
 
 async def _owned(request: web.Request, action: str) -> WebhookRow:
     hook_id = request.match_info["hook_id"]
-    hook = await deps_of(request).store.get_webhook(hook_id)
+    hook = await deps_of(request).store.read(lambda s: s.webhooks.get_webhook(hook_id))
     if hook is None:
         raise ApiError(404, f"webhook {hook_id[:40]} not found")
     who = principal_of(request)
@@ -132,7 +132,7 @@ async def _owned(request: web.Request, action: str) -> WebhookRow:
 
 async def delete_webhook(request: web.Request) -> web.Response:
     hook = await _owned(request, "delete")
-    if not await deps_of(request).store.delete_webhook(hook.hook_id):
+    if not await deps_of(request).store.write(lambda s: s.webhooks.delete_webhook(hook.hook_id)):
         raise ApiError(404, f"webhook {hook.hook_id} not found")
     log.info("webhook %s of %s deleted by %s", hook.hook_id, hook.owner,
              principal_of(request).name)
@@ -147,6 +147,7 @@ async def list_deliveries(request: web.Request) -> web.Response:
         raise ApiError(400, "invalid query", details=[{
             "field": "limit", "message": f"must be an integer between 1 and "
                                          f"{DELIVERIES_MAX}, got {raw[:40]!r}"}])
-    rows = await deps_of(request).store.webhook_deliveries(hook.hook_id, limit)
+    rows = await deps_of(request).store.read(lambda s: s.webhooks.webhook_deliveries(hook.hook_id,
+                                                                                     limit))
     return web.json_response({"webhook": webhook_json(hook),
                               "deliveries": [delivery_json(d) for d in rows]})

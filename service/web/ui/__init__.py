@@ -82,7 +82,9 @@ def setup(app: web.Application, bootstrap_token: str) -> list[tuple[str, str]]:
     app[pages.SLOTS] = StreamSlots(settings.ui_max_streams_per_session,
                                    settings.ui_max_streams_per_user)
     app[pages.GUARD] = FailureGuard(app[DEPS].clock)
-    app[pages.FEED] = feed = ChangeFeed(app[DEPS].store.change_seq, poll_s=POLL_S)
+    lanes = app[DEPS].store
+    app[pages.FEED] = feed = ChangeFeed(lambda: lanes.read(lambda s: s.change_seq()),
+                                        poll_s=POLL_S)
 
     async def _watch(_: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(feed.run(closing), name="argus-ui-change-feed")

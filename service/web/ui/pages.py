@@ -212,12 +212,12 @@ async def queue_page(request: web.Request) -> web.Response:
     if reason:  # a kind of reason: only waiting tasks have one
         state = "pending"
     store = deps.store
-    counts = await store.counts_by_state()
+    counts = await store.read(lambda s: s.tasks.counts_by_state())
     pending, pending_total = [], 0
     if state in ("", "pending"):
-        pending, pending_total = await store.queue_page(
+        pending, pending_total = await store.read(lambda s: s.console.queue_page(
             user=user or None, workload=workload or None, offset=(page - 1) * PAGE_SIZE,
-            limit=PAGE_SIZE, reason=WaitKind(reason) if reason else None)
+            limit=PAGE_SIZE, reason=WaitKind(reason) if reason else None))
     blocked: list[tuple[TaskRow, str]] = []
     if state in ("", "pending") and not reason:
         blocked = [(t, why) for t, why in await store.read(
@@ -225,12 +225,12 @@ async def queue_page(request: web.Request) -> web.Response:
             if not workload or t.workload == workload]
     running: list[TaskRow] = []
     if state in ("", "running"):
-        running = [t for t in await store.active_tasks()
+        running = [t for t in await store.read(lambda s: s.console.active_tasks())
                    if (not user or t.user == user) and (not workload or t.workload == workload)]
     recent: list[TaskRow] = []
     if state in ("", "finished"):
-        recent = [t for t in await store.recent_finished(RECENT * 5 if workload else RECENT,
-                                                         user or None)
+        recent = [t for t in await store.read(lambda s: s.console.recent_finished(
+                      RECENT * 5 if workload else RECENT, user or None))
                   if not workload or t.workload == workload][:RECENT]
     filters = {"state": state, "user": raw_user if user else "", "workload": workload,
                "reason": reason}
@@ -250,7 +250,8 @@ async def queue_page(request: web.Request) -> web.Response:
         pending_total=pending_total, blocked=blocked, running=running, recent=recent,
         held=held_gpus(deps), estimate=deps.metrics.observed.estimate,
         progress=progress,
-        filters=filters, workloads=await store.pending_workloads(), page=page, pages=pages,
+        filters=filters, page=page, pages=pages,
+        workloads=await store.read(lambda s: s.console.pending_workloads()),
         reason_kinds=[k.value for k in WaitKind],
         link=link)
 
@@ -262,17 +263,18 @@ async def queue_page(request: web.Request) -> web.Response:
 async def task_page(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    task = await deps.store.get_task(task_id)
+    task = await deps.store.read(lambda s: s.tasks.get_task(task_id))
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
     who = request[SIGNED].principal
     may_act = who.may_act_on(task.user)  # the curves come from the logs: theirs too
     attempts, events, progress = await asyncio.gather(
-        deps.store.list_attempts(task_id), deps.store.events(task_id),
+        deps.store.read(lambda s: s.attempts.list_attempts(task_id)),
+        deps.store.read(lambda s: s.tasks.events(task_id)),
         progress_view.task_progress(deps.store, task_id, deps.clock()))
     # the JobSpec as written (comments, overrides, maybe a secret) is its owner's, as
     # its logs are; anyone else sees the task's shape (workload, gang, priority, limits)
-    spec = await deps.store.task_jobspec(task_id) if may_act else None
+    spec = await deps.store.read(lambda s: s.console.task_jobspec(task_id)) if may_act else None
     curves = await progress_view.task_curves(deps.store, task_id, request.query.getall(
         "keys", [])[:progress_view.MAX_PAGE_CURVES]) if may_act else None
     links = await task_dependencies(deps, task)
@@ -292,14 +294,14 @@ async def task_log(request: web.Request) -> web.Response:
     archive once it ended (the API's own rule). Owner or admin only."""
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    task = await deps.store.get_task(task_id)
+    task = await deps.store.read(lambda s: s.tasks.get_task(task_id))
     headers = {**HEADERS, "Content-Type": "text/plain; charset=utf-8"}
     if task is None:
         return web.Response(status=404, text="no such task", headers=headers)
     if not request[SIGNED].principal.may_act_on(task.user):
         return web.Response(status=403, text=f"only {task.user} or an admin reads these logs",
                             headers=headers)
-    attempt = await deps.store.get_attempt(task_id, None)
+    attempt = await deps.store.read(lambda s: s.attempts.get_attempt(task_id, None))
     if attempt is None:
         return web.Response(text="(no attempt yet)", headers=headers)
     text = await attempt_log(deps, attempt, task.user)
@@ -311,7 +313,7 @@ async def task_log(request: web.Request) -> web.Response:
 async def cancel_confirm(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    task = await deps.store.get_task(task_id)
+    task = await deps.store.read(lambda s: s.tasks.get_task(task_id))
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
     return render(request, "cancel.html", nav="queue", task=task,
@@ -371,7 +373,7 @@ def _priority_page(request: web.Request, task: TaskRow, *, status: int = 200,
 @signed_in
 async def priority_form(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
-    task = await deps_of(request).store.get_task(task_id)
+    task = await deps_of(request).store.read(lambda s: s.tasks.get_task(task_id))
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
     return _priority_page(request, task)

@@ -100,7 +100,7 @@ def layout(stages: Sequence[StageRow], edges: Sequence[Edge]) -> Layout:
 async def pipeline_page(request: web.Request) -> web.Response:
     deps = deps_of(request)
     pipeline_id = request.match_info["pipeline_id"]
-    view = await deps.store.read(lambda s: s.get_pipeline(pipeline_id))
+    view = await deps.store.read(lambda s: s.pipelines.get_pipeline(pipeline_id))
     if view is None:
         return _not_found(request, f"There is no pipeline {pipeline_id}.")
     who = request[SIGNED].principal

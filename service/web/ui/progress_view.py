@@ -28,23 +28,23 @@ class Curves:
 
 async def running_progress(store: AsyncStore, now: float) -> dict[str, dict]:
     """``{task_id: progress JSON}`` of the active tasks that printed a step."""
-    rows = await store.active_progress()
+    rows = await store.read(lambda s: s.progress.active_progress())
     return {task_id: p for task_id, row in rows.items()
             if (p := progress_json(row, now)) is not None}
 
 
 async def task_progress(store: AsyncStore, task_id: str, now: float) -> dict | None:
-    return progress_json(await store.task_progress(task_id), now)
+    return progress_json(await store.read(lambda s: s.progress.task_progress(task_id)), now)
 
 
 async def task_curves(store: AsyncStore, task_id: str, wanted: list[str]) -> Curves:
     """The task's curves of ``wanted`` (unknown names ignored; none: a loss and a
     reward), at most ``MAX_PAGE_CURVES``."""
-    keys = await store.metric_keys(task_id)
+    keys = await store.read(lambda s: s.progress.metric_keys(task_id))
     known = set(keys)
     chosen = [k for k in dict.fromkeys(wanted) if k in known] or default_keys(keys)
     chosen = chosen[:MAX_PAGE_CURVES]
-    joined = join(await store.metric_points(task_id, chosen))
+    joined = join(await store.read(lambda s: s.progress.metric_points(task_id, chosen)))
     return Curves(keys, chosen, [
         (key, charts.curve_chart([(p.step, p.value, p.attempt_no) for p in joined.get(key, [])],
                                  title=f"{key} by step"))

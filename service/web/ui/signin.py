@@ -96,7 +96,7 @@ async def signout(request: web.Request) -> web.StreamResponse:
     form = await _form(request)
     if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
         return _refused(request)
-    await deps_of(request).store.delete_session(signed.id_sha256)
+    await deps_of(request).store.write(lambda s: s.users.delete_session(signed.id_sha256))
     response = web.HTTPSeeOther(UI + "/signin", headers=HEADERS)
     clear_cookie(response)
     raise response

@@ -27,10 +27,11 @@ async def _page(request: web.Request, *, status: int = 200, created: WebhookRow 
                 ) -> web.Response:
     deps = deps_of(request)
     who = request[pages.SIGNED].principal
-    hooks = await deps.store.list_webhooks(who.name)
-    deliveries = await asyncio.gather(*(deps.store.webhook_deliveries(h.hook_id,
-                                                                      DELIVERIES_SHOWN)
-                                        for h in hooks))
+    hooks = await deps.store.read(lambda s: s.webhooks.list_webhooks(who.name))
+    deliveries = await asyncio.gather(*(
+        deps.store.read(lambda s, h=h: s.webhooks.webhook_deliveries(h.hook_id,
+                                                                     DELIVERIES_SHOWN))
+        for h in hooks))
     return pages.render(
         request, "webhooks.html", status=status, nav="webhooks",
         hooks=list(zip(hooks, deliveries, strict=True)), created=created,
@@ -93,10 +94,10 @@ async def delete(request: web.Request) -> web.StreamResponse:
     if refusal is not None:
         return refusal
     deps = deps_of(request)
-    hook = await deps.store.get_webhook(request.match_info["hook_id"])
+    hook = await deps.store.read(lambda s: s.webhooks.get_webhook(request.match_info["hook_id"]))
     who = request[pages.SIGNED].principal
     if hook is None or not who.may_act_on(hook.owner):
         return pages.render(request, "error.html", status=404, title="Not found",
                             message="You have no such webhook.")
-    await deps.store.delete_webhook(hook.hook_id)
+    await deps.store.write(lambda s: s.webhooks.delete_webhook(hook.hook_id))
     raise web.HTTPSeeOther(PAGE, headers=pages.HEADERS)

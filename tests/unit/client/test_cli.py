@@ -28,7 +28,7 @@ async def test_submit_file(server, tmp_path):
                                               str(server.spec_file(tmp_path))], out=out)
     assert code == 0
     task_id, state = out.getvalue().split()
-    assert state == "QUEUED" and server.store.task_exists(task_id)
+    assert state == "QUEUED" and server.store.tasks.task_exists(task_id)
 
 
 async def test_submit_stdin(server, tmp_path, monkeypatch):
@@ -263,7 +263,7 @@ async def test_priority_refusals_print_the_servers_message(server, tmp_path, mon
     code, _ = await run(server, "--token-env", alice, "priority", task_id, "-2")
     assert code == Exit.ERROR
     assert f"HTTP 409: task {task_id} is SUBMITTED" in capsys.readouterr().err
-    assert server.store.get_task(task_id).priority == -1
+    assert server.store.tasks.get_task(task_id).priority == -1
 
 
 async def test_list_with_state_limit_and_cursor(server, tmp_path):

@@ -36,7 +36,7 @@ async def test_submit_prints_the_id_alone_for_a_script_and_wait_takes_it(server,
     spec = str(server.spec_file(tmp_path))
     code, out = await run(server, "submit", spec)  # stdout is not a terminal
     task_id = out.strip()
-    assert code == 0 and out == f"{task_id}\n" and server.store.task_exists(task_id)
+    assert code == 0 and out == f"{task_id}\n" and server.store.tasks.task_exists(task_id)
     code, out = await run(server, "wait", task_id, sleep=Driver(server))
     assert code == Exit.OK and "SUCCEEDED" in out
     terminal = Terminal()

@@ -15,6 +15,7 @@ import pytest
 from argus_client.cli import main as cli
 from service.cluster.fake import FakeCluster
 from service.config import Settings
+from service.domain.newtask import NewTask
 from service.engine.artifacts import Artifacts
 from service.store.writer import Store
 from service.web.app import create_app
@@ -59,9 +60,10 @@ async def test_add_list_deliveries_rm(server: tuple[str, Store]) -> None:
     assert code == 0 and hook_id in out and "task.canceled,task.failed" in out
     assert secret not in out
 
-    store.create_task(task_id=TID, workload="ppo", jobspec_yaml="x", spec={}, nnodes=1,
-                      n_gpus_per_node=1, user="admin", now=T0)
-    store.cancel(TID, T0 + 1)
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec={}, nnodes=1,
+                                    n_gpus_per_node=1, user="admin", created_at=T0, priority=0),
+                            task_id=TID)
+    store.tasks.cancel(TID, T0 + 1)
     code, out = await run(url, "--json", "webhook", "deliveries", hook_id, "--limit", "5")
     assert code == 0
     [delivery] = json.loads(out)["deliveries"]
@@ -111,9 +113,10 @@ async def test_the_sdk_answers_with_frozen_dataclasses(server: tuple[str, Store]
     listed = await asyncio.to_thread(client.list_webhooks)
     assert isinstance(listed, WebhookList) and isinstance(listed.webhooks[0], Webhook)
     assert listed.webhooks[0].id == hook.id and listed.webhooks[0].events == ["task.canceled"]
-    store.create_task(task_id=TID, workload="ppo", jobspec_yaml="x", spec={}, nnodes=1,
-                      n_gpus_per_node=1, user="admin", now=T0)
-    store.cancel(TID, T0 + 1)
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec={}, nnodes=1,
+                                    n_gpus_per_node=1, user="admin", created_at=T0, priority=0),
+                            task_id=TID)
+    store.tasks.cancel(TID, T0 + 1)
     deliveries = await asyncio.to_thread(client.webhook_deliveries, hook.id)
     assert isinstance(deliveries, Deliveries) and deliveries.webhook.id == hook.id
     assert [(d.event_type, d.outcome) for d in deliveries.deliveries] == [

@@ -79,8 +79,8 @@ async def test_submit_a_dict_a_yaml_string_and_files(server, tmp_path):
     as_json_file = await sdk(client.submit, tmp_path / "job.json")
     as_yaml_file = await sdk(client.submit, str(tmp_path / "job.yaml"))
     ids = [s.task_id for s in (as_dict, as_yaml, as_json_file, as_yaml_file)]
-    assert len(set(ids)) == 4 and all(server.store.task_exists(i) for i in ids)
-    assert server.store.task_jobspec(as_dict.task_id) == json.dumps(spec(server))
+    assert len(set(ids)) == 4 and all(server.store.tasks.task_exists(i) for i in ids)
+    assert server.store.console.task_jobspec(as_dict.task_id) == json.dumps(spec(server))
     task = await sdk(client.get, as_dict.task_id)
     assert isinstance(task, Task) and task.state == "QUEUED" and task.total_gpus == 2
     assert task.queue_position == 1 and task.latest_attempt is None and not task.is_terminal

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from service.domain.newtask import NewTask
 from service.domain.states import (
     ALLOWED,
     TERMINAL,
@@ -57,10 +58,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 def _put(store: Store, state: TaskState) -> None:
     """Force the row into ``state`` (test set-up only, through the store's connection)."""
-    if not store.task_exists(TID):
-        store.create_task(task_id=TID, workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
-                          n_gpus_per_node=1, user=None, now=0.0)
-    with store._tx() as conn:
+    if not store.tasks.task_exists(TID):
+        store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="", spec={}, nnodes=1,
+                                        n_gpus_per_node=1, user=None, created_at=0.0, priority=0),
+                                task_id=TID)
+    with store.core.tx() as conn:
         conn.execute("UPDATE tasks SET state = ? WHERE task_id = ?", (state.value, TID))
 
 
@@ -70,14 +72,14 @@ def test_guarded_write(store: Store, src: TaskState, dst: TaskState) -> None:
     row that is not in the expected state."""
     _put(store, src)
     if (src, dst) in EXPECTED:
-        with store._tx() as conn:
-            store._transition(conn, TID, src, dst, 1.0)
-        assert store.get_task(TID).state is dst
+        with store.core.tx() as conn:
+            store.core.transition(conn, TID, src, dst, 1.0)
+        assert store.tasks.get_task(TID).state is dst
         # Replaying the same move now finds the row elsewhere: StaleState, no overwrite.
         if src != dst:
-            with pytest.raises(StaleState), store._tx() as conn:
-                store._transition(conn, TID, src, dst, 2.0)
+            with pytest.raises(StaleState), store.core.tx() as conn:
+                store.core.transition(conn, TID, src, dst, 2.0)
     else:
-        with pytest.raises(InvalidTransition), store._tx() as conn:
-            store._transition(conn, TID, src, dst, 1.0)
-        assert store.get_task(TID).state is src
+        with pytest.raises(InvalidTransition), store.core.tx() as conn:
+            store.core.transition(conn, TID, src, dst, 1.0)
+        assert store.tasks.get_task(TID).state is src

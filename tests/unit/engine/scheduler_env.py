@@ -10,6 +10,7 @@ from pathlib import Path
 
 from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings, UserSettings
+from service.domain.newtask import NewTask
 from service.domain.states import TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import (
@@ -48,9 +49,10 @@ class Env:
         spec = JobSpec(workload="ppo", code_path=f"{self.root}/verl", model_id="org/model",
                        train_file=f"{self.root}/train.parquet",
                        val_file=f"{self.root}/val.parquet", nnodes=nnodes, n_gpus_per_node=g)
-        self.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="workload: ppo\n",
-                               spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
-                               user=user, now=now)
+        self.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="workload: ppo\n",
+                                             spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
+                                             user=user, created_at=now, priority=0),
+                                     task_id=task_id)
         return task_id
 
     def tick(self, now: float) -> TickReport:
@@ -58,7 +60,7 @@ class Env:
         return self.sched.tick(now)
 
     def state(self, task_id: str) -> TaskState:
-        return self.store.get_task(task_id).state
+        return self.store.tasks.get_task(task_id).state
 
     def reopen(self) -> None:
         """The service died and starts again on the same database."""
@@ -75,7 +77,7 @@ def sid(task_id: str, n: int = 1) -> str:
 def driver_holds_the_task_lock(env: Env, task_id: str) -> Iterator[None]:
     """What the entrypoint's shell leaves while a driver of the task runs: its lock held
     (an open file description of its own, so the service's test sees a conflict)."""
-    path = env.artifacts.task_lock(task_id, env.store.get_task(task_id).user)
+    path = env.artifacts.task_lock(task_id, env.store.tasks.get_task(task_id).user)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -9,6 +9,7 @@ import pytest
 
 from service.cluster.fake import FakeCluster
 from service.config import Settings
+from service.domain.newtask import NewTask
 from service.domain.states import RayStatus, TaskState
 from service.domain.writes import ProgressUpdate
 from service.engine.artifacts import Artifacts
@@ -47,25 +48,27 @@ class World:
         spec = JobSpec(workload="ppo", code_path=f"{self.root}/verl", model_id="org/model",
                        train_file=f"{self.root}/t.parquet", val_file=f"{self.root}/v.parquet",
                        nnodes=1, n_gpus_per_node=1, total_training_steps=total_training_steps)
-        self.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="workload: ppo\n",
-                               spec=spec.to_dict(), nnodes=1, n_gpus_per_node=1,
-                               user="alice", now=T0)
+        self.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="workload: ppo\n",
+                                             spec=spec.to_dict(), nnodes=1, n_gpus_per_node=1,
+                                             user="alice", created_at=T0, priority=0),
+                                     task_id=task_id)
         self.sched.tick(T0)
         sid = f"{task_id}--a01"
         self.cluster.start(sid, {"w1": 1})
         self.sched.tick(T0)
-        assert self.store.get_task(task_id).state is TaskState.RUNNING
+        assert self.store.tasks.get_task(task_id).state is TaskState.RUNNING
         return task_id, sid
 
     def queued(self, gpus: int) -> str:
         self.n += 1
         task_id = f"mvp2-ppo-20251223-143201-{self.n:04x}"
-        self.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="workload: ppo\n",
-                               spec={}, nnodes=1, n_gpus_per_node=gpus, user="bob", now=T0)
+        self.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="workload: ppo\n",
+                                             spec={}, nnodes=1, n_gpus_per_node=gpus, user="bob",
+                                             created_at=T0, priority=0), task_id=task_id)
         return task_id
 
     def progress(self, task_id: str) -> Progress:
-        row = self.store.task_progress(task_id)
+        row = self.store.progress.task_progress(task_id)
         assert row is not None
         return row.progress
 
@@ -90,7 +93,7 @@ def test_reads_only_what_is_new_and_keeps_a_partial_line(world: World) -> None:
     assert world.cluster.log_reads == [(sid, 0), (sid, first_end)]
     p = world.progress(task)
     assert (p.step, p.total, p.rate, p.eta_at) == (3, 10, 0.2, T0 + 20 + 7 / 0.2)
-    points = world.store.metric_points(task, ["train/loss"])
+    points = world.store.progress.metric_points(task, ["train/loss"])
     assert [(pt.step, pt.value) for pt in points] == [(1, 2.0), (2, 1.5), (3, 1.0)]
     world.follower.poll(T0 + 30)  # nothing new: nothing written, offset unchanged
     assert world.cluster.log_reads[-1] == (sid, len(world.cluster.jobs[sid].log))
@@ -121,12 +124,12 @@ def test_the_end_of_the_log_is_read_from_the_archive(world: World) -> None:
     world.follower.poll(T0 + 1)
     world.cluster.finish(sid, RayStatus.SUCCEEDED, log="step:2 - loss:2\nstep:3 - loss:1")
     world.sched.tick(T0 + 5)  # archives the log, the task ends
-    assert world.store.get_task(task).state is TaskState.SUCCEEDED
+    assert world.store.tasks.get_task(task).state is TaskState.SUCCEEDED
     world.follower.poll(T0 + 6)
     assert world.progress(task).step == 3
-    assert [p.step for p in world.store.metric_points(task, ["loss"])] == [1, 2, 3]
+    assert [p.step for p in world.store.progress.metric_points(task, ["loss"])] == [1, 2, 3]
     world.follower.poll(T0 + 7)  # forgotten: nothing read twice
-    assert [p.step for p in world.store.metric_points(task, ["loss"])] == [1, 2, 3]
+    assert [p.step for p in world.store.progress.metric_points(task, ["loss"])] == [1, 2, 3]
 
 
 def test_points_stay_under_the_cap_per_metric(tmp_path: Path) -> None:
@@ -137,13 +140,13 @@ def test_points_stay_under_the_cap_per_metric(tmp_path: Path) -> None:
             f"step:{s} - loss:{1 / s}" + (f" - val/loss:{s}\n" if s % 10 == 0 else "\n")
             for s in range(chunk * 100 + 1, chunk * 100 + 101)))
         world.follower.poll(T0 + chunk)
-    loss = [p.step for p in world.store.metric_points(task, ["loss"])]
-    val = [p.step for p in world.store.metric_points(task, ["val/loss"])]
+    loss = [p.step for p in world.store.progress.metric_points(task, ["loss"])]
+    val = [p.step for p in world.store.progress.metric_points(task, ["val/loss"])]
     assert 4 <= len(loss) <= 8 and loss[0] == 1
     assert len({b - a for a, b in pairwise(loss)}) == 1  # evenly spread
     assert 1 <= len(val) <= 8
-    assert world.store.metric_keys(task) == ["loss", "val/loss"]
-    state = world.store.follow_state(task, 1)
+    assert world.store.progress.metric_keys(task) == ["loss", "val/loss"]
+    state = world.store.progress.follow_state(task, 1)
     assert state is not None and list(state.steps["loss"]) == loss
     world.store.close()
 
@@ -153,7 +156,7 @@ def test_a_resumed_attempt_goes_on_from_its_checkpoint(world: World) -> None:
     world.cluster.write_log(sid, "step:1 - loss:3\nstep:2 - loss:2\nstep:3 - loss:1.5\n")
     world.follower.poll(T0 + 1)
     other = world.queued(gpus=8)  # does not fit next to the running task
-    world.store.request_preemption([(task, 1)], other, T0 + 2)
+    world.store.attempts.request_preemption([(task, 1)], other, T0 + 2)
     world.cluster.finish(sid, RayStatus.STOPPED, log="step:4 - loss:1.2\n")
     sid2 = f"{task}--a02"
     for _ in range(3):
@@ -163,18 +166,19 @@ def test_a_resumed_attempt_goes_on_from_its_checkpoint(world: World) -> None:
     world.sched.tick(T0 + 4)
     world.cluster.write_log(sid2, "resumed from checkpoint global_step_2\n")
     world.follower.poll(T0 + 5)
-    row = world.store.task_progress(task)
+    row = world.store.progress.task_progress(task)
     assert row is not None and row.attempt_no == 2
     assert (row.progress.step, row.progress.resumed_from) == (2, 2)
     world.cluster.write_log(sid2, "step:3 - loss:1.4\n")
     world.follower.poll(T0 + 6)
     world.cluster.write_log(sid2, "step:5 - loss:1.0\n")
     world.follower.poll(T0 + 10)
-    p = world.store.task_progress(task).progress
+    p = world.store.progress.task_progress(task).progress
     assert (p.step, p.rate) == (5, 0.5)
-    by_attempt = [(pt.attempt_no, pt.step) for pt in world.store.metric_points(task, ["loss"])]
+    by_attempt = [(pt.attempt_no, pt.step) for pt in world.store.progress.metric_points(task,
+                                                                                        ["loss"])]
     assert by_attempt == [(1, 1), (1, 2), (1, 3), (1, 4), (2, 3), (2, 5)]
-    assert task in world.store.active_progress()
+    assert task in world.store.progress.active_progress()
 
 
 def test_an_unreachable_cluster_loses_nothing(world: World) -> None:
@@ -182,7 +186,7 @@ def test_an_unreachable_cluster_loses_nothing(world: World) -> None:
     world.cluster.write_log(sid, "step:1 - loss:3\n")
     world.cluster.unreachable = True
     report = world.follower.poll(T0 + 1)
-    assert report.unreachable and world.store.task_progress(task) is None
+    assert report.unreachable and world.store.progress.task_progress(task) is None
     world.cluster.unreachable = False
     world.follower.poll(T0 + 2)
     assert world.progress(task).step == 1
@@ -205,7 +209,7 @@ def test_a_write_from_a_stale_offset_changes_nothing(world: World) -> None:
     stale = ProgressUpdate(task_id=task, attempt_no=1, expected_offset=0, log_offset=5,
                            progress=Progress(step=99))
     with pytest.raises(StaleProgress):
-        world.store.record_progress(stale, T0 + 2)
+        world.store.progress.record_progress(stale, T0 + 2)
     assert world.progress(task).step == 1
 
 
@@ -231,6 +235,6 @@ def test_a_repeated_step_replaces_its_value_even_in_a_later_read(world: World) -
     world.follower.poll(T0 + 1)
     world.cluster.write_log(sid, "step:4 - val/loss:0.9\n")  # validation, printed apart
     world.follower.poll(T0 + 2)
-    points = world.store.metric_points(task, ["loss", "val/loss"])
+    points = world.store.progress.metric_points(task, ["loss", "val/loss"])
     assert [(p.key, p.step, p.value) for p in points] == [("loss", 4, 1.5),
                                                            ("val/loss", 4, 0.9)]

@@ -43,13 +43,13 @@ def test_happy_path_with_artifacts_and_log_archive(env: Env) -> None:
     assert (files / "jobspec.yaml").read_text() == "workload: ppo\n"
     env.cluster.start(sid(t), {"w1": 4})
     env.tick(T0 + 1)
-    view = env.store.get_task(t)
+    view = env.store.tasks.get_task(t)
     assert view.state is S.RUNNING and view.latest_attempt.ray_status == "RUNNING"
     env.cluster.finish(sid(t), log="step 1\ndone\n", exit_code=0)
     report = env.tick(T0 + 2)
     assert (report.finished, env.state(t)) == (1, S.SUCCEEDED)
     assert env.artifacts.read_log(sid(t), "alice") == "step 1\ndone\n"
-    assert env.store.get_attempt(t).exit_code == 0
+    assert env.store.attempts.get_attempt(t).exit_code == 0
 
 
 def test_fifo_and_a_freed_slot_is_used_in_the_same_tick(env: Env) -> None:
@@ -57,7 +57,7 @@ def test_fifo_and_a_freed_slot_is_used_in_the_same_tick(env: Env) -> None:
     env.tick(T0)
     assert [env.state(x) for x in (a, b, c)] == [S.SUBMITTED, S.PENDING_RESOURCES,
                                                   S.PENDING_RESOURCES]
-    reason = env.store.get_task(b).pending_reason
+    reason = env.store.tasks.get_task(b).pending_reason
     assert reason.startswith("needs 1x4 GPUs (+12 CPUs per node); free:")
     env.cluster.start(sid(a), {"w1": 4})
     env.tick(T0 + 1)
@@ -66,7 +66,7 @@ def test_fifo_and_a_freed_slot_is_used_in_the_same_tick(env: Env) -> None:
     assert (report.finished, report.submitted) == (1, 1)
     assert [env.state(x) for x in (a, b, c)] == [S.SUCCEEDED, S.SUBMITTED,
                                                   S.PENDING_RESOURCES]
-    assert env.store.get_task(c).queue_position == 1
+    assert env.store.tasks.get_task(c).queue_position == 1
 
 
 def test_in_flight_task_keeps_its_gpus_reserved_until_it_holds_them(env: Env) -> None:
@@ -75,7 +75,7 @@ def test_in_flight_task_keeps_its_gpus_reserved_until_it_holds_them(env: Env) ->
     b = env.add(now=T0 + 1)
     env.tick(T0 + 1)  # a submitted but not started: the 4 free GPUs are a's
     assert env.state(b) is S.PENDING_RESOURCES
-    assert "10.0.0.2 0 GPU/" in env.store.get_task(b).pending_reason
+    assert "10.0.0.2 0 GPU/" in env.store.tasks.get_task(b).pending_reason
     assert env.cluster.submit_calls == [sid(a)]
 
 
@@ -89,7 +89,7 @@ def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
     late = env.add(nnodes=1, g=1, now=T0 + 100)
     env.tick(T0 + 100)  # big has waited 100 s: w1 is kept for it, late would fit there
     assert env.state(late) is S.PENDING_RESOURCES
-    assert env.store.get_task(late).pending_reason == (
+    assert env.store.tasks.get_task(late).pending_reason == (
         f"waiting behind {big} (priority 0), runnable for over 100s: nodes 10.0.0.2 are "
         "kept for it (starvation guard)")
     env.cluster.release("w1", GPU=2, CPU=6)
@@ -97,7 +97,7 @@ def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
     env.cluster.finish(sid(small))
     env.tick(T0 + 101)  # room for big at last: it starts; late waits for room, not the guard
     assert env.state(big) is S.SUBMITTED and env.state(late) is S.PENDING_RESOURCES
-    assert env.store.get_task(late).pending_reason.startswith("needs 1x1 GPUs")
+    assert env.store.tasks.get_task(late).pending_reason.startswith("needs 1x1 GPUs")
 
 
 def test_the_guard_keeps_only_the_nodes_the_gang_needs(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_backfill_off_is_first_come_first_served(tmp_path: Path) -> None:
     small = env.add(nnodes=1, g=1)
     env.tick(T0)
     assert env.state(big) is S.PENDING_RESOURCES and env.state(small) is S.PENDING_RESOURCES
-    assert env.store.get_task(small).pending_reason == (
+    assert env.store.tasks.get_task(small).pending_reason == (
         f"waiting behind {big} (priority 0): first come, first served (backfill off)")
 
 
@@ -147,7 +147,7 @@ def test_a_gang_that_can_never_fit_says_so_and_does_not_hold_the_guard(tmp_path:
     env = Env(tmp_path, starvation_guard_s=100.0)
     huge = env.add(nnodes=1, g=8)  # w1 has 4 GPUs in all
     env.tick(T0)
-    reason = env.store.get_task(huge).pending_reason
+    reason = env.store.tasks.get_task(huge).pending_reason
     assert reason.startswith("can never fit this cluster as it is: needs 1x8 GPUs"), reason
     assert "node capacity: 10.0.0.1 0 GPU/0 CPU, 10.0.0.2 4 GPU/16 CPU" in reason
     late = env.add(nnodes=1, g=4, now=T0 + 200)
@@ -177,16 +177,16 @@ def test_insufficient_resources_retries_after_the_delay_and_not_before(tmp_path:
                        log="Traceback (most recent call last):\n" + VERL_GPU_ERROR + "\n")
     report = env.tick(T0 + 10)
     assert report.retried == 1
-    view = env.store.get_task(t)
+    view = env.store.tasks.get_task(t)
     assert view.state is S.PENDING_RESOURCES and view.next_run_at == T0 + 10 + 60
     assert "attempt 1 failed (INSUFFICIENT_RESOURCES)" in view.pending_reason
-    assert env.store.get_attempt(t, 1).failure_kind == "INSUFFICIENT_RESOURCES"
+    assert env.store.attempts.get_attempt(t, 1).failure_kind == "INSUFFICIENT_RESOURCES"
     env.tick(T0 + 70 - 0.001)
     assert env.cluster.submit_calls == [sid(t)]
     env.tick(T0 + 70)
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
     assert env.state(t) is S.SUBMITTED
-    assert env.store.get_task(t).latest_attempt.ray_submission_id == sid(t, 2)
+    assert env.store.tasks.get_task(t).latest_attempt.ray_submission_id == sid(t, 2)
 
 
 def _fail_insufficient(env: Env, t: str, n: int, now: float) -> None:
@@ -203,8 +203,8 @@ def test_exponential_backoff_with_cap(tmp_path: Path) -> None:
     now, delays = T0, []
     for n in (1, 2, 3):
         _fail_insufficient(env, t, n, now)
-        delays.append(env.store.get_task(t).next_run_at - now)
-        now = env.store.get_task(t).next_run_at
+        delays.append(env.store.tasks.get_task(t).next_run_at - now)
+        now = env.store.tasks.get_task(t).next_run_at
         env.tick(now)
         assert env.cluster.submit_calls[-1] == sid(t, n + 1)
     assert delays == [10.0, 20.0, 25.0]
@@ -217,7 +217,7 @@ def test_max_attempts(tmp_path: Path) -> None:
     _fail_insufficient(env, t, 1, T0 + 1)
     env.tick(T0 + 6)
     _fail_insufficient(env, t, 2, T0 + 7)
-    view = env.store.get_task(t)
+    view = env.store.tasks.get_task(t)
     assert view.state is S.FAILED
     assert view.error_summary.startswith("gave up after 2 attempts (max_attempts=2); last "
                                          "failure INSUFFICIENT_RESOURCES: Total available")
@@ -231,7 +231,7 @@ def test_non_retryable_failure_stays_failed(env: Env) -> None:
     env.cluster.finish(sid(t), RayStatus.FAILED, message="exit code 1",
                        log="Traceback (most recent call last):\nKeyError: 'actor'\n")
     env.tick(T0 + 1)
-    view = env.store.get_task(t)
+    view = env.store.tasks.get_task(t)
     assert view.state is S.FAILED and view.error_summary == "RUNTIME_ERROR: KeyError: 'actor'"
     env.tick(T0 + 10_000)
     assert env.cluster.submit_calls == [sid(t)]
@@ -246,7 +246,7 @@ def test_cluster_lost_requeues_and_resubmits(tmp_path: Path) -> None:
     env.cluster.forget_all_jobs()
     env.tick(T0 + 2)
     assert env.state(t) is S.PENDING_RESOURCES
-    assert env.store.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
+    assert env.store.attempts.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
     env.tick(T0 + 62)
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
 
@@ -273,11 +273,11 @@ def test_a_running_attempt_stays_running_through_a_head_outage(tmp_path: Path) -
     env.cluster.finish(sid(t), RayStatus.SUCCEEDED)
     env.tick(T0 + 100)
     assert env.state(t) is S.SUCCEEDED
-    assert [a.attempt_no for a in env.store.list_attempts(t)] == [1]
-    outage = [(e.event_type, e.ts) for e in env.store.events(t)
+    assert [a.attempt_no for a in env.store.attempts.list_attempts(t)] == [1]
+    outage = [(e.event_type, e.ts) for e in env.store.tasks.events(t)
               if e.event_type.startswith("CLUSTER_")]
     assert outage == [("CLUSTER_UNREACHABLE", T0 + 2), ("CLUSTER_BACK", T0 + 95)]
-    back = next(e for e in env.store.events(t) if e.event_type == "CLUSTER_BACK")
+    back = next(e for e in env.store.tasks.events(t) if e.event_type == "CLUSTER_BACK")
     assert back.payload == {"after_s": 93.0}
 
 
@@ -294,17 +294,17 @@ def test_a_service_restarted_in_an_outage_keeps_the_attempt_and_notes_its_end(
     env.cluster.unreachable = False
     env.tick(T0 + 30)
     assert env.state(t) is S.RUNNING
-    outage = [(e.event_type, e.ts, e.payload.get("after_s")) for e in env.store.events(t)
+    outage = [(e.event_type, e.ts, e.payload.get("after_s")) for e in env.store.tasks.events(t)
               if e.event_type.startswith("CLUSTER_")]
     assert outage == [("CLUSTER_UNREACHABLE", T0 + 2, None), ("CLUSTER_BACK", T0 + 30, 28.0)]
     env.reopen()  # a restart with the outage closed opens none
     env.sched.startup(T0 + 40)
     env.tick(T0 + 41)
-    assert len([e for e in env.store.events(t) if e.event_type.startswith("CLUSTER_")]) == 2
+    assert len([e for e in env.store.tasks.events(t) if e.event_type.startswith("CLUSTER_")]) == 2
     env.cluster.finish(sid(t), RayStatus.SUCCEEDED)
     env.tick(T0 + 42)
     assert env.state(t) is S.SUCCEEDED
-    assert [a.attempt_no for a in env.store.list_attempts(t)] == [1]
+    assert [a.attempt_no for a in env.store.attempts.list_attempts(t)] == [1]
 
 
 @pytest.mark.parametrize(("events", "since"), [
@@ -331,9 +331,9 @@ def test_ray_lost_the_supervisor_but_the_driver_exited_0(tmp_path: Path, message
     (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("0\n")
     env.cluster.finish(sid(t), RayStatus.FAILED, message=message)
     env.tick(T0 + 2)
-    task = env.store.get_task(t)
+    task = env.store.tasks.get_task(t)
     assert task.state is S.SUCCEEDED and "exited 0" in task.error_summary
-    attempt = env.store.get_attempt(t, 1)
+    attempt = env.store.attempts.get_attempt(t, 1)
     assert (attempt.ray_status, attempt.exit_code, attempt.failure_kind) == ("FAILED", 0, None)
     assert env.cluster.submit_calls == [sid(t)]
 
@@ -345,7 +345,7 @@ def test_ray_lost_the_supervisor_and_the_driver_left_no_marker(tmp_path: Path,
     env.cluster.finish(sid(t), RayStatus.FAILED, message=message)
     env.tick(T0 + 2)
     assert env.state(t) is S.PENDING_RESOURCES  # resumed from its checkpoint as attempt 2
-    attempt = env.store.get_attempt(t, 1)
+    attempt = env.store.attempts.get_attempt(t, 1)
     assert attempt.failure_kind == "CLUSTER_LOST" and "no exit marker" in attempt.message
     env.tick(T0 + 62)
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
@@ -358,7 +358,7 @@ def test_ray_lost_the_supervisor_and_the_driver_failed(tmp_path: Path) -> None:
                        log="Traceback (most recent call last):\nKeyError: 'x'\n")
     env.tick(T0 + 2)
     assert env.state(t) is S.FAILED
-    attempt = env.store.get_attempt(t, 1)
+    attempt = env.store.attempts.get_attempt(t, 1)
     assert (attempt.failure_kind, attempt.exit_code) == ("RUNTIME_ERROR", 1)
 
 
@@ -382,16 +382,16 @@ def test_an_orphaned_driver_keeps_its_attempt_until_it_ends(tmp_path: Path) -> N
         for second in (2, 7, 70, 700):
             env.tick(T0 + second)
             assert env.state(t) is S.RUNNING
-        attempt = env.store.get_attempt(t, 1)
+        attempt = env.store.attempts.get_attempt(t, 1)
         assert attempt.ray_status == "FAILED" and attempt.failure_kind is None
         assert "its driver still runs" in attempt.message
         assert f"{sid(t)} on w1 pid 4242" in attempt.message
         assert str(env.artifacts.task_lock(t, "alice")) in attempt.message
-        syncs = [e for e in env.store.events(t) if e.event_type == "RAY_STATUS_SYNC"]
+        syncs = [e for e in env.store.tasks.events(t) if e.event_type == "RAY_STATUS_SYNC"]
         assert [e.payload["ray_status"] for e in syncs] == ["RUNNING", "FAILED"]
         assert env.cluster.submit_calls == [sid(t)]
     env.tick(T0 + 701)  # the driver ended: no marker, so lost, and resumed as attempt 2
-    attempt = env.store.get_attempt(t, 1)
+    attempt = env.store.attempts.get_attempt(t, 1)
     assert attempt.failure_kind == "CLUSTER_LOST" and "no exit marker" in attempt.message
     env.tick(T0 + 800)
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
@@ -407,9 +407,9 @@ def test_an_orphaned_driver_that_finished_succeeds_on_its_first_attempt(tmp_path
         env.tick(T0 + 2)
         (env.artifacts.attempt_dir(sid(t), "alice") / "exit_code").write_text("0\n")
     env.tick(T0 + 600)
-    task = env.store.get_task(t)
+    task = env.store.tasks.get_task(t)
     assert task.state is S.SUCCEEDED and "exited 0" in task.error_summary
-    assert env.store.get_attempt(t, 1).end_time == T0 + 600
+    assert env.store.attempts.get_attempt(t, 1).end_time == T0 + 600
     assert env.cluster.submit_calls == [sid(t)]
 
 
@@ -419,9 +419,9 @@ def test_an_orphaned_driver_of_a_job_ray_forgot_keeps_its_attempt(tmp_path: Path
         env.cluster.forget_all_jobs()
         env.tick(T0 + 2)
         assert env.state(t) is S.RUNNING
-        assert "no longer knows" in env.store.get_attempt(t, 1).message
+        assert "no longer knows" in env.store.attempts.get_attempt(t, 1).message
     env.tick(T0 + 3)
-    assert env.store.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
+    assert env.store.attempts.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
 
 
 def test_a_cancel_stops_an_orphaned_driver_through_its_watcher(tmp_path: Path) -> None:
@@ -433,13 +433,14 @@ def test_a_cancel_stops_an_orphaned_driver_through_its_watcher(tmp_path: Path) -
         env.cluster.finish(sid(t), RayStatus.FAILED, message=SUPERVISOR_LOST[0])
         env.tick(T0 + 2)
         assert not stop.exists()  # followed, not stopped
-        env.store.cancel(t, T0 + 3)
+        env.store.tasks.cancel(t, T0 + 3)
         env.tick(T0 + 4)
         assert env.state(t) is S.RUNNING and stop.read_text() == "canceled\n"
-        assert "asked its watcher to stop it (canceled)" in env.store.get_attempt(t, 1).message
+        assert "asked its watcher to stop it (canceled)" in env.store.attempts.get_attempt(
+            t, 1).message
     env.tick(T0 + 5)
     assert env.state(t) is S.CANCELED
-    assert env.store.get_attempt(t, 1).end_time == T0 + 5  # the driver's end, not Ray's
+    assert env.store.attempts.get_attempt(t, 1).end_time == T0 + 5  # the driver's end, not Ray's
     assert env.cluster.submit_calls == [sid(t)]
 
 
@@ -453,7 +454,7 @@ def test_an_attempt_that_found_the_task_lock_held_is_retried(tmp_path: Path) -> 
                                f"available logs:\n{line}")
     env.tick(T0 + 2)
     assert env.state(t) is S.PENDING_RESOURCES
-    attempt = env.store.get_attempt(t, 1)
+    attempt = env.store.attempts.get_attempt(t, 1)
     assert (attempt.failure_kind, attempt.exit_code) == ("CLUSTER_LOST", LOCK_BUSY_EXIT)
     assert LOCK_BUSY_LINE in attempt.message
 
@@ -468,7 +469,7 @@ def test_a_running_job_whose_driver_node_left_is_lost_after_the_grace(tmp_path: 
     assert env.state(t) is S.RUNNING and env.cluster.stop_calls == []
     env.tick(T0 + 2 + DRIVER_NODE_GONE_S)
     assert env.state(t) is S.PENDING_RESOURCES
-    attempt = env.store.get_attempt(t, 1)
+    attempt = env.store.attempts.get_attempt(t, 1)
     assert attempt.failure_kind == "CLUSTER_LOST" and "driver's node" in attempt.message
     assert env.cluster.stop_calls == [sid(t)]
 
@@ -485,7 +486,7 @@ def test_a_driver_whose_node_left_ray_but_still_runs_keeps_its_attempt(tmp_path:
         assert env.state(t) is S.RUNNING and env.cluster.stop_calls == []
     env.tick(T0 + 4 + DRIVER_NODE_GONE_S)
     assert env.state(t) is S.PENDING_RESOURCES
-    assert env.store.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
+    assert env.store.attempts.get_attempt(t, 1).failure_kind == "CLUSTER_LOST"
 
 
 def test_a_driver_node_back_within_the_grace_keeps_the_attempt(tmp_path: Path) -> None:
@@ -501,15 +502,15 @@ def test_a_driver_node_back_within_the_grace_keeps_the_attempt(tmp_path: Path) -
 def test_cancel_queued_and_pending_at_once(env: Env) -> None:
     a, b, c = env.add(), env.add(), env.add()
     env.tick(T0)  # a submitted, b and c pending
-    assert env.store.cancel(c, T0 + 1).kind == "canceled"
+    assert env.store.tasks.cancel(c, T0 + 1).kind == "canceled"
     assert env.state(c) is S.CANCELED
-    assert env.store.cancel(a, T0 + 1).kind == "stopping"
-    assert env.store.cancel(b, T0 + 1).kind == "canceled"
+    assert env.store.tasks.cancel(a, T0 + 1).kind == "stopping"
+    assert env.store.tasks.cancel(b, T0 + 1).kind == "canceled"
     env.tick(T0 + 2)
     assert env.state(a) is S.CANCELED
     assert env.cluster.stop_calls == [sid(a)]
-    assert env.store.get_attempt(a).stop_requested
-    assert env.store.cancel(a, T0 + 3).kind == "terminal"
+    assert env.store.attempts.get_attempt(a).stop_requested
+    assert env.store.tasks.cancel(a, T0 + 3).kind == "terminal"
     assert env.cluster.submit_calls == [sid(a)]  # nothing else was started
 
 
@@ -520,7 +521,7 @@ def test_cancel_running_stops_every_tick_until_ray_confirms(env: Env,
     env.tick(T0)
     env.cluster.start(sid(t), {"w1": 4})
     env.tick(T0 + 1)
-    env.store.cancel(t, T0 + 2)
+    env.store.tasks.cancel(t, T0 + 2)
     calls: list[str] = []
     monkeypatch.setattr(env.cluster, "stop", calls.append)  # Ray is slow to stop
     env.tick(T0 + 3)
@@ -528,7 +529,7 @@ def test_cancel_running_stops_every_tick_until_ray_confirms(env: Env,
     assert calls == [sid(t), sid(t)] and env.state(t) is S.RUNNING
     env.cluster.finish(sid(t), RayStatus.STOPPED)
     env.tick(T0 + 5)
-    view = env.store.get_task(t)
+    view = env.store.tasks.get_task(t)
     assert view.state is S.CANCELED and view.error_summary.startswith("canceled by request")
 
 
@@ -541,7 +542,7 @@ def test_one_read_of_every_attempt_a_tick_after_the_stops_asked_for(
     for task, node in ((a, "w1"), (b, "w2"), (c, "w3")):
         env.cluster.start(sid(task), {node: 4})
     env.tick(T0 + 1)
-    env.store.cancel(b, T0 + 2)
+    env.store.tasks.cancel(b, T0 + 2)
     del env.cluster.jobs[sid(c)]  # Ray forgot this one
     calls: list[object] = []
     stop, job_infos = env.cluster.stop, env.cluster.job_infos
@@ -561,7 +562,7 @@ def test_one_read_of_every_attempt_a_tick_after_the_stops_asked_for(
     assert report.reconciled == 3
     assert env.state(a) is S.RUNNING
     assert env.state(b) is S.CANCELED, "the stop came first: its end was read this tick"
-    assert env.store.get_attempt(c, 1).failure_kind == "CLUSTER_LOST"
+    assert env.store.attempts.get_attempt(c, 1).failure_kind == "CLUSTER_LOST"
 
 
 def test_cancel_that_loses_the_race_to_success_reports_success(env: Env,
@@ -571,11 +572,11 @@ def test_cancel_that_loses_the_race_to_success_reports_success(env: Env,
     env.tick(T0)
     env.cluster.start(sid(t), {"w1": 4})
     env.tick(T0 + 1)
-    env.store.cancel(t, T0 + 2)
+    env.store.tasks.cancel(t, T0 + 2)
     monkeypatch.setattr(env.cluster, "stop", lambda _sid: None)  # the stop arrives too late
     env.cluster.finish(sid(t), RayStatus.SUCCEEDED)
     env.tick(T0 + 3)
-    view = env.store.get_task(t)
+    view = env.store.tasks.get_task(t)
     assert view.state is S.SUCCEEDED
     assert view.error_summary == "finished before the cancel took effect"
 
@@ -591,22 +592,22 @@ def test_a_cancel_that_lands_during_the_tick_is_a_cancel_not_a_failure(
     job_info = env.cluster.job_info
 
     def cancel_lands_first(submission_id: str):
-        if env.store.get_task(t).cancel_requested_at is None:
-            env.store.cancel(t, T0 + 2, by="alice")  # commits, then the API stops the job
+        if env.store.tasks.get_task(t).cancel_requested_at is None:
+            env.store.tasks.cancel(t, T0 + 2, by="alice")  # commits, then the API stops the job
             env.cluster.stop(submission_id)
         return job_info(submission_id)
 
     monkeypatch.setattr(env.cluster, "job_info", cancel_lands_first)
     env.tick(T0 + 2)
-    view = env.store.get_task(t)
+    view = env.store.tasks.get_task(t)
     assert view.state is S.CANCELED, view.error_summary
     assert view.error_summary.startswith("canceled by request")
 
 
 def test_cancel_while_submitting_completes_after_restart(env: Env) -> None:
     t = env.add()
-    env.store.claim_for_submit(t, S.QUEUED, T0)  # crash right after the claim
-    env.store.cancel(t, T0 + 1)
+    env.store.attempts.claim_for_submit(t, S.QUEUED, T0)  # crash right after the claim
+    env.store.tasks.cancel(t, T0 + 1)
     env.reopen()
     env.sched.startup(T0 + 2)  # Ray never saw it: back to runnable -> cancel completes
     assert env.state(t) is S.CANCELED
@@ -615,11 +616,11 @@ def test_cancel_while_submitting_completes_after_restart(env: Env) -> None:
 
 def test_restart_after_claim_before_submit_submits_once(env: Env) -> None:
     t = env.add()
-    env.store.claim_for_submit(t, S.QUEUED, T0)  # claim committed, then kill -9
+    env.store.attempts.claim_for_submit(t, S.QUEUED, T0)  # claim committed, then kill -9
     env.reopen()
     env.sched.startup(T0 + 1)
     assert env.state(t) is S.PENDING_RESOURCES
-    assert "never reached Ray" in env.store.get_task(t).pending_reason
+    assert "never reached Ray" in env.store.tasks.get_task(t).pending_reason
     env.tick(T0 + 1)
     assert env.cluster.submit_calls == [sid(t)]
     assert env.state(t) is S.SUBMITTED
@@ -627,7 +628,7 @@ def test_restart_after_claim_before_submit_submits_once(env: Env) -> None:
 
 def test_restart_after_submit_before_record_does_not_resubmit(env: Env) -> None:
     t = env.add()
-    claim = env.store.claim_for_submit(t, S.QUEUED, T0)
+    claim = env.store.attempts.claim_for_submit(t, S.QUEUED, T0)
     from service.jobspec.submission import build_submit_request
 
     req = build_submit_request(JobSpec.from_dict(claim.spec), task_id=t, attempt_no=1,
@@ -638,7 +639,7 @@ def test_restart_after_submit_before_record_does_not_resubmit(env: Env) -> None:
     assert env.state(t) is S.SUBMITTED
     env.tick(T0 + 2)
     assert env.cluster.submit_calls == [sid(t)]  # exactly one submit, ever
-    assert [e.payload.get("already_existed") for e in env.store.events(t)
+    assert [e.payload.get("already_existed") for e in env.store.tasks.events(t)
             if e.event_type == "SUBMIT"] == [True]
 
 
@@ -648,7 +649,7 @@ def test_leftover_submitting_rows_are_read_with_one_call(
 
     reached, lost = env.add(), env.add()
     for t in (reached, lost):
-        claim = env.store.claim_for_submit(t, S.QUEUED, T0)
+        claim = env.store.attempts.claim_for_submit(t, S.QUEUED, T0)
         if t == reached:  # Ray accepted it; the service died before mark_submitted
             env.cluster.submit(build_submit_request(
                 JobSpec.from_dict(claim.spec), task_id=t, attempt_no=1, user="alice",
@@ -666,12 +667,12 @@ def test_leftover_submitting_rows_are_read_with_one_call(
     assert calls == [sorted([sid(reached), sid(lost)])]
     assert env.state(reached) is S.SUBMITTED
     assert env.state(lost) is S.PENDING_RESOURCES
-    assert "never reached Ray" in env.store.get_task(lost).pending_reason
+    assert "never reached Ray" in env.store.tasks.get_task(lost).pending_reason
 
 
 def test_startup_with_ray_down_keeps_submitting_then_tick_resolves(env: Env) -> None:
     t = env.add()
-    env.store.claim_for_submit(t, S.QUEUED, T0)
+    env.store.attempts.claim_for_submit(t, S.QUEUED, T0)
     env.reopen()
     env.cluster.unreachable = True
     env.sched.startup(T0 + 1)
@@ -692,7 +693,7 @@ def test_ray_unreachable_tasks_wait_and_nothing_is_lost(env: Env) -> None:
     assert report.unreachable == "fake cluster is unreachable"
     assert env.state(running) is S.RUNNING
     for q in queued:
-        view = env.store.get_task(q)
+        view = env.store.tasks.get_task(q)
         assert view.state is S.PENDING_RESOURCES
         assert view.pending_reason == "Ray cluster unreachable: fake cluster is unreachable"
     env.cluster.unreachable = False
@@ -713,11 +714,12 @@ def test_unreachable_during_submit_keeps_the_attempt_number(env: Env,
     monkeypatch.setattr(env.cluster, "submit", down)
     report = env.tick(T0)
     assert report.unreachable == "connection refused" and report.submitted == 0
-    assert env.store.get_task(t).pending_reason == "Ray cluster unreachable: connection refused"
+    assert (env.store.tasks.get_task(t).pending_reason
+            == "Ray cluster unreachable: connection refused")
     monkeypatch.undo()
     env.tick(T0 + 1)
     assert env.cluster.submit_calls == [sid(t)]
-    assert [a.attempt_no for a in env.store.list_attempts(t)] == [1]
+    assert [a.attempt_no for a in env.store.attempts.list_attempts(t)] == [1]
 
 
 def test_submit_rejected_fails_and_already_exists_counts_as_submitted(env: Env) -> None:
@@ -725,16 +727,16 @@ def test_submit_rejected_fails_and_already_exists_counts_as_submitted(env: Env) 
     env.cluster.reject_next = "runtime_env: bad pip spec"
     env.tick(T0)
     assert env.state(a) is S.FAILED and env.state(b) is S.SUBMITTED
-    assert env.store.get_task(a).error_summary == (
+    assert env.store.tasks.get_task(a).error_summary == (
         "USER_ERROR: Ray rejected the submission: runtime_env: bad pip spec")
     # A job with c's id already exists on Ray: that is the attempt, submitted.
     c = env.add(g=1)
-    claim = env.store.claim_for_submit(c, S.QUEUED, T0)
+    claim = env.store.attempts.claim_for_submit(c, S.QUEUED, T0)
     from service.jobspec.submission import build_submit_request
 
     env.cluster.submit(build_submit_request(JobSpec.from_dict(claim.spec), task_id=c,
                                             attempt_no=1, user=None, settings=env.settings))
-    env.store.release_claim(c, 1, as_text("test: pretend the first answer was lost"), T0)
+    env.store.attempts.release_claim(c, 1, as_text("test: pretend the first answer was lost"), T0)
     env.tick(T0 + 1)
     assert env.state(c) is S.SUBMITTED
     assert env.cluster.submit_calls.count(sid(c)) == 2  # the second got "already exists"
@@ -749,7 +751,7 @@ def test_hung_attempt_is_stopped_and_retried(tmp_path: Path) -> None:
     assert env.state(t) is S.RUNNING and env.cluster.stop_calls == []
     report = env.tick(T0 + 301)
     assert report.retried == 1 and env.cluster.stop_calls == [sid(t)]
-    attempt = env.store.get_attempt(t, 1)
+    attempt = env.store.attempts.get_attempt(t, 1)
     assert attempt.failure_kind == "INSUFFICIENT_RESOURCES" and attempt.ray_status == "STOPPED"
     assert "placement groups unplaceable for 300s" in attempt.message
     assert env.state(t) is S.PENDING_RESOURCES
@@ -760,7 +762,7 @@ def test_max_running_tasks(tmp_path: Path) -> None:
     a, b = env.add(g=1), env.add(g=1)
     env.tick(T0)
     assert env.state(a) is S.SUBMITTED and env.state(b) is S.PENDING_RESOURCES
-    assert env.store.get_task(b).pending_reason == "max_running_tasks (1) reached"
+    assert env.store.tasks.get_task(b).pending_reason == "max_running_tasks (1) reached"
     env.cluster.finish(sid(a))
     env.tick(T0 + 1)
     assert env.state(b) is S.SUBMITTED
@@ -770,15 +772,15 @@ def test_unchanged_waits_are_not_rewritten(env: Env) -> None:
     env.add()
     t = env.add()
     env.tick(T0)
-    before = (env.store.get_task(t).updated_at, len(env.store.events(t)))
+    before = (env.store.tasks.get_task(t).updated_at, len(env.store.tasks.events(t)))
     env.tick(T0 + 1)
     env.tick(T0 + 2)
-    assert (env.store.get_task(t).updated_at, len(env.store.events(t))) == before
+    assert (env.store.tasks.get_task(t).updated_at, len(env.store.tasks.events(t))) == before
 
 
 def test_backfill_window_bounds_the_work(tmp_path: Path) -> None:
     """Without fair share the window bounds the whole scan (with it, each user's share
-    of the window, at least ``store_reads.MIN_PER_USER``: test_store)."""
+    of the window, at least ``store_tasks.MIN_PER_USER``: test_store)."""
     env = Env(tmp_path, fair_share=False)
     env.sched = Scheduler(env.store, env.cluster, env.settings, env.artifacts,
                           backfill_window=2)
@@ -860,7 +862,7 @@ def test_pending_recheck_defers_the_next_look(tmp_path: Path) -> None:
     env = Env(tmp_path, pending_recheck_s=30.0)
     t = env.add(nnodes=2)  # cannot fit
     env.tick(T0)
-    assert env.store.get_task(t).next_run_at == T0 + 30
+    assert env.store.tasks.get_task(t).next_run_at == T0 + 30
     env.cluster.add_node("w2", gpus=4, cpus=16)
     env.tick(T0 + 29)
     assert env.state(t) is S.PENDING_RESOURCES
@@ -878,7 +880,7 @@ def test_a_tick_writes_a_bounded_number_of_reasons_the_head_of_the_queue_first(
         assert report.pending == 7
         assert [env.state(t) for t in tasks].count(S.PENDING_RESOURCES) == want
     assert [env.state(t) for t in tasks[:3]] == [S.PENDING_RESOURCES] * 3
-    assert all(env.store.get_task(t).pending_reason for t in tasks)
+    assert all(env.store.tasks.get_task(t).pending_reason for t in tasks)
 
 
 # -- per-user limits ------------------------------------------------------------------------
@@ -889,7 +891,7 @@ def limited(tmp_path: Path, *, default: Limits | None = None, **sched: object) -
     env = Env(tmp_path, users, **sched)
     env.cluster.add_node("w2", gpus=4, cpus=16)
     for name in ("alice", "bob"):
-        env.store.create_user(name, Role.USER, T0)
+        env.store.users.create_user(name, Role.USER, T0)
     return env
 
 
@@ -901,7 +903,7 @@ def test_a_task_over_its_owners_gpu_limit_waits_and_blocks_nobody(tmp_path: Path
     env.tick(T0)
     assert [env.state(t) for t in (a1, a2, b1)] == [S.SUBMITTED, S.PENDING_RESOURCES,
                                                      S.SUBMITTED]
-    assert env.store.get_task(a2).pending_reason == (
+    assert env.store.tasks.get_task(a2).pending_reason == (
         "user alice uses 4 of 4 GPUs allowed; this task needs 2")
     env.cluster.start(sid(a1), {"w1": 4})
     env.cluster.finish(sid(a1))
@@ -921,14 +923,14 @@ def test_a_task_held_by_its_owners_limit_never_holds_the_starvation_guard(tmp_pa
     # Held by its owner's limit, a2 is not what the guard protects: bob's task starts.
     assert env.state(a1) is S.SUBMITTED and env.state(b1) is S.SUBMITTED
     assert env.state(a2) is S.PENDING_RESOURCES
-    assert env.store.get_task(a2).pending_reason.startswith("user alice uses 4 of 4 GPUs")
+    assert env.store.tasks.get_task(a2).pending_reason.startswith("user alice uses 4 of 4 GPUs")
 
 
 def test_gang_bigger_than_the_owners_limit_says_it_cannot_start(tmp_path: Path) -> None:
     env = limited(tmp_path)
     big = env.add(nnodes=2, g=4, user="alice")
     env.tick(T0)
-    assert env.store.get_task(big).pending_reason == (
+    assert env.store.tasks.get_task(big).pending_reason == (
         "needs 8 GPUs, more than user alice's limit of 4 GPUs: it cannot start unless the "
         "limit is raised")
 
@@ -940,7 +942,7 @@ def test_running_tasks_limit_per_user(tmp_path: Path) -> None:
     env.tick(T0)
     assert [env.state(t) for t in (b1, b2, a1)] == [S.SUBMITTED, S.PENDING_RESOURCES,
                                                      S.SUBMITTED]
-    assert env.store.get_task(b2).pending_reason == "user bob runs 1 of 1 tasks allowed"
+    assert env.store.tasks.get_task(b2).pending_reason == "user bob runs 1 of 1 tasks allowed"
 
 
 def test_a_disabled_users_queued_tasks_wait_until_enabled(tmp_path: Path) -> None:
@@ -950,15 +952,15 @@ def test_a_disabled_users_queued_tasks_wait_until_enabled(tmp_path: Path) -> Non
     env.cluster.start(sid(running), {"w1": 1})
     env.tick(T0 + 1)
     queued = env.add(g=1, user="bob", now=T0 + 2)
-    env.store.set_user_enabled("bob", False, T0 + 2)
+    env.store.users.set_user_enabled("bob", False, T0 + 2)
     env.tick(T0 + 2)
     assert env.state(running) is S.RUNNING  # runs to its end
     assert env.state(queued) is S.PENDING_RESOURCES
-    assert env.store.get_task(queued).pending_reason.startswith("user bob is disabled")
+    assert env.store.tasks.get_task(queued).pending_reason.startswith("user bob is disabled")
     env.cluster.finish(sid(running))
     env.tick(T0 + 3)
     assert env.state(running) is S.SUCCEEDED and env.state(queued) is S.PENDING_RESOURCES
-    env.store.set_user_enabled("bob", True, T0 + 4)
+    env.store.users.set_user_enabled("bob", True, T0 + 4)
     env.tick(T0 + 4)
     assert env.state(queued) is S.SUBMITTED
 
@@ -971,5 +973,5 @@ def test_limits_count_what_this_tick_submitted(tmp_path: Path) -> None:
     env.tick(T0)  # 2 + 2 = alice's 4 in one tick; the third waits for her, not the cluster
     assert [env.state(t) for t in (first, second, third)] == [
         S.SUBMITTED, S.SUBMITTED, S.PENDING_RESOURCES]
-    assert env.store.get_task(third).pending_reason == (
+    assert env.store.tasks.get_task(third).pending_reason == (
         "user alice uses 4 of 4 GPUs allowed; this task needs 1")

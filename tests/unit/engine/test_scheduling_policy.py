@@ -15,6 +15,7 @@ import pytest
 from scheduler_env import T0, VERL_GPU_ERROR, Env, driver_holds_the_task_lock, sid
 
 from service.config import UserSettings
+from service.domain.newtask import NewTask
 from service.domain.states import RayStatus, TaskState
 from service.jobspec.model import JobSpec
 
@@ -31,20 +32,20 @@ class PolicyEnv(Env):
                        train_file=f"{self.root}/train.parquet",
                        val_file=f"{self.root}/val.parquet", nnodes=nnodes,
                        n_gpus_per_node=g, save_freq=save_freq, priority=priority)
-        self.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="workload: ppo\n",
-                               spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
-                               user=user, now=now, priority=priority,
-                               max_runtime_s=max_runtime_s)
+        self.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="workload: ppo\n",
+                                             spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
+                                             user=user, created_at=now, priority=priority,
+                                             max_runtime_s=max_runtime_s), task_id=task_id)
         return task_id
 
     def states(self, *task_ids: str) -> list[TaskState]:
         return [self.state(t) for t in task_ids]
 
     def reason(self, task_id: str) -> str:
-        return self.store.get_task(task_id).pending_reason or ""
+        return self.store.tasks.get_task(task_id).pending_reason or ""
 
     def events(self, task_id: str, kind: str) -> list[dict]:
-        return [e.payload for e in self.store.events(task_id) if e.event_type == kind]
+        return [e.payload for e in self.store.tasks.events(task_id) if e.event_type == kind]
 
 
 @pytest.fixture
@@ -82,9 +83,9 @@ def test_queue_positions_follow_priority_then_fifo_and_reasons_say_why(make) -> 
     env.cluster.occupy("w1", GPU=4, CPU=12)  # nothing fits: everyone waits
     low, high, mid = env.add(priority=0), env.add(priority=7), env.add(priority=3)
     env.tick(T0)
-    positions = {t: env.store.get_task(t).queue_position for t in (low, high, mid)}
+    positions = {t: env.store.tasks.get_task(t).queue_position for t in (low, high, mid)}
     assert positions == {high: 1, mid: 2, low: 3}
-    assert [t.task_id for t in env.store.queue()[0]] == [high, mid, low]
+    assert [t.task_id for t in env.store.tasks.queue()[0]] == [high, mid, low]
     assert env.reason(high).startswith("needs 1x4 GPUs")
     assert env.reason(low).endswith("; after tasks of higher priority")
 
@@ -94,8 +95,8 @@ def test_a_priority_change_reorders_the_queue(make) -> None:
     env.cluster.occupy("w1", GPU=4, CPU=12)
     a, b = env.add(), env.add()
     env.tick(T0)
-    env.store.set_priority(b, 10, T0 + 1, by="admin")
-    assert env.store.get_task(b).queue_position == 1
+    env.store.tasks.set_priority(b, 10, T0 + 1, by="admin")
+    assert env.store.tasks.get_task(b).queue_position == 1
     env.cluster.release("w1", GPU=4, CPU=12)
     env.tick(T0 + 2)
     assert env.states(a, b) == [S.PENDING_RESOURCES, S.SUBMITTED]
@@ -222,7 +223,7 @@ def test_a_retry_keeps_the_wait_before_its_attempt_not_the_time_it_ran(make, ran
     failed_at = T0 + 1000 + ran_s
     env.tick(failed_at)
     assert env.state(t) is S.PENDING_RESOURCES
-    (row,) = env.store.runnable(failed_at, 10)
+    (row,) = env.store.tasks.runnable(failed_at, 10)
     assert row.runnable_since - T0 == ran_s  # what it waited, 1000 s, before failed_at
 
 
@@ -285,7 +286,7 @@ def test_preemption_stops_a_lower_priority_task_that_resumes_later(make) -> None
         {"attempt_no": 1, "for": high, "priority": 10}]
     assert env.events(high, "PREEMPTING") == [{"victims": [low], "priority": 10}]
     env.tick(T0 + 71)  # the stop ended the attempt: PREEMPTED, and high starts at once
-    attempt = env.store.get_attempt(low, 1)
+    attempt = env.store.attempts.get_attempt(low, 1)
     assert (attempt.failure_kind, attempt.preempted_for) == ("PREEMPTED", high)
     assert env.states(low, high) == [S.PENDING_RESOURCES, S.SUBMITTED]
     env.cluster.start(sid(high), {"w1": 4})
@@ -313,7 +314,7 @@ def test_a_preemption_reaches_an_orphaned_driver_through_its_watcher(make) -> No
         assert env.states(low, high) == [S.RUNNING, S.PENDING_RESOURCES]
         env.cluster.finish(sid(low), RayStatus.FAILED, message=job.message)  # stopped
     env.tick(T0 + 12)
-    attempt = env.store.get_attempt(low, 1)
+    attempt = env.store.attempts.get_attempt(low, 1)
     assert (attempt.failure_kind, attempt.preempted_for) == ("PREEMPTED", high)
     env.tick(T0 + 13)
     assert env.state(high) is S.SUBMITTED
@@ -385,7 +386,7 @@ def test_preemptions_are_counted_in_metrics(make) -> None:
     from service.web.metrics import MeteredScheduler, ServiceMetrics
 
     env = make(preemption=True, preemption_grace_s=0.0)
-    metrics = ServiceMetrics(env.store.counts_by_state)
+    metrics = ServiceMetrics(env.store.tasks.counts_by_state)
     env.sched = MeteredScheduler(env.sched, metrics)
     low = env.add(priority=0, save_freq=1)
     _running(env, low, T0)
@@ -409,12 +410,12 @@ def test_a_preemption_is_recorded_before_ray_is_asked_and_survives_a_restart(mak
 
     env.cluster.stop = unreachable
     env.tick(T0 + 5)  # the stop does not reach Ray: the mark is kept all the same
-    assert env.store.get_attempt(low, 1).preempted_for == high
+    assert env.store.attempts.get_attempt(low, 1).preempted_for == high
     assert env.state(low) is S.RUNNING
     env.cluster.stop = real_stop
     env.reopen()  # the service restarts: reconcile sends the stop and ends the attempt
     env.tick(T0 + 6)
-    assert env.store.get_attempt(low, 1).failure_kind == "PREEMPTED"
+    assert env.store.attempts.get_attempt(low, 1).failure_kind == "PREEMPTED"
     assert env.states(low, high) == [S.PENDING_RESOURCES, S.SUBMITTED]
 
 
@@ -452,7 +453,7 @@ def test_an_attempt_past_its_limit_is_stopped_and_fails_time_limit(make) -> None
     assert env.cluster.stop_calls == [sid(t)]
     assert env.events(t, "STOP_REQUESTED") == [{"attempt_no": 1, "reason": "time_limit"}]
     env.tick(T0 + 101)  # Ray says it ended
-    task = env.store.get_task(t)
+    task = env.store.tasks.get_task(t)
     assert task.state is S.FAILED and task.latest_attempt.failure_kind == "TIME_LIMIT"
     assert task.error_summary == "TIME_LIMIT: ran past its max_runtime_s (100 s): stopped"
     env.tick(T0 + 200)
@@ -480,7 +481,7 @@ def test_an_orphaned_driver_past_its_limit_is_stopped_by_its_watcher(make) -> No
         env.tick(T0 + 105)
         assert env.state(t) is S.RUNNING
     env.tick(T0 + 110)
-    task = env.store.get_task(t)
+    task = env.store.tasks.get_task(t)
     assert task.state is S.FAILED and task.latest_attempt.failure_kind == "TIME_LIMIT"
     assert env.cluster.submit_calls == [sid(t)]
 
@@ -498,7 +499,7 @@ def test_a_limit_never_touches_a_run_that_ends_in_time_or_fails_on_its_own(make)
     env.cluster.finish(sid(failed), RayStatus.FAILED, message="boom", log="RuntimeError: boom\n")
     env.tick(T0 + 150)  # both ended before their limit; seen after it
     assert env.states(done, failed, unlimited) == [S.SUCCEEDED, S.FAILED, S.RUNNING]
-    assert env.store.get_attempt(failed, 1).failure_kind == "RUNTIME_ERROR"
+    assert env.store.attempts.get_attempt(failed, 1).failure_kind == "RUNTIME_ERROR"
     env.tick(T0 + 10**6)
     assert env.cluster.stop_calls == [] and env.state(unlimited) is S.RUNNING
 

@@ -10,6 +10,7 @@ import pytest
 from service.cluster.fake import FakeCluster
 from service.cluster.sharedfs import SharedTree
 from service.config import Settings
+from service.domain.newtask import NewTask
 from service.domain.states import RayStatus, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.checkpoints import NoCheckpoint, latest_checkpoint
@@ -116,7 +117,7 @@ class Env:
         self.sched.tick(now)
 
     def state(self, task_id: str) -> TaskState:
-        return self.store.get_task(task_id).state
+        return self.store.tasks.get_task(task_id).state
 
     def run_to_end(self, task_id: str, now: float, status: RayStatus) -> None:
         sid = f"{task_id}--a01"
@@ -151,21 +152,21 @@ def test_sft_ppo_eval_runs_in_order_and_eval_runs_after_a_failed_ppo(env: Env) -
     env.tick(T0 + 2)  # sft ends in the reconcile; ppo is released AND submitted this tick
     assert env.state(ids["sft"]) is S.SUCCEEDED
     assert env.state(ids["ppo"]) is S.SUBMITTED
-    claim_spec = env.store.get_attempt(ids["ppo"]).ray_submission_id
+    claim_spec = env.store.attempts.get_attempt(ids["ppo"]).ray_submission_id
     assert claim_spec == f"{ids['ppo']}--a01"
-    events = [e for e in env.store.events(ids["ppo"]) if e.event_type == "STATE_TRANSITION"]
+    events = [e for e in env.store.tasks.events(ids["ppo"]) if e.event_type == "STATE_TRANSITION"]
     assert events[0].payload["resolved"]["model_id"] == step
     env.run_to_end(ids["ppo"], T0 + 3, RayStatus.FAILED)
     env.tick(T0 + 4)
     assert env.state(ids["ppo"]) is S.FAILED and env.state(ids["eval"]) is S.SUBMITTED
-    assert env.store.get_pipeline(pid).pipeline.state is PipelineState.RUNNING
+    assert env.store.pipelines.get_pipeline(pid).pipeline.state is PipelineState.RUNNING
     env.run_to_end(ids["eval"], T0 + 5, RayStatus.SUCCEEDED)
     env.tick(T0 + 6)
-    view = env.store.get_pipeline(pid)
+    view = env.store.pipelines.get_pipeline(pid)
     assert view.pipeline.state is PipelineState.FAILED
     assert [(e.parent, e.child, e.condition.value) for e in view.edges] == [
         ("sft", "ppo", "ok"), ("ppo", "eval", "any")]
-    ended = [e for e in env.store.events(ids["sft"]) if e.event_type == "PIPELINE_ENDED"]
+    ended = [e for e in env.store.tasks.events(ids["sft"]) if e.event_type == "PIPELINE_ENDED"]
     assert ended[0].payload["pipeline_id"] == pid and ended[0].payload["state"] == "FAILED"
 
 
@@ -174,20 +175,20 @@ def test_a_pipelines_end_reaches_its_owners_webhook(env: Env) -> None:
     pipeline.ended one delivery in the transaction that ends the pipeline."""
     from service.domain.users import Role
 
-    env.store.create_user("alice", Role.USER, T0)
-    hook = env.store.create_webhook(owner="alice", url="https://example.org/h",
-                                    events=["pipeline.ended"], fmt="standard", now=T0,
-                                    max_per_user=10)
+    env.store.users.create_user("alice", Role.USER, T0)
+    hook = env.store.webhooks.create_webhook(owner="alice", url="https://example.org/h",
+                                             events=["pipeline.ended"], fmt="standard", now=T0,
+                                             max_per_user=10)
     text = _doc(env.root)
     pid, ids = submit_pipeline(env.store, parse_pipeline(text), text, env.settings, "alice",
                                T0)
-    env.store.flag_pipeline_cancel(pid, T0 + 1)  # as the API's cancel does
+    env.store.pipelines.flag_pipeline_cancel(pid, T0 + 1)  # as the API's cancel does
     for stage in ("eval", "ppo", "sft"):
-        env.store.cancel(ids[stage], T0 + 1, "alice")
-    assert env.store.webhook_deliveries(hook.hook_id, 10) == []  # stages: not subscribed
+        env.store.tasks.cancel(ids[stage], T0 + 1, "alice")
+    assert env.store.webhooks.webhook_deliveries(hook.hook_id, 10) == []  # stages: not subscribed
     env.tick(T0 + 2)
-    assert env.store.get_pipeline(pid).pipeline.state is PipelineState.CANCELED
-    [delivery] = env.store.webhook_deliveries(hook.hook_id, 10)
+    assert env.store.pipelines.get_pipeline(pid).pipeline.state is PipelineState.CANCELED
+    [delivery] = env.store.webhooks.webhook_deliveries(hook.hook_id, 10)
     assert delivery.event_type == "pipeline.ended" and delivery.state == "PENDING"
 
 
@@ -198,13 +199,13 @@ def test_a_failed_parent_cancels_ok_dependents_naming_it(env: Env) -> None:
     env.tick(T0)
     env.run_to_end(ids["sft"], T0 + 1, RayStatus.FAILED)
     env.tick(T0 + 2)
-    ppo = env.store.get_task(ids["ppo"])
+    ppo = env.store.tasks.get_task(ids["ppo"])
     assert ppo.state is S.CANCELED
     assert ppo.error_summary == (f"dependency never satisfied: {ids['sft']} ended FAILED "
                                  "(after ok)")
     env.tick(T0 + 3)  # eval's parent (ppo) is now final too
     assert env.state(ids["eval"]) is S.CANCELED
-    assert env.store.get_pipeline(pid).pipeline.state is PipelineState.FAILED
+    assert env.store.pipelines.get_pipeline(pid).pipeline.state is PipelineState.FAILED
 
 
 def test_a_missing_checkpoint_cancels_the_stage_saying_why(env: Env) -> None:
@@ -213,7 +214,7 @@ def test_a_missing_checkpoint_cancels_the_stage_saying_why(env: Env) -> None:
     env.tick(T0)
     env.run_to_end(ids["sft"], T0 + 1, RayStatus.SUCCEEDED)
     env.tick(T0 + 2)
-    ppo = env.store.get_task(ids["ppo"])
+    ppo = env.store.tasks.get_task(ids["ppo"])
     assert ppo.state is S.CANCELED and "no latest_checkpointed_iteration.txt" in (
         ppo.error_summary)
 
@@ -223,13 +224,15 @@ def test_a_bad_stage_creates_nothing(env: Env) -> None:
     with pytest.raises(PipelineError) as info:
         submit_pipeline(env.store, parse_pipeline(text), text, env.settings, "alice", T0)
     assert info.value.details[0]["field"] == "stages.sft.jobspec.n_gpus_per_node"
-    assert env.store.list_tasks(limit=10)[0] == [] and env.store.list_pipelines(None, 10) == []
+    assert env.store.tasks.list_tasks(limit=10)[0] == []
+    assert env.store.pipelines.list_pipelines(None, 10) == []
 
 
 def _task(env: Env, task_id: str, user: str, after: tuple = (), admin: bool = False) -> None:
-    env.store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="x", spec={},
-                          nnodes=1, n_gpus_per_node=4, user=user, now=T0, after=after,
-                          admin=admin)
+    env.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec={}, nnodes=1,
+                                        n_gpus_per_node=4, user=user, created_at=T0,
+                                        after=tuple(after), priority=0), task_id=task_id,
+                                admin=admin)
 
 
 def test_task_after_checks_parents_and_waits_with_a_reason(env: Env) -> None:
@@ -243,10 +246,10 @@ def test_task_after_checks_parents_and_waits_with_a_reason(env: Env) -> None:
     c = "mvp2-alice-ppo-20251223-143201-0005"
     _task(env, c, "alice", (("any", a),))
     assert env.state(c) is S.BLOCKED
-    assert [d.parent_id for d in env.store.deps_of(c)] == [a]
+    assert [d.parent_id for d in env.store.pipelines.deps_of(c)] == [a]
     # a BLOCKED task is not runnable: not in the queue, not a waiting task for quotas
-    assert c not in [r.task_id for r in env.store.runnable(T0 + 10, 100)]
-    assert env.store.cancel(c, T0 + 1).kind.value == "canceled"
+    assert c not in [r.task_id for r in env.store.tasks.runnable(T0 + 10, 100)]
+    assert env.store.tasks.cancel(c, T0 + 1).kind.value == "canceled"
 
 
 def test_depth_limit(env: Env) -> None:
@@ -267,32 +270,33 @@ def test_wakeups_drive_the_tick_and_are_consumed(env: Env) -> None:
     none)."""
     a, b = "mvp2-alice-ppo-20251223-143201-0a01", "mvp2-alice-ppo-20251223-143201-0a02"
     _task(env, a, "alice")
-    env.store.cancel(a, T0)
+    env.store.tasks.cancel(a, T0)
     c = "mvp2-alice-ppo-20251223-143201-0a03"
     _task(env, c, "alice", (("notok", a),))
     _task(env, b, "alice")
     d = "mvp2-alice-ppo-20251223-143201-0a04"
     _task(env, d, "alice", (("ok", b),))
-    assert [t.task_id for t in env.store.woken()[1]] == [c]  # d's parent runs on
+    assert [t.task_id for t in env.store.pipelines.woken()[1]] == [c]  # d's parent runs on
     env.tick(T0 + 1)
     assert env.state(c) is not S.BLOCKED and env.state(d) is S.BLOCKED
-    assert env.store.woken() == (None, [])
+    assert env.store.pipelines.woken() == (None, [])
 
 
 def test_wait_keeps_an_unsatisfiable_dependent_with_its_reason(env: Env) -> None:
     a = "mvp2-alice-ppo-20251223-143201-0b01"
     _task(env, a, "alice")
     c = "mvp2-alice-ppo-20251223-143201-0b02"
-    env.store.create_task(task_id=c, workload="ppo", jobspec_yaml="x",
-                          spec={"on_unsatisfiable": "wait"}, nnodes=1, n_gpus_per_node=4,
-                          user="alice", now=T0, after=(("ok", a),))
-    env.store.cancel(a, T0)
+    env.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x",
+                                        spec={"on_unsatisfiable": "wait"}, nnodes=1,
+                                        n_gpus_per_node=4, user="alice", created_at=T0,
+                                        after=tuple((("ok", a),)), priority=0), task_id=c)
+    env.store.tasks.cancel(a, T0)
     env.tick(T0 + 1)
     env.tick(T0 + 2)
     assert env.state(c) is S.BLOCKED
-    assert env.store.on_unsatisfiable_of(c) == "wait"
+    assert env.store.pipelines.on_unsatisfiable_of(c) == "wait"
     from service.policy.dependencies import OnUnsatisfiable, wait_reason
-    assert wait_reason(env.store.deps_of(c), OnUnsatisfiable.WAIT) == (
+    assert wait_reason(env.store.pipelines.deps_of(c), OnUnsatisfiable.WAIT) == (
         f"after {a} (CANCELED): ok can never hold; waits until canceled")
 
 
@@ -324,7 +328,7 @@ def test_a_pipeline_counts_as_one_submission_against_the_owners_quota(env: Env) 
     text = _doc(env.root)
     with pytest.raises(QuotaExceeded, match="max_waiting_tasks"):
         submit_pipeline(env.store, parse_pipeline(text), text, settings, "alice", T0)
-    assert env.store.list_pipelines(None, 10) == []
-    assert len(env.store.list_tasks(limit=10)[0]) == 1
+    assert env.store.pipelines.list_pipelines(None, 10) == []
+    assert len(env.store.tasks.list_tasks(limit=10)[0]) == 1
     submit_pipeline(env.store, parse_pipeline(text), text, settings, "alice", T0,
                     is_admin=True)  # admins have no quota

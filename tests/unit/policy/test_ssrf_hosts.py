@@ -151,11 +151,20 @@ def test_no_string_breaks_the_url_rules(url: str) -> None:
         wire))
 
 
-class _Store:
-    async def create_webhook(self, *, owner: str, url: str, events: list[str], fmt: str,
-                             now: float, max_per_user: int) -> WebhookRow:
+class _Webhooks:
+    def create_webhook(self, *, owner: str, url: str, events: list[str], fmt: str,
+                       now: float, max_per_user: int) -> WebhookRow:
         url.encode("utf-8")  # as SQLite does: a lone surrogate was a 500
         return WebhookRow("wh_1", owner, url, tuple(events), fmt, "whsec_x", now)
+
+
+class _Store:
+    """The async store's write lane, over a fake webhooks store."""
+
+    webhooks = _Webhooks()
+
+    async def write(self, fn: Any) -> Any:
+        return fn(self)
 
 
 async def _public(self: Any, host: str, port: Any, **_: Any) -> list[Any]:

@@ -26,7 +26,7 @@ def test_every_worker_keeps_one_gpu_free_and_the_running_tasks_are_seen_running(
     try:
         free = {n.node_id: n.free().get("GPU", 0.0) for n in cluster.nodes.values()}
         assert free == {"head": 0.0, **{f"worker{i}": 1.0 for i in range(workers)}}
-        assert len(store.active([TaskState.RUNNING])) == running
+        assert len(store.tasks.active([TaskState.RUNNING])) == running
         held = sorted(sum(h.get("GPU", 0.0) for h in job.holds.values())
                       for job in cluster.jobs.values())
         assert held == [1.0] * running
@@ -43,7 +43,7 @@ def test_with_limits_the_plan_finds_start_estimates(tmp_path: Path, limits: bool
     store, _, sched, now = bt.setup("plan", tmp_path, args, guard_s=0.0, fair=True,
                                     reservations=8)
     try:
-        assert {row.max_runtime_s for row in store.active([TaskState.RUNNING])} == \
+        assert {row.max_runtime_s for row in store.tasks.active([TaskState.RUNNING])} == \
             ({bt.RUNNING_LIMIT_S} if limits else {None})
         report = sched.tick(now)
         assert report.submitted == 0

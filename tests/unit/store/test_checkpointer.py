@@ -15,19 +15,19 @@ T0 = 1_766_000_000.0
 
 
 def _load(store: Store, n: int) -> None:
-    store.bulk_load(BulkTask(task_id=f"mvp2-ppo-20251223-000000-{i:04x}", workload="ppo",
-                             state=TaskState.QUEUED, created_at=T0 + i, user="alice")
+    store.tasks.bulk_load(BulkTask(task_id=f"mvp2-ppo-20251223-000000-{i:04x}", workload="ppo",
+                                   state=TaskState.QUEUED, created_at=T0 + i, user="alice")
                     for i in range(n))
 
 
 def _write(store: Store, fill: str) -> None:
     """One commit of about 1,500 pages (every task's reason, 2 KB each)."""
-    with store._tx() as conn:
+    with store.core.tx() as conn:
         conn.execute("UPDATE tasks SET pending_reason = printf('%.2000c', ?)", (fill,))
 
 
 def _autocheckpoint(store: Store) -> int:
-    return store._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+    return store.core._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
 
 
 def test_commits_leave_the_wal_to_the_checkpointer(tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def test_foreign_db_refused(tmp_path: Path) -> None:
 
 def test_pragmas(tmp_path: Path) -> None:
     store = Store(str(tmp_path / "sub" / "dir" / "db.sqlite3"))  # parent dirs created
-    conn = store._conn
+    conn = store.core._conn
     assert conn.execute("PRAGMA journal_mode").fetchone()["journal_mode"] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()["synchronous"] == 1  # NORMAL
     assert conn.execute("PRAGMA foreign_keys").fetchone()["foreign_keys"] == 1
@@ -97,7 +97,7 @@ def test_rows_are_read_by_name(tmp_path: Path) -> None:
 
 def test_check_constraints_mirror_the_enums(tmp_path: Path) -> None:
     store = Store(str(tmp_path / "db.sqlite3"))
-    conn = store._conn
+    conn = store.core._conn
     insert = ("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, "
               "n_gpus_per_node, created_at, updated_at, next_run_at, runnable_since) "
               "VALUES (?, 'ppo', ?, '', '{}', 1, 1, 0, 0, 0, 0)")
@@ -141,7 +141,7 @@ def test_every_sql_file_ships_with_the_package() -> None:
 
 def test_preempted_is_a_failure_kind_the_attempts_table_takes(tmp_path: Path) -> None:
     store = Store(str(tmp_path / "db.sqlite3"))
-    conn = store._conn
+    conn = store.core._conn
     conn.execute("INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, "
                  "nnodes, n_gpus_per_node, created_at, updated_at, next_run_at, "
                  "runnable_since) VALUES ('t', 'ppo', 'QUEUED', '', '{}', 1, 1, 0, 0, 0, 0)")
@@ -177,16 +177,16 @@ def test_the_scheduling_migration_keeps_every_task_and_attempt(tmp_path: Path) -
                      (n, f"old--a0{n}", kind))
     conn.close()
     store = Store(path)
-    assert schema_version(store._conn) == len(migration_files())
-    task = store.get_task("old")
+    assert schema_version(store.core._conn) == len(migration_files())
+    task = store.tasks.get_task("old")
     assert (task.priority, task.user, task.queue_position) == (0, "alice", 1)
-    attempts = store.list_attempts("old")
+    attempts = store.attempts.list_attempts("old")
     assert [(a.attempt_no, a.failure_kind, a.message, a.start_time, a.preempted_for)
             for a in attempts] == [(1, "INSUFFICIENT_RESOURCES", "m", 11, None),
                                    (2, None, "m", 11, None)]
     fresh = connect(str(tmp_path / "fresh.db"))
     initialize(fresh)
-    assert _objects(store._conn) == _objects(fresh)
+    assert _objects(store.core._conn) == _objects(fresh)
     store.close()
 
 
@@ -206,10 +206,10 @@ def test_the_time_limit_migration_keeps_attempts_and_takes_time_limit(tmp_path: 
     before = _tuples(conn, "SELECT * FROM attempts")
     conn.close()
     store = Store(path)
-    conn = store._conn
+    conn = store.core._conn
     assert schema_version(conn) == len(migration_files())
     assert _tuples(conn, "SELECT * FROM attempts") == before
-    task = store.get_task("old")
+    task = store.tasks.get_task("old")
     assert (task.priority, task.max_runtime_s) == (-5, None)
     conn.execute("UPDATE attempts SET failure_kind = 'TIME_LIMIT' WHERE task_id = 'old'")
     with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
@@ -241,15 +241,15 @@ def test_the_usage_rollup_migration_counts_the_attempts_that_ended_before_it(
                      (task_id, n, f"{task_id}--a0{n}", kind, start, end))
     conn.close()
     store = Store(path)
-    assert schema_version(store._conn) == len(migration_files())
-    assert _tuples(store._conn, "SELECT * FROM task_usage ORDER BY task_id") == [
+    assert schema_version(store.core._conn) == len(migration_files())
+    assert _tuples(store.core._conn, "SELECT * FROM task_usage ORDER BY task_id") == [
         ("a", "alice", 4 * 130.0, 4 * 30.0, 2, 10.0, 150.0)]  # span: 0014
-    summary = store.usage_summary(0.0, 200.0, 200.0, None, 5)
+    summary = store.usage.usage_summary(0.0, 200.0, 200.0, None, 5)
     [alice] = summary.users
     assert (alice.gpu_seconds, alice.failed_gpu_seconds, alice.tasks, alice.attempts,
             alice.running_attempts) == (4 * 130.0 + 2 * 180.0, 4 * 30.0, 2, 3, 1)
     # a window across a's span: its attempts clipped at the edge (0014's span says so)
-    [alice] = store.usage_summary(30.0, 200.0, 200.0, None, 5).users
+    [alice] = store.usage.usage_summary(30.0, 200.0, 200.0, None, 5).users
     assert (alice.gpu_seconds, alice.failed_gpu_seconds, alice.tasks, alice.attempts) == (
         4 * 110.0 + 2 * 170.0, 4 * 10.0, 2, 3)
     store.close()

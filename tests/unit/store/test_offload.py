@@ -170,14 +170,15 @@ async def test_the_stores_read_lane_runs_one_call_per_party_at_a_time(tmp_path) 
         with lock:
             running -= 1
 
-    store.get_task = slow_get_task  # type: ignore[method-assign]
+    store.tasks.get_task = slow_get_task  # type: ignore[method-assign]
     try:
-        heavies = [asyncio.ensure_future(_read_as("mallory", reads.get_task("t")))
+        heavies = [asyncio.ensure_future(_read_as("mallory",
+                                                  reads.read(lambda s: s.tasks.get_task("t"))))
                    for _ in range(3)]
         for _ in range(10):
             await asyncio.sleep(0)
         async with asyncio.timeout(10):  # served while mallory's first read blocks
-            assert await _read_as("alice", reads.get_user("alice")) is None
+            assert await _read_as("alice", reads.read(lambda s: s.users.get_user("alice"))) is None
         assert not gate.is_set() and most == 1
         gate.set()
         await asyncio.gather(*heavies)

@@ -45,12 +45,12 @@ def world(tmp_path: Path):
 
 def _shown(store: Store, pid: str) -> tuple[PipelineState, PipelineState, PipelineState]:
     """The state get_pipeline and both lists show, and the stored one."""
-    one = store.get_pipeline(pid).pipeline.state
-    [everyone] = store.list_pipelines(None, 10)
-    [mine] = store.list_pipelines("alice", 10)
+    one = store.pipelines.get_pipeline(pid).pipeline.state
+    [everyone] = store.pipelines.list_pipelines(None, 10)
+    [mine] = store.pipelines.list_pipelines("alice", 10)
     assert everyone.state is mine.state is one
-    stored = store._conn.execute("SELECT state FROM pipelines WHERE pipeline_id = ?",
-                                 (pid,)).fetchone()[0]
+    stored = store.core._conn.execute("SELECT state FROM pipelines WHERE pipeline_id = ?",
+                                      (pid,)).fetchone()[0]
     return one, mine.state, PipelineState(stored)
 
 
@@ -62,16 +62,16 @@ def test_waiting_until_a_stage_starts_then_running_then_its_end(world) -> None:
     assert _shown(store, pid)[2] is PipelineState.RUNNING  # stored: not ended
     cluster.occupy("w1", GPU=4)  # another job holds the GPUs
     sched.tick(T0 + 1)
-    assert store.get_task(ids["a"]).state is TaskState.PENDING_RESOURCES
+    assert store.tasks.get_task(ids["a"]).state is TaskState.PENDING_RESOURCES
     assert _shown(store, pid)[0] is PipelineState.WAITING
     cluster.release("w1", GPU=4)
     sched.tick(T0 + 2)
-    assert store.get_task(ids["a"]).state is TaskState.SUBMITTED
+    assert store.tasks.get_task(ids["a"]).state is TaskState.SUBMITTED
     assert _shown(store, pid)[0] is PipelineState.RUNNING
     cluster.clock = T0 + 3
     cluster.finish(f"{ids['a']}--a01", RayStatus.SUCCEEDED)
     sched.tick(T0 + 3)  # a ended, b released: a stage has started, so RUNNING
-    assert store.get_task(ids["b"]).state in WAITING | {TaskState.SUBMITTING,
+    assert store.tasks.get_task(ids["b"]).state in WAITING | {TaskState.SUBMITTING,
                                                          TaskState.SUBMITTED}
     assert _shown(store, pid)[0] is PipelineState.RUNNING
     sched.tick(T0 + 4)
@@ -85,9 +85,9 @@ def test_a_canceled_waiting_pipeline_ends_canceled(world) -> None:
     store, _, sched, settings, root = world
     text = _doc(root)
     pid, ids = submit_pipeline(store, parse_pipeline(text), text, settings, "alice", T0)
-    store.flag_pipeline_cancel(pid, T0 + 1)
+    store.pipelines.flag_pipeline_cancel(pid, T0 + 1)
     for stage in ("b", "a"):
-        store.cancel(ids[stage], T0 + 1)
+        store.tasks.cancel(ids[stage], T0 + 1)
     sched.tick(T0 + 2)
     assert _shown(store, pid) == (PipelineState.CANCELED,) * 3
 

@@ -23,9 +23,11 @@ import pytest
 from service.cluster.fake import FakeCluster
 from service.config import ConfigError, Settings
 from service.config_load import settings_from_mapping
+from service.domain.newtask import NewTask
 from service.engine.scheduler import SchedulerLoop, TickReport
 from service.main import build_service
 from service.store import db
+from service.store.core import WriteCore
 from service.store.writer import StorageUnavailable, Store
 
 T0 = 1_700_000_000.0
@@ -82,8 +84,9 @@ def tmpfs(tmp_path: Path) -> Iterator[Tmpfs]:
 
 
 def create(store: Store, task_id: str, size: int = 200) -> None:
-    store.create_task(task_id=task_id, workload="sft", jobspec_yaml="y" * size, spec={},
-                      nnodes=1, n_gpus_per_node=1, user=None, now=T0)
+    store.tasks.create_task(NewTask(id_prefix="", workload="sft", text="y" * size, spec={},
+                                    nnodes=1, n_gpus_per_node=1, user=None, created_at=T0,
+                                    priority=0), task_id=task_id)
 
 
 # -- the store ------------------------------------------------------------------------------
@@ -100,16 +103,16 @@ def test_disk_full_is_storage_unavailable_and_recovers(tmpfs, caplog):
                 create(store, f"u{i}")
         assert exc.value.reason == "disk full"
         assert store.write_fault == "disk full"
-        assert not store._conn.in_transaction, "no transaction is left open"
+        assert not store.core._conn.in_transaction, "no transaction is left open"
         with pytest.raises(StorageUnavailable):
             store.probe_write()
-        assert store.get_task("t0") is not None, "reads still work"
+        assert store.tasks.get_task("t0") is not None, "reads still work"
 
         tmpfs.free()
         store.probe_write()
         assert store.write_fault is None
         create(store, "after")
-        assert {t.task_id for t in store.list_tasks(limit=500)[0]} >= {
+        assert {t.task_id for t in store.tasks.list_tasks(limit=500)[0]} >= {
             "after", *(f"t{i}" for i in range(20))}
     finally:
         store.close()
@@ -156,7 +159,7 @@ def test_the_wal_does_not_eat_the_space_that_comes_back(tmpfs):
 def test_without_the_recovery_checkpoints_the_wal_eats_the_space(tmpfs, monkeypatch):
     """The same run with the store's checkpoints switched off: the case the test above
     guards against is real (a few writes, then full again)."""
-    monkeypatch.setattr(Store, "_checkpoint", lambda self: None)
+    monkeypatch.setattr(WriteCore, "checkpoint", lambda self: None)
     store = Store(str(tmpfs.path / "db.sqlite3"))
     try:
         accepted = _accepted_after_a_small_free(tmpfs, store, 256 * 1024, 40)
@@ -172,12 +175,12 @@ def test_a_read_only_database_is_storage_unavailable(tmp_path):
     store = Store(str(tmp_path / "db.sqlite3"))
     try:
         create(store, "t0")
-        store._conn.execute("PRAGMA query_only = ON")
+        store.core._conn.execute("PRAGMA query_only = ON")
         with pytest.raises(StorageUnavailable) as exc:
             create(store, "t1")
         assert exc.value.reason == "database is read-only"
         assert store.write_fault == "database is read-only"
-        store._conn.execute("PRAGMA query_only = OFF")
+        store.core._conn.execute("PRAGMA query_only = OFF")
         store.probe_write()
         create(store, "t1")
         assert store.write_fault is None
@@ -205,9 +208,9 @@ def test_a_lock_held_past_the_busy_timeout_is_storage_unavailable(tmp_path, monk
 def test_other_errors_pass_through_unchanged(tmp_path):
     store = Store(str(tmp_path / "db.sqlite3"))
     try:
-        with pytest.raises(sqlite3.OperationalError, match="no such table"), store._tx() as c:
+        with pytest.raises(sqlite3.OperationalError, match="no such table"), store.core.tx() as c:
             c.execute("SELECT * FROM missing_table")
-        assert store.write_fault is None and not store._conn.in_transaction
+        assert store.write_fault is None and not store.core._conn.in_transaction
     finally:
         store.close()
 
@@ -219,7 +222,7 @@ def test_other_errors_pass_through_unchanged(tmp_path):
 def test_synchronous_is_applied(tmp_path, mode, value):
     store = Store(str(tmp_path / "db.sqlite3"), synchronous=mode)
     try:
-        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == value
+        assert store.core._conn.execute("PRAGMA synchronous").fetchone()[0] == value
     finally:
         store.close()
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from service.domain.newtask import NewTask
 from service.domain.reasons import WaitKind, as_text
 from service.domain.states import RUNNABLE, TaskState
 from service.policy.pipelines import PipelineState
-from service.store import reads as store_reads
+from service.store import tasks as store_tasks
 from service.store.sql import QUERIES, QUERIES_FILE, parse_queries
 from service.store.writer import (
     ACTIVE,
@@ -45,39 +46,40 @@ def store(tmp_path: Path) -> Store:
 
 
 def add(store: Store, i: int, now: float = 100.0, nnodes: int = 1, g: int = 1) -> str:
-    store.create_task(task_id=tid(i), workload="ppo", jobspec_yaml=f"raw: {i}\n",
-                      spec={"i": i}, nnodes=nnodes, n_gpus_per_node=g, user="alice", now=now)
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text=f"raw: {i}\n",
+                                    spec={"i": i}, nnodes=nnodes, n_gpus_per_node=g, user="alice",
+                                    created_at=now, priority=0), task_id=tid(i))
     return tid(i)
 
 
 def test_priority_and_time_limit_are_stored_once_in_their_columns(store: Store) -> None:
     """The JobSpec JSON leaves out what a column holds; reading it back for the submit
     takes the columns' values, so a changed priority is the one everywhere."""
-    store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="priority: 3\n",
-                      spec={"workload": "ppo", "priority": 3, "max_runtime_s": None},
-                      nnodes=1, n_gpus_per_node=1, user="alice", now=100.0, priority=3,
-                      max_runtime_s=60.0)
-    stored = store._reader().execute("SELECT spec_json FROM tasks WHERE task_id = ?",
-                                     (tid(1),)).fetchone()["spec_json"]
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="priority: 3\n",
+                                    spec={"workload": "ppo", "priority": 3, "max_runtime_s": None},
+                                    nnodes=1, n_gpus_per_node=1, user="alice", created_at=100.0,
+                                    priority=3, max_runtime_s=60.0), task_id=tid(1))
+    stored = store.reads.reader().execute("SELECT spec_json FROM tasks WHERE task_id = ?",
+                                          (tid(1),)).fetchone()["spec_json"]
     assert json.loads(stored) == {"workload": "ppo"}
-    assert store.set_priority(tid(1), 9, 101.0).priority == 9
-    claim = store.claim_for_submit(tid(1), S.QUEUED, 102.0)
+    assert store.tasks.set_priority(tid(1), 9, 101.0).priority == 9
+    claim = store.attempts.claim_for_submit(tid(1), S.QUEUED, 102.0)
     assert (claim.spec["priority"], claim.spec["max_runtime_s"]) == (9, 60.0)
     assert claim.spec["workload"] == "ppo"
 
 
 def test_a_row_stored_with_its_priority_in_the_json_reads_the_column(store: Store) -> None:
     add(store, 1)
-    with store._tx() as conn:  # as a task stored before the JSON left the priority out
+    with store.core.tx() as conn:  # as a task stored before the JSON left the priority out
         conn.execute("UPDATE tasks SET spec_json = '{\"priority\": 1}', priority = 5")
-    assert store.claim_for_submit(tid(1), S.QUEUED, 101.0).spec["priority"] == 5
+    assert store.attempts.claim_for_submit(tid(1), S.QUEUED, 101.0).spec["priority"] == 5
 
 
 def test_create_and_view(store: Store) -> None:
-    store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="a: 1  # raw\n",
-                      spec={"workload": "ppo"}, nnodes=2, n_gpus_per_node=4,
-                      user=None, now=1766500321.5)
-    view = store.get_task(tid(1))
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="a: 1  # raw\n",
+                                    spec={"workload": "ppo"}, nnodes=2, n_gpus_per_node=4,
+                                    user=None, created_at=1766500321.5, priority=0), task_id=tid(1))
+    view = store.tasks.get_task(tid(1))
     assert view == TaskRow(
         seq=1, task_id=tid(1), state=S.QUEUED, workload="ppo", user=None, nnodes=2,
         n_gpus_per_node=4, created_at=1766500321.5, updated_at=1766500321.5,
@@ -85,97 +87,98 @@ def test_create_and_view(store: Store) -> None:
         cancel_requested_at=None, latest_attempt=None, queue_position=1,
     )
     assert view.total_gpus == 8 and not view.cancel_requested
-    assert store.task_exists(tid(1)) and not store.task_exists(tid(2))
-    assert store.get_task(tid(2)) is None
+    assert store.tasks.task_exists(tid(1)) and not store.tasks.task_exists(tid(2))
+    assert store.tasks.get_task(tid(2)) is None
     with pytest.raises(TaskExists):
         add(store, 1)
-    claim = store.claim_for_submit(tid(1), S.QUEUED, 2.0)
+    claim = store.attempts.claim_for_submit(tid(1), S.QUEUED, 2.0)
     assert claim.jobspec_yaml == "a: 1  # raw\n"
     assert claim.spec == {"workload": "ppo", "priority": 0, "max_runtime_s": None}
-    assert [e.event_type for e in store.events(tid(1))] == ["CREATED", "STATE_TRANSITION"]
+    assert [e.event_type for e in store.tasks.events(tid(1))] == ["CREATED", "STATE_TRANSITION"]
 
 
 def test_queue_positions_follow_fifo_among_runnable(store: Store) -> None:
     ids = [add(store, i) for i in range(1, 6)]
-    store.claim_for_submit(ids[1], S.QUEUED, 101.0)  # leaves the queue
-    store.mark_pending([(ids[2], S.QUEUED, as_text("no room"))], 101.0)  # still runnable
-    positions = {i: store.get_task(i).queue_position for i in ids}
+    store.attempts.claim_for_submit(ids[1], S.QUEUED, 101.0)  # leaves the queue
+    store.attempts.mark_pending([(ids[2], S.QUEUED, as_text("no room"))], 101.0)  # still runnable
+    positions = {i: store.tasks.get_task(i).queue_position for i in ids}
     assert positions == {ids[0]: 1, ids[1]: None, ids[2]: 2, ids[3]: 3, ids[4]: 4}
-    pending, running = store.queue()
+    pending, running = store.tasks.queue()
     assert [(t.task_id, t.queue_position) for t in pending] == [
         (ids[0], 1), (ids[2], 2), (ids[3], 3), (ids[4], 4)]
     assert [t.task_id for t in running] == [ids[1]]
     assert pending[1].pending_reason == "no room" and pending[1].state is S.PENDING_RESOURCES
-    counts = store.counts_by_state()
+    counts = store.tasks.counts_by_state()
     assert counts["QUEUED"] == 3 and counts["PENDING_RESOURCES"] == 1
     assert counts["SUBMITTING"] == 1 and counts["FAILED"] == 0
 
 
 def test_pagination_newest_first(store: Store) -> None:
     ids = [add(store, i) for i in range(1, 8)]
-    store.claim_for_submit(ids[2], S.QUEUED, 101.0)
+    store.attempts.claim_for_submit(ids[2], S.QUEUED, 101.0)
     seen, before, pages = [], None, []
     while True:
-        page, before = store.list_tasks(limit=3, before_seq=before)
+        page, before = store.tasks.list_tasks(limit=3, before_seq=before)
         seen += [t.task_id for t in page]
         pages.append(len(page))
         if before is None:
             break
         assert before == page[-1].seq  # the next page starts below the last row
     assert seen == ids[::-1] and pages == [3, 3, 1]
-    page, before = store.list_tasks(state=S.SUBMITTING, limit=3)
+    page, before = store.tasks.list_tasks(state=S.SUBMITTING, limit=3)
     assert [t.task_id for t in page] == [ids[2]] and before is None
     assert page[0].latest_attempt.ray_submission_id == ids[2] + "--a01"
-    page, before = store.list_tasks(state=S.QUEUED, limit=2, before_seq=6)
+    page, before = store.tasks.list_tasks(state=S.QUEUED, limit=2, before_seq=6)
     assert [t.task_id for t in page] == [ids[4], ids[3]] and before == 4
     assert [t.queue_position for t in page] == [4, 3]  # ids[2] left the queue
     for bad in (0, -1, MAX_SEQ + 1, True, "5"):
         with pytest.raises(ValueError, match="before_seq"):
-            store.list_tasks(limit=3, before_seq=bad)
+            store.tasks.list_tasks(limit=3, before_seq=bad)
     with pytest.raises(ValueError, match="limit"):
-        store.list_tasks(limit=0)
+        store.tasks.list_tasks(limit=0)
 
 
 def test_attempt_numbers_and_reuse_of_unaccepted_ids(store: Store) -> None:
     t = add(store, 1)
-    c1 = store.claim_for_submit(t, S.QUEUED, 101.0)
+    c1 = store.attempts.claim_for_submit(t, S.QUEUED, 101.0)
     assert (c1.attempt_no, c1.ray_submission_id) == (1, t + "--a01")
     # Ray never accepted it: the same id is used again.
     down = as_text("Ray cluster unreachable: x", WaitKind.CLUSTER_UNREACHABLE)
-    assert store.release_claim(t, 1, down, 102.0) is S.PENDING_RESOURCES
-    assert store.get_task(t).pending_reason == "Ray cluster unreachable: x"
-    assert store.get_task(t).reason_kind == "cluster_unreachable"
-    again = store.claim_for_submit(t, S.PENDING_RESOURCES, 103.0)
+    assert store.attempts.release_claim(t, 1, down, 102.0) is S.PENDING_RESOURCES
+    assert store.tasks.get_task(t).pending_reason == "Ray cluster unreachable: x"
+    assert store.tasks.get_task(t).reason_kind == "cluster_unreachable"
+    again = store.attempts.claim_for_submit(t, S.PENDING_RESOURCES, 103.0)
     assert again.ray_submission_id == t + "--a01"
-    store.mark_submitted(t, 1, 104.0)
-    store.schedule_retry(t, S.SUBMITTED, 1, AttemptEnd("FAILED", "INSUFFICIENT_RESOURCES", "m"),
+    store.attempts.mark_submitted(t, 1, 104.0)
+    store.attempts.schedule_retry(t, S.SUBMITTED, 1, AttemptEnd("FAILED", "INSUFFICIENT_RESOURCES",
+                                                                "m"),
                          RetryPlan(next_run_at=200.0, runnable_since=105.0),
                          reason=as_text("retry later"), now=105.0)
-    view = store.get_task(t)
+    view = store.tasks.get_task(t)
     assert view.state is S.PENDING_RESOURCES and view.next_run_at == 200.0
     assert view.pending_reason == "retry later"
-    assert store.runnable(199.9, 10) == [] and len(store.runnable(200.0, 10)) == 1
-    c2 = store.claim_for_submit(t, S.PENDING_RESOURCES, 201.0)
+    assert store.tasks.runnable(199.9, 10) == [] and len(store.tasks.runnable(200.0, 10)) == 1
+    c2 = store.attempts.claim_for_submit(t, S.PENDING_RESOURCES, 201.0)
     assert c2.ray_submission_id == t + "--a02"  # accepted ids are never reused
-    assert [a.attempt_no for a in store.list_attempts(t)] == [1, 2]
-    assert store.get_attempt(t).attempt_no == 2
-    first = store.get_attempt(t, 1)
+    assert [a.attempt_no for a in store.attempts.list_attempts(t)] == [1, 2]
+    assert store.attempts.get_attempt(t).attempt_no == 2
+    first = store.attempts.get_attempt(t, 1)
     assert first.failure_kind == "INSUFFICIENT_RESOURCES" and first.submitted_at == 104.0
     assert (first.created_at, first.ray_status, first.message) == (101.0, "FAILED", "m")
-    assert store.get_attempt(t, 3) is None
-    kinds = [e.event_type for e in store.events(t)]
+    assert store.attempts.get_attempt(t, 3) is None
+    kinds = [e.event_type for e in store.tasks.events(t)]
     assert "SUBMIT" in kinds and "RETRY_SCHEDULED" in kinds
 
 
 @pytest.mark.parametrize("state", list(TaskState))
 def test_cancel_from_every_state(store: Store, state: TaskState) -> None:
     t = add(store, 1)
-    with store._tx() as conn:  # set-up: put the row in ``state`` with an attempt
+    with store.core.tx() as conn:  # set-up: put the row in ``state`` with an attempt
         conn.execute("INSERT INTO attempts (task_id, attempt_no, ray_submission_id, "
                      "created_at) VALUES (?, 1, ?, 0)", (t, t + "--a01"))
         conn.execute("UPDATE tasks SET state = ?, latest_attempt_no = 1 WHERE task_id = ?",
                      (state.value, t))
-    out = store.cancel(t, 150.0)
+    out = store.tasks.cancel(t, 150.0)
     K = CancelKind
     expected = {S.BLOCKED: K.CANCELED, S.QUEUED: K.CANCELED, S.PENDING_RESOURCES: K.CANCELED,
                 S.SUBMITTING: K.STOPPING, S.SUBMITTED: K.STOPPING, S.RUNNING: K.STOPPING}
@@ -185,54 +188,55 @@ def test_cancel_from_every_state(store: Store, state: TaskState) -> None:
     elif out.kind is K.STOPPING:
         assert out.task.state is state and out.task.cancel_requested
         assert out.ray_submission_id == t + "--a01"
-        assert store.cancel(t, 151.0).kind is K.STOPPING  # idempotent: one event only
-        assert [e.event_type for e in store.events(t)].count("CANCEL_REQUESTED") == 1
+        assert store.tasks.cancel(t, 151.0).kind is K.STOPPING  # idempotent: one event only
+        assert [e.event_type for e in store.tasks.events(t)].count("CANCEL_REQUESTED") == 1
     else:
         assert out.task.state is state and not out.task.cancel_requested
-    missing = store.cancel(tid(99), 150.0)
+    missing = store.tasks.cancel(tid(99), 150.0)
     assert missing.kind is K.NOT_FOUND and missing.task is None
 
 
 def test_cancel_during_submitting_completes_when_claim_released(store: Store) -> None:
     t = add(store, 1)
-    store.claim_for_submit(t, S.QUEUED, 101.0)
-    assert store.cancel(t, 102.0).kind is CancelKind.STOPPING
-    assert store.release_claim(t, 1, as_text("unreachable"), 103.0) is S.CANCELED
-    assert store.get_task(t).state is S.CANCELED
+    store.attempts.claim_for_submit(t, S.QUEUED, 101.0)
+    assert store.tasks.cancel(t, 102.0).kind is CancelKind.STOPPING
+    assert store.attempts.release_claim(t, 1, as_text("unreachable"), 103.0) is S.CANCELED
+    assert store.tasks.get_task(t).state is S.CANCELED
 
 
 def test_guarded_writes_never_overwrite(store: Store) -> None:
     t = add(store, 1)
-    store.cancel(t, 101.0)
+    store.tasks.cancel(t, 101.0)
     with pytest.raises(StaleState, match="expected state QUEUED, found CANCELED"):
-        store.claim_for_submit(t, S.QUEUED, 102.0)
-    assert store.list_attempts(t) == []  # the failed claim left nothing behind
+        store.attempts.claim_for_submit(t, S.QUEUED, 102.0)
+    assert store.attempts.list_attempts(t) == []  # the failed claim left nothing behind
     # mark_pending skips rows that moved meanwhile instead of resurrecting them.
-    assert store.mark_pending([(t, S.QUEUED, as_text("x"))], 103.0) == 0
-    assert store.get_task(t).state is S.CANCELED
+    assert store.attempts.mark_pending([(t, S.QUEUED, as_text("x"))], 103.0) == 0
+    assert store.tasks.get_task(t).state is S.CANCELED
     with pytest.raises(ValueError, match="not a runnable state"):
-        store.mark_pending([(t, S.RUNNING, as_text("x"))], 103.0)
+        store.attempts.mark_pending([(t, S.RUNNING, as_text("x"))], 103.0)
     with pytest.raises(ValueError, match="terminal outcome"):
-        store.finish_attempt(t, S.RUNNING, 1, AttemptEnd("RUNNING"), S.RUNNING, None, 1.0)
+        store.attempts.finish_attempt(t, S.RUNNING, 1, AttemptEnd("RUNNING"), S.RUNNING, None, 1.0)
 
 
 def test_mark_pending_batch_moves_only_rows_in_the_expected_state(store: Store) -> None:
     ids = [add(store, i) for i in range(1, 7)]
-    store.cancel(ids[1], 101.0)  # moved meanwhile: the batch must skip it
-    store.mark_pending([(ids[2], S.QUEUED, as_text("old reason"))], 101.0)  # already pending
+    store.tasks.cancel(ids[1], 101.0)  # moved meanwhile: the batch must skip it
+    store.attempts.mark_pending([(ids[2], S.QUEUED, as_text("old reason"))],
+                                101.0)  # already pending
     items = [(ids[0], S.QUEUED, as_text("needs 1x8")), (ids[1], S.QUEUED, as_text("needs 1x8")),
              (ids[2], S.PENDING_RESOURCES, as_text("needs 2x4")),
              (ids[3], S.QUEUED, as_text("needs 2x4")),
              (ids[4], S.QUEUED, as_text("needs 1x8")),
              (ids[5], S.PENDING_RESOURCES, as_text("needs 1x8"))]
-    assert store.mark_pending(items, 102.0) == 4  # ids[1] canceled, ids[5] still QUEUED
-    states = {t: store.get_task(t) for t in ids}
+    assert store.attempts.mark_pending(items, 102.0) == 4  # ids[1] canceled, ids[5] still QUEUED
+    states = {t: store.tasks.get_task(t) for t in ids}
     assert states[ids[1]].state is S.CANCELED
     assert states[ids[5]].state is S.QUEUED and states[ids[5]].pending_reason is None
     for t, reason in ((ids[0], "needs 1x8"), (ids[2], "needs 2x4"), (ids[3], "needs 2x4"),
                       (ids[4], "needs 1x8")):
         assert states[t].state is S.PENDING_RESOURCES and states[t].pending_reason == reason
-    moves = {e.task_id: e.payload for t in ids for e in store.events(t)
+    moves = {e.task_id: e.payload for t in ids for e in store.tasks.events(t)
              if e.event_type == "STATE_TRANSITION" and e.ts == 102.0}
     assert moves == {t: {"from": "QUEUED", "to": "PENDING_RESOURCES", "reason": r}
                      for t, r in ((ids[0], "needs 1x8"), (ids[3], "needs 2x4"),
@@ -247,7 +251,7 @@ def test_concurrent_claims_one_winner(store: Store) -> None:
     def claim() -> None:
         barrier.wait()
         try:
-            store.claim_for_submit(t, S.QUEUED, 101.0)
+            store.attempts.claim_for_submit(t, S.QUEUED, 101.0)
             results.append("won")
         except StaleState:
             results.append("lost")
@@ -258,37 +262,37 @@ def test_concurrent_claims_one_winner(store: Store) -> None:
     for th in threads:
         th.join()
     assert sorted(results) == ["lost"] * 7 + ["won"]
-    assert len(store.list_attempts(t)) == 1
+    assert len(store.attempts.list_attempts(t)) == 1
 
 
 def test_runnable_and_active_reads(store: Store) -> None:
     a, b, c = add(store, 1, nnodes=2, g=4), add(store, 2), add(store, 3)
-    store.claim_for_submit(b, S.QUEUED, 101.0)
-    store.mark_submitted(b, 1, 102.0)
-    store.sync_attempt(b, 1, ray_status="RUNNING", message="", start_time=103.0, now=103.0,
-                       to_running_from=S.SUBMITTED)
-    rows = store.runnable(100.0, 10)
+    store.attempts.claim_for_submit(b, S.QUEUED, 101.0)
+    store.attempts.mark_submitted(b, 1, 102.0)
+    store.attempts.sync_attempt(b, 1, ray_status="RUNNING", message="", start_time=103.0, now=103.0,
+                                to_running_from=S.SUBMITTED)
+    rows = store.tasks.runnable(100.0, 10)
     assert [(r.task_id, r.nnodes, r.n_gpus_per_node) for r in rows] == [(a, 2, 4), (c, 1, 1)]
-    assert [r.task_id for r in store.runnable(100.0, 1)] == [a]
-    (act,) = store.active()
+    assert [r.task_id for r in store.tasks.runnable(100.0, 1)] == [a]
+    (act,) = store.tasks.active()
     assert (act.task_id, act.state, act.ray_status, act.start_time) == (
         b, S.RUNNING, "RUNNING", 103.0)
-    assert store.active([S.SUBMITTING]) == []
+    assert store.tasks.active([S.SUBMITTING]) == []
 
 
 def test_active_rows_decode_every_column_of_the_query_by_position(store: Store) -> None:
     """``_active`` reads the query's columns by position: each field is the one its
     column holds, checked against the columns by name."""
-    store.create_task(task_id=tid(1), workload="ppo", jobspec_yaml="", spec={"save_freq": 5},
-                      nnodes=2, n_gpus_per_node=4, user="bob", now=100.0, priority=7,
-                      max_runtime_s=600.0)
-    store.claim_for_submit(tid(1), S.QUEUED, 101.0)
-    store.mark_submitted(tid(1), 1, 102.0)
-    store.sync_attempt(tid(1), 1, ray_status="RUNNING", message="up", start_time=103.0,
-                       now=103.0, to_running_from=S.SUBMITTED)
-    store.cancel(tid(1), 104.0)
-    (row,) = store.active()
-    named = store._reader().execute(QUERIES["active"]).fetchone()
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="", spec={"save_freq": 5},
+                                    nnodes=2, n_gpus_per_node=4, user="bob", created_at=100.0,
+                                    priority=7, max_runtime_s=600.0), task_id=tid(1))
+    store.attempts.claim_for_submit(tid(1), S.QUEUED, 101.0)
+    store.attempts.mark_submitted(tid(1), 1, 102.0)
+    store.attempts.sync_attempt(tid(1), 1, ray_status="RUNNING", message="up", start_time=103.0,
+                                now=103.0, to_running_from=S.SUBMITTED)
+    store.tasks.cancel(tid(1), 104.0)
+    (row,) = store.tasks.active()
+    named = store.reads.reader().execute(QUERIES["active"]).fetchone()
     assert (row.task_id, row.state, row.user, row.nnodes, row.n_gpus_per_node,
             row.attempt_no, row.ray_submission_id, row.ray_status, row.message,
             row.start_time, row.submitted_at, row.priority, row.preemptions,
@@ -309,22 +313,22 @@ def test_active_rows_are_read_again_only_after_a_commit(store: Store, tmp_path: 
     commit of the store's own writer, or of another connection (another process), is
     seen at once."""
     a, b = add(store, 1), add(store, 2)
-    store.claim_for_submit(a, S.QUEUED, 101.0)
-    first = store.active()
+    store.attempts.claim_for_submit(a, S.QUEUED, 101.0)
+    first = store.tasks.active()
     assert [r.task_id for r in first] == [a]
-    again = store.active()
+    again = store.tasks.active()
     assert again[0] is first[0] and again is not first  # the caller's list is its own
-    store.claim_for_submit(b, S.QUEUED, 102.0)
-    assert [r.task_id for r in store.active()] == [a, b]
-    assert [r.task_id for r in store.active([S.SUBMITTING])] == [a, b]
+    store.attempts.claim_for_submit(b, S.QUEUED, 102.0)
+    assert [r.task_id for r in store.tasks.active()] == [a, b]
+    assert [r.task_id for r in store.tasks.active([S.SUBMITTING])] == [a, b]
     other = sqlite3.connect(str(tmp_path / "db.sqlite3"))
     with other:
         other.execute("UPDATE tasks SET priority = 9 WHERE task_id = ?", (a,))
     other.close()
-    assert [(r.task_id, r.priority) for r in store.active()] == [(a, 9), (b, 0)]
-    assert store.active([S.RUNNING]) == []
+    assert [(r.task_id, r.priority) for r in store.tasks.active()] == [(a, 9), (b, 0)]
+    assert store.tasks.active([S.RUNNING]) == []
     seen: list[list[str]] = []
-    reader = threading.Thread(target=lambda: seen.append([r.task_id for r in store.active()]))
+    reader = threading.Thread(target=lambda: seen.append([r.task_id for r in store.tasks.active()]))
     reader.start()
     reader.join()
     assert seen == [[a, b]]
@@ -336,19 +340,20 @@ def test_runnable_rows_unchanged_are_reused_and_changed_ones_read_anew(
     """A tick reads the same rows again and again: one whose columns did not change is the
     row of the last read, one that changed (its reason here) is new, with the change."""
     a, b = add(store, 1), add(store, 2)
-    first = {r.task_id: r for r in store.runnable(100.0, 10, per_user=per_user)}
-    store.mark_pending([(b, S.QUEUED, as_text("no room"))], 101.0)
-    second = {r.task_id: r for r in store.runnable(101.0, 10, per_user=per_user)}
+    first = {r.task_id: r for r in store.tasks.runnable(100.0, 10, per_user=per_user)}
+    store.attempts.mark_pending([(b, S.QUEUED, as_text("no room"))], 101.0)
+    second = {r.task_id: r for r in store.tasks.runnable(101.0, 10, per_user=per_user)}
     assert second[a] is first[a]
     assert second[b] is not first[b]
     assert (second[b].state, second[b].pending_reason) == (S.PENDING_RESOURCES, "no room")
     assert (first[b].state, first[b].pending_reason) == (S.QUEUED, None)
-    store.cancel(a, 102.0)
-    assert [r.task_id for r in store.runnable(102.0, 10, per_user=per_user)] == [b]
+    store.tasks.cancel(a, 102.0)
+    assert [r.task_id for r in store.tasks.runnable(102.0, 10, per_user=per_user)] == [b]
 
 
 def _plan(store: Store, sql: str, params: dict[str, object]) -> str:
-    return " ".join(r["detail"] for r in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+    return " ".join(r["detail"] for r in store.core._conn.execute("EXPLAIN QUERY PLAN " + sql,
+                                                                  params))
 
 
 # The named queries over runnable / active rows, and the partial index each must scan.
@@ -372,18 +377,18 @@ def test_a_list_page_ranks_the_queue_once_not_per_row(store: Store) -> None:
     themselves count nothing)."""
     ids = [f"t-{i}" for i in range(6)]
     for i, task_id in enumerate(ids):
-        store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="x", spec={},
-                          nnodes=1, n_gpus_per_node=1, user="u", now=100.0 + i,
-                          priority=5 if i == 4 else 0)
-    store.cancel("t-1", 200.0)
+        store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec={}, nnodes=1,
+                                        n_gpus_per_node=1, user="u", created_at=100.0 + i,
+                                        priority=5 if i == 4 else 0), task_id=task_id)
+    store.tasks.cancel("t-1", 200.0)
     for name in ("list_tasks", "list_tasks_in_state", "list_tasks_of_user",
                  "list_tasks_of_user_in_state"):
         assert "count(" not in QUERIES[name]
-    page, _ = store.list_tasks(limit=10)
+    page, _ = store.tasks.list_tasks(limit=10)
     assert {t.task_id: t.queue_position for t in page} == {
         "t-5": 5, "t-4": 1, "t-3": 4, "t-2": 3, "t-1": None, "t-0": 2}
     assert {t.task_id: t.queue_position for t in page} == {
-        t: store.get_task(t).queue_position for t in ids}  # the single read agrees
+        t: store.tasks.get_task(t).queue_position for t in ids}  # the single read agrees
 
 
 @pytest.mark.parametrize("name", sorted(HOT_QUERIES))
@@ -397,7 +402,7 @@ def test_queries_use_the_partial_indexes(store: Store, name: str) -> None:
 
 def _index_terms(store: Store) -> dict[str, str]:
     """``{index: its WHERE term}`` of the partial indexes, as SQLite holds them."""
-    rows = store._conn.execute(
+    rows = store.core._conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql LIKE '%WHERE%'"
     )
     return {r["name"]: " ".join(r["sql"].split(" WHERE ", 1)[1].split()) for r in rows}
@@ -449,11 +454,11 @@ def test_truncate_message_keeps_head_and_tail() -> None:
 
 
 def test_bulk_load(store: Store) -> None:
-    n = store.bulk_load(BulkTask(tid(i), "ppo", S.SUCCEEDED if i % 2 else S.QUEUED, float(i))
-                        for i in range(1, 11))
+    n = store.tasks.bulk_load(BulkTask(tid(i), "ppo", S.SUCCEEDED if i % 2 else S.QUEUED, float(i))
+                              for i in range(1, 11))
     assert n == 10
-    assert store.counts_by_state()["QUEUED"] == 5
-    assert store.get_task(tid(10)).queue_position == 5
+    assert store.tasks.counts_by_state()["QUEUED"] == 5
+    assert store.tasks.get_task(tid(10)).queue_position == 5
 
 
 class _AnyParams(dict):
@@ -467,7 +472,7 @@ def test_every_named_query_compiles_against_the_schema(store: Store) -> None:
     assert len(QUERIES) >= 30
     for name, sql in QUERIES.items():
         try:
-            store._conn.execute("EXPLAIN " + sql, _AnyParams()).fetchall()
+            store.core._conn.execute("EXPLAIN " + sql, _AnyParams()).fetchall()
         except sqlite3.Error as exc:
             pytest.fail(f"query {name}: {exc}")
 
@@ -521,34 +526,34 @@ def test_reads_do_not_wait_for_the_writer(store: Store) -> None:
     transaction holds the writer's lock (it would block on a shared connection)."""
     t = add(store, 1)
     seen: dict[str, TaskRow | None] = {}
-    with store._tx() as conn:
+    with store.core.tx() as conn:
         conn.execute("UPDATE tasks SET pending_reason = 'uncommitted' WHERE task_id = ?", (t,))
-        reader = threading.Thread(target=lambda: seen.update(row=store.get_task(t)))
+        reader = threading.Thread(target=lambda: seen.update(row=store.tasks.get_task(t)))
         reader.start()
         reader.join(timeout=10)
         assert not reader.is_alive(), "the read waited for the writer"
     assert seen["row"].pending_reason is None
-    assert store.get_task(t).pending_reason == "uncommitted"  # committed now
+    assert store.tasks.get_task(t).pending_reason == "uncommitted"  # committed now
 
 
 def test_readers_are_per_thread_and_closed_with_the_store(tmp_path: Path) -> None:
     store = Store(str(tmp_path / "db.sqlite3"))
     add(store, 1)
     counts: list[dict[str, int]] = []
-    threads = [threading.Thread(target=lambda: counts.append(store.counts_by_state()))
+    threads = [threading.Thread(target=lambda: counts.append(store.tasks.counts_by_state()))
                for _ in range(3)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     assert [c["QUEUED"] for c in counts] == [1, 1, 1]
-    assert len(store._readers) == 3  # one connection per reading thread
-    assert store.get_task(tid(1)) is not None
-    assert len(store._readers) == 4
+    assert len(store.reads._readers) == 3  # one connection per reading thread
+    assert store.tasks.get_task(tid(1)) is not None
+    assert len(store.reads._readers) == 4
     store.close()
-    assert store._readers == []
+    assert store.reads._readers == []
     with pytest.raises(sqlite3.ProgrammingError):
-        store.get_task(tid(1))
+        store.tasks.get_task(tid(1))
 
 
 def test_an_in_memory_database_is_refused() -> None:
@@ -560,54 +565,57 @@ def test_an_in_memory_database_is_refused() -> None:
 
 def test_set_priority_only_while_the_task_waits(store: Store) -> None:
     t = add(store, 1)
-    row = store.set_priority(t, 7, 101.0, by="alice")
+    row = store.tasks.set_priority(t, 7, 101.0, by="alice")
     assert (row.priority, row.queue_position) == (7, 1)
-    store.set_priority(t, 7, 102.0, by="alice")  # unchanged: no second event
-    events = [e.payload for e in store.events(t) if e.event_type == "PRIORITY_CHANGED"]
+    store.tasks.set_priority(t, 7, 102.0, by="alice")  # unchanged: no second event
+    events = [e.payload for e in store.tasks.events(t) if e.event_type == "PRIORITY_CHANGED"]
     assert events == [{"from": 0, "to": 7, "by": "alice"}]
-    store.claim_for_submit(t, S.QUEUED, 103.0)
+    store.attempts.claim_for_submit(t, S.QUEUED, 103.0)
     with pytest.raises(StaleState):
-        store.set_priority(t, 9, 104.0)
-    assert store.get_task(t).priority == 7
+        store.tasks.set_priority(t, 9, 104.0)
+    assert store.tasks.get_task(t).priority == 7
     with pytest.raises(TaskNotFound):
-        store.set_priority(tid(99), 1, 105.0)
+        store.tasks.set_priority(tid(99), 1, 105.0)
 
 
 def test_queue_positions_count_in_priority_then_fifo_order(store: Store) -> None:
     tasks = [add(store, i) for i in range(1, 5)]
-    store.set_priority(tasks[2], 5, 101.0)
-    store.set_priority(tasks[3], -1, 101.0)
-    assert [store.get_task(t).queue_position for t in tasks] == [2, 3, 1, 4]
-    assert [t.task_id for t in store.runnable(200.0, 10)] == [tasks[2], tasks[0], tasks[1],
-                                                              tasks[3]]
+    store.tasks.set_priority(tasks[2], 5, 101.0)
+    store.tasks.set_priority(tasks[3], -1, 101.0)
+    assert [store.tasks.get_task(t).queue_position for t in tasks] == [2, 3, 1, 4]
+    assert [t.task_id for t in store.tasks.runnable(200.0, 10)] == [tasks[2], tasks[0], tasks[1],
+                                                                    tasks[3]]
 
 
 def test_runnable_per_user_windows(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(1, 6):
-        store.create_task(task_id=tid(i), workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
-                          n_gpus_per_node=1, user="alice", now=100.0)
-    store.create_task(task_id=tid(9), workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
-                      n_gpus_per_node=1, user="bob", now=101.0)
-    store.create_task(task_id=tid(10), workload="ppo", jobspec_yaml="", spec={}, nnodes=1,
-                      n_gpus_per_node=1, user=None, now=102.0)
-    monkeypatch.setattr(store_reads, "MIN_PER_USER", 2)
-    got = [t.task_id for t in store.runnable(200.0, 3, per_user=True)]
+        store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="", spec={}, nnodes=1,
+                                        n_gpus_per_node=1, user="alice", created_at=100.0,
+                                        priority=0), task_id=tid(i))
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="", spec={}, nnodes=1,
+                                    n_gpus_per_node=1, user="bob", created_at=101.0, priority=0),
+                            task_id=tid(9))
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="", spec={}, nnodes=1,
+                                    n_gpus_per_node=1, user=None, created_at=102.0, priority=0),
+                            task_id=tid(10))
+    monkeypatch.setattr(store_tasks, "MIN_PER_USER", 2)
+    got = [t.task_id for t in store.tasks.runnable(200.0, 3, per_user=True)]
     assert got == [tid(1), tid(2), tid(9), tid(10)]  # 2 of each owner, queue order
-    got = [t.task_id for t in store.runnable(200.0, 9, per_user=True)]
+    got = [t.task_id for t in store.tasks.runnable(200.0, 9, per_user=True)]
     assert got == [tid(1), tid(2), tid(3), tid(9), tid(10)]  # 9 // 3 owners each
-    assert [t.task_id for t in store.runnable(200.0, 2)] == [tid(1), tid(2)]
+    assert [t.task_id for t in store.tasks.runnable(200.0, 2)] == [tid(1), tid(2)]
 
 
 def test_request_preemption_marks_each_attempt_once(store: Store) -> None:
     low, high = add(store, 1), add(store, 2)
-    store.claim_for_submit(low, S.QUEUED, 101.0)
-    store.mark_submitted(low, 1, 102.0)
-    assert store.request_preemption([(low, 1)], high, 103.0, {"priority": 9}) == [low]
-    assert store.request_preemption([(low, 1)], high, 104.0) == []  # already marked
-    assert store.get_attempt(low, 1).preempted_for == high
-    assert store.active()[0].preempted_for == high
+    store.attempts.claim_for_submit(low, S.QUEUED, 101.0)
+    store.attempts.mark_submitted(low, 1, 102.0)
+    assert store.attempts.request_preemption([(low, 1)], high, 103.0, {"priority": 9}) == [low]
+    assert store.attempts.request_preemption([(low, 1)], high, 104.0) == []  # already marked
+    assert store.attempts.get_attempt(low, 1).preempted_for == high
+    assert store.tasks.active()[0].preempted_for == high
     kinds = [(e.task_id, e.event_type, e.payload) for t in (low, high)
-             for e in store.events(t) if "PREEMPT" in e.event_type]
+             for e in store.tasks.events(t) if "PREEMPT" in e.event_type]
     assert kinds == [(low, "PREEMPTION_REQUESTED", {"attempt_no": 1, "for": high,
                                                     "priority": 9}),
                      (high, "PREEMPTING", {"victims": [low], "priority": 9})]

@@ -82,7 +82,7 @@ def deps(tmp_path: Path) -> Iterator[Deps]:
     settings = Settings(shared_root=str(tmp_path / "shared"), ray_timeout_s=5.0)
     store = Store(str(tmp_path / "db.sqlite3"))
     for name in ("alice", "bob"):
-        store.create_user(name, Role.USER, T0)
+        store.users.create_user(name, Role.USER, T0)
     pool, work = ThreadPoolExecutor(1), Offload("test-work", 1)
     astore = AsyncStore(store)
     yield Deps(settings, astore, FakeCluster(clock=T0), pool, work, Recorder(),
@@ -114,8 +114,8 @@ def with_scheduler(deps: Deps, **kw: object) -> None:
 
 def running(deps: Deps, task_id: str) -> str:
     """Put the task on the fake cluster as the scheduler would; its submission id."""
-    claim = deps.sync.claim_for_submit(task_id, TaskState.QUEUED, T0)
-    deps.sync.mark_submitted(task_id, claim.attempt_no, T0)
+    claim = deps.sync.attempts.claim_for_submit(task_id, TaskState.QUEUED, T0)
+    deps.sync.attempts.mark_submitted(task_id, claim.attempt_no, T0)
     deps.cluster.add_node("n1", gpus=2)
     from service.cluster.boundary import SubmitRequest
     deps.cluster.submit(SubmitRequest(submission_id=claim.ray_submission_id,
@@ -132,7 +132,7 @@ async def test_submit_applies_the_configured_defaults_and_wakes_once(deps: Deps)
     with_scheduler(deps, default_priority=3, max_user_priority=5,
                    default_max_runtime_s=3600.0)
     task_id = await submit(deps)
-    task = deps.sync.get_task(task_id)
+    task = deps.sync.tasks.get_task(task_id)
     assert task is not None and task.user == "alice" and task.state is TaskState.QUEUED
     assert (task.priority, task.max_runtime_s) == (3, 3600.0)
     assert (deps.waker.count, deps.metrics.submits.count) == (1, 1)
@@ -143,8 +143,8 @@ async def test_submit_above_the_allowance_is_refused_before_any_write(deps: Deps
         await submit(deps, priority=7)
     assert refused.value.field == "priority" and "above what users may ask" in str(
         refused.value)
-    assert deps.sync.list_tasks()[0] == [] and deps.waker.count == 0
-    assert deps.sync.get_task(await submit(deps, ADMIN, priority=7)).priority == 7
+    assert deps.sync.tasks.list_tasks()[0] == [] and deps.waker.count == 0
+    assert deps.sync.tasks.get_task(await submit(deps, ADMIN, priority=7)).priority == 7
 
 
 async def test_submit_refuses_a_bad_jobspec_an_unknown_parent_and_a_full_quota(
@@ -182,7 +182,7 @@ async def test_cancel_on_ray_flags_the_task_and_stops_it_best_effort(deps: Deps)
     done = await tasks.cancel(deps, ADMIN, task_id)
     assert (done.state, done.stopping) == (TaskState.SUBMITTED, True)
     assert deps.cluster.stop_calls == [sid]
-    assert deps.sync.get_task(task_id).cancel_requested
+    assert deps.sync.tasks.get_task(task_id).cancel_requested
     deps.cluster.unreachable = True  # a second cancel: recorded, Ray's silence is no error
     assert (await tasks.cancel(deps, ALICE, task_id)).stopping
 
@@ -194,7 +194,7 @@ async def test_only_the_owner_or_an_admin_cancels(deps: Deps) -> None:
     assert refused.value.owner == "alice" and "you are bob" in str(refused.value)
     with pytest.raises(NotFound):
         await tasks.cancel(deps, ADMIN, "no-such-task")
-    assert deps.sync.get_task(task_id).state is TaskState.QUEUED
+    assert deps.sync.tasks.get_task(task_id).state is TaskState.QUEUED
 
 
 # -- priority -------------------------------------------------------------------------
@@ -214,7 +214,7 @@ async def test_set_priority_checks_range_allowance_owner_and_state(deps: Deps) -
     with pytest.raises(WrongState) as late:
         await tasks.set_priority(deps, ALICE, task_id, 1)
     assert late.value.state == "SUBMITTED" and late.value.task is not None
-    assert deps.sync.get_task(task_id).priority == 20
+    assert deps.sync.tasks.get_task(task_id).priority == 20
 
 
 # -- pipelines ------------------------------------------------------------------------
@@ -251,7 +251,7 @@ async def test_submit_pipeline_creates_its_stages_under_the_quota_and_wakes(deps
         await pipelines.submit_pipeline(deps, ALICE, "name: x\nstages: {}\n")
     done = await pipelines.submit_pipeline(deps, ALICE, text)
     assert set(done.stages) == {"first", "second"} and deps.waker.count == 1
-    states = {deps.sync.get_task(t).state for t in done.stages.values()}
+    states = {deps.sync.tasks.get_task(t).state for t in done.stages.values()}
     assert states == {TaskState.QUEUED, TaskState.BLOCKED}
     deps.settings = replace(deps.settings, users=UserSettings(
         limits=Limits(max_waiting_tasks=1)))  # one QUEUED stage already (BLOCKED: not)

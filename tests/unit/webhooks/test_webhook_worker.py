@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from standardwebhooks import Webhook
 
+from service.domain.newtask import NewTask
 from service.store.writer import Store
 from service.webhooks.settings import WebhookSettings
 from service.webhooks.worker import DeliveryWorker
@@ -56,8 +57,8 @@ class Receiver:
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     s = Store(str(tmp_path / "db.sqlite3"))
-    s.ensure_users(bootstrap_admin="admin", default_user="admin", now=1.0)
-    s.create_user("alice", "user", 1.0)  # type: ignore[arg-type]
+    s.users.ensure_users(bootstrap_admin="admin", default_user="admin", now=1.0)
+    s.users.create_user("alice", "user", 1.0)  # type: ignore[arg-type]
     yield s
     s.close()
 
@@ -87,15 +88,16 @@ async def run_step(worker: DeliveryWorker) -> int:
 
 def cancel_a_task(store: Store, clock: Clock, n: int = 0) -> str:
     task = TID[:-1] + "abcdef"[n]
-    store.create_task(task_id=task, workload="ppo", jobspec_yaml="x", spec={}, nnodes=1,
-                      n_gpus_per_node=1, user="alice", now=clock.now)
-    store.cancel(task, clock.now, by="alice")
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec={}, nnodes=1,
+                                    n_gpus_per_node=1, user="alice", created_at=clock.now,
+                                    priority=0), task_id=task)
+    store.tasks.cancel(task, clock.now, by="alice")
     return task
 
 
 def register(store: Store, url: str, fmt: str = "standard") -> tuple[str, str]:
-    hook = store.create_webhook(owner="alice", url=url, events=["task.canceled"], fmt=fmt,
-                                now=1.0, max_per_user=10)
+    hook = store.webhooks.create_webhook(owner="alice", url=url, events=["task.canceled"], fmt=fmt,
+                                         now=1.0, max_per_user=10)
     return hook.hook_id, hook.secret
 
 
@@ -114,7 +116,7 @@ async def test_delivers_a_signed_body_the_library_verifies(store, receiver) -> N
     assert doc["type"] == "task.canceled"
     assert doc["data"]["task_id"] == TID and doc["data"]["owner"] == "alice"
     assert headers["webhook-id"] == "msg_1"
-    [row] = store.webhook_deliveries(hook_id, 10)
+    [row] = store.webhooks.webhook_deliveries(hook_id, 10)
     assert (row.state, row.attempts, row.last_status) == ("DELIVERED", 1, 204)
 
 
@@ -128,7 +130,7 @@ async def test_retries_5xx_with_backoff_then_delivers_with_the_same_id(store,
     worker = await make_worker(store, clock)
     try:
         assert await run_step(worker) == 1
-        [row] = store.webhook_deliveries(hook_id, 10)
+        [row] = store.webhooks.webhook_deliveries(hook_id, 10)
         assert (row.state, row.last_status) == ("PENDING", 503)
         assert row.next_at == pytest.approx(clock.now + 5.0)  # base 10 s, jitter 0 -> half
         assert await run_step(worker) == 0  # not due yet
@@ -138,7 +140,7 @@ async def test_retries_5xx_with_backoff_then_delivers_with_the_same_id(store,
         assert await run_step(worker) == 1
     finally:
         await worker.close()
-    [row] = store.webhook_deliveries(hook_id, 10)
+    [row] = store.webhooks.webhook_deliveries(hook_id, 10)
     assert (row.state, row.attempts, row.last_status) == ("DELIVERED", 3, 204)
     assert [(t.attempt, t.status) for t in row.tries] == [(1, 503), (2, 429), (3, 204)]
     assert len({h["webhook-id"] for h, _ in r.got}) == 1  # the receiver drops duplicates
@@ -163,7 +165,7 @@ async def test_gives_up_on_4xx(store, receiver, answer, why) -> None:
         assert await run_step(worker) == 0
     finally:
         await worker.close()
-    [row] = store.webhook_deliveries(hook_id, 10)
+    [row] = store.webhooks.webhook_deliveries(hook_id, 10)
     assert (row.state, row.attempts, row.last_error) == ("FAILED", 1, why)
 
 
@@ -178,7 +180,7 @@ async def test_a_redirect_is_not_followed(store, receiver) -> None:
         await run_step(worker)
     finally:
         await worker.close()
-    [row] = store.webhook_deliveries(hook_id, 10)
+    [row] = store.webhooks.webhook_deliveries(hook_id, 10)
     assert row.state == "FAILED" and "redirects are not followed" in row.last_error
     assert r.redirected == 0
 
@@ -194,7 +196,7 @@ async def test_a_slow_receiver_times_out_and_is_retried(store, receiver) -> None
         await run_step(worker)
     finally:
         await worker.close()
-    [row] = store.webhook_deliveries(hook_id, 10)
+    [row] = store.webhooks.webhook_deliveries(hook_id, 10)
     assert (row.state, row.last_status, row.last_error) == (
         "PENDING", None, "no answer within 0.3 s")
 
@@ -214,7 +216,7 @@ async def test_targets_the_rules_refuse_at_delivery_are_given_up(store, receiver
         await worker.close()
     assert r.got == []
     for hook_id in (by_ip, by_name):
-        [row] = store.webhook_deliveries(hook_id, 10)
+        [row] = store.webhooks.webhook_deliveries(hook_id, 10)
         assert row.state == "FAILED" and "loopback" in row.last_error, row
 
 
@@ -247,7 +249,7 @@ async def test_concurrency_bounds_the_claims(store, receiver) -> None:
     finally:
         await worker.close()
     assert len(r.got) == 5
-    assert {d.state for d in store.webhook_deliveries(hook_id, 10)} == {"DELIVERED"}
+    assert {d.state for d in store.webhooks.webhook_deliveries(hook_id, 10)} == {"DELIVERED"}
 
 
 async def test_run_delivers_until_stopped(store, receiver) -> None:
@@ -296,7 +298,7 @@ async def test_a_malformed_host_at_delivery_is_a_refused_try(store, url, why) ->
         assert await run_step(worker) == 0
     finally:
         await worker.close()
-    [row] = store.webhook_deliveries(hook_id, 10)
+    [row] = store.webhooks.webhook_deliveries(hook_id, 10)
     assert (row.state, row.attempts, row.last_status) == ("FAILED", 1, None), row
     assert row.last_error.startswith(f"gave up: {why}"), row.last_error
     assert worker.failed == 1
@@ -317,10 +319,10 @@ async def test_an_ip_literal_with_other_dots_is_judged_as_sent(store, receiver) 
     finally:
         await worker.close()
     assert r.got == []
-    [row] = store.webhook_deliveries(hook_id, 10)
+    [row] = store.webhooks.webhook_deliveries(hook_id, 10)
     assert row.state == "FAILED" and "address 127.0.0.1 is loopback" in row.last_error, row
 
-    store.delete_webhook(hook_id)
+    store.webhooks.delete_webhook(hook_id)
     allowed, _ = register(store, f"{odd}/hook")
     cancel_a_task(store, clock, 1)
     worker = await make_worker(store, clock)
@@ -329,7 +331,7 @@ async def test_an_ip_literal_with_other_dots_is_judged_as_sent(store, receiver) 
     finally:
         await worker.close()
     assert len(r.got) == 1 and r.got[0][0]["Host"].startswith("127.0.0.1:")
-    [row] = store.webhook_deliveries(allowed, 10)
+    [row] = store.webhooks.webhook_deliveries(allowed, 10)
     assert row.state == "DELIVERED", row
 
 
@@ -349,7 +351,7 @@ async def test_a_fault_while_sending_is_a_failed_try_not_a_lost_one(store, monke
         assert await run_step(worker) == 1
     finally:
         await worker.close()
-    [row] = store.webhook_deliveries(hook_id, 10)
+    [row] = store.webhooks.webhook_deliveries(hook_id, 10)
     assert (row.state, row.attempts, row.last_error) == (
         "PENDING", 1, "could not be sent (RuntimeError)"), row
     assert "a bug" in caplog.text

@@ -27,7 +27,7 @@ def env(tmp_path: Path) -> Env:
     store = Store(str(tmp_path / "db.sqlite3"))
     cluster = FakeCluster(clock=T0)
     artifacts = Artifacts(settings.shared_root)
-    metrics = ServiceMetrics(store.counts_by_state)
+    metrics = ServiceMetrics(store.tasks.counts_by_state)
     scheduler = MeteredScheduler(Scheduler(store, cluster, settings, artifacts), metrics)
     yield Env(shared, settings, store, cluster, artifacts, scheduler, metrics, Clock(T0))
     store.close()

@@ -54,7 +54,7 @@ async def test_submit_accepts_yaml_content_types(client, env, content_type):
     assert data["state"] == "QUEUED"
     assert TASK_ID_RE.fullmatch(data["task_id"])
     assert env.loop.wakes == 1
-    assert env.store.task_exists(data["task_id"])
+    assert env.store.tasks.task_exists(data["task_id"])
 
 
 async def test_submit_stores_raw_yaml_as_received(client, env):
@@ -224,7 +224,7 @@ async def test_pagination_walks_every_task_once_newest_first(client, env):
 
 
 async def test_list_default_limit_is_50(client, env):
-    env.store.bulk_load(
+    env.store.tasks.bulk_load(
         BulkTask(task_id=f"mvp2-sft-20251223-143200-{i:04x}", workload="sft",
                  state=TaskState.SUCCEEDED, created_at=T0 + i)
         for i in range(60)
@@ -283,7 +283,7 @@ async def test_cancel_on_cluster_stops_the_ray_job(client, env, running):
 
 async def test_cancel_submitting_when_ray_does_not_know_the_job_yet(client, env):
     task_id = await submit(client, env)
-    claim = env.store.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
+    claim = env.store.attempts.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
     status, body = await cancel(client, task_id)  # FakeCluster: JobNotFound, best effort
     assert status == 202 and body["state"] == "SUBMITTING" and body["cancel_requested"]
     assert env.cluster.stop_calls == [claim.ray_submission_id]
@@ -316,7 +316,7 @@ async def test_cancel_does_not_wait_past_the_ray_timeout(aiohttp_client, env):
     env.settings = replace(env.settings, ray_timeout_s=0.05)
     client = await aiohttp_client(make_app(env))
     task_id = await submit(client, env)
-    env.store.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
+    env.store.attempts.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
     try:
         status, body = await cancel(client, task_id)
     finally:
@@ -378,7 +378,7 @@ async def test_a_changed_priority_is_the_one_everywhere(client, env):
     assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["priority"] == 8
     pending = (await get_json(client, "/api/v2/queue"))["pending"]
     assert [t["priority"] for t in pending] == [8]
-    claim = env.store.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
+    claim = env.store.attempts.claim_for_submit(task_id, TaskState.QUEUED, env.clock.now)
     assert claim.spec["priority"] == 8
 
 
@@ -400,7 +400,7 @@ async def test_submit_applies_the_configured_default_priority(aiohttp_client, en
     explicit_null = await submit(client, env, priority=None)
     asked = await submit(client, env, priority=-2)
     for task_id, priority in ((omitted, 7), (explicit_null, 7), (asked, -2)):
-        assert env.store.get_task(task_id).priority == priority
+        assert env.store.tasks.get_task(task_id).priority == priority
         assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["priority"] == priority
 
 
@@ -411,7 +411,7 @@ async def test_submit_applies_the_configured_default_time_limit(aiohttp_client, 
     omitted = await submit(client, env)
     asked = await submit(client, env, max_runtime_s=600)
     for task_id, limit in ((omitted, 86400.0), (asked, 600.0)):
-        assert env.store.get_task(task_id).max_runtime_s == limit
+        assert env.store.tasks.get_task(task_id).max_runtime_s == limit
         assert (await get_json(client, f"/api/v2/tasks/{task_id}"))["max_runtime_s"] == limit
 
 
@@ -420,7 +420,7 @@ async def test_submit_with_a_priority_out_of_range_is_400(client, env):
                              headers=YAML)
     err = assert_error(await resp.json(), "bad_request")
     assert resp.status == 400 and [d["field"] for d in err["details"]] == ["priority"]
-    assert env.store.list_tasks(state=None, limit=10, before_seq=None)[0] == []
+    assert env.store.tasks.list_tasks(state=None, limit=10, before_seq=None)[0] == []
 
 
 JSON = {"Content-Type": "application/json"}
@@ -451,14 +451,14 @@ JSON = {"Content-Type": "application/json"}
 ])
 async def test_bad_priority_requests_change_nothing(client, env, kw, status, fields):
     task_id = await submit(client, env)
-    before = env.store.events(task_id)
+    before = env.store.tasks.events(task_id)
     got, body = await patch_priority(client, task_id, **kw)
     assert got == status, body
     err = assert_error(body, {400: "bad_request", 413: "payload_too_large",
                               415: "unsupported_media_type"}[status])
     assert [d["field"] for d in err["details"]] == fields
-    assert env.store.get_task(task_id).priority == 0
-    assert env.store.events(task_id) == before
+    assert env.store.tasks.get_task(task_id).priority == 0
+    assert env.store.tasks.events(task_id) == before
 
 
 async def test_priority_answer_and_request_match_the_document(client, env):
@@ -810,7 +810,7 @@ async def test_requests_are_served_while_a_write_waits_for_the_store_lock(client
     held, release = threading.Event(), threading.Event()
 
     def long_transaction() -> None:
-        with env.store._tx():
+        with env.store.core.tx():
             held.set()
             release.wait(30)
 
@@ -832,7 +832,7 @@ async def test_requests_are_served_while_a_write_waits_for_the_store_lock(client
         await asyncio.to_thread(holder.join, 10)
     resp = await asyncio.wait_for(post, 10)
     assert resp.status == 201
-    assert env.store.task_exists((await resp.json())["task_id"])
+    assert env.store.tasks.task_exists((await resp.json())["task_id"])
 
 
 async def test_store_calls_and_parsing_run_off_the_event_loop(client, env, monkeypatch):
@@ -847,7 +847,8 @@ async def test_store_calls_and_parsing_run_off_the_event_loop(client, env, monke
     monkeypatch.setattr(tasks, "parse_jobspec", spy("parse", tasks.parse_jobspec))
     for method in ("create_task", "get_task", "list_tasks", "list_attempts", "events",
                    "get_attempt", "queue", "cancel", "set_priority"):
-        monkeypatch.setattr(env.store, method, spy(method, getattr(env.store, method)))
+        part = getattr(env.store, "attempts" if "attempt" in method else "tasks")
+        monkeypatch.setattr(part, method, spy(method, getattr(part, method)))
     # /metrics counts tasks by state in the store while it renders
     monkeypatch.setattr(env.metrics, "render", spy("metrics", env.metrics.render))
     task_id = await submit(client, env)

@@ -215,7 +215,7 @@ async def test_body_at_the_limit_is_accepted(client, shared, store):
     assert len(body.encode()) == MAX_BODY
     resp = await client.post("/api/v2/tasks", data=body, headers=YAML)
     assert resp.status == 201
-    assert store.task_exists((await resp.json())["task_id"])
+    assert store.tasks.task_exists((await resp.json())["task_id"])
 
 
 @pytest.mark.parametrize("content_type", [
@@ -236,8 +236,8 @@ async def test_a_json_submit_is_validated_and_stored_as_sent(client, shared, sto
                              headers={**AUTH, "Content-Type": "application/json"})
     assert resp.status == 201, await resp.text()
     task_id = (await resp.json())["task_id"]
-    assert store.task_jobspec(task_id) == body  # stored as received, like a YAML body
-    assert store.get_task(task_id).workload == spec["workload"]
+    assert store.console.task_jobspec(task_id) == body  # stored as received, like a YAML body
+    assert store.tasks.get_task(task_id).workload == spec["workload"]
     for bad, field in ((json.dumps({**spec, "nnodes": 0}), "nnodes"),
                        ('{"workload": "ppo", "workload": "sft"}', "body"),
                        (json.dumps({**spec, "nnodes": float("nan")}), "body"),
@@ -282,7 +282,7 @@ async def test_500_never_leaks_internals(client, shared, store, monkeypatch, cap
     def broken(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("disk on fire at /secret/path")
 
-    monkeypatch.setattr(store, store_method, broken)
+    monkeypatch.setattr(store.tasks, store_method, broken)
     resp = await client.request(method, path, headers=YAML, data=good_spec(shared))
     err = await error_of(resp, 500, "internal_error")
     text = await resp.text()

@@ -18,6 +18,7 @@ import pytest
 
 from service.cluster.fake import FakeCluster
 from service.config import Settings
+from service.domain.newtask import NewTask
 from service.engine.artifacts import Artifacts
 from service.store.db import StorageUnavailable, storage_fault
 from service.store.writer import Store
@@ -34,8 +35,9 @@ TASK = "mvp2-sft-20250101-000000-beef"
 @pytest.fixture
 def store(tmp_path: Path):
     s = Store(str(tmp_path / "db.sqlite3"))
-    s.create_task(task_id=TASK, workload="sft", jobspec_yaml="x: 1\n", spec={}, nnodes=1,
-                  n_gpus_per_node=1, user=None, now=1_700_000_000.0)
+    s.tasks.create_task(NewTask(id_prefix="", workload="sft", text="x: 1\n", spec={}, nnodes=1,
+                                n_gpus_per_node=1, user=None, created_at=1_700_000_000.0,
+                                priority=0), task_id=TASK)
     yield s
     s.close()
 
@@ -213,10 +215,10 @@ def test_other_errors_are_not_storage_faults(exc):
 
 
 async def test_a_storage_fault_on_submit_is_503(client, store, tmp_path, monkeypatch, caplog):
-    def full(**kwargs: Any) -> None:
+    def full(*args: Any, **kwargs: Any) -> None:
         raise StorageUnavailable("disk full", "database or disk is full")
 
-    monkeypatch.setattr(store, "create_task", full)
+    monkeypatch.setattr(store.tasks, "create_task", full)
     shared = tmp_path / "shared"
     body = (f"workload: sft\ncode_path: {shared}/code\nmodel_id: org/model\n"
             f"train_file: {shared}/train.parquet\nval_file: null\nnnodes: 1\n"
@@ -233,7 +235,7 @@ async def test_a_storage_fault_on_a_read_is_503(client, store, monkeypatch, capl
     def locked(task_id: str) -> None:
         raise _sqlite_error("database is locked", sqlite3.SQLITE_BUSY)
 
-    monkeypatch.setattr(store, "get_task", locked)
+    monkeypatch.setattr(store.tasks, "get_task", locked)
     resp = await client.get(f"/api/v2/tasks/{TASK}", headers=AUTH)
     err = await error_of(resp, 503, "storage_unavailable")
     assert "database is locked" in err["message"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from service.domain.newtask import NewTask
 from service.store.sql import QUERIES as Q
 from service.store.writer import Store
 from service.web.ui.changes import ChangeFeed
@@ -17,8 +18,9 @@ T0 = 1_766_000_000.0
 
 
 def _create(store: Store, task_id: str, user: str = "alice") -> None:
-    store.create_task(task_id=task_id, workload="ppo", jobspec_yaml="x: 1", spec={"x": 1},
-                      nnodes=1, n_gpus_per_node=1, user=user, now=T0)
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x: 1", spec={"x": 1},
+                                    nnodes=1, n_gpus_per_node=1, user=user, created_at=T0,
+                                    priority=0), task_id=task_id)
 
 
 def test_the_sequence_grows_with_every_created_or_moved_task(tmp_path: Path) -> None:
@@ -28,10 +30,10 @@ def test_the_sequence_grows_with_every_created_or_moved_task(tmp_path: Path) -> 
         _create(store, "t-1")
         after_create = store.change_seq()
         assert after_create > first
-        store.cancel("t-1", T0 + 1)  # a move (updated_at moves)
+        store.tasks.cancel("t-1", T0 + 1)  # a move (updated_at moves)
         assert store.change_seq() > after_create
         moved = store.change_seq()
-        store.get_task("t-1")  # a read changes nothing
+        store.tasks.get_task("t-1")  # a read changes nothing
         assert store.change_seq() == moved
     finally:
         store.close()
@@ -40,7 +42,7 @@ def test_the_sequence_grows_with_every_created_or_moved_task(tmp_path: Path) -> 
 def test_the_sequence_is_read_by_key_not_by_scanning_tasks(tmp_path: Path) -> None:
     store = Store(str(tmp_path / "db.sqlite3"))
     try:
-        plan = " ".join(r["detail"] for r in store._reader().execute(
+        plan = " ".join(r["detail"] for r in store.reads.reader().execute(
             "EXPLAIN QUERY PLAN " + Q["change_seq"]))
         assert "tasks" not in plan.replace("task_changes", "")
         assert "SCAN" not in plan

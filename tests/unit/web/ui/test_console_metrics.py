@@ -18,6 +18,7 @@ from service.cluster.fake import FakeCluster
 from service.config import Settings
 from service.domain import reasons
 from service.domain.ids import new_task_id
+from service.domain.newtask import NewTask
 from service.domain.reasons import WaitKind
 from service.domain.states import TaskState
 from service.domain.writes import Sample
@@ -44,8 +45,8 @@ class World:
         self.store = Store(str(tmp_path / "db.sqlite3"))
         self.cluster = FakeCluster(clock=T0)
         self.now = T0
-        self.metrics = ServiceMetrics(self.store.counts_by_state, users=self.store,
-                                      queue=self.store, clock=lambda: self.now)
+        self.metrics = ServiceMetrics(self.store.tasks.counts_by_state, users=self.store,
+                                      queue=self.store.console, clock=lambda: self.now)
         self.scheduler = MeteredScheduler(
             Scheduler(self.store, self.cluster, self.settings, Artifacts(str(self.shared))),
             self.metrics)
@@ -54,10 +55,11 @@ class World:
         from service.jobspec.spec import parse_jobspec
         text = SPEC.format(w=workload, s=self.shared, g=gpus)
         spec = parse_jobspec(text, self.settings, user)
-        task_id = new_task_id("mvp2", workload, self.now, self.store.task_exists, user=user)
-        self.store.create_task(task_id=task_id, workload=workload, jobspec_yaml=text,
-                               spec=spec.to_dict(), nnodes=1, n_gpus_per_node=gpus,
-                               user=user, now=self.now)
+        task_id = new_task_id("mvp2", workload, self.now, self.store.tasks.task_exists, user=user)
+        self.store.tasks.create_task(NewTask(id_prefix="", workload=workload, text=text,
+                                             spec=spec.to_dict(), nnodes=1, n_gpus_per_node=gpus,
+                                             user=user, created_at=self.now, priority=0),
+                                     task_id=task_id)
         return task_id
 
     def tick(self, advance: float) -> None:
@@ -77,7 +79,7 @@ class World:
 @pytest.fixture
 def world(tmp_path: Path):
     w = World(tmp_path)
-    w.store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
+    w.store.users.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
     yield w
     w.store.close()
 
@@ -142,7 +144,7 @@ def test_the_dashboard_names_only_metrics_that_exist(world):
 def test_every_known_user_has_every_per_user_series_from_zero(world):
     from service.domain.users import Role
 
-    world.store.create_user("alice", Role.USER, T0)
+    world.store.users.create_user("alice", Role.USER, T0)
     got = world.samples()
     users = {labels["user"] for labels, _ in got["argus_user_gpus_in_use"]}
     assert users == {"admin", "alice"}
@@ -152,7 +154,7 @@ def test_every_known_user_has_every_per_user_series_from_zero(world):
     alice = {labels["state"]: v for labels, v in got["argus_user_tasks"]
              if labels["user"] == "alice"}
     assert alice == {s.value: 0.0 for s in TaskState}
-    world.store.create_user("bob", Role.USER, T0)  # a new user: there at the next scrape
+    world.store.users.create_user("bob", Role.USER, T0)  # a new user: there at the next scrape
     assert ({"user": "bob"}, 0.0) in world.samples()["argus_user_gpu_seconds_total"]
 
 
@@ -259,7 +261,7 @@ def test_rewording_a_reason_moves_no_metric(world, monkeypatch):
     pending = {labels["reason"]: v for labels, v in world.samples()["argus_pending_tasks"]}
     assert pending["never_fits"] == 1 and pending["resources"] == 1
     assert pending["other"] == 0
-    rows, _ = world.store.list_tasks(limit=10)
+    rows, _ = world.store.tasks.list_tasks(limit=10)
     assert sorted(t.pending_reason or "" for t in rows) == ["", "reworded", "reworded"]
 
 
@@ -297,8 +299,8 @@ def test_store_samples_are_bounded(tmp_path):
     store = Store(str(tmp_path / "db.sqlite3"))
     try:
         for i in range(100):
-            store.record_sample(Sample(T0 + 60 * i, i, 0, 1.0, 4.0), keep_s=600)
-        rows = store.samples_since(0)
+            store.console.record_sample(Sample(T0 + 60 * i, i, 0, 1.0, 4.0), keep_s=600)
+        rows = store.console.samples_since(0)
         assert len(rows) == 11 and rows[0].ts == T0 + 60 * 89 and rows[-1].pending == 99
     finally:
         store.close()
@@ -323,16 +325,16 @@ def test_gpu_seconds_in_window_matches_usage_accounting(tmp_path):
 
     store = Store(str(tmp_path / "db.sqlite3"))
     try:
-        store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
+        store.users.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
         spans = [(T0 - 900, T0 - 100), (T0 - 50, T0 + 500), (T0 + 100, T0 + 200),
                  (T0 + 700, T0 + 900), (T0 - 5000, T0 - 4000)]
-        store.bulk_load(BulkTask(task_id=f"mvp2-admin-ppo-20251223-000000-{i:04x}",
-                                 workload="ppo", state=TaskState.SUCCEEDED, created_at=s[0],
-                                 n_gpus_per_node=1 + i, user="admin", attempt_span=s)
+        store.tasks.bulk_load(BulkTask(task_id=f"mvp2-admin-ppo-20251223-000000-{i:04x}",
+                                       workload="ppo", state=TaskState.SUCCEEDED, created_at=s[0],
+                                       n_gpus_per_node=1 + i, user="admin", attempt_span=s)
                         for i, s in enumerate(spans))
         lo, hi = T0 - 300, T0 + 800
-        report = account(store.usage_spans(lo, hi, None), lo, hi, T0 + 1000)
-        assert store.gpu_seconds_in_window(lo, hi, T0 + 1000) == pytest.approx(
+        report = account(store.usage.usage_spans(lo, hi, None), lo, hi, T0 + 1000)
+        assert store.usage.gpu_seconds_in_window(lo, hi, T0 + 1000) == pytest.approx(
             {u.user: u.gpu_seconds for u in report.users})
     finally:
         store.close()
@@ -349,15 +351,16 @@ def test_the_plans_estimated_start_reaches_the_observed_view(tmp_path: Path) -> 
                           scheduler=SchedulerSettings(reservations=8))
     w.scheduler = MeteredScheduler(
         Scheduler(w.store, w.cluster, w.settings, Artifacts(str(w.shared))), w.metrics)
-    w.store.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
+    w.store.users.ensure_users(bootstrap_admin="admin", default_user="admin", now=T0)
     w.cluster.add_node("n1", gpus=4, cpus=16)
     from service.jobspec.spec import parse_jobspec
     text = SPEC.format(w="ppo", s=w.shared, g=4)
     spec = parse_jobspec(text, w.settings, "admin").to_dict()
     for name in ("a", "b"):
-        w.store.create_task(task_id=f"mvp2-admin-ppo-20251223-143201-000{name}", workload="ppo",
-                            jobspec_yaml=text, spec=spec, nnodes=1, n_gpus_per_node=4,
-                            user="admin", now=w.now, max_runtime_s=600)
+        w.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text=text, spec=spec,
+                                          nnodes=1, n_gpus_per_node=4, user="admin",
+                                          created_at=w.now, max_runtime_s=600, priority=0),
+                                  task_id=f"mvp2-admin-ppo-20251223-143201-000{name}")
     first, second = "mvp2-admin-ppo-20251223-143201-000a", "mvp2-admin-ppo-20251223-143201-000b"
     w.tick(1)
     w.cluster.start(f"{first}--a01", {"n1": 4})

@@ -23,6 +23,7 @@ from ui_env import (
 )
 from yarl import URL
 
+from service.domain.newtask import NewTask
 from service.domain.reasons import Planned
 from service.domain.states import TaskState
 from service.domain.timefmt import iso
@@ -77,17 +78,17 @@ async def test_sign_out_ends_the_session(client):
 
 
 async def test_a_session_dies_with_its_token_and_its_user(client, env):
-    env.store.create_user("alice", Role.USER, T0)
-    alice = env.store.create_token("alice", "laptop", None, T0, max_live=5)
+    env.store.users.create_user("alice", Role.USER, T0)
+    alice = env.store.users.create_token("alice", "laptop", None, T0, max_live=5)
     await sign_in(client, alice.secret)
     await page(client, "/ui/queue")
-    env.store.revoke_token("alice", alice.row.token_id, T0 + 1)
+    env.store.users.revoke_token("alice", alice.row.token_id, T0 + 1)
     assert (await client.get("/ui/queue", allow_redirects=False)).status == 303
 
-    again = env.store.create_token("alice", "laptop", None, T0, max_live=5)
+    again = env.store.users.create_token("alice", "laptop", None, T0, max_live=5)
     await sign_in(client, again.secret)
     await page(client, "/ui/queue")
-    env.store.set_user_enabled("alice", False, T0 + 2)
+    env.store.users.set_user_enabled("alice", False, T0 + 2)
     assert (await client.get("/ui/queue", allow_redirects=False)).status == 303
 
 
@@ -134,8 +135,8 @@ async def test_queue_page_tags_and_filters_by_reason_kind(client, env):
 
 
 async def test_queue_filters_live_in_the_url(client, env):
-    env.store.create_user("bob", Role.USER, T0)
-    bob = env.store.create_token("bob", "b", None, T0, max_live=5)
+    env.store.users.create_user("bob", Role.USER, T0)
+    bob = env.store.users.create_token("bob", "b", None, T0, max_live=5)
     mine = await submit(client, env)
     theirs = await submit(client, env, token=bob.secret)
     await sign_in(client)
@@ -168,17 +169,17 @@ async def test_cancel_needs_the_form_token_and_ends_the_task(client, env):
     resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": csrf_of(confirm)},
                              headers={"Origin": "http://evil.example"}, allow_redirects=False)
     assert resp.status == 403
-    assert env.store.get_task(task_id).state is TaskState.QUEUED
+    assert env.store.tasks.get_task(task_id).state is TaskState.QUEUED
     resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": csrf_of(confirm)},
                              allow_redirects=False)
     assert resp.status == 303 and resp.headers["Location"] == f"/ui/tasks/{task_id}"
-    assert env.store.get_task(task_id).state is TaskState.CANCELED
+    assert env.store.tasks.get_task(task_id).state is TaskState.CANCELED
     assert 'id="task-state">CANCELED' in await page(client, f"/ui/tasks/{task_id}")
 
 
 async def test_only_the_owner_or_an_admin_may_cancel(client, env):
-    env.store.create_user("carol", Role.USER, T0)
-    carol = env.store.create_token("carol", "c", None, T0, max_live=5)
+    env.store.users.create_user("carol", Role.USER, T0)
+    carol = env.store.users.create_token("carol", "c", None, T0, max_live=5)
     task_id = await submit(client, env)  # the admin's
     await sign_in(client, carol.secret)
     html = await page(client, f"/ui/tasks/{task_id}")
@@ -188,7 +189,7 @@ async def test_only_the_owner_or_an_admin_may_cancel(client, env):
     resp = await client.post(f"/ui/tasks/{task_id}/cancel", data={"csrf": csrf_of(html)},
                              allow_redirects=False)
     assert resp.status == 403
-    assert env.store.get_task(task_id).state is TaskState.QUEUED
+    assert env.store.tasks.get_task(task_id).state is TaskState.QUEUED
     assert (await client.get(f"/ui/tasks/{task_id}/log")).status == 403
 
 
@@ -238,12 +239,12 @@ async def test_priority_form_needs_the_form_token_and_changes_the_task(client, e
                            {"Origin": "http://evil.example"})):
         resp = await client.post(path, data=data, headers=headers, allow_redirects=False)
         assert resp.status == 403
-    assert env.store.get_task(task_id).priority == 0
+    assert env.store.tasks.get_task(task_id).priority == 0
     resp = await client.post(path, data={"csrf": csrf_of(form), "priority": " 900 "},
                              allow_redirects=False)
     assert resp.status == 303 and resp.headers["Location"] == f"/ui/tasks/{task_id}"
-    assert env.store.get_task(task_id).priority == 900
-    event = env.store.events(task_id)[-1]
+    assert env.store.tasks.get_task(task_id).priority == 900
+    event = env.store.tasks.events(task_id)[-1]
     assert (event.event_type, event.payload) == ("PRIORITY_CHANGED",
                                                   {"from": 0, "to": 900, "by": "admin"})
     assert 'id="task-priority">900' in await page(client, f"/ui/tasks/{task_id}")
@@ -258,8 +259,8 @@ async def test_priority_form_needs_the_form_token_and_changes_the_task(client, e
     ("9" * 40, 400, "must be an integer"),
 ])
 async def test_priority_form_refuses_what_the_api_refuses(client, env, raw, status, needle):
-    env.store.create_user("alice", Role.USER, T0)
-    alice = env.store.create_token("alice", "a", None, T0, max_live=5)
+    env.store.users.create_user("alice", Role.USER, T0)
+    alice = env.store.users.create_token("alice", "a", None, T0, max_live=5)
     task_id = await submit(client, env, token=alice.secret)
     await sign_in(client, alice.secret)
     form = await page(client, f"/ui/tasks/{task_id}/priority")
@@ -269,17 +270,17 @@ async def test_priority_form_refuses_what_the_api_refuses(client, env, raw, stat
                              allow_redirects=False)
     html = await resp.text()
     assert resp.status == status and needle in html and 'id="priority-error"' in html
-    assert env.store.get_task(task_id).priority == 0
+    assert env.store.tasks.get_task(task_id).priority == 0
     resp = await client.post(f"/ui/tasks/{task_id}/priority",
                              data={"csrf": csrf_of(form), "priority": "-4"},
                              allow_redirects=False)
-    assert resp.status == 303 and env.store.get_task(task_id).priority == -4
+    assert resp.status == 303 and env.store.tasks.get_task(task_id).priority == -4
 
 
 async def test_priority_only_for_the_owner_or_an_admin_and_while_waiting(client, env):
     env.cluster.add_node("n1", gpus=4)
-    env.store.create_user("carol", Role.USER, T0)
-    carol = env.store.create_token("carol", "c", None, T0, max_live=5)
+    env.store.users.create_user("carol", Role.USER, T0)
+    carol = env.store.users.create_token("carol", "c", None, T0, max_live=5)
     task_id = await submit(client, env)  # the admin's
     await sign_in(client, carol.secret)
     assert 'id="change-priority"' not in await page(client, f"/ui/tasks/{task_id}")
@@ -289,7 +290,7 @@ async def test_priority_only_for_the_owner_or_an_admin_and_while_waiting(client,
     resp = await client.post(f"/ui/tasks/{task_id}/priority",
                              data={"csrf": csrf_of(queue), "priority": "-1"},
                              allow_redirects=False)
-    assert resp.status == 403 and env.store.get_task(task_id).priority == 0
+    assert resp.status == 403 and env.store.tasks.get_task(task_id).priority == 0
     await sign_in(client)  # the admin, once the task is on the cluster
     form = await page(client, f"/ui/tasks/{task_id}/priority")
     env.tick()
@@ -298,7 +299,7 @@ async def test_priority_only_for_the_owner_or_an_admin_and_while_waiting(client,
                              data={"csrf": csrf_of(form), "priority": "3"},
                              allow_redirects=False)
     assert resp.status == 409 and "only a waiting task" in await resp.text()
-    assert env.store.get_task(task_id).priority == 0
+    assert env.store.tasks.get_task(task_id).priority == 0
     assert "There is no task nope" in await page(client, "/ui/tasks/nope/priority", 404)
 
 
@@ -378,8 +379,8 @@ async def test_live_stream_says_change_and_ends_when_the_session_does(client, en
 
     client.app[FEED].poll_s = 0.01
     monkeypatch.setattr(live, "RECHECK_S", 0.01)
-    env.store.create_user("dave", Role.USER, T0)
-    dave = env.store.create_token("dave", "d", None, T0, max_live=5)
+    env.store.users.create_user("dave", Role.USER, T0)
+    dave = env.store.users.create_token("dave", "d", None, T0, max_live=5)
     await sign_in(client, dave.secret)
     resp = await client.get("/ui/live")
     assert resp.status == 200 and resp.headers["Content-Type"] == "text/event-stream"
@@ -389,7 +390,7 @@ async def test_live_stream_says_change_and_ends_when_the_session_does(client, en
     async with asyncio.timeout(10):
         while b"event: change" not in seen:
             seen += await resp.content.readline()
-    env.store.revoke_token("dave", dave.row.token_id, T0)  # the stream ends with the token
+    env.store.users.revoke_token("dave", dave.row.token_id, T0)  # the stream ends with the token
     async with asyncio.timeout(10):
         rest = await resp.content.read()
     assert b"event: signedout" in rest
@@ -423,11 +424,11 @@ async def test_recently_finished_is_found_behind_a_long_queue(client, env):
     from service.store.writer import BulkTask
 
     done = "mvp2-admin-ppo-20251223-000000-0001"
-    env.store.bulk_load([BulkTask(task_id=done, workload="ppo", state=TaskState.FAILED,
-                                  created_at=T0 - 10, user="admin")])
-    env.store.bulk_load(BulkTask(task_id=f"mvp2-admin-ppo-20251223-000001-{i:04x}",
-                                 workload="ppo", state=TaskState.QUEUED, created_at=T0,
-                                 user="admin") for i in range(300))
+    env.store.tasks.bulk_load([BulkTask(task_id=done, workload="ppo", state=TaskState.FAILED,
+                                        created_at=T0 - 10, user="admin")])
+    env.store.tasks.bulk_load(BulkTask(task_id=f"mvp2-admin-ppo-20251223-000001-{i:04x}",
+                                       workload="ppo", state=TaskState.QUEUED, created_at=T0,
+                                       user="admin") for i in range(300))
     await sign_in(client)
     html = await page(client, "/ui/queue?state=finished")
     assert f'id="row-{done}" data-state="FAILED"' in html
@@ -454,13 +455,13 @@ async def test_live_streams_are_limited_per_session_and_per_user(env, aiohttp_cl
     await sign_in(client)
     first = [await open_stream() for _ in range(2)]
     looked_up = []
-    get_session = env.store.get_session
-    env.store.get_session = lambda key: looked_up.append(key) or get_session(key)
+    get_session = env.store.users.get_session
+    env.store.users.get_session = lambda key: looked_up.append(key) or get_session(key)
     refused = await open_stream()
     assert refused.status == 429 and refused.headers["Retry-After"] == "30"
     assert "max_streams_per_session" in await refused.text()
     assert looked_up == [], "a full session is refused before the store is read"
-    del env.store.get_session
+    del env.store.users.get_session
     await sign_in(client)  # a second session of the same user
     third = await open_stream()
     assert third.status == 200
@@ -469,9 +470,10 @@ async def test_live_streams_are_limited_per_session_and_per_user(env, aiohttp_cl
     third.close()
     async with asyncio.timeout(10):  # the server sees the close when it next writes;
         while True:  # poll until the slot is free (a heartbeat or a change ends it)
-            env.store.create_task(task_id=f"t-{env.clock.now}", workload="ppo",
-                                  jobspec_yaml="x", spec={}, nnodes=1, n_gpus_per_node=1,
-                                  user="admin", now=env.clock.now)
+            env.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec={},
+                                                nnodes=1, n_gpus_per_node=1, user="admin",
+                                                created_at=env.clock.now, priority=0),
+                                        task_id=f"t-{env.clock.now}")
             env.clock.now += 1
             await client.app[pages.FEED].refresh()
             again = await open_stream()
@@ -515,7 +517,7 @@ async def test_a_user_keeps_a_bounded_number_of_sessions_and_secure_cookies_on_r
         assert resp.status == 303
         assert "Secure" in resp.headers["Set-Cookie"]
         cookies.append(resp.cookies["argus_session"].value)
-    live = env.store._reader().execute("SELECT count(*) FROM ui_sessions").fetchone()[0]
+    live = env.store.reads.reader().execute("SELECT count(*) FROM ui_sessions").fetchone()[0]
     assert live == 2
     for cookie, valid in zip(cookies, (False, True, True), strict=True):
         client.session.cookie_jar.clear()
@@ -527,8 +529,8 @@ async def test_a_user_keeps_a_bounded_number_of_sessions_and_secure_cookies_on_r
 async def test_the_jobspec_body_is_shown_to_its_owner_and_admins_only(client, env):
     """A JobSpec as written may hold a secret in a comment: another user sees the task's
     shape (workload, gang, priority), not the text."""
-    env.store.create_user("carol", Role.USER, T0)
-    carol = env.store.create_token("carol", "c", None, T0, max_live=5)
+    env.store.users.create_user("carol", Role.USER, T0)
+    carol = env.store.users.create_token("carol", "c", None, T0, max_live=5)
     secret = "WANDB_API_KEY-0f0f0f0f"
     text = f"# {secret}\n" + jobspec(env.shared)
     resp = await client.post("/api/v2/tasks", data=text, headers={

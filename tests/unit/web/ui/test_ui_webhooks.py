@@ -13,6 +13,7 @@ import pytest
 from ui_env import Env, csrf_of, make_env, page, sign_in
 
 from service.config import Settings
+from service.domain.newtask import NewTask
 from service.webhooks.settings import WebhookSettings
 
 TID = "mvp2-ppo-20251223-143201-7f3a"
@@ -41,22 +42,23 @@ async def test_create_shows_the_secret_once_then_lists_and_deletes(client, env) 
     body = await resp.text()
     assert resp.status == 201, body
     secret = re.search(r'id="webhook-secret">(whsec_[^<]+)<', body).group(1)
-    [hook] = env.store.list_webhooks(None)
+    [hook] = env.store.webhooks.list_webhooks(None)
     assert hook.secret == html.unescape(secret) and hook.events == (
         "task.canceled", "task.failed")
     again = await page(client, "/ui/webhooks")
     assert hook.hook_id in again and "whsec_" not in again  # shown once
 
-    env.store.create_task(task_id=TID, workload="ppo", jobspec_yaml="x", spec={}, nnodes=1,
-                          n_gpus_per_node=1, user=hook.owner, now=env.clock.now)
-    env.store.cancel(TID, env.clock.now)
+    env.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec={}, nnodes=1,
+                                        n_gpus_per_node=1, user=hook.owner,
+                                        created_at=env.clock.now, priority=0), task_id=TID)
+    env.store.tasks.cancel(TID, env.clock.now)
     listed = await page(client, "/ui/webhooks")
     assert "task.canceled" in listed and 'class="outcome-pending"' in listed
 
     resp = await client.post(f"/ui/webhooks/{hook.hook_id}/delete",
                              data={"csrf": csrf_of(listed)}, allow_redirects=False)
     assert resp.status == 303 and resp.headers["Location"] == "/ui/webhooks"
-    assert env.store.list_webhooks(None) == []
+    assert env.store.webhooks.list_webhooks(None) == []
 
 
 @pytest.mark.parametrize(("url", "events", "status", "message"), [
@@ -72,7 +74,7 @@ async def test_a_refused_form_says_why_and_keeps_what_was_typed(client, env, url
     body = html.unescape(await resp.text())
     assert resp.status == status and message in body, body
     assert f'value="{url}"' in body
-    assert env.store.list_webhooks(None) == []
+    assert env.store.webhooks.list_webhooks(None) == []
 
 
 async def test_the_limit_is_shown(client, env) -> None:
@@ -92,13 +94,13 @@ async def test_forged_or_cross_site_posts_are_refused(client, env) -> None:
                                                    "events": "task.failed"},
                              headers={"Origin": "https://evil.example"}, allow_redirects=False)
     assert resp.status == 403
-    hook = env.store.create_webhook(owner="admin", url="http://127.0.0.1:9/x",
-                                    events=["task.failed"], fmt="standard", now=1.0,
-                                    max_per_user=5)
+    hook = env.store.webhooks.create_webhook(owner="admin", url="http://127.0.0.1:9/x",
+                                             events=["task.failed"], fmt="standard", now=1.0,
+                                             max_per_user=5)
     resp = await client.post(f"/ui/webhooks/{hook.hook_id}/delete", data={"csrf": "x"},
                              allow_redirects=False)
-    assert resp.status == 403 and env.store.get_webhook(hook.hook_id) is not None
-    assert env.store.list_webhooks(None) == [hook]
+    assert resp.status == 403 and env.store.webhooks.get_webhook(hook.hook_id) is not None
+    assert env.store.webhooks.list_webhooks(None) == [hook]
 
 
 async def test_signed_out_visits_go_to_sign_in(client) -> None:
@@ -119,4 +121,4 @@ async def test_a_malformed_host_is_a_form_error(client, env, url, message) -> No
     body = html.unescape(await resp.text())
     assert resp.status == 400 and message in body, body
     assert f'value="{url}"' in body
-    assert env.store.list_webhooks(None) == []
+    assert env.store.webhooks.list_webhooks(None) == []

@@ -66,7 +66,8 @@ def make_env(tmp_path: Path, settings: Settings) -> Env:
     store = Store(str(tmp_path / "db.sqlite3"))
     cluster = FakeCluster(clock=T0)
     clock = Clock(T0)
-    metrics = ServiceMetrics(store.counts_by_state, users=store, queue=store, clock=clock)
+    metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console,
+                             clock=clock)
     scheduler = MeteredScheduler(Scheduler(store, cluster, settings, Artifacts(str(shared))),
                                  metrics)
     return Env(shared, settings, store, cluster, scheduler, metrics, clock)

@@ -36,9 +36,9 @@ def world(tmp_path: Path) -> World:
     w = World(shared, store, cluster, scheduler, clock, {"bootstrap": BOOTSTRAP})
     for name, role in (("ada", Role.ADMIN), ("alice", Role.USER), ("bob", Role.USER),
                        ("carol", Role.USER)):
-        store.create_user(name, role, T0)
-        w.tokens[name] = store.create_token(name, "test", None, T0, max_live=10).secret
-    store.set_user_enabled("carol", False, T0)
+        store.users.create_user(name, role, T0)
+        w.tokens[name] = store.users.create_token(name, "test", None, T0, max_live=10).secret
+    store.users.set_user_enabled("carol", False, T0)
     w.settings = settings  # type: ignore[attr-defined]
     yield w
     store.close()

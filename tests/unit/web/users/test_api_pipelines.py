@@ -101,4 +101,4 @@ async def test_bad_pipelines_are_400_and_create_nothing(client, world, doc, stat
     resp = await client.post("/api/v2/pipelines", json=doc, headers=world.auth("alice"))
     assert resp.status == status
     assert field in [d["field"] for d in (await resp.json())["error"]["details"]]
-    assert world.store.list_tasks(limit=5)[0] == []
+    assert world.store.tasks.list_tasks(limit=5)[0] == []

@@ -52,8 +52,9 @@ async def test_route_authorization(client, world: World, method: str, path: str,
     task = await submit_as(client, world, "alice")
     world.tick()  # submitted to the fake Ray: it has an attempt, hence logs
     world.cluster.write_log(f"{task}--a01", "step 1\n")
-    spare = world.store.create_token("alice", "spare", None, T0, max_live=10).row.token_id
-    hook = world.store.create_webhook(owner="alice", url=PUBLIC_HOOK, events=["task.failed"],
+    spare = world.store.users.create_token("alice", "spare", None, T0, max_live=10).row.token_id
+    hook = world.store.webhooks.create_webhook(owner="alice", url=PUBLIC_HOOK,
+                                               events=["task.failed"],
                                       fmt="standard", now=T0, max_per_user=10).hook_id
     concrete = (path.replace("{task_id}", task).replace("{name}", "alice")
                 .replace("{token_id}", spare).replace("{hook_id}", hook))
@@ -93,7 +94,7 @@ async def get_me(client, token: str) -> tuple[int, dict[str, Any]]:
 
 
 async def test_revoked_expired_and_disabled_say_which(client, world: World) -> None:
-    expiring = world.store.create_token("bob", "short", T0 + 60, T0, max_live=10)
+    expiring = world.store.users.create_token("bob", "short", T0 + 60, T0, max_live=10)
     assert (await get_me(client, expiring.secret))[0] == 200
     world.clock.now = T0 + 61
     status, body = await get_me(client, expiring.secret)
@@ -101,7 +102,7 @@ async def test_revoked_expired_and_disabled_say_which(client, world: World) -> N
     assert body["error"]["message"] == (
         f"token argus_{expiring.row.token_id} expired at 2025-12-17T19:34:20.000Z")
 
-    bobs = next(t for t in world.store.list_tokens("bob") if t.label == "test")
+    bobs = next(t for t in world.store.users.list_tokens("bob") if t.label == "test")
     resp = await client.post(f"/api/v2/users/bob/tokens/{bobs.token_id}:revoke",
                              headers=world.auth("bob"))
     assert resp.status == 200 and (await resp.json())["state"] == "revoked"
@@ -115,7 +116,7 @@ async def test_revoked_expired_and_disabled_say_which(client, world: World) -> N
 async def test_a_wrong_secret_for_a_real_token_id_is_just_invalid(client, world) -> None:
     real = world.tokens["alice"]
     forged = real[:-4] + ("AAAA" if not real.endswith("AAAA") else "BBBB")
-    world.store.set_user_enabled("alice", False, T0)
+    world.store.users.set_user_enabled("alice", False, T0)
     status, body = await get_me(client, forged)
     assert status == 401 and body["error"]["message"] == "invalid token"  # no status leak
 
@@ -152,12 +153,12 @@ async def test_token_guessing_backs_off_with_429_but_known_tokens_still_pass(
     BOOTSTRAP + "x", BOOTSTRAP[:-1], "a" * 100_000,
 ])
 async def test_odd_tokens_are_401_and_change_nothing(client, world, token) -> None:
-    before = [t.last_used_at for t in world.store.list_tokens("alice")]
+    before = [t.last_used_at for t in world.store.users.list_tokens("alice")]
     resp = await client.get("/api/v2/me", headers={"Authorization": f"Bearer {token}"})
     assert resp.status in (400, 401)  # the HTTP parser may refuse an oversized header first
     if resp.status == 401:
         assert (await resp.json())["error"]["message"] in ("invalid token",)
-    assert [t.last_used_at for t in world.store.list_tokens("alice")] == before
+    assert [t.last_used_at for t in world.store.users.list_tokens("alice")] == before
 
 
 async def test_non_ascii_bootstrap_token_still_works(aiohttp_client, world) -> None:
@@ -207,7 +208,7 @@ async def test_token_lifecycle_through_the_api(client, world: World, caplog) -> 
     assert resp.status == 200 and (await resp.json())["changed"] is True
     assert (await get_me(client, secret))[0] == 401  # at once: no cache outlives it
     # no secret (nor its hash) in any log line, whatever happened
-    sha = world.store.token_auth(created["token_id"]).sha256
+    sha = world.store.users.token_auth(created["token_id"]).sha256
     # the secret part: all after argus_<id>_ (it may hold "_" itself: token_urlsafe)
     secret_part = secret.removeprefix(f"argus_{created['token_id']}_")
     assert len(secret_part) == 43
@@ -218,8 +219,8 @@ async def test_token_lifecycle_through_the_api(client, world: World, caplog) -> 
 
 async def test_last_used_is_written_at_most_once_a_minute(client, world, monkeypatch) -> None:
     writes: list[float] = []
-    real = world.store.touch_token
-    monkeypatch.setattr(world.store, "touch_token",
+    real = world.store.users.touch_token
+    monkeypatch.setattr(world.store.users, "touch_token",
                         lambda token_id, now: (writes.append(now), real(token_id, now)))
     for _ in range(5):
         assert (await get_me(client, world.tokens["bob"]))[0] == 200
@@ -229,7 +230,7 @@ async def test_last_used_is_written_at_most_once_a_minute(client, world, monkeyp
     world.clock.now += 2
     assert (await get_me(client, world.tokens["bob"]))[0] == 200
     assert writes == [T0, T0 + 61]
-    assert world.store.list_tokens("bob")[0].last_used_at == T0 + 61
+    assert world.store.users.list_tokens("bob")[0].last_used_at == T0 + 61
 
 
 @pytest.mark.parametrize(("who", "path", "body", "status", "needle"), [
@@ -249,11 +250,11 @@ async def test_last_used_is_written_at_most_once_a_minute(client, world, monkeyp
 ])
 async def test_token_requests_that_change_nothing(client, world, who, path, body, status,
                                                   needle) -> None:
-    before = {n: len(world.store.list_tokens(n)) for n in ("alice", "bob", "carol")}
+    before = {n: len(world.store.users.list_tokens(n)) for n in ("alice", "bob", "carol")}
     resp = await client.post(path, headers=world.auth(who), json=body)
     assert resp.status == status, await resp.text()
     assert needle in (await resp.json())["error"]["message"]
-    assert {n: len(world.store.list_tokens(n)) for n in before} == before
+    assert {n: len(world.store.users.list_tokens(n)) for n in before} == before
 
 
 async def test_token_body_must_be_json(client, world) -> None:
@@ -272,18 +273,18 @@ async def test_token_body_must_be_json(client, world) -> None:
     resp = await client.post("/api/v2/users/me/tokens", data='{"label": "x"}', headers={
         **world.auth("alice"), "Content-Type": "application/json", "Content-Encoding": "gzip"})
     assert resp.status == 415
-    assert [t.label for t in world.store.list_tokens("alice")] == ["test"]
+    assert [t.label for t in world.store.users.list_tokens("alice")] == ["test"]
 
 
 async def test_revoking_someone_elses_or_an_unknown_token(client, world) -> None:
-    bobs = world.store.list_tokens("bob")[0].token_id
+    bobs = world.store.users.list_tokens("bob")[0].token_id
     resp = await client.post(f"/api/v2/users/alice/tokens/{bobs}:revoke",
                              headers=world.auth("alice"))
     assert resp.status == 404  # not alice's token, whatever its id
     resp = await client.post(f"/api/v2/users/bob/tokens/{bobs}:revoke",
                              headers=world.auth("alice"))
     assert resp.status == 403
-    assert world.store.get_token(bobs).revoked_at is None
+    assert world.store.users.get_token(bobs).revoked_at is None
 
 
 # -- users ------------------------------------------------------------------------------------
@@ -299,11 +300,11 @@ async def test_revoking_someone_elses_or_an_unknown_token(client, world) -> None
     ({}, 400, "name"),
 ])
 async def test_bad_user_creation_changes_nothing(client, world, body, status, field) -> None:
-    before = world.store.list_users()
+    before = world.store.users.list_users()
     resp = await client.post("/api/v2/users", headers=world.auth("ada"), json=body)
     assert resp.status == status, await resp.text()
     assert field in [d["field"] for d in (await resp.json())["error"]["details"]]
-    assert world.store.list_users() == before
+    assert world.store.users.list_users() == before
 
 
 async def test_create_user_then_their_first_token(client, world) -> None:
@@ -332,14 +333,14 @@ async def test_disabling_a_user_with_tasks_on_the_cluster_and_in_the_queue(clien
     assert "1 task(s) on the cluster run to their end" in body["effect"]
     assert (await get_me(client, world.tokens["bob"]))[0] == 401  # at once
     world.tick()
-    task = world.store.get_task(queued)
+    task = world.store.tasks.get_task(queued)
     assert task.state.value == "PENDING_RESOURCES"
     assert task.pending_reason.startswith("user bob is disabled")
-    assert world.store.get_task(running).state.value == "RUNNING"
+    assert world.store.tasks.get_task(running).state.value == "RUNNING"
     # an admin may still cancel the disabled user's tasks
     resp = await client.post(f"/api/v2/tasks/{queued}:cancel", headers=world.auth("ada"))
     assert resp.status == 200
-    events = [(e.event_type, e.payload.get("by")) for e in world.store.events(queued)]
+    events = [(e.event_type, e.payload.get("by")) for e in world.store.tasks.events(queued)]
     assert events[0] == ("CREATED", "bob") and events[-1] == ("STATE_TRANSITION", "ada")
     resp = await client.post("/api/v2/users/bob:disable", headers=world.auth("ada"))
     assert (await resp.json())["changed"] is False
@@ -355,7 +356,8 @@ async def test_the_bootstrap_admin_cannot_be_disabled_and_users_are_not_deleted(
     resp = await client.delete("/api/v2/users/bob", headers=world.auth("ada"))
     assert resp.status == 405
     assert "disable bob instead" in (await resp.json())["error"]["message"]
-    assert world.store.get_user("bob") is not None and world.store.get_user("root").enabled
+    assert world.store.users.get_user("bob") is not None
+    assert world.store.users.get_user("root").enabled
     resp = await client.post("/api/v2/users/ghost:disable", headers=world.auth("ada"))
     assert resp.status == 404
 
@@ -379,7 +381,7 @@ async def test_tasks_belong_to_their_submitter_and_everyone_sees_them(client, wo
     resp = await client.post(f"/api/v2/tasks/{b}:cancel", headers=world.auth("alice"))
     assert resp.status == 403
     assert "only its owner (bob) or an admin" in (await resp.json())["error"]["message"]
-    assert world.store.get_task(b).state.value == "QUEUED"
+    assert world.store.tasks.get_task(b).state.value == "QUEUED"
 
     async def ids(path: str, who: str, **params: str) -> list[str]:
         resp = await client.get(path, headers=world.auth(who), params=params)
@@ -427,7 +429,7 @@ def bring_to(world: World, task: str, state: str) -> None:
     if state == "QUEUED":
         return
     if state == "CANCELED":
-        world.store.cancel(task, world.clock.now, "alice")
+        world.store.tasks.cancel(task, world.clock.now, "alice")
         return
     world.tick()  # PENDING_RESOURCES (16 GPUs never fit) or SUBMITTED
     if state in ("RUNNING", "SUCCEEDED"):
@@ -436,11 +438,11 @@ def bring_to(world: World, task: str, state: str) -> None:
     if state == "SUCCEEDED":
         world.cluster.finish(f"{task}--a01", RayStatus.SUCCEEDED)
         world.tick()
-    assert world.store.get_task(task).state.value == state
+    assert world.store.tasks.get_task(task).state.value == state
 
 
 def priority_events(world: World, task: str) -> list[EventRow]:
-    return [e for e in world.store.events(task) if e.event_type == "PRIORITY_CHANGED"]
+    return [e for e in world.store.tasks.events(task) if e.event_type == "PRIORITY_CHANGED"]
 
 
 # (caller, state of alice's task, priority asked, status); users may ask for up to 0
@@ -475,12 +477,12 @@ async def test_priority_change_by_caller_and_state(client, world: World, who: st
     task = await submit_as(client, world, "alice", gpus=16 if state == "PENDING_RESOURCES"
                            else 1)
     bring_to(world, task, state)
-    before = world.store.get_task(task)
+    before = world.store.tasks.get_task(task)
     resp = await client.patch(f"/api/v2/tasks/{task}", headers=world.auth(who),
                               json={"priority": priority})
     assert resp.status == status, await resp.text()
     body = await resp.json()
-    after = world.store.get_task(task)
+    after = world.store.tasks.get_task(task)
     if status != 200:
         assert body["error"]["code"] == {401: "unauthorized", 403: "forbidden",
                                          409: "conflict"}[status]
@@ -523,7 +525,7 @@ async def test_a_user_may_keep_or_lower_what_an_admin_gave(client, world: World)
         resp = await client.patch(f"/api/v2/tasks/{task}", headers=world.auth(who),
                                   json={"priority": priority})
         assert resp.status == status, (who, priority, await resp.text())
-    assert world.store.get_task(task).priority == 0
+    assert world.store.tasks.get_task(task).priority == 0
     # an unchanged value writes no event
     assert [(e.payload["to"], e.payload["by"]) for e in priority_events(world, task)] == [
         (300, "ada"), (0, "alice")]
@@ -536,12 +538,12 @@ async def test_the_allowance_and_default_come_from_config(aiohttp_client, world:
     world.settings = replace(world.settings, scheduler=sched)  # type: ignore[attr-defined]
     client = await aiohttp_client(app_of(world))
     task = await submit_as(client, world, "alice")
-    assert world.store.get_task(task).priority == -5  # the default, none asked for
+    assert world.store.tasks.get_task(task).priority == -5  # the default, none asked for
     for priority, status in ((10, 200), (11, 403)):
         resp = await client.patch(f"/api/v2/tasks/{task}", headers=world.auth("alice"),
                                   json={"priority": priority})
         assert resp.status == status, await resp.text()
-    assert world.store.get_task(task).priority == 10
+    assert world.store.tasks.get_task(task).priority == 10
     resp = await client.post("/api/v2/tasks", data=jobspec(world.shared) + "priority: 11\n",
                              headers={**world.auth("bob"), "Content-Type": "application/yaml"})
     assert resp.status == 403 and "(10)" in (await resp.json())["error"]["message"]
@@ -572,11 +574,11 @@ async def test_submit_with_a_priority(client, world: World, who: str, priority: 
         assert body["error"]["code"] == "forbidden"
         assert f"priority {priority} is above what users may ask for (0)" in (
             body["error"]["message"])
-        assert world.store.list_tasks(state=None, limit=10, before_seq=None)[0] == []
+        assert world.store.tasks.list_tasks(state=None, limit=10, before_seq=None)[0] == []
         return
-    task = world.store.get_task(body["task_id"])
+    task = world.store.tasks.get_task(body["task_id"])
     assert task.priority == (priority or 0) and task.user == NAME_OF[who]
-    created = world.store.events(task.task_id)[0]
+    created = world.store.tasks.events(task.task_id)[0]
     assert created.event_type == "CREATED" and created.payload["priority"] == (priority or 0)
 
 
@@ -679,12 +681,12 @@ async def test_a_submit_flood_stops_at_the_quota_with_429_and_loses_nothing(aioh
     # an admin is exempt; what was accepted stays; once bob's tasks start he may submit
     for _ in range(5):
         await submit_as(client, world, "ada")
-    assert all(world.store.get_task(t) is not None for t in bob)
+    assert all(world.store.tasks.get_task(t) is not None for t in bob)
     world.tick()
-    assert world.store.get_task(bob[0]).state != TaskState.QUEUED
+    assert world.store.tasks.get_task(bob[0]).state != TaskState.QUEUED
     await submit_as(client, world, "bob")
     # the byte quota: three of these JobSpecs fit in 1200 bytes, the fourth does not
-    one = world.store._reader().execute(
+    one = world.store.reads.reader().execute(
         "SELECT length(CAST(jobspec_yaml AS BLOB)) + length(CAST(spec_json AS BLOB)) "
         "FROM tasks WHERE task_id = ?", (bob[0],)).fetchone()[0]
     accepted = 0
@@ -699,7 +701,7 @@ async def test_a_submit_flood_stops_at_the_quota_with_429_and_loses_nothing(aioh
     body = await resp.json()
     assert body["error"]["details"][0]["field"] == "max_spec_bytes_per_day"
     assert 0 < int(resp.headers["Retry-After"]) <= 24 * 3600
-    tasks, _ = world.store.list_tasks(state=None, limit=100, before_seq=None, user="alice")
+    tasks, _ = world.store.tasks.list_tasks(state=None, limit=100, before_seq=None, user="alice")
     assert len(tasks) == accepted  # the refused submit wrote nothing
 
 
@@ -715,7 +717,7 @@ async def test_an_owner_may_lower_a_priority_an_admin_raised(client, world):
 
     assert await patch("ada", 500) == 200
     assert await patch("alice", 400) == 200
-    assert world.store.get_task(task).priority == 400
+    assert world.store.tasks.get_task(task).priority == 400
     assert await patch("alice", 450) == 403  # above both her allowance and the task's
     assert await patch("alice", -5) == 200
     assert await patch("alice", 1) == 403

@@ -14,6 +14,7 @@ import pytest
 
 from service.cluster.fake import FakeCluster
 from service.config import Settings, UserSettings
+from service.domain.newtask import NewTask
 from service.domain.users import Role
 from service.engine.artifacts import Artifacts
 from service.store.writer import Store
@@ -35,9 +36,9 @@ class World:
         self.store = Store(str(tmp_path / "db.sqlite3"))
         self.tokens = {"root": BOOTSTRAP}
         for name, role in (("ada", Role.ADMIN), ("alice", Role.USER), ("bob", Role.USER)):
-            self.store.create_user(name, role, T0)
-            self.tokens[name] = self.store.create_token(name, "t", None, T0,
-                                                        max_live=10).secret
+            self.store.users.create_user(name, role, T0)
+            self.tokens[name] = self.store.users.create_token(name, "t", None, T0,
+                                                              max_live=10).secret
 
     def auth(self, who: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[who]}"}
@@ -128,7 +129,7 @@ async def test_bad_input_is_a_400_naming_each_field(client, world, body, fields)
     assert resp.status == 400, await resp.text()
     assert sorted(d["field"] for d in (await resp.json())["error"]["details"]) == sorted(
         fields)
-    assert world.store.list_webhooks(None) == []
+    assert world.store.webhooks.list_webhooks(None) == []
 
 
 @pytest.mark.parametrize("url", [
@@ -150,10 +151,11 @@ async def test_an_allowed_network_may_be_a_target(client, world) -> None:
 
 async def test_a_state_change_shows_in_the_deliveries(client, world) -> None:
     hook = await (await create(client, world, "alice", events=["task.canceled"])).json()
-    world.store.create_task(task_id="mvp2-alice-ppo-20251223-143201-7f3a", workload="ppo",
-                            jobspec_yaml="x", spec={}, nnodes=1, n_gpus_per_node=1,
-                            user="alice", now=T0)
-    world.store.cancel("mvp2-alice-ppo-20251223-143201-7f3a", T0 + 1)
+    world.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec={},
+                                          nnodes=1, n_gpus_per_node=1, user="alice", created_at=T0,
+                                          priority=0),
+                                  task_id="mvp2-alice-ppo-20251223-143201-7f3a")
+    world.store.tasks.cancel("mvp2-alice-ppo-20251223-143201-7f3a", T0 + 1)
     resp = await client.get(f"/api/v2/webhooks/{hook['id']}/deliveries?limit=5",
                             headers=world.auth("alice"))
     assert resp.status == 200
@@ -193,7 +195,7 @@ async def test_a_malformed_host_is_a_400_naming_the_url(client, world, url, says
     assert resp.status == 400, await resp.text()
     [detail] = (await resp.json())["error"]["details"]
     assert detail["field"] == "url" and says in detail["message"], detail
-    assert world.store.list_webhooks(None) == []
+    assert world.store.webhooks.list_webhooks(None) == []
 
 
 async def test_other_dots_are_read_as_dots(client, world) -> None:

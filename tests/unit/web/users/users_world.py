@@ -55,7 +55,7 @@ def app_of(world: World):
     return create_app(world.settings, world.store, world.cluster,  # type: ignore[attr-defined]
                       Artifacts(world.settings.shared_root), token=BOOTSTRAP,  # type: ignore
                       clock=world.clock,
-                      metrics=ServiceMetrics(world.store.counts_by_state, users=world.store))
+                      metrics=ServiceMetrics(world.store.tasks.counts_by_state, users=world.store))
 
 
 async def submit_as(client, world: World, who: str, gpus: int = 1) -> str:
