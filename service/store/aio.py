@@ -27,10 +27,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from service.domain.ids import new_task_id
+from service.domain.progress import Point
 from service.domain.reasons import WaitKind
 from service.domain.rows import (
     AttemptRow,
     CreatedToken,
+    DeliveryRow,
     EventRow,
     PendingRow,
     ProgressRow,
@@ -40,15 +42,14 @@ from service.domain.rows import (
     TokenRow,
     UserRow,
     UserStatusChange,
+    WebhookRow,
 )
 from service.domain.users import Role
 from service.domain.writes import CancelOutcome, Sample
-from service.policy.curves import Point
 from service.policy.quotas import Limits
 from service.policy.usage import Summary
 from service.store.offload import Offload, TimeShare
 from service.store.writer import Store
-from service.webhooks.rows import DeliveryRow, WebhookRow
 
 T = TypeVar("T")
 

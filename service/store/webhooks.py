@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from service.domain.rows import ClaimedDelivery, DeliveryRow, TryRow, WebhookRow
 from service.store.sql import QUERIES as Q
 from service.webhooks.events import EventType, TaskFacts, task_data, webhook_type
 from service.webhooks.policy import Decision
-from service.webhooks.rows import ClaimedDelivery, DeliveryRow, TryRow, WebhookRow
 from service.webhooks.signing import new_secret
 
 MAX_ERROR_CHARS = 500

@@ -22,11 +22,11 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 from aiohttp import web
 
+from service.domain.rows import ClaimedDelivery
 from service.store.offload import Offload
 from service.store.writer import Store
 from service.webhooks import events, signing, transport
 from service.webhooks.policy import TryResult, decide
-from service.webhooks.rows import ClaimedDelivery
 from service.webhooks.settings import WebhookSettings
 
 log = logging.getLogger(__name__)

@@ -12,13 +12,13 @@ from typing import Any
 from aiohttp import web
 
 from service.domain.ids import TaskIdExhausted
-from service.domain.rows import TaskRow
-from service.domain.states import TaskState
+from service.domain.rows import PipelineRow, TaskRow
+from service.domain.states import PipelineState, TaskState
 from service.domain.timefmt import iso
 from service.domain.users import ALL, ME, name_problem
 from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
-from service.policy.pipelines import PipelineError, PipelineState
-from service.store.pipelines import PipelineRow, PipelineView
+from service.policy.pipelines import PipelineError
+from service.store.pipelines import PipelineView
 from service.store.writer import Store
 from service.usecases.pipelines import cancel_pipeline as usecase_cancel
 from service.usecases.pipelines import owned_pipeline, submit_pipeline

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from service.domain.progress import Point
 from service.domain.reasons import RUN_HISTORY, UNKNOWN, Planned, WaitKind
 from service.domain.rows import (
     MAX_SEQ,
@@ -34,7 +35,6 @@ from service.domain.states import RUNNABLE, TaskState
 from service.domain.timefmt import iso
 from service.domain.users import display_prefix
 from service.jobspec.model import NOTES
-from service.policy.curves import Point
 from service.policy.failures import public_summary
 from service.policy.quotas import Limits
 from service.policy.usage import AttemptUsage, Report, TaskUsage, UserUsage

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from service.domain.rows import DeliveryRow, WebhookRow
 from service.domain.timefmt import iso
 from service.policy.ssrf import url_problem
 from service.store.webhooks import TooManyWebhooks, WebhookOwnerUnknown
@@ -24,7 +25,6 @@ from service.web.api.handlers import user_filter
 from service.web.api.middlewares import ApiError
 from service.web.api.params import parse_uint
 from service.webhooks.events import parse_types
-from service.webhooks.rows import DeliveryRow, WebhookRow
 from service.webhooks.transport import registration_problem
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from service.store.pipelines import Edge, StageRow
+from service.domain.rows import StageRow
+from service.store.pipelines import Edge
 from service.web.api.deps import deps_of
 from service.web.ui.pages import SIGNED, _not_found, render, signed_in
 

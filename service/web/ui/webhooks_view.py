@@ -11,12 +11,12 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from service.domain.rows import WebhookRow
 from service.web.api.deps import deps_of
 from service.web.api.webhooks import FORMATS, Refusal, register
 from service.web.ui import pages
 from service.web.ui.sessions import csrf_ok
 from service.webhooks.events import DESCRIPTIONS, EventType
-from service.webhooks.rows import WebhookRow
 
 DELIVERIES_SHOWN = 10
 PAGE = "/ui/webhooks"

@@ -19,9 +19,9 @@ import yarl
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from service.domain.rows import WebhookRow
 from service.policy.ssrf import BadHost, target_problem, url_problem, wire_host, wire_url
 from service.web.api.webhooks import Refusal, register
-from service.webhooks.rows import WebhookRow
 from service.webhooks.settings import WebhookSettings
 
 LONG_NAME = ".".join(["a" * 63] * 4)  # 255 characters

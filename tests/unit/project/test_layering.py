@@ -59,7 +59,6 @@ PURE_ELSEWHERE = (
     "service.webhooks.signing",
     "service.webhooks.policy",
     "service.webhooks.settings",
-    "service.webhooks.rows",
     "service.webhooks.schemas",
     "raypool.policy",
     "raypool.headrecord",

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from service.domain.reasons import WaitKind, as_text
-from service.domain.states import RUNNABLE, TaskState
-from service.policy.pipelines import PipelineState
+from service.domain.states import RUNNABLE, PipelineState, TaskState
 from service.store import reads as store_reads
 from service.store.sql import QUERIES, QUERIES_FILE, parse_queries
 from service.store.writer import (
