@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 
 from service.cluster.boundary import ClusterError
+from service.domain.ids import new_task_id
 from service.domain.rows import TaskRow
 from service.domain.states import TaskState
 from service.domain.users import Principal
@@ -21,7 +22,7 @@ from service.jobspec.model import JobSpec
 from service.jobspec.spec import parse_jobspec, parse_jobspec_json
 from service.policy.priorities import allowance_problem, range_problem
 from service.store.pipelines import DependencyError
-from service.store.writer import QuotaExceeded, StaleState, TaskNotFound
+from service.store.writer import QuotaExceeded, StaleState, Store, TaskNotFound
 from service.usecases.ports import (
     BadDependencies,
     Invalid,
@@ -65,7 +66,7 @@ def _allowance(who: Principal, deps: TaskDeps, priority: int, current: int | Non
 async def owned_task(deps: TaskDeps, who: Principal, task_id: str, action: str) -> TaskRow:
     """The task, when ``who`` owns it or is an admin (``action``: what they want to do,
     for the refusal's sentence)."""
-    task = await deps.store.get_task(task_id)
+    task = await deps.store.read(lambda s: s.get_task(task_id))
     if task is None:
         raise NotFound("task", task_id)
     if not who.may_act_on(task.user):
@@ -93,13 +94,18 @@ async def submit(deps: TaskDeps, who: Principal, text: str, *, as_json: bool
     max_runtime_s = (sched.default_max_runtime_s if spec.max_runtime_s is None
                      else spec.max_runtime_s)
     quota = None if who.is_admin else deps.settings.users.limits_for(who.name)
+    prefix, fields, now = deps.settings.task_id_prefix, spec.to_dict(), deps.clock()
+
+    def create(s: Store) -> str:  # the id found free is still free when it is inserted
+        task_id = new_task_id(prefix, spec.workload, now, s.task_exists, user=who.name)
+        s.create_task(task_id=task_id, workload=spec.workload, jobspec_yaml=text,
+                      spec=fields, nnodes=spec.nnodes, n_gpus_per_node=spec.n_gpus_per_node,
+                      user=who.name, now=now, priority=priority, max_runtime_s=max_runtime_s,
+                      quota=quota, after=spec.after, admin=who.is_admin)
+        return task_id
+
     try:
-        task_id = await deps.store.create_task(
-            id_prefix=deps.settings.task_id_prefix, workload=spec.workload,
-            jobspec_yaml=text, spec=spec.to_dict(), nnodes=spec.nnodes,
-            n_gpus_per_node=spec.n_gpus_per_node, user=who.name, now=deps.clock(),
-            priority=priority, max_runtime_s=max_runtime_s, quota=quota,
-            after=spec.after, admin=who.is_admin)
+        task_id = await deps.store.write(create)
     except DependencyError as exc:
         raise BadDependencies(exc.problems) from exc
     except QuotaExceeded as exc:
@@ -121,7 +127,7 @@ async def stop_now(deps: TaskDeps, submission_id: str) -> None:
 async def cancel_one(deps: TaskDeps, task_id: str, now: float, by: str) -> CancelOutcome:
     """The store's cancel and, for a task on Ray, the best-effort stop; no wake (a
     pipeline cancels many and wakes once)."""
-    outcome = await deps.store.cancel(task_id, now, by)
+    outcome = await deps.store.write(lambda s: s.cancel(task_id, now, by))
     if outcome.kind is CancelKind.STOPPING and outcome.ray_submission_id:
         await stop_now(deps, outcome.ray_submission_id)
     return outcome
@@ -155,13 +161,17 @@ async def set_priority(deps: TaskDeps, who: Principal, task_id: str,
         raise Invalid("priority", problem or "", before)
     _allowance(who, deps, priority, before.priority, before)
     try:
-        task = await deps.store.set_priority(task_id, priority, deps.clock(), who.name)
+        now = deps.clock()
+        task = await deps.store.write(lambda s: s.set_priority(task_id, priority, now,
+                                                               who.name))
     except TaskNotFound as exc:  # pragma: no cover - tasks are never deleted
         raise NotFound("task", task_id) from exc
     except StaleState as exc:
         raise WrongState(f"task {task_id} is {exc.actual}: only a waiting (BLOCKED, "
                          "QUEUED or PENDING_RESOURCES) task's priority can change",
-                         exc.actual, await deps.store.get_task(task_id) or before) from exc
+                         exc.actual,
+                         await deps.store.read(lambda s: s.get_task(task_id)) or before
+                         ) from exc
     if before.priority != priority:
         log.info("priority of %s: %d -> %d by %s", task_id, before.priority, priority,
                  who.name)

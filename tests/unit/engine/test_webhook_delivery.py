@@ -1,6 +1,7 @@
-"""The webhook delivery loop (service.engine.webhook_delivery) against a local aiohttp receiver: signed bodies, retries with
-backoff on 5xx and timeouts, giving up on 4xx and redirects, the SSRF rules at delivery.
-The worker is driven step by step with an injected clock (no sleeps)."""
+"""The webhook delivery loop (``service.engine.webhook_delivery``) against a local aiohttp
+receiver: signed bodies, retries with backoff on 5xx and timeouts, giving up on 4xx and
+redirects, the SSRF rules at delivery. The worker is driven step by step with an injected
+clock (no sleeps)."""
 
 from __future__ import annotations
 

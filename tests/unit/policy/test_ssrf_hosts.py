@@ -1,7 +1,7 @@
 """A webhook URL's host: one wire form judged, looked up and connected to; every malformed
 host a refusal saying why, never an exception (tables, then properties over any string).
 
-The properties run the registration's whole check (``api.webhooks.register``) with the
+The properties run the registration's whole check (``service.usecases.webhooks.register``) with the
 resolver stubbed: whatever the string, it is accepted or refused with a 400 naming
 ``url``, never an exception that would be a 500."""
 
@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from service.domain.rows import WebhookRow
 from service.policy.ssrf import BadHost, target_problem, url_problem, wire_host, wire_url
-from service.web.api.webhooks import Refusal, register
+from service.usecases.ports import Rejected
+from service.usecases.webhooks import register
 from service.webhooks.settings import WebhookSettings
 
 LONG_NAME = ".".join(["a" * 63] * 4)  # 255 characters
@@ -152,8 +153,13 @@ def test_no_string_breaks_the_url_rules(url: str) -> None:
 
 
 class _Store:
-    async def create_webhook(self, *, owner: str, url: str, events: list[str], fmt: str,
-                             now: float, max_per_user: int) -> WebhookRow:
+    """The store's write lane, on a store that only creates a webhook."""
+
+    async def write(self, fn: Any) -> Any:
+        return fn(self)
+
+    def create_webhook(self, *, owner: str, url: str, events: list[str], fmt: str,
+                       now: float, max_per_user: int) -> WebhookRow:
         url.encode("utf-8")  # as SQLite does: a lone surrogate was a 500
         return WebhookRow("wh_1", owner, url, tuple(events), fmt, "whsec_x", now)
 
@@ -178,5 +184,5 @@ def test_registration_accepts_or_refuses_any_string_naming_the_url(
     try:
         asyncio.run(register(deps, "alice", {"url": url,  # type: ignore[arg-type]
                                              "events": ["task.failed"]}))
-    except Refusal as exc:
-        assert exc.status == 400 and [d["field"] for d in exc.details] == ["url"], exc.details
+    except Rejected as exc:  # a 400
+        assert [d["field"] for d in exc.details] == ["url"], exc.details

@@ -262,13 +262,18 @@ async def test_submit_pipeline_creates_its_stages_under_the_quota_and_wakes(deps
 
 # -- the front ends go through the use cases -------------------------------------------
 
-TASK_WRITES = {"create_task", "cancel", "set_priority", "flag_pipeline_cancel"}
+TASK_WRITES = {"create_task", "cancel", "set_priority", "flag_pipeline_cancel",
+               # accounts and webhooks (service.usecases.accounts, .webhooks)
+               "create_user", "set_user_enabled", "create_token", "revoke_token",
+               "create_webhook", "delete_webhook", "get_webhook", "list_webhooks",
+               "webhook_deliveries"}
 FRONT_ENDS = (api_package, ui_package)
 
 
 def test_the_api_and_the_console_write_tasks_only_through_the_use_cases() -> None:
-    """No handler or page calls the store's task writes (or the pipeline creation)
-    itself: each rule has one home, ``service.usecases``."""
+    """No handler or page calls the store's task, account or webhook writes (nor reads
+    a webhook, nor the pipeline creation) itself: each rule has one home,
+    ``service.usecases``."""
     root = Path(__file__).resolve().parents[3]
     found, read = [], 0
     for package in FRONT_ENDS:
