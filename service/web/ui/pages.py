@@ -292,12 +292,14 @@ async def task_log(request: web.Request) -> web.Response:
     archive once it ended (the API's own rule). Owner or admin only."""
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    task = await deps.store.get_task(task_id)
     headers = {**HEADERS, "Content-Type": "text/plain; charset=utf-8"}
-    if task is None:
+    try:
+        task = await tasks.owned_task(deps, request[SIGNED].principal, task_id,
+                                      "read the logs of")
+    except NotFound:
         return web.Response(status=404, text="no such task", headers=headers)
-    if not request[SIGNED].principal.may_act_on(task.user):
-        return web.Response(status=403, text=f"only {task.user} or an admin reads these logs",
+    except NotOwner as exc:
+        return web.Response(status=403, text=f"only {exc.owner} or an admin reads these logs",
                             headers=headers)
     attempt = await deps.store.get_attempt(task_id, None)
     if attempt is None:
