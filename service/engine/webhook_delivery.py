@@ -1,4 +1,4 @@
-"""The delivery worker: an asyncio task of the API process that sends the outbox.
+"""The webhook delivery loop: an asyncio task of the API process that sends the outbox.
 
 It never runs in the scheduler's thread and never blocks the event loop: store calls go
 to a lane of their own (one thread), HTTP goes through aiohttp with a total timeout per
