@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import service.usecases as usecases_package
 import service.web.api as api_package
 import service.web.ui as ui_package
 from service.cluster.fake import FakeCluster
@@ -291,3 +292,22 @@ def test_the_api_and_the_console_write_tasks_only_through_the_use_cases() -> Non
                     found.append(f"{path.relative_to(root)}:{node.lineno} pipeline_submit")
     assert read >= 20 and found == []
 
+
+
+# the one call that is not on a generic lane: the usage summary runs on the store's lane
+# for heavy reads, which ``read`` does not reach (``service.usecases.accounts.usage``)
+HEAVY_READS = {"usage_summary"}
+
+
+def test_the_use_cases_reach_the_store_through_its_lanes() -> None:
+    """A use case calls ``deps.store.read(lambda s: s.method(...))`` or ``.write(...)``,
+    never a per-method wrapper of ``AsyncStore``."""
+    found, read = [], 0
+    for path in sorted(Path(usecases_package.__file__).parent.glob("*.py")):
+        read += 1
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "store"
+                    and node.attr not in {"read", "write", *HEAVY_READS}):
+                found.append(f"{path.name}:{node.lineno} store.{node.attr}")
+    assert read >= 8 and found == []
