@@ -37,12 +37,11 @@ from bench.hostinfo import host_line
 from service.cluster.boundary import SubmitRequest
 from service.cluster.fake import FakeCluster
 from service.config import Settings
+from service.domain.progress import Point, Progress
 from service.domain.states import TaskState
 from service.domain.writes import ProgressUpdate
 from service.engine.artifacts import Artifacts
 from service.engine.progress_follower import LogFollower
-from service.policy.curves import Point
-from service.policy.progress import Progress
 from service.store.writer import BulkTask, Store
 from service.web.app import create_app
 

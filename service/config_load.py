@@ -198,11 +198,40 @@ def _users(raw: Mapping[str, Any]) -> UserSettings:
 
 
 def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
-    """Build validated Settings from a parsed YAML document."""
+    """Build validated Settings from a parsed YAML document (each section in turn, in the
+    order the errors are reported)."""
     if not isinstance(doc, Mapping):
         raise ConfigError("config: top level must be a mapping")
     ray = _section(doc, "ray", "")
     v2 = _section(doc, "v2", "")
+    kw = _ray_settings(ray)
+    kw |= _api_settings(_section(v2, "api", "v2."))
+    kw |= _ui_settings(_section(v2, "ui", "v2."))
+    auth = _section(v2, "auth", "v2.")
+    if "token_env" in auth:
+        kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")
+    kw |= _sqlite_settings(_section(v2, "sqlite", "v2."))
+    if "task_id_prefix" in v2:
+        prefix = _str(v2["task_id_prefix"], "v2.task_id_prefix")
+        if not re.fullmatch(r"[a-z0-9]{1,32}", prefix):
+            raise ConfigError(
+                f"v2.task_id_prefix: must be 1-32 lowercase letters or digits, got {prefix!r}"
+            )
+        kw["task_id_prefix"] = prefix
+    kw |= _jobspec_settings(_section(v2, "jobspec", "v2."))
+    kw |= _verl_settings(_section(v2, "verl", "v2."))
+    kw["scheduler"] = _scheduler(_section(v2, "scheduler", "v2."))
+    kw["users"] = _users(_section(v2, "users", "v2."))
+    kw["progress"] = _progress(_section(v2, "progress", "v2."))
+    try:
+        kw["webhooks"] = _webhooks(_section(v2, "webhooks", "v2."))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    return Settings(**kw)
+
+
+def _ray_settings(ray: Mapping[str, Any]) -> dict[str, Any]:
+    """``ray``: the cluster's address, the driver's resources, the Ray timeout."""
     kw: dict[str, Any] = {}
     if "address" in ray:
         kw["ray_address"] = _str(ray["address"], "ray.address")
@@ -234,8 +263,12 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
         kw["ray_timeout_s"] = float(_num(ray["timeout_s"], "ray.timeout_s", minimum=0.1))
     if ray.get("head_json"):
         kw["head_json"] = _head_json(ray["head_json"], "ray.head_json")
+    return kw
 
-    api = _section(v2, "api", "v2.")
+
+def _api_settings(api: Mapping[str, Any]) -> dict[str, Any]:
+    """``v2.api``: where the API listens and its per-connection limits."""
+    kw: dict[str, Any] = {}
     if "host" in api:
         kw["api_host"] = _str(api["host"], "v2.api.host")
     if "port" in api:
@@ -256,7 +289,12 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
             raise ConfigError(f"v2.api.cpu_share_per_user: must be <= 1 (one core), got "
                               f"{api['cpu_share_per_user']!r}")
         kw["api_cpu_share_per_user"] = share
-    ui = _section(v2, "ui", "v2.")
+    return kw
+
+
+def _ui_settings(ui: Mapping[str, Any]) -> dict[str, Any]:
+    """``v2.ui``: the console's streams, sessions and cookie."""
+    kw: dict[str, Any] = {}
     ui_counts = ("max_streams_per_session", "max_streams_per_user", "max_sessions_per_user")
     unknown_ui = set(ui) - {*ui_counts, "secure_cookie"}
     if unknown_ui:
@@ -266,10 +304,12 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
             kw[f"ui_{key}"] = int(_num(ui[key], f"v2.ui.{key}", minimum=0, integer=True))
     if "secure_cookie" in ui:
         kw["ui_secure_cookie"] = _flag(ui["secure_cookie"], "v2.ui.secure_cookie")
-    auth = _section(v2, "auth", "v2.")
-    if "token_env" in auth:
-        kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")
-    sqlite = _section(v2, "sqlite", "v2.")
+    return kw
+
+
+def _sqlite_settings(sqlite: Mapping[str, Any]) -> dict[str, Any]:
+    """``v2.sqlite``: the database's path and durability."""
+    kw: dict[str, Any] = {}
     if sqlite.get("db_path"):
         kw["db_path"] = _str(sqlite["db_path"], "v2.sqlite.db_path")
     if "synchronous" in sqlite:
@@ -278,14 +318,12 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
             raise ConfigError(f"v2.sqlite.synchronous: one of {', '.join(SYNCHRONOUS_MODES)}, "
                               f"got {sqlite['synchronous']!r}")
         kw["sqlite_synchronous"] = mode
-    if "task_id_prefix" in v2:
-        prefix = _str(v2["task_id_prefix"], "v2.task_id_prefix")
-        if not re.fullmatch(r"[a-z0-9]{1,32}", prefix):
-            raise ConfigError(
-                f"v2.task_id_prefix: must be 1-32 lowercase letters or digits, got {prefix!r}"
-            )
-        kw["task_id_prefix"] = prefix
-    jobspec = _section(v2, "jobspec", "v2.")
+    return kw
+
+
+def _jobspec_settings(jobspec: Mapping[str, Any]) -> dict[str, Any]:
+    """``v2.jobspec``: the roots a JobSpec may name, the body limit."""
+    kw: dict[str, Any] = {}
     if "allowed_roots" in jobspec:
         roots = jobspec["allowed_roots"] or []
         if not isinstance(roots, list) or not all(
@@ -297,7 +335,12 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
         kw["max_body_bytes"] = int(
             _num(jobspec["max_body_bytes"], "v2.jobspec.max_body_bytes", minimum=1, integer=True)
         )
-    verl = _section(v2, "verl", "v2.")
+    return kw
+
+
+def _verl_settings(verl: Mapping[str, Any]) -> dict[str, Any]:
+    """``v2.verl``: the overrides every task of a workload gets."""
+    kw: dict[str, Any] = {}
     if "default_overrides" in verl:
         dov = verl["default_overrides"] or {}
         if not isinstance(dov, Mapping) or set(dov) - set(WORKLOADS):
@@ -308,14 +351,7 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
                 raise ConfigError(f"v2.verl.default_overrides.{wl}: must be a list of strings")
             merged[wl] = tuple(items)
         kw["default_overrides"] = freeze(merged)
-    kw["scheduler"] = _scheduler(_section(v2, "scheduler", "v2."))
-    kw["users"] = _users(_section(v2, "users", "v2."))
-    kw["progress"] = _progress(_section(v2, "progress", "v2."))
-    try:
-        kw["webhooks"] = _webhooks(_section(v2, "webhooks", "v2."))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    return Settings(**kw)
+    return kw
 
 
 # v2.webhooks numbers: key -> (minimum, integer)

@@ -35,6 +35,7 @@ from service.cluster.boundary import Cluster
 from service.config import ConfigError, Settings
 from service.config_load import load_settings
 from service.domain.users import MAX_TOKEN_LEN, presentable
+from service.engine import webhook_delivery
 from service.engine.artifacts import Artifacts
 from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler, SchedulerLoop
@@ -44,7 +45,6 @@ from service.store.writer import Store
 from service.web.app import create_app
 from service.web.http_server import ServerLimits, run
 from service.web.metrics import MeteredScheduler, ServiceMetrics
-from service.webhooks import worker as webhook_worker
 
 log = logging.getLogger("argus.api")
 
@@ -151,7 +151,7 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
         store, cluster, artifacts, max_points=settings.progress.max_points,
         max_read_chars=settings.progress.max_read_chars), settings.progress.poll_s)
     if settings.webhooks.enabled:  # stops before stop_loop closes the store
-        webhook_worker.attach(app, store, settings.webhooks)
+        webhook_delivery.attach(app, store, settings.webhooks)
 
     async def start_loop(_: web.Application) -> None:
         checkpointer.start()

@@ -1,3 +1,4 @@
-"""The facts every layer shares: task states, ids, users, typed rows, times, file layout,
-workloads. Pure.
+"""The facts every layer shares: task states, ids, users, typed rows, wait reasons, Ray's
+resources and a driver's, an attempt's progress and curve points, times, file layout,
+workloads. Pure; imports nothing of the service above it.
 """

@@ -21,17 +21,49 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from service.domain.states import TaskState
-
-if TYPE_CHECKING:
-    from service.config import Settings
-    from service.jobspec.model import JobSpec
 
 # JobSpec fields whose value, defaults applied, is a task column (changed there: PATCH
 # sets the priority): the stored JSON leaves them out, ``stored_spec`` takes the columns.
 SPEC_COLUMNS = ("priority", "max_runtime_s")
+
+
+class Submitted(Protocol):
+    """What ``new_task`` reads of a validated JobSpec (``service.jobspec.model.JobSpec``)."""
+
+    @property
+    def workload(self) -> str: ...
+    @property
+    def nnodes(self) -> int: ...
+    @property
+    def n_gpus_per_node(self) -> int: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def max_runtime_s(self) -> int | None: ...
+    @property
+    def after(self) -> tuple[tuple[str, str], ...]: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class TaskDefaults(Protocol):
+    """The scheduler settings ``new_task`` applies (``service.config.SchedulerSettings``)."""
+
+    @property
+    def default_priority(self) -> int: ...
+    @property
+    def default_max_runtime_s(self) -> float | None: ...
+
+
+class Defaults(Protocol):
+    """What ``new_task`` reads of the settings (``service.config.Settings``)."""
+
+    @property
+    def task_id_prefix(self) -> str: ...
+    @property
+    def scheduler(self) -> TaskDefaults: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +108,7 @@ class NewTask:
         return len(self.text.encode("utf-8")) + len(self.spec_json.encode("utf-8"))
 
 
-def new_task(spec: JobSpec, settings: Settings, who: str | None, now: float, *,
+def new_task(spec: Submitted, settings: Defaults, who: str | None, now: float, *,
              text: str) -> NewTask:
     """The task for ``spec`` (validated) submitted by ``who`` at ``now`` as ``text``,
     the configured defaults applied to what it leaves out."""

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from service.domain.states import TaskState
+from service.domain.progress import Progress
+from service.domain.states import PipelineState, TaskState
 from service.domain.users import Role
-from service.policy.progress import Progress
 
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer: a task seq (and cursor) is at most this
 
@@ -293,3 +293,81 @@ class ProgressRow:
     attempt_no: int
     progress: Progress
     updated_at: float
+
+
+# --- pipelines (service.store.pipelines) ---
+
+@dataclass(frozen=True)
+class PipelineRow:
+    pipeline_id: str
+    name: str
+    user: str
+    state: PipelineState
+    created_at: float
+    updated_at: float
+    ended_at: float | None
+    cancel_requested_at: float | None
+
+
+@dataclass(frozen=True)
+class StageRow:
+    stage: str
+    task_id: str
+    position: int
+    skipped: bool
+    state: TaskState
+    error_summary: str | None
+    attempt_no: int
+
+
+# --- webhooks and their deliveries (service.store.webhooks) ---
+
+@dataclass(frozen=True, slots=True)
+class WebhookRow:
+    hook_id: str
+    owner: str
+    url: str
+    events: tuple[str, ...]
+    format: str  # standard | slack
+    secret: str  # never leaves the service but in the answer that created the hook
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TryRow:
+    """One try of a delivery and its outcome."""
+
+    attempt: int
+    at: float
+    status: int | None  # HTTP status (None: no answer)
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRow:
+    delivery_id: int
+    hook_id: str
+    event_id: int
+    event_type: str
+    event_ts: float
+    state: str  # PENDING | DELIVERED | FAILED
+    attempts: int
+    next_at: float
+    last_attempt_at: float | None
+    last_status: int | None
+    last_error: str | None
+    ended_at: float | None
+    tries: tuple[TryRow, ...] = ()  # oldest first
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedDelivery:
+    """A delivery the worker holds (a lease) for one try, ``attempts`` counting it."""
+
+    delivery_id: int
+    hook: WebhookRow
+    event_id: int
+    event_type: str
+    event_ts: float
+    data_json: str
+    attempts: int

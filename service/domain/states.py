@@ -99,3 +99,14 @@ class FailureKind(StrEnum):
     def retryable(self) -> bool:
         return self in (FailureKind.INSUFFICIENT_RESOURCES, FailureKind.CLUSTER_LOST,
                         FailureKind.PREEMPTED)
+
+
+class PipelineState(StrEnum):
+    # shown (never stored) for a RUNNING pipeline none of whose stages has started: every
+    # stage's task still waits (BLOCKED, QUEUED, PENDING_RESOURCES); see get_pipeline in
+    # service/store/sql/queries.sql
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"

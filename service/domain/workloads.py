@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from service.scheduling.admission import Driver
+from service.domain.resources import Driver
 
 PYTHON = "python3"
 PROJECT_NAME = "argus"

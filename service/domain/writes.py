@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.domain.newtask import NewTask
+from service.domain.progress import Point, Progress
 from service.domain.rows import TaskRow
 from service.domain.states import TaskState
-from service.policy.curves import Point
-from service.policy.progress import Progress
 
 
 class CancelKind(enum.StrEnum):

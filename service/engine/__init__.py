@@ -1,1 +1,2 @@
-"""The loops that act: the scheduler tick, dependency releases, log followers, samples."""
+"""The loops that act: the scheduler tick, dependency releases, log followers, webhook
+deliveries, samples."""

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable, NodeResources
 from service.domain.reasons import Planned
-from service.scheduling.admission import CPU, GPU
+from service.domain.resources import CPU, GPU
 from service.scheduling.fairshare import Share
 
 

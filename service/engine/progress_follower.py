@@ -23,14 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from service.cluster.boundary import Cluster, ClusterUnavailable, JobNotFound, chunk_of
+from service.domain.progress import Point, Progress
 from service.domain.rows import ActiveRow
 from service.domain.states import ON_CLUSTER
 from service.domain.writes import ProgressUpdate
 from service.engine.artifacts import Artifacts
 from service.engine.ports import FollowerStore
-from service.policy.curves import Point, keeps, thin
+from service.policy.curves import keeps, thin
 from service.policy.progress import (
-    Progress,
     StepLine,
     advance,
     parse_line,

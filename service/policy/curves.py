@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from operator import attrgetter
-from typing import NamedTuple
+
+from service.domain.progress import Point
 
 # The curves the console draws when nobody picked: a loss and a reward, in this order of
 # preference (verl's PPO/GRPO names, then SFT's), else the first key containing the word.
@@ -47,15 +48,6 @@ def thin(steps: Sequence[int], stride: int, cap: int) -> tuple[int, list[int]]:
         stride *= 2
         kept = kept[::2]
     return stride, sorted(set(steps) - set(kept))
-
-
-class Point(NamedTuple):
-    """One kept point of a metric (a tuple: a page reads 10k of them)."""
-
-    attempt_no: int
-    key: str
-    step: int
-    value: float
 
 
 def join(points: Iterable[Point]) -> dict[str, list[Point]]:

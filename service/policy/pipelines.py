@@ -32,10 +32,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-from service.domain.states import TaskState
+from service.domain.states import PipelineState, TaskState
 from service.jobspec import yamldoc
 from service.policy.dependencies import (
     MAX_DEPTH,
@@ -52,17 +51,6 @@ OUTPUTS = ("checkpoint_dir", "latest_checkpoint", "job_dir")
 REF = re.compile(r"\{\{\s*stages\.([a-z][a-z0-9_]{0,31})\.([a-z_]+)\s*\}\}")
 DOC_LIMITS = yamldoc.Limits(max_depth=6, max_nodes=16_384, budget_s=1.0)
 STAGE_FIELDS = ("jobspec", "after", "on_unsatisfiable")
-
-
-class PipelineState(StrEnum):
-    # shown (never stored) for a RUNNING pipeline none of whose stages has started: every
-    # stage's task still waits (BLOCKED, QUEUED, PENDING_RESOURCES); see get_pipeline in
-    # service/store/sql/queries.sql
-    WAITING = "WAITING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELED = "CANCELED"
 
 
 class PipelineError(ValueError):

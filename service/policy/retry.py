@@ -32,12 +32,35 @@ tasks waited 142 min on average against 106 for the other 1x4 tasks.)
 
 from __future__ import annotations
 
-from service.config import SchedulerSettings
+from typing import Protocol
+
 from service.domain.states import FailureKind
 from service.domain.writes import RetryPlan
 
 
-def delay(attempt_no: int, sched: SchedulerSettings) -> float:
+class RetrySettings(Protocol):
+    """The settings the policy reads (``service.config.SchedulerSettings`` has them)."""
+
+    @property
+    def retry_mode(self) -> str: ...
+
+    @property
+    def retry_backoff(self) -> str: ...
+
+    @property
+    def retry_interval_s(self) -> float: ...
+
+    @property
+    def retry_max_interval_s(self) -> float: ...
+
+    @property
+    def retry_min_backoff_s(self) -> float: ...
+
+    @property
+    def retry_max_backoff_s(self) -> float: ...
+
+
+def delay(attempt_no: int, sched: RetrySettings) -> float:
     """``timer`` mode: seconds to wait before the next attempt after attempt
     ``attempt_no`` failed.
 
@@ -55,7 +78,7 @@ def delay(attempt_no: int, sched: SchedulerSettings) -> float:
     raise ValueError(f"unknown retry_backoff {sched.retry_backoff!r}")
 
 
-def backoff(resource_failures: int, sched: SchedulerSettings) -> float:
+def backoff(resource_failures: int, sched: RetrySettings) -> float:
     """``when_fits`` mode: the least wait after ``resource_failures`` consecutive
     INSUFFICIENT_RESOURCES failures (0: another retryable failure)."""
     exponent = min(max(resource_failures - 1, 0), 60)
@@ -73,7 +96,7 @@ def may_retry(attempt_no: int, max_attempts: int | None) -> bool:
     return max_attempts is None or attempt_no < max_attempts
 
 
-def plan(kind: FailureKind, now: float, sched: SchedulerSettings, *, attempt_no: int,
+def plan(kind: FailureKind, now: float, sched: RetrySettings, *, attempt_no: int,
          resource_failures: int = 0, preemptions: int = 0, waited_s: float = 0.0
          ) -> RetryPlan:
     """How the task waits for its next attempt after attempt ``attempt_no`` failed with

@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 
 from service.cluster.boundary import ClusterSnapshot
 from service.domain.reasons import NeverFits, NoRoom, Reason, Unreachable, WaitKind
-
-GPU = "GPU"
-CPU = "CPU"
+from service.domain.resources import CPU, GPU, Driver
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,20 +40,6 @@ class Gang:
     @property
     def total_gpus(self) -> int:
         return self.nnodes * self.gpus_per_node
-
-
-@dataclass(frozen=True, slots=True)
-class Driver:
-    """What the Ray job's driver needs on one node (``entrypoint_resources`` + CPUs)."""
-
-    resources: Mapping[str, float]
-    num_cpus: float = 0.0
-
-    def needs(self) -> dict[str, float]:
-        out = {k: float(v) for k, v in self.resources.items() if v > 0}
-        if self.num_cpus > 0:
-            out[CPU] = out.get(CPU, 0.0) + float(self.num_cpus)
-        return out
 
 
 @dataclass(frozen=True, slots=True)

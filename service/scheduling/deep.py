@@ -1,4 +1,4 @@
-"""Start estimates for the waiting tasks past a tick's own (``reservations.ESTIMATED``),
+"""Start estimates for the waiting tasks past a tick's own (``estimates.ESTIMATED``),
 a few a tick.
 
 A tick estimates the first ``ESTIMATED`` waiting tasks on its plan's timeline; each more

@@ -16,9 +16,10 @@ from dataclasses import replace
 
 from service.cluster.boundary import ClusterSnapshot
 from service.domain.reasons import BehindFifo, Guard, MaxRunning, Reason, WaitKind
+from service.domain.resources import GPU
 from service.domain.rows import ActiveRow, RunnableRow
 from service.policy.quotas import Load, load_by_user
-from service.scheduling.admission import GPU, Decision, FreePool, Gang, InFlight, never_fits
+from service.scheduling.admission import Decision, FreePool, Gang, InFlight, never_fits
 from service.scheduling.fairshare import FairOrder
 from service.scheduling.plan import (
     Plan,

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from service.scheduling.admission import CPU, GPU, Driver, FreePool, Gang
+from service.domain.resources import CPU, GPU, Driver
+from service.scheduling.admission import FreePool, Gang
 
 
 @dataclass(frozen=True, slots=True)

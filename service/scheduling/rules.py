@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 from service.cluster.boundary import ClusterSnapshot
 from service.domain.reasons import Preempting, Reason, WaitKind
+from service.domain.resources import Driver
 from service.domain.rows import ActiveRow, RunnableRow
 from service.domain.states import TaskState
 from service.policy.quotas import Load, hold
-from service.scheduling.admission import Driver, FreePool, Gang
+from service.scheduling.admission import FreePool, Gang
 from service.scheduling.plan import Preemption
 from service.scheduling.preemption import Running, choose_victims, eligible
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.domain.newtask import NewTask, spec_json
-from service.domain.rows import TaskRow
-from service.domain.states import TaskState
+from service.domain.rows import PipelineRow, StageRow, TaskRow
+from service.domain.states import PipelineState, TaskState
 from service.policy.dependencies import Condition, Dep
-from service.policy.pipelines import PipelineState, derive_state
+from service.policy.pipelines import derive_state
 from service.policy.quotas import Limits, window_start_hour
 from service.store.core import Part
 from service.store.inserts import (
@@ -71,29 +71,6 @@ class BlockedTask:
     pipeline_id: str | None = None
     stage: str | None = None
     template: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class PipelineRow:
-    pipeline_id: str
-    name: str
-    user: str
-    state: PipelineState
-    created_at: float
-    updated_at: float
-    ended_at: float | None
-    cancel_requested_at: float | None
-
-
-@dataclass(frozen=True)
-class StageRow:
-    stage: str
-    task_id: str
-    position: int
-    skipped: bool
-    state: TaskState
-    error_summary: str | None
-    attempt_no: int
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ import json
 import sqlite3
 from collections.abc import Iterable
 
+from service.domain.progress import Point, Progress
 from service.domain.rows import FollowState, ProgressRow
 from service.domain.states import TaskState
 from service.domain.writes import ProgressUpdate
-from service.policy.curves import Point
-from service.policy.progress import Progress, with_total
+from service.policy.progress import with_total
 from service.store.core import Part, StaleProgress
 from service.store.sql import QUERIES as Q
 

@@ -9,10 +9,10 @@ import secrets
 import sqlite3
 from collections.abc import Sequence
 
+from service.domain.rows import ClaimedDelivery, DeliveryRow, TryRow, WebhookRow
 from service.store.core import Part
 from service.store.sql import QUERIES as Q
 from service.webhooks.policy import Decision
-from service.webhooks.rows import ClaimedDelivery, DeliveryRow, TryRow, WebhookRow
 from service.webhooks.signing import new_secret
 
 MAX_ERROR_CHARS = 500

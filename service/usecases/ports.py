@@ -8,7 +8,7 @@ over the store calls the use cases make, by aggregate, and no others."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -21,7 +21,8 @@ from service.policy.quotas import Limits, QuotaRefusal
 from service.store.offload import Offload
 
 if TYPE_CHECKING:
-    from service.store.pipelines import NewStage, PipelineRow, PipelineView
+    from service.domain.rows import PipelineRow
+    from service.store.pipelines import NewStage, PipelineView
 
 T = TypeVar("T")
 S_co = TypeVar("S_co", covariant=True)
@@ -138,10 +139,11 @@ class UseCaseError(Exception):
 
 
 class NotFound(UseCaseError):
-    """No such task or pipeline (``what``: "task" or "pipeline")."""
+    """No such task, pipeline, user, token or webhook (``what``: which kind); ``message``
+    when the sentence says more than "<what> <ident> not found"."""
 
-    def __init__(self, what: str, ident: str) -> None:
-        super().__init__(f"{what} {ident} not found")
+    def __init__(self, what: str, ident: str, message: str | None = None) -> None:
+        super().__init__(message or f"{what} {ident} not found")
         self.what, self.ident = what, ident
 
 
@@ -194,3 +196,30 @@ class BadDependencies(UseCaseError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+
+
+class Forbidden(UseCaseError):
+    """The caller may not do this (manage another user, touch another's webhook)."""
+
+
+class Conflict(UseCaseError):
+    """The request contradicts what is stored (a name taken, a limit reached, the
+    bootstrap admin); ``details``: the fields, when one is to blame."""
+
+    def __init__(self, message: str, details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or []
+
+
+class Rejected(UseCaseError):
+    """A request whose values the rules refuse; ``details`` names each field and why."""
+
+    def __init__(self, message: str, details: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def unknown_fields(doc: Mapping[str, Any], known: tuple[str, ...]) -> list[dict[str, Any]]:
+    """A refusal's details for each key of ``doc`` not in ``known``."""
+    return [{"field": str(k)[:64], "message": f"unknown field (known: {', '.join(known)})"}
+            for k in doc if k not in known]

@@ -60,7 +60,7 @@ from service.scheduling.fairshare import Share
 from service.store.db import storage_fault
 
 if TYPE_CHECKING:
-    from service.engine.scheduler import Scheduler, TickReport
+    from service.engine.tick_report import TickReport
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -354,6 +354,23 @@ class ServiceMetrics:
         return generate_latest(self.registry)
 
 
+class Ticking(Protocol):
+    """What ``MeteredScheduler`` wraps (``service.engine.scheduler.Scheduler``)."""
+
+    @property
+    def last_snapshot(self) -> ClusterSnapshot | ClusterUnavailable | None: ...
+
+    @property
+    def last_shares(self) -> dict[str | None, Share]: ...
+
+    @property
+    def last_estimates(self) -> dict[str, Planned]: ...
+
+    def startup(self, now: float) -> TickReport: ...
+
+    def tick(self, now: float) -> TickReport: ...
+
+
 class MeteredScheduler:
     """Wraps a ``Scheduler`` for ``SchedulerLoop``: every tick's report feeds the metrics.
 
@@ -361,7 +378,7 @@ class MeteredScheduler:
     Prometheus and the loop needs no hook.
     """
 
-    def __init__(self, scheduler: Scheduler, metrics: ServiceMetrics) -> None:
+    def __init__(self, scheduler: Ticking, metrics: ServiceMetrics) -> None:
         self._scheduler = scheduler
         self._metrics = metrics
 

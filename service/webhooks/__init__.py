@@ -8,7 +8,9 @@
 * ``settings`` (pure): ``v2.webhooks`` parsed and frozen.
 * ``transport``: the HTTP client (aiohttp) that connects only to the addresses
   ``service.policy.ssrf`` allows, and the resolution check at registration.
-* ``worker``: the delivery loop, an asyncio task of the API process.
+
+The delivery loop is the engine's (``service.engine.webhook_delivery``, an asyncio task of
+the API process); registering a hook is a use case (``service.usecases.webhooks``).
 
 The outbox rows are written by ``service.store.outbox.enqueue`` inside the store's
 transaction of the event itself (``WriteCore.event``).

@@ -21,8 +21,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from service.domain.states import TaskState
-from service.policy.pipelines import PipelineState
+from service.domain.states import PipelineState, TaskState
 
 COMMAND_LANGS = frozenset({"bash", "sh", "console"})
 OUTPUT_LANGS = frozenset({"", "text"})

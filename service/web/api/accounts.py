@@ -1,6 +1,8 @@
-"""Users, tokens, ``/me`` and GPU accounting: one coroutine per route.
+"""Users, tokens, ``/me`` and GPU accounting: one coroutine per route. Each parses the
+request, calls its use case (``service.usecases.accounts``) and renders the answer or the
+refusal (``api.outcomes``).
 
-Who may do what (the route table's ``Access`` first, then these handlers):
+Who may do what (the route table's ``Access`` first, then the use cases):
 
 * an admin creates, lists, disables and enables users; users are never deleted (their
   tasks and their GPU time stay theirs), so ``DELETE`` answers 405 and says so;
@@ -23,7 +25,6 @@ tokens, so a revocation or a disable takes effect on the next request.
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from aiohttp import web
@@ -33,29 +34,20 @@ from service.domain.users import (
     MAX_TOKEN_LIFETIME_S,
     ME,
     MIN_TOKEN_LIFETIME_S,
-    Principal,
     Role,
-    display_prefix,
     label_problem,
     name_problem,
 )
 from service.policy.usage import report_of
-from service.store.writer import (
-    TokenNotFound,
-    TooManyTokens,
-    UserDisabled,
-    UserExists,
-    UserNotFound,
-)
+from service.usecases import accounts
+from service.usecases.ports import UseCaseError
 from service.web.api.body import read_json_object, unknown_fields
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.handlers import user_filter
 from service.web.api.middlewares import ApiError
+from service.web.api.outcomes import api_error
 from service.web.api.views import token_json, usage_json, user_json
 
-log = logging.getLogger(__name__)
-
-MAX_LIVE_TOKENS = 50  # per user: unrevoked, unexpired
 DEFAULT_LABEL = "default"
 USAGE_TASKS_DEFAULT, USAGE_TASKS_MAX = 100, 1000
 
@@ -75,22 +67,8 @@ def _target(request: web.Request) -> str:
     return raw
 
 
-def _may_manage(request: web.Request, name: str, action: str) -> Principal:
-    who = principal_of(request)
-    if not who.may_manage(name):
-        raise ApiError(403, f"only {name} or an admin may {action}; you are {who.name}")
-    return who
-
-
 def _user_view(deps: AppDeps, user: Any) -> dict[str, Any]:
     return user_json(user, deps.settings.users.limits_for(user.name))
-
-
-async def _user_or_404(deps: AppDeps, name: str) -> Any:
-    user = await deps.store.read(lambda s: s.users.get_user(name))
-    if user is None:
-        raise ApiError(404, f"user {name} not found")
-    return user
 
 
 # -- me -----------------------------------------------------------------------------------
@@ -100,9 +78,7 @@ async def me(request: web.Request) -> web.Response:
     deps = deps_of(request)
     who = principal_of(request)
     token_id = who.token_id
-    # the user and the token in one call of the read lane (one hand-off, not two)
-    user, token = await deps.store.read(lambda s: (
-        s.users.get_user(who.name), None if token_id is None else s.users.get_token(token_id)))
+    user, token = await accounts.me(deps, who)
     body: dict[str, Any] = (_user_view(deps, user) if user is not None else {
         "name": who.name, "role": who.role.value, "enabled": True,
         "limits": None})
@@ -121,7 +97,7 @@ async def me(request: web.Request) -> web.Response:
 
 async def list_users(request: web.Request) -> web.Response:
     deps = deps_of(request)
-    users = await deps.store.read(lambda s: s.users.list_users())
+    users = await accounts.users(deps)
     return web.json_response({"users": [_user_view(deps, u) for u in users]})
 
 
@@ -142,20 +118,20 @@ async def create_user(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid user", details=errors)
     try:
-        user = await deps.store.write(lambda s: s.users.create_user(name, role, deps.clock()))
-    except UserExists as exc:
-        raise ApiError(409, str(exc), details=[{"field": "name",
-                                               "message": "already exists"}]) from exc
-    deps.auth.invalidate()
-    log.info("user %s (%s) created by %s", user.name, user.role, principal_of(request).name)
+        user = await accounts.create_user(deps, principal_of(request), name, role)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     return web.json_response(_user_view(deps, user), status=201)
 
 
 async def get_user(request: web.Request) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
-    _may_manage(request, name, "read this user")
-    return web.json_response(_user_view(deps, await _user_or_404(deps, name)))
+    try:
+        user = await accounts.user(deps, principal_of(request), name)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    return web.json_response(_user_view(deps, user))
 
 
 async def delete_user(request: web.Request) -> web.Response:
@@ -169,19 +145,11 @@ async def delete_user(request: web.Request) -> web.Response:
 async def _set_enabled(request: web.Request, enabled: bool) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
-    if not enabled and name == deps.auth.bootstrap_admin:
-        raise ApiError(409, f"{name} is the bootstrap admin (the token in "
-                            f"{deps.settings.token_env}) and cannot be disabled; change that "
-                            "variable to revoke its token")
     try:
-        change = await deps.store.write(lambda s: s.users.set_user_enabled(name, enabled,
-                                                                           deps.clock()))
-    except UserNotFound as exc:
-        raise ApiError(404, str(exc)) from exc
-    deps.auth.invalidate()
+        change = await accounts.set_enabled(deps, principal_of(request), name, enabled)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     verb = "enabled" if enabled else "disabled"
-    if change.changed:
-        log.info("user %s %s by %s", name, verb, principal_of(request).name)
     if enabled:
         effect = "the user's tokens work again and queued tasks may start"
     else:
@@ -243,7 +211,11 @@ def _expiry(doc: dict[str, Any], now: float, errors: list[dict[str, Any]]) -> fl
 async def create_token(request: web.Request) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
-    who = _may_manage(request, name, "create tokens for this user")
+    who = principal_of(request)
+    try:  # before the body is read: a caller who may not gets a 403 whatever they sent
+        accounts.may_manage(who, name, "create tokens for this user")
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     doc = await read_json_object(request, required=False)
     now = deps.clock()
     errors = unknown_fields(doc, ("label", "expires_at", "expires_in_s"))
@@ -255,16 +227,9 @@ async def create_token(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid token request", details=errors)
     try:
-        created = await deps.store.write(lambda s: s.users.create_token(name, label, expires_at,
-                                                                        now,
-                                                max_live=MAX_LIVE_TOKENS))
-    except UserNotFound as exc:
-        raise ApiError(404, str(exc)) from exc
-    except (UserDisabled, TooManyTokens) as exc:
-        raise ApiError(409, f"no token created: {exc}") from exc
-    deps.auth.invalidate()
-    log.info("token %s (%s) created for %s by %s", display_prefix(created.row.token_id),
-             label, name, who.name)
+        created = await accounts.create_token(deps, who, name, label, expires_at, now)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     body = token_json(created.row, now)
     body["token"] = created.secret
     body["note"] = "the token is shown this once: keep it now"
@@ -274,26 +239,23 @@ async def create_token(request: web.Request) -> web.Response:
 async def list_tokens(request: web.Request) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
-    _may_manage(request, name, "list this user's tokens")
-    await _user_or_404(deps, name)
+    try:
+        tokens = await accounts.tokens(deps, principal_of(request), name)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     now = deps.clock()
-    tokens = await deps.store.read(lambda s: s.users.list_tokens(name))
     return web.json_response({"user": name, "tokens": [token_json(t, now) for t in tokens]})
 
 
 async def revoke_token(request: web.Request) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
-    who = _may_manage(request, name, "revoke this user's tokens")
     token_id = request.match_info["token_id"]
     try:
-        token, changed = await deps.store.write(lambda s: s.users.revoke_token(name, token_id,
-                                                                               deps.clock()))
-    except TokenNotFound as exc:
-        raise ApiError(404, str(exc)[:200]) from exc
-    deps.auth.invalidate()
-    if changed:
-        log.info("token %s of %s revoked by %s", display_prefix(token_id), name, who.name)
+        token, changed = await accounts.revoke_token(deps, principal_of(request), name,
+                                                     token_id)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     return web.json_response({**token_json(token, deps.clock()), "changed": changed})
 
 
@@ -336,8 +298,7 @@ async def usage(request: web.Request) -> web.Response:
                                                    f"({iso(window_from)} >= {iso(window_to)})"})
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
-    summary = await deps.store.heavy(lambda s: s.usage.usage_summary(window_from, window_to, now,
-                                                                     user, limit))
+    summary = await accounts.usage(deps, window_from, window_to, now, user, limit)
     text = await deps.work.run(  # CPU work, the encoding included: off the event loop
         lambda: json.dumps(usage_json(report_of(summary, window_from, window_to, now), now,
                                       limit)))

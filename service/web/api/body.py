@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http import HttpVersion11
 
+from service.usecases.ports import unknown_fields  # noqa: F401 - the handlers take it from here
 from service.web.api.deps import deps_of
 from service.web.api.middlewares import ApiError, error_response
 
@@ -92,12 +93,6 @@ async def read_json_object(request: web.Request, *, required: bool) -> dict[str,
         raise ApiError(400, "request body must be a JSON object",
                        details=[{"field": "body", "message": f"got {type(doc).__name__}"}])
     return doc
-
-
-def unknown_fields(doc: dict[str, Any], known: tuple[str, ...]) -> list[dict[str, Any]]:
-    """A 400's details for each key of ``doc`` not in ``known``."""
-    return [{"field": str(k)[:64], "message": f"unknown field (known: {', '.join(known)})"}
-            for k in doc if k not in known]
 
 
 def payload_error(exc: BaseException) -> str:

@@ -30,14 +30,13 @@ from service.jobspec.model import JobSpecError
 from service.policy.curves import default_keys, join
 from service.policy.priorities import range_problem
 from service.store.writer import Store
-from service.usecases import tasks
+from service.usecases import reads, tasks
 from service.usecases.ports import UseCaseError
 from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unknown_fields
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
 from service.web.api.params import SQLITE_MAX_INT, parse_reason, parse_uint
-from service.web.api.pipelines import blocked_reasons, blocked_tasks, task_dependencies
 from service.web.api.views import (
     InvalidCursor,
     attempt_json,
@@ -46,6 +45,7 @@ from service.web.api.views import (
     encode_cursor,
     event_json,
     fair_share_json,
+    task_dependencies_json,
     task_json,
     task_with_progress,
 )
@@ -219,7 +219,7 @@ async def list_tasks(request: web.Request) -> web.Response:
         # while the last was shaped: two of the caller's threads taking the GIL in turn)
         tasks, next_before = store.tasks.list_tasks(state=state, limit=limit, before_seq=before_seq,
                                                     user=user, reason=reason)
-        waits = blocked_reasons(store, tasks)  # BLOCKED tasks: why they wait
+        waits = reads.blocked_reasons(store, tasks)  # BLOCKED tasks: why they wait
         return json.dumps({
             "tasks": [{**task_json(t, estimates.get(t.task_id),
                                    job_output=who.may_act_on(t.user)),
@@ -237,9 +237,10 @@ async def get_task(request: web.Request) -> web.Response:
     progress = await deps.store.read(lambda s: s.progress.task_progress(task.task_id))
     planned = deps.metrics.observed.estimate(task.task_id)
     output = principal_of(request).may_act_on(task.user)
-    return web.json_response({**task_with_progress(task, progress, deps.clock(), planned,
-                                                   job_output=output),
-                              **await task_dependencies(deps, task)})
+    body = task_with_progress(task, progress, deps.clock(), planned, job_output=output)
+    found = await reads.dependencies(deps, task.task_id)
+    return web.json_response({**body, **task_dependencies_json(
+        found.after, found.on_unsatisfiable, found.stage, task.state)})
 
 
 MAX_CURVES = 16  # metrics one request may ask for
@@ -342,7 +343,7 @@ async def queue(request: web.Request) -> web.Response:
                                                                      offset=offset,
                                               reason=reason))
     blocked = [] if cursor is not None or reason is not None else await deps.store.read(
-        lambda s: blocked_tasks(s, QUEUE_BLOCKED_SHOWN, user))
+        lambda s: reads.blocked_tasks(s, QUEUE_BLOCKED_SHOWN, user))
     more = len(pending) > limit
     progress = await deps.store.read(lambda s: s.progress.active_progress())
     seen = deps.metrics.observed.last

@@ -3,35 +3,18 @@ the archive once it ended; a follower asks for what was written since its last r
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from aiohttp import web
 
-from service.cluster.boundary import ClusterError
-from service.domain.rows import AttemptRow
-from service.domain.states import RayStatus
-from service.usecases.ports import on_cluster
-from service.web.api.deps import AppDeps, deps_of
-from service.web.api.handlers import int_param, off_loop, own_task
+from service.usecases import reads
+from service.web.api.deps import deps_of
+from service.web.api.handlers import int_param, own_task
 from service.web.api.middlewares import ApiError
 from service.web.api.params import SQLITE_MAX_INT
 
-log = logging.getLogger(__name__)
-
 LOG_TAIL_DEFAULT, LOG_TAIL_MAX = 2000, 100_000
 LOG_ATTEMPT_HEADER, LOG_END_HEADER = "X-Argus-Attempt", "X-Argus-Log-End"
-
-
-def tail_lines(text: str, lines: int) -> str:
-    """The last ``lines`` lines of ``text`` (without splitting the whole text)."""
-    end = len(text) - 1 if text.endswith("\n") else len(text)
-    pos = end
-    for _ in range(lines):
-        pos = text.rfind("\n", 0, pos)
-        if pos < 0:
-            return text
-    return text[pos + 1:]
 
 
 async def task_logs(request: web.Request) -> web.Response:
@@ -54,7 +37,7 @@ async def task_logs(request: web.Request) -> web.Response:
     if attempt is None:
         which = "no attempts yet" if attempt_no is None else f"no attempt {attempt_no}"
         raise ApiError(404, f"task {task_id} has {which}")
-    text = await attempt_log(deps, attempt, task.user)
+    text = await reads.attempt_log(deps, attempt, task.user)
     if text is None:
         raise ApiError(404, f"no logs for {attempt.ray_submission_id} (live or archived)")
     data = text.encode("utf-8", "replace")
@@ -62,21 +45,6 @@ async def task_logs(request: web.Request) -> web.Response:
     # only what was written since (a new attempt starts a new log: X-Argus-Attempt)
     headers = {LOG_ATTEMPT_HEADER: str(attempt.attempt_no), LOG_END_HEADER: str(len(data))}
     body = (data[offset:] if offset is not None
-            else tail_lines(text, tail).encode("utf-8", "replace"))
+            else reads.tail_lines(text, tail).encode("utf-8", "replace"))
     return web.Response(body=body, content_type="text/plain", charset="utf-8",
                         headers=headers)
-
-
-async def attempt_log(deps: AppDeps, attempt: AttemptRow, user: str | None) -> str | None:
-    """Live from Ray while the attempt runs; the archive once it ended (or Ray is gone)."""
-    sid = attempt.ray_submission_id
-    ended = attempt.ray_status is not None and RayStatus(attempt.ray_status).is_terminal()
-    if ended:
-        archived = await off_loop(deps, deps.artifacts.read_log, sid, user)
-        if archived is not None:
-            return archived
-    try:
-        return await on_cluster(deps, deps.cluster.logs, sid)
-    except ClusterError as exc:
-        log.info("live logs of %s unavailable: %s", sid, exc)
-    return None if ended else await off_loop(deps, deps.artifacts.read_log, sid, user)

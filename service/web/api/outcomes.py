@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from service.usecases.ports import (
     BadDependencies,
+    Conflict,
+    Forbidden,
     Invalid,
     NotAllowed,
     NotFound,
     NotOwner,
     OverQuota,
+    Rejected,
     UseCaseError,
     WrongState,
 )
@@ -20,8 +23,12 @@ def api_error(exc: UseCaseError) -> ApiError:
     match exc:
         case NotFound():
             return ApiError(404, exc.message)
-        case NotOwner():
+        case NotOwner() | Forbidden():
             return ApiError(403, exc.message)
+        case Conflict():
+            return ApiError(409, exc.message, details=exc.details or None)
+        case Rejected():
+            return ApiError(400, exc.message, details=exc.details or None)
         case NotAllowed():
             return ApiError(403, exc.message,
                             details=[{"field": exc.field, "message": exc.message}])

@@ -1,5 +1,4 @@
-"""``/api/v2/pipelines``: create, list, read and cancel pipelines; and the dependency part
-of a task's JSON (its ``after``, why it waits, the pipeline it belongs to).
+"""``/api/v2/pipelines``: create, list, read and cancel pipelines.
 
 A pipeline is its owner's: GET one and cancel are for the owner or an admin (403 else);
 the list shows the caller's own (an admin: everyone's, or ``?user=``).
@@ -12,19 +11,17 @@ from typing import Any
 from aiohttp import web
 
 from service.domain.ids import TaskIdExhausted
-from service.domain.rows import TaskRow
-from service.domain.states import TaskState
+from service.domain.rows import PipelineRow
+from service.domain.states import PipelineState
 from service.domain.timefmt import iso
 from service.domain.users import ALL, ME, name_problem
-from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
-from service.policy.pipelines import PipelineError, PipelineState
-from service.store.pipelines import PipelineRow, PipelineView
-from service.store.writer import Store
+from service.policy.pipelines import PipelineError
+from service.store.pipelines import PipelineView
 from service.usecases.pipelines import cancel_pipeline as usecase_cancel
 from service.usecases.pipelines import owned_pipeline, submit_pipeline
 from service.usecases.ports import UseCaseError
 from service.web.api.body import read_body
-from service.web.api.deps import AppDeps, deps_of, principal_of
+from service.web.api.deps import deps_of, principal_of
 from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
 from service.web.api.params import parse_uint
@@ -33,68 +30,6 @@ CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml"
                            "application/json"})
 BODY_FACTOR = 4  # a pipeline document: at most this many times a JobSpec body
 LIST_MAX = 500
-
-
-# -- a task's dependencies -----------------------------------------------------------------
-
-
-def dependency_json(deps: list[Dep], on_unsatisfiable: str,
-                    stage: tuple[str, str] | None, state: TaskState) -> dict[str, Any]:
-    """The fields a task's JSON gains: ``after`` (each parent with its state now),
-    ``on_unsatisfiable``, ``waiting_on`` (a BLOCKED task's reason; null otherwise) and
-    ``pipeline`` (``{pipeline_id, stage}`` or null)."""
-    policy = OnUnsatisfiable(on_unsatisfiable)
-    return {
-        "after": [{"task_id": d.parent_id, "condition": d.condition.value,
-                   "state": d.parent_state.value} for d in deps],
-        "on_unsatisfiable": policy.value,
-        "waiting_on": wait_reason(deps, policy) if state is TaskState.BLOCKED else None,
-        "pipeline": None if stage is None else {"pipeline_id": stage[0], "stage": stage[1]},
-    }
-
-
-def _dependency_facts(store: Store, task_id: str
-                      ) -> tuple[list[Dep], str, tuple[str, str] | None]:
-    pipelines = store.pipelines
-    return (pipelines.deps_of(task_id), pipelines.on_unsatisfiable_of(task_id),
-            pipelines.stage_of(task_id))
-
-
-async def task_dependencies(deps: AppDeps, task: TaskRow) -> dict[str, Any]:
-    """``dependency_json`` of one task (one read on the store's read lane)."""
-    found, policy, stage = await deps.store.read(
-        lambda s: _dependency_facts(s, task.task_id))
-    out = dependency_json(found, policy, stage, task.state)
-    if out["waiting_on"] is not None:
-        out["pending_reason"] = out["waiting_on"]  # what the CLI and console print
-    return out
-
-
-def _reasons(store: Store, task_ids: list[str]) -> dict[str, str]:
-    found = store.pipelines.deps_of_tasks(task_ids)
-    out = {}
-    for task_id in task_ids:
-        policy = OnUnsatisfiable(store.pipelines.on_unsatisfiable_of(task_id))
-        reason = wait_reason(found.get(task_id, []), policy)
-        out[task_id] = reason or "dependencies met: queued on the next tick"
-    return out
-
-
-def blocked_reasons(store: Store, tasks: list[TaskRow]) -> dict[str, str]:
-    """Why each BLOCKED task of a list page waits (nothing read without any); run on the
-    store's read lane."""
-    blocked = [t.task_id for t in tasks if t.state is TaskState.BLOCKED]
-    return _reasons(store, blocked) if blocked else {}
-
-
-def blocked_tasks(store: Store, limit: int, user: str | None = None
-                  ) -> list[tuple[TaskRow, str]]:
-    """The oldest BLOCKED tasks (``user``'s only when given) with why each waits (the
-    console queue's "waiting on other tasks", the API queue's ``blocked``); run on the
-    store's read lane."""
-    tasks = store.pipelines.blocked_page(limit, user)
-    reasons = _reasons(store, [t.task_id for t in tasks])
-    return [(t, reasons[t.task_id]) for t in tasks]
 
 
 # -- pipelines -----------------------------------------------------------------------------

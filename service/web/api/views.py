@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from service.domain.progress import Point
 from service.domain.reasons import RUN_HISTORY, UNKNOWN, Planned, WaitKind
 from service.domain.rows import (
     MAX_SEQ,
@@ -34,7 +35,7 @@ from service.domain.states import RUNNABLE, TaskState
 from service.domain.timefmt import iso
 from service.domain.users import display_prefix
 from service.jobspec.model import NOTES
-from service.policy.curves import Point
+from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
 from service.policy.failures import public_summary
 from service.policy.quotas import Limits
 from service.policy.usage import AttemptUsage, Report, TaskUsage, UserUsage
@@ -340,3 +341,32 @@ def usage_json(report: Report, now: float, task_limit: int) -> dict[str, Any]:
         "tasks": [_task_usage_json(t) for t in top],
         "tasks_total": len(report.tasks) if report.tasks_total is None else report.tasks_total,
     }
+
+
+# -- a task's dependencies ----------------------------------------------------------------
+
+
+def dependency_json(deps: list[Dep], on_unsatisfiable: str,
+                    stage: tuple[str, str] | None, state: TaskState) -> dict[str, Any]:
+    """The fields a task's JSON gains: ``after`` (each parent with its state now),
+    ``on_unsatisfiable``, ``waiting_on`` (a BLOCKED task's reason; null otherwise) and
+    ``pipeline`` (``{pipeline_id, stage}`` or null)."""
+    policy = OnUnsatisfiable(on_unsatisfiable)
+    return {
+        "after": [{"task_id": d.parent_id, "condition": d.condition.value,
+                   "state": d.parent_state.value} for d in deps],
+        "on_unsatisfiable": policy.value,
+        "waiting_on": wait_reason(deps, policy) if state is TaskState.BLOCKED else None,
+        "pipeline": None if stage is None else {"pipeline_id": stage[0], "stage": stage[1]},
+    }
+
+
+def task_dependencies_json(deps: list[Dep], on_unsatisfiable: str,
+                           stage: tuple[str, str] | None, state: TaskState
+                           ) -> dict[str, Any]:
+    """``dependency_json`` with ``pending_reason`` (what the CLI and console print) set to
+    ``waiting_on`` when the task waits on its parents."""
+    out = dependency_json(deps, on_unsatisfiable, stage, state)
+    if out["waiting_on"] is not None:
+        out["pending_reason"] = out["waiting_on"]
+    return out

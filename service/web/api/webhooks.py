@@ -1,36 +1,28 @@
 """``/api/v2/webhooks``: a user's webhooks and their recent deliveries.
 
-A hook belongs to the user who created it; its owner or an admin may list its
-deliveries and delete it (403 for anyone else); an admin's list shows everyone's (the
-``user`` query narrows it). The signing secret is in the answer that created the hook,
-and nowhere else: not in lists, not in logs. A URL is checked by the SSRF rules here,
-with the addresses its host resolves to now, and again at every delivery.
+The rules (who owns a hook, the SSRF checks, the per-user limit, the secret shown once)
+are the use cases' (``service.usecases.webhooks``); a handler parses the request, calls
+one and renders the hook or the refusal (``api.outcomes``). An admin's list shows
+everyone's hooks (the ``user`` query narrows it).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from service.domain.rows import DeliveryRow, WebhookRow
 from service.domain.timefmt import iso
-from service.policy.ssrf import url_problem
-from service.store.webhooks import TooManyWebhooks, WebhookOwnerUnknown
-from service.web.api.body import read_json_object, unknown_fields
-from service.web.api.deps import AppDeps, deps_of, principal_of
+from service.usecases import webhooks
+from service.usecases.ports import UseCaseError
+from service.web.api.body import read_json_object
+from service.web.api.deps import deps_of, principal_of
 from service.web.api.handlers import user_filter
 from service.web.api.middlewares import ApiError
+from service.web.api.outcomes import api_error
 from service.web.api.params import parse_uint
-from service.webhooks.events import parse_types
-from service.webhooks.rows import DeliveryRow, WebhookRow
-from service.webhooks.transport import registration_problem
 
-log = logging.getLogger(__name__)
-
-FORMATS = ("standard", "slack")
-FIELDS = ("url", "events", "format")
 DELIVERIES_DEFAULT, DELIVERIES_MAX = 50, 500
 
 
@@ -54,100 +46,48 @@ def delivery_json(d: DeliveryRow) -> dict[str, Any]:
     }
 
 
-class Refusal(Exception):
-    """A registration refused: the HTTP status, a message, the fields and why."""
-
-    def __init__(self, status: int, message: str,
-                 details: list[dict[str, Any]] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.details = details or []
-
-
-async def register(deps: AppDeps, owner: str, doc: dict[str, Any]) -> WebhookRow:
-    """Register ``doc`` (url, events, format) for ``owner``: the one path of the API and
-    the console. Raises ``Refusal`` (400 bad input or a refused target, 409 the limit)."""
-    errors = unknown_fields(doc, FIELDS)
-    url = doc.get("url")
-    problem = url_problem(url)
-    if problem:
-        errors.append({"field": "url", "message": problem})
-    types, problem = parse_types(doc.get("events"))
-    if problem:
-        errors.append({"field": "events", "message": problem})
-    fmt = doc.get("format", "standard")
-    if fmt not in FORMATS:
-        errors.append({"field": "format", "message": f"must be standard or slack, got "
-                                                    f"{str(fmt)[:40]!r}"})
-    if errors:
-        raise Refusal(400, "invalid webhook", errors)
-    problem = await registration_problem(url, deps.settings.webhooks.allow_networks)
-    if problem:
-        raise Refusal(400, "webhook target refused", [{"field": "url", "message": problem}])
-    try:
-        hook = await deps.store.write(lambda s: s.webhooks.create_webhook(
-            owner=owner, url=url, events=[t.value for t in types], fmt=fmt,
-            now=deps.clock(), max_per_user=deps.settings.webhooks.max_per_user))
-    except TooManyWebhooks as exc:
-        raise Refusal(409, str(exc)) from exc
-    except WebhookOwnerUnknown as exc:
-        raise Refusal(404, str(exc)) from exc
-    log.info("webhook %s of %s created (host %s)", hook.hook_id, owner,
-             urlsplit(url).hostname)
-    return hook
-
-
 async def create_webhook(request: web.Request) -> web.Response:
     doc = await read_json_object(request, required=True)
     try:
-        hook = await register(deps_of(request), principal_of(request).name, doc)
-    except Refusal as exc:
-        raise ApiError(exc.status, exc.message, details=exc.details or None) from exc
+        hook = await webhooks.register(deps_of(request), principal_of(request).name, doc)
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     return web.json_response({**webhook_json(hook), "secret": hook.secret}, status=201)
 
 
 async def list_webhooks(request: web.Request) -> web.Response:
-    deps = deps_of(request)
     who = principal_of(request)
     errors: list[dict[str, Any]] = []
     owner = await user_filter(request, errors) if who.is_admin else who.name
     if errors:
         raise ApiError(400, "invalid query", details=errors)
-    hooks = await deps.store.read(lambda s: s.webhooks.list_webhooks(owner))
+    hooks = await webhooks.hooks_of(deps_of(request), owner)
     return web.json_response({"webhooks": [webhook_json(h) for h in hooks]})
 
 
-async def _owned(request: web.Request, action: str) -> WebhookRow:
-    hook_id = request.match_info["hook_id"]
-    hook = await deps_of(request).store.read(lambda s: s.webhooks.get_webhook(hook_id))
-    if hook is None:
-        raise ApiError(404, f"webhook {hook_id[:40]} not found")
-    who = principal_of(request)
-    if not who.may_act_on(hook.owner):
-        raise ApiError(403, f"only {hook.owner} or an admin may {action} webhook "
-                            f"{hook.hook_id}; you are {who.name}")
-    return hook
-
-
 async def delete_webhook(request: web.Request) -> web.Response:
-    hook = await _owned(request, "delete")
-    if not await deps_of(request).store.write(lambda s: s.webhooks.delete_webhook(hook.hook_id)):
-        raise ApiError(404, f"webhook {hook.hook_id} not found")
-    log.info("webhook %s of %s deleted by %s", hook.hook_id, hook.owner,
-             principal_of(request).name)
+    try:
+        hook = await webhooks.delete(deps_of(request), principal_of(request),
+                                     request.match_info["hook_id"])
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     return web.json_response({"deleted": hook.hook_id})
 
 
 async def list_deliveries(request: web.Request) -> web.Response:
-    hook = await _owned(request, "read the deliveries of")
+    deps = deps_of(request)
+    try:
+        hook = await webhooks.owned_hook(deps, principal_of(request),
+                                         request.match_info["hook_id"],
+                                         "read the deliveries of")
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
     raw = request.query.get("limit") or str(DELIVERIES_DEFAULT)
     limit = parse_uint(raw, 1, DELIVERIES_MAX)
     if limit is None:
         raise ApiError(400, "invalid query", details=[{
             "field": "limit", "message": f"must be an integer between 1 and "
                                          f"{DELIVERIES_MAX}, got {raw[:40]!r}"}])
-    rows = await deps_of(request).store.read(lambda s: s.webhooks.webhook_deliveries(hook.hook_id,
-                                                                                     limit))
+    rows = await webhooks.deliveries_of(deps, hook, limit)
     return web.json_response({"webhook": webhook_json(hook),
                               "deliveries": [delivery_json(d) for d in rows]})

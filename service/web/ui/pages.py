@@ -35,13 +35,11 @@ from service.domain.users import ME, Principal, name_problem
 from service.policy.failure_guard import FailureGuard
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.store.offload import PARTY
-from service.usecases import tasks
+from service.usecases import reads, tasks
 from service.usecases.ports import Invalid, NotAllowed, NotFound, NotOwner, UseCaseError, WrongState
 from service.web.api.deps import AppDeps, deps_of
-from service.web.api.logs import attempt_log, tail_lines
 from service.web.api.params import parse_uint
-from service.web.api.pipelines import blocked_tasks, task_dependencies
-from service.web.api.views import shown_rows, shown_task
+from service.web.api.views import shown_rows, shown_task, task_dependencies_json
 from service.web.ui import progress_view
 from service.web.ui.changes import ChangeFeed
 from service.web.ui.event_text import payload_fields
@@ -221,7 +219,7 @@ async def queue_page(request: web.Request) -> web.Response:
     blocked: list[tuple[TaskRow, str]] = []
     if state in ("", "pending") and not reason:
         blocked = [(t, why) for t, why in await store.read(
-            lambda s: blocked_tasks(s, BLOCKED_SHOWN, user or None))
+            lambda s: reads.blocked_tasks(s, BLOCKED_SHOWN, user or None))
             if not workload or t.workload == workload]
     running: list[TaskRow] = []
     if state in ("", "running"):
@@ -277,7 +275,9 @@ async def task_page(request: web.Request) -> web.Response:
     spec = await deps.store.read(lambda s: s.console.task_jobspec(task_id)) if may_act else None
     curves = await progress_view.task_curves(deps.store, task_id, request.query.getall(
         "keys", [])[:progress_view.MAX_PAGE_CURVES]) if may_act else None
-    links = await task_dependencies(deps, task)
+    found = await reads.dependencies(deps, task_id)
+    links = task_dependencies_json(found.after, found.on_unsatisfiable, found.stage,
+                                   task.state)
     task, attempts, events = shown_rows(task, attempts, events, may_act)  # the job's words
     return render(
         request, "_task.html" if request.query.get("fragment") else "task.html",
@@ -294,18 +294,20 @@ async def task_log(request: web.Request) -> web.Response:
     archive once it ended (the API's own rule). Owner or admin only."""
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    task = await deps.store.read(lambda s: s.tasks.get_task(task_id))
     headers = {**HEADERS, "Content-Type": "text/plain; charset=utf-8"}
-    if task is None:
+    try:
+        task = await tasks.owned_task(deps, request[SIGNED].principal, task_id,
+                                      "read the logs of")
+    except NotFound:
         return web.Response(status=404, text="no such task", headers=headers)
-    if not request[SIGNED].principal.may_act_on(task.user):
-        return web.Response(status=403, text=f"only {task.user} or an admin reads these logs",
+    except NotOwner as exc:
+        return web.Response(status=403, text=f"only {exc.owner} or an admin reads these logs",
                             headers=headers)
     attempt = await deps.store.read(lambda s: s.attempts.get_attempt(task_id, None))
     if attempt is None:
         return web.Response(text="(no attempt yet)", headers=headers)
-    text = await attempt_log(deps, attempt, task.user)
-    body = "(no log yet)" if not text else _ANSI.sub("", tail_lines(text, LOG_LINES))
+    text = await reads.attempt_log(deps, attempt, task.user)
+    body = "(no log yet)" if not text else _ANSI.sub("", reads.tail_lines(text, LOG_LINES))
     return web.Response(text=body, headers=headers)
 
 

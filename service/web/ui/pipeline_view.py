@@ -14,7 +14,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from service.store.pipelines import Edge, StageRow
+from service.domain.rows import StageRow
+from service.store.pipelines import Edge
+from service.usecases import pipelines
+from service.usecases.ports import NotFound, NotOwner
 from service.web.api.deps import deps_of
 from service.web.ui.pages import SIGNED, _not_found, render, signed_in
 
@@ -100,11 +103,10 @@ def layout(stages: Sequence[StageRow], edges: Sequence[Edge]) -> Layout:
 async def pipeline_page(request: web.Request) -> web.Response:
     deps = deps_of(request)
     pipeline_id = request.match_info["pipeline_id"]
-    view = await deps.store.read(lambda s: s.pipelines.get_pipeline(pipeline_id))
-    if view is None:
-        return _not_found(request, f"There is no pipeline {pipeline_id}.")
-    who = request[SIGNED].principal
-    if not who.may_act_on(view.pipeline.user):
+    try:
+        view = await pipelines.owned_pipeline(deps, request[SIGNED].principal, pipeline_id,
+                                              "read")
+    except (NotFound, NotOwner):  # none of theirs: not found, whoever's it is
         return _not_found(request, f"There is no pipeline {pipeline_id}.")
     return render(
         request, "_pipeline.html" if request.query.get("fragment") else "pipeline.html",

@@ -1,25 +1,27 @@
 """The console's webhooks page: the signed-in user's hooks, their recent deliveries and
 outcomes, a form to register one (its secret shown on the answer page, once) and one to
 delete each. The forms go through the same checks as the console's other POSTs (the
-request's origin, the session's form token) and the same registration as the API
-(``api.webhooks.register``: the SSRF rules, the per-user limit)."""
+request's origin, the session's form token) and the same use cases as the API
+(``service.usecases.webhooks``: the SSRF rules, the per-user limit, who owns a hook)."""
 
 from __future__ import annotations
 
-import asyncio
 from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from service.domain.rows import WebhookRow
+from service.usecases import webhooks
+from service.usecases.ports import Conflict, NotFound, Rejected, UseCaseError
 from service.web.api.deps import deps_of
-from service.web.api.webhooks import FORMATS, Refusal, register
 from service.web.ui import pages
 from service.web.ui.sessions import csrf_ok
 from service.webhooks.events import DESCRIPTIONS, EventType
-from service.webhooks.rows import WebhookRow
 
 DELIVERIES_SHOWN = 10
 PAGE = "/ui/webhooks"
+# a registration refused: the status of the page that says why
+REFUSAL_STATUS: dict[type[UseCaseError], int] = {Rejected: 400, Conflict: 409, NotFound: 404}
 
 
 async def _page(request: web.Request, *, status: int = 200, created: WebhookRow | None = None,
@@ -27,16 +29,12 @@ async def _page(request: web.Request, *, status: int = 200, created: WebhookRow 
                 ) -> web.Response:
     deps = deps_of(request)
     who = request[pages.SIGNED].principal
-    hooks = await deps.store.read(lambda s: s.webhooks.list_webhooks(who.name))
-    deliveries = await asyncio.gather(*(
-        deps.store.read(lambda s, h=h: s.webhooks.webhook_deliveries(h.hook_id,
-                                                                     DELIVERIES_SHOWN))
-        for h in hooks))
+    hooks = await webhooks.hooks_with_deliveries(deps, who.name, DELIVERIES_SHOWN)
     return pages.render(
         request, "webhooks.html", status=status, nav="webhooks",
-        hooks=list(zip(hooks, deliveries, strict=True)), created=created,
+        hooks=hooks, created=created,
         errors=errors or [], form=form or {"url": "", "events": [], "format": "standard"},
-        event_types=[(t.value, DESCRIPTIONS[t]) for t in EventType], formats=FORMATS,
+        event_types=[(t.value, DESCRIPTIONS[t]) for t in EventType], formats=webhooks.FORMATS,
         limit=deps.settings.webhooks.max_per_user)
 
 
@@ -81,10 +79,13 @@ async def create(request: web.Request) -> web.StreamResponse:
         "format": next((v for k, v in raw if k == "format"), "standard"),
     }
     try:
-        hook = await register(deps_of(request), request[pages.SIGNED].principal.name, doc)
-    except Refusal as exc:
-        errors = [f"{d['field']}: {d['message']}" for d in exc.details] or [exc.message]
-        return await _page(request, status=exc.status, errors=errors, form=doc)
+        hook = await webhooks.register(deps_of(request), request[pages.SIGNED].principal.name,
+                                       doc)
+    except (Rejected, Conflict, NotFound) as exc:
+        details = exc.details if isinstance(exc, Rejected | Conflict) else []
+        errors = [f"{d['field']}: {d['message']}" for d in details] or [exc.message]
+        return await _page(request, status=REFUSAL_STATUS[type(exc)], errors=errors,
+                           form=doc)
     return await _page(request, status=201, created=hook)
 
 
@@ -93,11 +94,10 @@ async def delete(request: web.Request) -> web.StreamResponse:
     refusal, _ = await _checked_form(request)
     if refusal is not None:
         return refusal
-    deps = deps_of(request)
-    hook = await deps.store.read(lambda s: s.webhooks.get_webhook(request.match_info["hook_id"]))
-    who = request[pages.SIGNED].principal
-    if hook is None or not who.may_act_on(hook.owner):
+    try:
+        await webhooks.delete(deps_of(request), request[pages.SIGNED].principal,
+                              request.match_info["hook_id"])
+    except UseCaseError:  # none of theirs: not found, whoever's it is
         return pages.render(request, "error.html", status=404, title="Not found",
                             message="You have no such webhook.")
-    await deps.store.write(lambda s: s.webhooks.delete_webhook(hook.hook_id))
     raise web.HTTPSeeOther(PAGE, headers=pages.HEADERS)

@@ -32,8 +32,9 @@ from service.cluster.mapping import (
 )
 from service.cluster.raycluster import RayCluster
 from service.config import Settings
+from service.domain.resources import Driver
 from service.domain.states import RayStatus
-from service.scheduling.admission import Driver, FreePool, Gang, InFlight
+from service.scheduling.admission import FreePool, Gang, InFlight
 
 DUP = ("Request failed with status code 500: Traceback ...\nValueError: Job with "
        "submission_id t--a01 already exists. Please use a different submission_id.\n.")

@@ -10,13 +10,13 @@ import pytest
 from service.cluster.fake import FakeCluster
 from service.config import Settings
 from service.domain.newtask import NewTask
+from service.domain.progress import Progress
 from service.domain.states import RayStatus, TaskState
 from service.domain.writes import ProgressUpdate
 from service.engine.artifacts import Artifacts
 from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler
 from service.jobspec.model import JobSpec
-from service.policy.progress import Progress
 from service.store.writer import StaleProgress, Store
 
 T0 = 1_766_500_000.0

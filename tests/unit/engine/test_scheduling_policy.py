@@ -556,10 +556,10 @@ def test_every_waiting_task_gets_a_start_within_a_few_ticks(
         make, monkeypatch: pytest.MonkeyPatch) -> None:
     # past the tick's own estimates (ESTIMATED), the deep ones come a few a tick: a queue
     # of 7 behind one running hour-long task, 2 estimated a tick and 2 more deep ones
-    from service.scheduling import reservations
+    from service.scheduling import estimates
     from service.scheduling.deep import DeepEstimates
 
-    monkeypatch.setattr(reservations, "ESTIMATED", 2)
+    monkeypatch.setattr(estimates, "ESTIMATED", 2)
     env = make(reservations=1)
     env.sched.applier.deep = DeepEstimates(per_tick=2)
     first = env.add(max_runtime_s=3600)

@@ -11,11 +11,11 @@ from service.cluster.fake import FakeCluster
 from service.cluster.sharedfs import SharedTree
 from service.config import Settings
 from service.domain.newtask import NewTask
-from service.domain.states import RayStatus, TaskState
+from service.domain.states import PipelineState, RayStatus, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.checkpoints import NoCheckpoint, latest_checkpoint
 from service.engine.scheduler import Scheduler
-from service.policy.pipelines import PipelineError, PipelineState, derive_state, parse_pipeline
+from service.policy.pipelines import PipelineError, derive_state, parse_pipeline
 from service.store.pipelines import DependencyError
 from service.store.writer import Store
 from service.usecases.pipeline_submit import submit_pipeline

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from service.policy.curves import Point, default_keys, join, keeps, thin
+from service.domain.progress import Point, Progress
+from service.policy.curves import default_keys, join, keeps, thin
 from service.policy.progress import (
-    Progress,
     ResumedLine,
     StepLine,
     TotalLine,

@@ -1,7 +1,7 @@
 """A webhook URL's host: one wire form judged, looked up and connected to; every malformed
 host a refusal saying why, never an exception (tables, then properties over any string).
 
-The properties run the registration's whole check (``api.webhooks.register``) with the
+The properties run the registration's whole check (``service.usecases.webhooks.register``) with the
 resolver stubbed: whatever the string, it is accepted or refused with a 400 naming
 ``url``, never an exception that would be a 500."""
 
@@ -19,9 +19,10 @@ import yarl
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from service.domain.rows import WebhookRow
 from service.policy.ssrf import BadHost, target_problem, url_problem, wire_host, wire_url
-from service.web.api.webhooks import Refusal, register
-from service.webhooks.rows import WebhookRow
+from service.usecases.ports import Rejected
+from service.usecases.webhooks import register
 from service.webhooks.settings import WebhookSettings
 
 LONG_NAME = ".".join(["a" * 63] * 4)  # 255 characters
@@ -187,5 +188,5 @@ def test_registration_accepts_or_refuses_any_string_naming_the_url(
     try:
         asyncio.run(register(deps, "alice", {"url": url,  # type: ignore[arg-type]
                                              "events": ["task.failed"]}))
-    except Refusal as exc:
-        assert exc.status == 400 and [d["field"] for d in exc.details] == ["url"], exc.details
+    except Rejected as exc:  # a 400
+        assert [d["field"] for d in exc.details] == ["url"], exc.details

@@ -11,9 +11,17 @@ Rules:
 (d) The client package (``clients/python/argus_client``, installed alone by users)
     imports only the standard library and itself, and neither server package imports it.
 (e) Within ``service``, a module imports only its own layer or those below
-    (:data:`LAYERS`: the policy core, then store / cluster / webhooks, then the engine and
-    the use cases, then the web front ends, then ``main``), and no modules import each
-    other in a cycle, at any depth.
+    (:data:`LAYERS`, lowest first, each named: ``domain``, ``policy``, ``settings``,
+    ``jobspec``, ``scheduling``, ``webhooks``, ``adapters``, ``engine and use cases``,
+    ``web``, ``main``), and no modules import each other in a cycle, at any depth.
+(f) Packages that share a layer import nothing of each other (:data:`SIBLINGS`: the
+    engine and the use cases; the store and the cluster adapter).
+(g) The web front ends import from the engine only what its loops leave for readers
+    (:data:`ENGINE_FOR_READERS`); the loops themselves are started by ``service.main``.
+(h) The console (``service.web.ui``) imports from the API only its shared plumbing
+    (:data:`API_FOR_THE_CONSOLE`: the request's deps, auth, parameters, JSON views),
+    never a handler module: what a user asks goes through ``service.usecases``. The API
+    imports nothing of the console.
 
 Imports are read with ``ast`` from the source of every module of both packages: every
 ``import``/``from ... import`` statement counts wherever it stands (top level, inside a
@@ -59,7 +67,6 @@ PURE_ELSEWHERE = (
     "service.webhooks.signing",
     "service.webhooks.policy",
     "service.webhooks.settings",
-    "service.webhooks.rows",
     "service.webhooks.schemas",
     "raypool.policy",
     "raypool.headrecord",
@@ -67,19 +74,46 @@ PURE_ELSEWHERE = (
     "raypool.healthpolicy",
 )
 
-# The service's layers, lowest first: a module imports only modules of its own layer or
-# below (``service.cluster.boundary``, the Ray boundary's protocol and value types, and the
-# webhooks' settings and retry policy sit with the policy core). ``service.main`` wires
-# everything and stands above them all.
-LAYERS = (
-    ("service.config", "service.config_load", *PURE_PACKAGES, "service.cluster.boundary",
-     "service.webhooks.settings",
-     "service.webhooks.policy"),
-    ("service.store", "service.cluster", "service.webhooks"),
-    ("service.engine", "service.usecases"),
-    ("service.web",),
-    ("service.main",),
+# The service's layers, lowest first, each named: a module imports only modules of its own
+# layer or below. A dotted entry inside a package (``service.cluster.boundary``) places that
+# module apart from its package; the longest entry a module is in wins.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # the facts every layer shares: states, ids, rows, reasons, resources, progress values
+    ("domain", ("service.domain",)),
+    # decisions from values; the Ray boundary's protocol and value types; the webhooks'
+    # retry policy; the bounded YAML reader (jobspec's, which pipeline documents use too)
+    ("policy", ("service.policy", "service.cluster.boundary", "service.webhooks.policy",
+                "service.jobspec.yamldoc")),
+    # the settings values and their loading from the YAML file
+    ("settings", ("service.config", "service.config_load", "service.webhooks.settings")),
+    # the JobSpec front door: validation, overrides, the verl command
+    ("jobspec", ("service.jobspec",)),
+    # who runs next: admission, fair share, the plan, reservations, preemption
+    ("scheduling", ("service.scheduling",)),
+    # the webhooks' events, signing and HTTP transport
+    ("webhooks", ("service.webhooks",)),
+    # the store (SQLite) and the cluster (Ray, the shared file system)
+    ("adapters", ("service.store", "service.cluster")),
+    # the loops that act, and what a user asks for
+    ("engine and use cases", ("service.engine", "service.usecases")),
+    # the API and the console
+    ("web", ("service.web",)),
+    # the process wiring
+    ("main", ("service.main",)),
 )
+LAYER_NAMES = tuple(name for name, _ in LAYERS)
+
+# Packages of one layer that import nothing of each other.
+SIBLINGS = (("service.engine", "service.usecases"), ("service.store", "service.cluster"))
+
+# What the web front ends may import of the engine: what its loops leave for readers (the
+# last observation, the samples, a tick's counts, the attempts' files), never a loop.
+ENGINE_FOR_READERS = ("service.engine.artifacts", "service.engine.observed",
+                      "service.engine.sampling", "service.engine.tick_report")
+
+# What the console may import of the API package: its plumbing, no handler.
+API_FOR_THE_CONSOLE = ("service.web.api.deps", "service.web.api.auth",
+                       "service.web.api.params", "service.web.api.views")
 
 # name -> what it touches (a submodule of a named module counts as the module)
 IO_MODULES = {
@@ -291,12 +325,15 @@ def test_pure_modules_import_no_io(modules):
 def layer_of(name: str) -> int | None:
     """The index in :data:`LAYERS` of the longest entry ``name`` is (or is inside)."""
     best: tuple[int, int] | None = None
-    for index, layer in enumerate(LAYERS):
-        for entry in layer:
-            if (name == entry or name.startswith(entry + ".")) and (
-                    best is None or len(entry) > best[1]):
+    for index, (_, entries) in enumerate(LAYERS):
+        for entry in entries:
+            if within(name, entry) and (best is None or len(entry) > best[1]):
                 best = (index, len(entry))
     return None if best is None else best[0]
+
+
+def within(name: str, entry: str) -> bool:
+    return name == entry or name.startswith(entry + ".")
 
 
 def layer_violations(modules: dict[str, Module]) -> list[str]:
@@ -304,14 +341,46 @@ def layer_violations(modules: dict[str, Module]) -> list[str]:
     for module in modules.values():
         own = layer_of(module.name)
         if own is None:
-            if module.name.startswith("service.") :
+            if module.name.startswith("service."):
                 problems.append(f"{module.name} is in no layer: add its package to LAYERS")
             continue
         for imp in module.imports:
             target = layer_of(imp.name)
             if target is not None and target > own:
-                problems.append(f"{module.name} (line {imp.line}) imports {imp.name}, a "
-                                f"layer above its own")
+                problems.append(f"{module.name} (line {imp.line}) imports {imp.name}: "
+                                f"layer {LAYER_NAMES[target]} is above its own, "
+                                f"{LAYER_NAMES[own]}")
+    return problems
+
+
+def _imports(modules: dict[str, Module], importer: str, imported: str):
+    """(module, import) pairs where a module inside ``importer`` imports ``imported``."""
+    return [(m, imp) for m in modules.values() if within(m.name, importer)
+            for imp in m.imports if within(imp.name, imported)]
+
+
+def sibling_violations(modules: dict[str, Module]) -> list[str]:
+    return [f"{m.name} (line {imp.line}) imports {imp.name}: {a} and {b} share a layer "
+            "and import nothing of each other"
+            for a, b in SIBLINGS for x, y in ((a, b), (b, a))
+            for m, imp in _imports(modules, x, y)]
+
+
+def front_end_violations(modules: dict[str, Module]) -> list[str]:
+    """(g) and (h): the web front ends against the engine's loops and each other."""
+    problems = [f"{m.name} (line {imp.line}) imports {imp.name}: the web imports of the "
+                f"engine only {', '.join(ENGINE_FOR_READERS)}"
+                for m, imp in _imports(modules, "service.web", "service.engine")
+                if not any(within(imp.name, ok) for ok in ENGINE_FOR_READERS)]
+    problems += [f"{m.name} (line {imp.line}) imports {imp.name}: the console imports of "
+                 f"the API only {', '.join(API_FOR_THE_CONSOLE)}; a user's request goes "
+                 "through service.usecases"
+                 for m, imp in _imports(modules, "service.web.ui", "service.web.api")
+                 if imp.name != "service.web.api"
+                 and not any(within(imp.name, ok) for ok in API_FOR_THE_CONSOLE)]
+    problems += [f"{m.name} (line {imp.line}) imports {imp.name}: the API imports nothing "
+                 "of the console"
+                 for m, imp in _imports(modules, "service.web.api", "service.web.ui")]
     return problems
 
 
@@ -350,6 +419,21 @@ def test_each_layer_imports_only_its_own_and_below(modules):
     assert layer_violations(modules) == []
 
 
+def test_every_layer_holds_a_module(modules):
+    for index, (name, entries) in enumerate(LAYERS):
+        for entry in entries:
+            assert any(within(m, entry) for m in modules), f"{entry} ({name}): no module"
+            assert layer_of(entry) == index, f"{entry} is named twice"
+
+
+def test_siblings_import_nothing_of_each_other(modules):
+    assert sibling_violations(modules) == []
+
+
+def test_the_web_reaches_the_engine_and_the_api_as_the_rules_say(modules):
+    assert front_end_violations(modules) == []
+
+
 def test_no_import_cycle(modules):
     assert import_cycles(modules) == []
 
@@ -363,8 +447,42 @@ def test_checker_flags_an_upward_import_and_a_cycle(tmp_path):
         "service/web/b.py": "from service.store import a\n",
     })
     assert layer_violations(modules) == [
-        "service.store.a (line 1) imports service.web.b, a layer above its own"]
+        "service.store.a (line 1) imports service.web.b: layer web is above its own, "
+        "adapters"]
     assert import_cycles(modules) == [["service.store.a", "service.web.b"]]
+
+
+def test_checker_flags_upward_arrows_among_the_low_layers(tmp_path):
+    modules = make_tree(tmp_path, {
+        "service/__init__.py": "",
+        "service/domain/rows.py": "from service.policy.progress import Progress\n",
+        "service/policy/retry.py": "from service.config import SchedulerSettings\n",
+        "service/policy/pipelines.py": "from service.jobspec import yamldoc\n",
+        "service/config.py": "from service.policy.quotas import Limits\n",
+        "service/jobspec/spec.py": "from service.scheduling.admission import Driver\n",
+    })
+    assert sorted(p.split(":")[0] for p in layer_violations(modules)) == [
+        "service.domain.rows (line 1) imports service.policy.progress.Progress",
+        "service.jobspec.spec (line 1) imports service.scheduling.admission.Driver",
+        "service.policy.retry (line 1) imports service.config.SchedulerSettings",
+    ]
+
+
+def test_checker_flags_siblings_and_the_front_ends(tmp_path):
+    modules = make_tree(tmp_path, {
+        "service/__init__.py": "",
+        "service/usecases/a.py": "from service.engine import scheduler_loop\n",
+        "service/web/ui/page.py": "from service.web.api import handlers, views, deps\n",
+        "service/web/api/x.py": "import service.engine.observed\nimport service.web.ui.page\n",
+        "service/web/metrics.py": "from service.engine.scheduler import Scheduler\n",
+    })
+    assert [p.split(":")[0] for p in sibling_violations(modules)] == [
+        "service.usecases.a (line 1) imports service.engine.scheduler_loop"]
+    assert sorted(p.split(":")[0] for p in front_end_violations(modules)) == [
+        "service.web.api.x (line 2) imports service.web.ui.page",
+        "service.web.metrics (line 1) imports service.engine.scheduler.Scheduler",
+        "service.web.ui.page (line 1) imports service.web.api.handlers",
+    ]
 
 
 def test_only_the_ray_adapter_imports_ray(modules):

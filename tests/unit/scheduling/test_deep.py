@@ -9,7 +9,7 @@ from planner_cases import DRIVER, NOW, node, plan, running, task
 from service.cluster.boundary import ClusterSnapshot
 from service.config import SchedulerSettings, UserSettings
 from service.domain.reasons import RUN_HISTORY, TIME_LIMITS, Planned
-from service.scheduling import reservations
+from service.scheduling import estimates
 from service.scheduling.deep import DeepEstimates, DeepQueue, DeepTask
 from service.scheduling.plan import PlanInput
 from service.scheduling.planner import Planner
@@ -23,7 +23,7 @@ DRAINED = NOW - 60 + TURN  # r1 (started a minute ago) ends at its limit
 
 @pytest.fixture
 def two_a_tick(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reservations, "ESTIMATED", 2)
+    monkeypatch.setattr(estimates, "ESTIMATED", 2)
 
 
 def one_node_queue(n: int):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from service.cluster.boundary import ClusterSnapshot, NodeResources
-from service.scheduling.admission import Driver, FreePool, Gang
+from service.domain.resources import Driver
+from service.scheduling.admission import FreePool, Gang
 from service.scheduling.preemption import Running, choose_victims, eligible
 
 DRIVER = Driver({"worker_node": 1.0}, 1.0)

@@ -473,9 +473,9 @@ def test_past_the_budget_tasks_get_an_estimate_that_protects_nothing() -> None:
 
 
 def test_soft_estimates_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from service.scheduling import reservations
+    from service.scheduling import estimates
 
-    monkeypatch.setattr(reservations, "ESTIMATED", 2)
+    monkeypatch.setattr(estimates, "ESTIMATED", 2)
     r1 = running("r1", started=NOW - 60, limit=LIMIT)
     p = plan([node("w1", 0)], [task(f"t{i}", limit=LIMIT) for i in range(4)], [r1],
              held_on={"r1--a01": {"w1": 4}}, reservations=1)

@@ -12,10 +12,10 @@ import pytest
 
 from service.cluster.fake import FakeCluster
 from service.config import Settings
-from service.domain.states import WAITING, RayStatus, TaskState
+from service.domain.states import WAITING, PipelineState, RayStatus, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
-from service.policy.pipelines import PipelineState, parse_pipeline
+from service.policy.pipelines import parse_pipeline
 from service.store.sql import QUERIES
 from service.store.writer import Store
 from service.usecases.pipeline_submit import submit_pipeline

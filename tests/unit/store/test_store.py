@@ -12,8 +12,7 @@ import pytest
 
 from service.domain.newtask import NewTask
 from service.domain.reasons import WaitKind, as_text
-from service.domain.states import RUNNABLE, TaskState
-from service.policy.pipelines import PipelineState
+from service.domain.states import RUNNABLE, PipelineState, TaskState
 from service.store import tasks as store_tasks
 from service.store.sql import QUERIES, QUERIES_FILE, parse_queries
 from service.store.writer import (

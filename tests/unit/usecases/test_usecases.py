@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import service.usecases as usecases_package
 import service.web.api as api_package
 import service.web.ui as ui_package
 from service.cluster.fake import FakeCluster
@@ -262,13 +263,18 @@ async def test_submit_pipeline_creates_its_stages_under_the_quota_and_wakes(deps
 
 # -- the front ends go through the use cases -------------------------------------------
 
-TASK_WRITES = {"create_task", "cancel", "set_priority", "flag_pipeline_cancel"}
+TASK_WRITES = {"create_task", "cancel", "set_priority", "flag_pipeline_cancel",
+               # accounts and webhooks (service.usecases.accounts, .webhooks)
+               "create_user", "set_user_enabled", "create_token", "revoke_token",
+               "create_webhook", "delete_webhook", "get_webhook", "list_webhooks",
+               "webhook_deliveries"}
 FRONT_ENDS = (api_package, ui_package)
 
 
 def test_the_api_and_the_console_write_tasks_only_through_the_use_cases() -> None:
-    """No handler or page calls the store's task writes (or the pipeline creation)
-    itself: each rule has one home, ``service.usecases``."""
+    """No handler or page calls the store's task, account or webhook writes (nor reads
+    a webhook, nor the pipeline creation) itself: each rule has one home,
+    ``service.usecases``."""
     root = Path(__file__).resolve().parents[3]
     found, read = [], 0
     for package in FRONT_ENDS:
@@ -286,3 +292,18 @@ def test_the_api_and_the_console_write_tasks_only_through_the_use_cases() -> Non
                     found.append(f"{path.relative_to(root)}:{node.lineno} pipeline_submit")
     assert read >= 20 and found == []
 
+
+
+def test_the_use_cases_reach_the_store_through_its_lanes() -> None:
+    """A use case calls ``deps.store.read(lambda s: s.method(...))``, ``.write(...)`` or
+    ``.heavy(...)`` (reads whose cost grows with a window),
+    never a per-method wrapper of ``AsyncStore``."""
+    found, read = [], 0
+    for path in sorted(Path(usecases_package.__file__).parent.glob("*.py")):
+        read += 1
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "store"
+                    and node.attr not in {"read", "write", "heavy"}):
+                found.append(f"{path.name}:{node.lineno} store.{node.attr}")
+    assert read >= 8 and found == []

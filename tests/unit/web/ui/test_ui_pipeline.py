@@ -10,9 +10,10 @@ import pytest
 import yaml
 from ui_env import TOKEN, jobspec, page, sign_in
 
+from service.domain.rows import StageRow
 from service.domain.states import RayStatus, TaskState
 from service.policy.dependencies import Condition
-from service.store.pipelines import Edge, StageRow
+from service.store.pipelines import Edge
 from service.web.ui.pipeline_view import BOX_H, BOX_W, GAP_X, PAD, layout
 
 

@@ -1,4 +1,4 @@
-"""The delivery worker: an asyncio task of the API process that sends the outbox.
+"""The webhook delivery loop: an asyncio task of the API process that sends the outbox.
 
 It never runs in the scheduler's thread and never blocks the event loop: store calls go
 to a lane of their own (one thread), HTTP goes through aiohttp with a total timeout per
@@ -22,11 +22,11 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 from aiohttp import web
 
+from service.domain.rows import ClaimedDelivery
 from service.store.offload import Offload
 from service.store.writer import Store
 from service.webhooks import events, signing, transport
 from service.webhooks.policy import TryResult, decide
-from service.webhooks.rows import ClaimedDelivery
 from service.webhooks.settings import WebhookSettings
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,7 @@
-"""The delivery worker against a local aiohttp receiver: signed bodies, retries with
-backoff on 5xx and timeouts, giving up on 4xx and redirects, the SSRF rules at delivery.
-The worker is driven step by step with an injected clock (no sleeps)."""
+"""The webhook delivery loop (``service.engine.webhook_delivery``) against a local aiohttp
+receiver: signed bodies, retries with backoff on 5xx and timeouts, giving up on 4xx and
+redirects, the SSRF rules at delivery. The worker is driven step by step with an injected
+clock (no sleeps)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from aiohttp import web
 from standardwebhooks import Webhook
 
 from service.domain.newtask import NewTask
+from service.engine.webhook_delivery import DeliveryWorker
 from service.store.writer import Store
 from service.webhooks.settings import WebhookSettings
-from service.webhooks.worker import DeliveryWorker
 
 TID = "mvp2-ppo-20251223-143201-7f3a"  # the first task's id (cancel_a_task)
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
@@ -269,7 +270,7 @@ async def test_run_delivers_until_stopped(store, receiver) -> None:
 
 
 async def test_a_worker_that_stops_on_its_own_is_reported(caplog) -> None:
-    from service.webhooks.worker import _report_end
+    from service.engine.webhook_delivery import _report_end
 
     async def dies() -> None:
         raise RuntimeError("disk gone")

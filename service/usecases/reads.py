@@ -1,0 +1,112 @@
+"""What a user reads that takes more than one row: a task's dependencies, the BLOCKED
+tasks with why each waits, an attempt's driver log. The API and the console both call
+these; each renders the result its own way.
+
+The ``*_of`` functions and ``blocked_tasks`` take the store itself: they run on the
+store's read lane (``deps.store.read(lambda s: ...)``), one hand-off for all their reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from service.cluster.boundary import ClusterError
+from service.domain.rows import AttemptRow, TaskRow
+from service.domain.states import RayStatus, TaskState
+from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
+from service.store.writer import Store
+from service.usecases.ports import TaskDeps, on_cluster
+
+log = logging.getLogger(__name__)
+
+
+# -- a task's dependencies ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Dependencies:
+    """A task's parents (each with its state now), what it does when they cannot hold,
+    and the pipeline stage it is (``(pipeline_id, stage)`` or None)."""
+
+    after: list[Dep]
+    on_unsatisfiable: str
+    stage: tuple[str, str] | None
+
+
+def dependencies_of(store: Store, task_id: str) -> Dependencies:
+    return Dependencies(store.pipelines.deps_of(task_id),
+                        store.pipelines.on_unsatisfiable_of(task_id),
+                        store.pipelines.stage_of(task_id))
+
+
+async def dependencies(deps: TaskDeps, task_id: str) -> Dependencies:
+    """A task's dependencies, in one read of the store's read lane."""
+    return await deps.store.read(lambda s: dependencies_of(s, task_id))
+
+
+def _reasons(store: Store, task_ids: list[str]) -> dict[str, str]:
+    found = store.pipelines.deps_of_tasks(task_ids)
+    out = {}
+    for task_id in task_ids:
+        policy = OnUnsatisfiable(store.pipelines.on_unsatisfiable_of(task_id))
+        reason = wait_reason(found.get(task_id, []), policy)
+        out[task_id] = reason or "dependencies met: queued on the next tick"
+    return out
+
+
+def blocked_reasons(store: Store, tasks: list[TaskRow]) -> dict[str, str]:
+    """Why each BLOCKED task of a list page waits (nothing read without any)."""
+    blocked = [t.task_id for t in tasks if t.state is TaskState.BLOCKED]
+    return _reasons(store, blocked) if blocked else {}
+
+
+def blocked_tasks(store: Store, limit: int, user: str | None = None
+                  ) -> list[tuple[TaskRow, str]]:
+    """The oldest BLOCKED tasks (``user``'s only when given) with why each waits (the
+    console queue's "waiting on other tasks", the API queue's ``blocked``)."""
+    tasks = store.pipelines.blocked_page(limit, user)
+    reasons = _reasons(store, [t.task_id for t in tasks])
+    return [(t, reasons[t.task_id]) for t in tasks]
+
+
+# -- an attempt's log ---------------------------------------------------------------------
+
+
+class Archive(Protocol):
+    """Where ended attempts' logs are kept (``service.engine.artifacts.Artifacts``)."""
+
+    def read_log(self, sid: str, user: str | None) -> str | None: ...
+
+
+class LogDeps(TaskDeps, Protocol):
+    @property
+    def artifacts(self) -> Archive: ...
+
+
+async def attempt_log(deps: LogDeps, attempt: AttemptRow, user: str | None) -> str | None:
+    """Live from Ray while the attempt runs; the archive once it ended (or Ray is gone).
+    File reads run on the work lane, Ray calls on the cluster pool."""
+    sid = attempt.ray_submission_id
+    ended = attempt.ray_status is not None and RayStatus(attempt.ray_status).is_terminal()
+    if ended:
+        archived = await deps.work.run(deps.artifacts.read_log, sid, user)
+        if archived is not None:
+            return archived
+    try:
+        return await on_cluster(deps, deps.cluster.logs, sid)
+    except ClusterError as exc:
+        log.info("live logs of %s unavailable: %s", sid, exc)
+    return None if ended else await deps.work.run(deps.artifacts.read_log, sid, user)
+
+
+def tail_lines(text: str, lines: int) -> str:
+    """The last ``lines`` lines of ``text`` (without splitting the whole text)."""
+    end = len(text) - 1 if text.endswith("\n") else len(text)
+    pos = end
+    for _ in range(lines):
+        pos = text.rfind("\n", 0, pos)
+        if pos < 0:
+            return text
+    return text[pos + 1:]
