@@ -13,11 +13,11 @@ null``, and a nullable scalar as ``type: [T, "null"]``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ValidationInfo, WrapValidator
-from pydantic.json_schema import GenerateJsonSchema
+from pydantic import BaseModel, WrapValidator
+from pydantic.json_schema import models_json_schema
 from pydantic_core import PydanticCustomError
 
 ARGUS_ERROR = "argus"
@@ -32,8 +32,27 @@ def rule(check: Callable[..., Any]) -> WrapValidator:
     """``check`` as a field's only validator (given the validation info when it takes
     two arguments)."""
     if len(inspect.signature(check).parameters) == 2:
-        return WrapValidator(lambda value, _handler, info: check(value, info))
-    return WrapValidator(lambda value, _handler: check(value))
+        found = WrapValidator(lambda value, _handler, info: check(value, info))
+    else:
+        found = WrapValidator(lambda value, _handler: check(value))
+    _CHECKS[id(found)] = check
+    return found
+
+
+_CHECKS: dict[int, Callable[..., Any]] = {}  # rule (by id) -> its check
+
+
+def missing_problem(model: type[BaseModel], name: str) -> str:
+    """What the rule of required field ``name`` says of nothing (null), so a field left
+    out reads as its rule words it; "required" when it has no rule or none to say."""
+    for meta in model.model_fields[name].metadata:
+        check = _CHECKS.get(id(meta))
+        if check is not None and len(inspect.signature(check).parameters) == 1:
+            try:
+                check(None)
+            except PydanticCustomError as exc:
+                return exc.context["message"]  # type: ignore[index]
+    return "required"
 
 
 def _tidy(node: Any) -> Any:
@@ -53,16 +72,15 @@ def _tidy(node: Any) -> Any:
     return out
 
 
-class _Generator(GenerateJsonSchema):
-    def generate(self, schema: Any, mode: Any = "validation") -> Any:
-        return _tidy(super().generate(schema, mode))
+def json_schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON Schema (its nested models under ``$defs``)."""
+    return _tidy(model.model_json_schema())
 
 
-def json_schema_of(model: type[BaseModel], ref_template: str = "#/$defs/{model}"
-                   ) -> dict[str, Any]:
-    """``model``'s JSON Schema (its nested models under ``$defs``, or where
-    ``ref_template`` says)."""
-    return model.model_json_schema(ref_template=ref_template, schema_generator=_Generator)
-
-
-__all__ = ["ARGUS_ERROR", "ValidationInfo", "json_schema_of", "problem", "rule"]
+def json_schemas_of(models: Sequence[type[BaseModel]], ref_template: str
+                    ) -> dict[str, Any]:
+    """The schemas of ``models`` and of the models and enums they use, by name, each
+    reference written as ``ref_template`` says."""
+    _, found = models_json_schema([(m, "validation") for m in models],
+                                  ref_template=ref_template)
+    return _tidy(found["$defs"])

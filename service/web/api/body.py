@@ -16,9 +16,11 @@
   the route may read; for a ``Content-Length`` over the limit it sends nothing, so the
   handler's 413 is the first and only answer and the body is never sent.
 
-A JSON body (``read_json_object``: users, tokens, a task's priority) is a small object
-read under the same rules with its own, smaller limit; JSON nested too deep for the
-parser is a 400 like any other malformed JSON.
+A JSON body (``read_json_object``: users, tokens, a task's priority, a webhook) is a
+small object read under the same rules with its own, smaller limit; JSON nested too deep
+for the parser is a 400 like any other malformed JSON. ``read_shape`` then holds it to its
+shape (``service.web.shapes``, declared once: the OpenAPI document states the same
+model): unknown fields, then each field's rule, every problem with its field in the 400.
 """
 
 from __future__ import annotations
@@ -26,17 +28,20 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp.http import HttpVersion11
+from pydantic import BaseModel, ValidationError
 
+from service.jobspec.generate import missing_problem
 from service.web.api.deps import deps_of
 from service.web.api.middlewares import ApiError, error_response
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 JSON_BODY_LIMIT = 16 * 1024
 JSON_CONTENT_TYPE = "application/json"
+M = TypeVar("M", bound=BaseModel)
 
 
 async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytes:
@@ -92,6 +97,36 @@ async def read_json_object(request: web.Request, *, required: bool) -> dict[str,
         raise ApiError(400, "request body must be a JSON object",
                        details=[{"field": "body", "message": f"got {type(doc).__name__}"}])
     return doc
+
+
+async def read_shape(request: web.Request, shape: type[M], what: str, *,
+                     required: bool = True, context: dict[str, Any] | None = None) -> M:
+    """The request's JSON object held to ``shape`` (``read_json_object``'s rules first);
+    a 400 "invalid ``what``" listing every problem."""
+    found, details = check_shape(shape, await read_json_object(request, required=required),
+                                 context)
+    if found is None:
+        raise ApiError(400, f"invalid {what}", details=details)
+    return found
+
+
+def check_shape(shape: type[M], doc: dict[str, Any], context: dict[str, Any] | None = None
+                ) -> tuple[M | None, list[dict[str, Any]]]:
+    """``doc`` as ``shape``, or None and the 400's details: each unknown field, then each
+    field's problem (a required one left out reads as its rule words nothing)."""
+    fields = shape.model_fields
+    details = unknown_fields(doc, tuple(fields))
+    try:
+        found = shape.model_validate(
+            doc if not details else {k: v for k, v in doc.items() if k in fields},
+            context=context)
+    except ValidationError as exc:
+        for e in exc.errors(include_url=False, include_input=False):
+            name = str(e["loc"][0]) if e["loc"] else "body"
+            details.append({"field": name, "message": missing_problem(shape, name)
+                            if e["type"] == "missing" else e["msg"]})
+        return None, details
+    return (None, details) if details else (found, details)
 
 
 def unknown_fields(doc: dict[str, Any], known: tuple[str, ...]) -> list[dict[str, Any]]:

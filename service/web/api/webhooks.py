@@ -16,21 +16,18 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from service.domain.timefmt import iso
-from service.policy.ssrf import url_problem
 from service.store.webhooks import TooManyWebhooks, WebhookOwnerUnknown
-from service.web.api.body import read_json_object, unknown_fields
+from service.web.api.body import check_shape, read_json_object
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.handlers import user_filter
 from service.web.api.middlewares import ApiError
 from service.web.api.params import parse_uint
-from service.webhooks.events import parse_types
 from service.webhooks.rows import DeliveryRow, WebhookRow
+from service.webhooks.schemas import NewWebhook
 from service.webhooks.transport import registration_problem
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("standard", "slack")
-FIELDS = ("url", "events", "format")
 DELIVERIES_DEFAULT, DELIVERIES_MAX = 50, 500
 
 
@@ -68,26 +65,16 @@ class Refusal(Exception):
 async def register(deps: AppDeps, owner: str, doc: dict[str, Any]) -> WebhookRow:
     """Register ``doc`` (url, events, format) for ``owner``: the one path of the API and
     the console. Raises ``Refusal`` (400 bad input or a refused target, 409 the limit)."""
-    errors = unknown_fields(doc, FIELDS)
-    url = doc.get("url")
-    problem = url_problem(url)
-    if problem:
-        errors.append({"field": "url", "message": problem})
-    types, problem = parse_types(doc.get("events"))
-    if problem:
-        errors.append({"field": "events", "message": problem})
-    fmt = doc.get("format", "standard")
-    if fmt not in FORMATS:
-        errors.append({"field": "format", "message": f"must be standard or slack, got "
-                                                    f"{str(fmt)[:40]!r}"})
-    if errors:
+    new, errors = check_shape(NewWebhook, doc)
+    if new is None:
         raise Refusal(400, "invalid webhook", errors)
+    url, fmt = new.url, new.format
     problem = await registration_problem(url, deps.settings.webhooks.allow_networks)
     if problem:
         raise Refusal(400, "webhook target refused", [{"field": "url", "message": problem}])
     try:
         hook = await deps.store.create_webhook(
-            owner=owner, url=url, events=[t.value for t in types], fmt=fmt,
+            owner=owner, url=url, events=[t.value for t in new.events], fmt=fmt,
             now=deps.clock(), max_per_user=deps.settings.webhooks.max_per_user)
     except TooManyWebhooks as exc:
         raise Refusal(409, str(exc)) from exc

@@ -12,11 +12,12 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 
 from service.web.api.deps import deps_of
-from service.web.api.webhooks import FORMATS, Refusal, register
+from service.web.api.webhooks import Refusal, register
 from service.web.ui import pages
 from service.web.ui.sessions import csrf_ok
 from service.webhooks.events import DESCRIPTIONS, EventType
 from service.webhooks.rows import WebhookRow
+from service.webhooks.schemas import FORMATS
 
 DELIVERIES_SHOWN = 10
 PAGE = "/ui/webhooks"
