@@ -1,11 +1,12 @@
 """How a shape is declared and its JSON Schema generated (pure; the JobSpec,
 ``service.jobspec.schema``, and the API's shapes, ``service.web.shapes``, use it).
 
-A shape is a pydantic model. A field whose rule is Argus's own carries ``rule(check)``:
-``check(value)`` or ``check(value, info)`` answers the value (normalised) or raises
-``problem(message)``, the sentence a user reads in a 400's details; pydantic's own
-validator of the field is never called, so its constraints (``ge``, ``maxLength``...) are
-the schema's statement of what the check enforces. ``json_schema_of`` writes a model's
+A shape is a pydantic model. A field whose rule is Argus's own carries ``rule(check)``
+last in its ``Annotated``: ``check(value)`` or ``check(value, info)`` answers the value
+(normalised) or raises ``problem(message)``, the sentence a user reads in a 400's
+details. It replaces pydantic's own validator of the field (one plain call, no second
+pass), so the type's constraints (``ge``, ``maxLength``...) are the schema's statement of
+what the check enforces. ``json_schema_of`` writes a model's
 schema as the OpenAPI document and the generators read it: no titles, no ``default:
 null``, and a nullable scalar as ``type: [T, "null"]``.
 """
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, WrapValidator
+from pydantic import BaseModel, GetCoreSchemaHandler
 from pydantic.json_schema import models_json_schema
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, core_schema
 
 ARGUS_ERROR = "argus"
 
@@ -28,28 +30,34 @@ def problem(message: str) -> PydanticCustomError:
     return PydanticCustomError(ARGUS_ERROR, "{message}", {"message": message})
 
 
-def rule(check: Callable[..., Any]) -> WrapValidator:
-    """``check`` as a field's only validator (given the validation info when it takes
-    two arguments)."""
-    if len(inspect.signature(check).parameters) == 2:
-        found = WrapValidator(lambda value, _handler, info: check(value, info))
-    else:
-        found = WrapValidator(lambda value, _handler: check(value))
-    _CHECKS[id(found)] = check
-    return found
+@dataclass(frozen=True)
+class Rule:
+    """``check`` as a field's only validator: a plain function (given the validation
+    info when it takes two arguments), whose schema is the annotated type's, constraints
+    and all, which pydantic states but does not enforce."""
+
+    check: Callable[..., Any]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler
+                                     ) -> core_schema.CoreSchema:
+        stated = handler(source)
+        if len(inspect.signature(self.check).parameters) == 2:
+            return core_schema.with_info_plain_validator_function(
+                self.check, json_schema_input_schema=stated)
+        return core_schema.no_info_plain_validator_function(
+            self.check, json_schema_input_schema=stated)
 
 
-_CHECKS: dict[int, Callable[..., Any]] = {}  # rule (by id) -> its check
+rule = Rule
 
 
 def missing_problem(model: type[BaseModel], name: str) -> str:
     """What the rule of required field ``name`` says of nothing (null), so a field left
     out reads as its rule words it; "required" when it has no rule or none to say."""
     for meta in model.model_fields[name].metadata:
-        check = _CHECKS.get(id(meta))
-        if check is not None and len(inspect.signature(check).parameters) == 1:
+        if isinstance(meta, Rule) and len(inspect.signature(meta.check).parameters) == 1:
             try:
-                check(None)
+                meta.check(None)
             except PydanticCustomError as exc:
                 return exc.context["message"]  # type: ignore[index]
     return "required"
