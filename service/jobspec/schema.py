@@ -7,17 +7,19 @@ generated from it:
   ``JobSpec`` or a ``JobSpecError`` listing every problem, each with its field, in the
   order of the declaration (unknown fields first);
 * the JSON Schema: ``jobspec_json_schema`` (for the deployment's roots: property-based
-  generators, the fuzz tier) and ``jobspec_component`` (roots in prose, for the OpenAPI
-  document, ``service.web.openapi``), both from ``JobSpecDocument.model_json_schema``.
+  generators, the fuzz tier) and ``declared_schema`` (any path as the caller says: the
+  OpenAPI document's ``JobSpec`` components, ``service.web.openapi``), both from
+  ``JobSpecDocument.model_json_schema``.
 
-A field's rule is a wrap validator that never calls pydantic's own (whose messages are
-not ours): it checks the value and raises ``problem`` with the sentence a user reads. The
-bounds a rule checks are the ones its ``Field`` declares, so the schema states what the
-rule enforces. A rule that JSON Schema cannot say (a path's normalised form under the
-roots, the override policy, sft-only ``trainer_device``) stays code: the schema holds to
-a subset that is always valid (a path's pattern, the overrides' generated shape). Paths
-are marked ``x-argus-path`` in the declaration; the generators put the deployment's path
-schema (or a reference to ``JobSpecPath``) in its place.
+A field's rule (``service.jobspec.generate.rule``) is its only validator, in place of
+pydantic's own (whose messages are not ours): it checks the value and raises ``problem``
+with the sentence a user reads. The bounds a rule checks are the ones its ``Field``
+declares, so the schema states what the rule enforces. A rule that JSON Schema cannot
+say (a path's normalised form under the roots, the override policy, sft-only
+``trainer_device``) stays code: the schema holds to a subset that is always valid (a
+path's pattern, the overrides' generated shape). Paths are marked ``x-argus-path`` in
+the declaration; the generators put the deployment's path schema (or a reference to
+``JobSpecPath``) in its place.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def _operation(op: Op, path: str, access: str) -> dict[str, Any]:
     the operation's own (owner, self)."""
     access = op.access or access
     responses = {status: _reply(r) for status, r in op.ok.items()}
-    if not op.extra.get("bare"):
+    if not op.probe:
         if access != "public":
             responses["401"] = _error("Unauthorized")
         if access in ("admin", "owner", "self"):

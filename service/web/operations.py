@@ -10,7 +10,7 @@ without a route, stops the document from being built.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -54,7 +54,7 @@ class Op:
     body: Schema | None = None
     body_types: tuple[str, ...] = ("application/json",)
     body_required: bool = True
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    probe: bool = False  # the probes: their own answers only (no auth, no error answers)
 
 
 def ok(shape: Schema, description: str, status: str = "200") -> dict[str, Reply]:
@@ -257,12 +257,12 @@ OTHER_OPERATIONS: dict[tuple[str, str], Op] = {
     ("get", "/healthz"): Op(
         "getHealth", INTERNAL_TAG, "Liveness of the process (no auth)",
         {"200": Reply(t.Health, "Alive (ok or degraded)"),
-         "503": Reply(t.Health, "The scheduler thread stopped")}, extra={"bare": True}),
+         "503": Reply(t.Health, "The scheduler thread stopped")}, probe=True),
     ("get", "/readyz"): Op(
         "getReadiness", INTERNAL_TAG,
         "Readiness: can the process answer requests in time now (no auth)",
         {"200": Reply(t.Readiness, "Ready"),
-         "503": Reply(t.Readiness, "Not ready; reasons say why")}, extra={"bare": True}),
+         "503": Reply(t.Readiness, "Not ready; reasons say why")}, probe=True),
 }
 
 OPERATIONS = {**TASK_OPERATIONS, **ACCOUNT_OPERATIONS, **OTHER_OPERATIONS}

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationInfo, model_validator
 
+from service.domain.states import FailureKind, RayStatus
 from service.domain.timefmt import parse_time
 from service.domain.users import (
     MAX_TOKEN_LIFETIME_S,
@@ -19,7 +20,6 @@ from service.domain.users import (
 from service.domain.users import RESERVED_NAMES as _RESERVED
 from service.jobspec.generate import problem, rule
 from service.web.shapes.common import Answer, Request, Timestamp, TokenState, at
-from service.web.shapes.tasks import FailureKind, RayStatus
 
 DEFAULT_LABEL = "default"
 UserName = Annotated[str, Field(
