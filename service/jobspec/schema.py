@@ -300,7 +300,6 @@ JobSpecDocument: type[BaseModel] = create_model(  # the notes: one field each (N
                              rule(_note(note))], None) for note in NOTES})
 FIELDS: tuple[str, ...] = tuple(JobSpecDocument.model_fields)
 _KNOWN = frozenset(FIELDS)
-_SPEC_FIELDS = tuple(f for f in FIELDS if f != "submission_id")
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -319,7 +318,9 @@ def validate_jobspec(doc: dict[Any, Any], rules: PathRules) -> JobSpec:
         raise JobSpecError(details) from None
     if details:
         raise JobSpecError(details)
-    return JobSpec(**{name: getattr(found, name) for name in _SPEC_FIELDS})
+    values = found.__dict__.copy()  # the fields' values (the rules normalised them)
+    del values["submission_id"]  # accepted and ignored
+    return JobSpec(**values)
 
 
 def _detail(error: Any) -> dict[str, Any]:
