@@ -10,7 +10,9 @@ callgrind, and prints the difference over ``MANY - FEW``: one request, setup lef
 
 * ``GET /tasks/{id}`` by its owner, and by another user (who sees the job's words cut);
 * ``GET /tasks/{id}/logs`` of an ended attempt: the archive, read from the owner's tree;
-* ``GET /tasks/{id}/events``.
+* ``GET /tasks/{id}/events``;
+* ``POST /tasks``: the JobSpec above as JSON (``submit``), or as YAML (``submit-yaml``), by
+  its owner: parsed, validated, written and answered 201.
 
 ``--code DIR`` imports the service from another checkout (a ``git worktree`` of the revision
 before), so both are counted on one host; counts repeat on one host, not across hosts.
@@ -30,13 +32,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.hostinfo import host_line
 
 FEW, MANY = 10, 210
-ROUTES = ("task-owner", "task-other", "logs", "events")
+ROUTES = ("task-owner", "task-other", "logs", "events", "submit", "submit-yaml")
 T0 = 1_766_000_000.0
 
 
@@ -91,6 +94,31 @@ async def _serve(code: str, tasks: int, route: str, requests: int) -> None:
     target = ids[0]  # alice's
     archive = Path(str(artifacts.attempt_dir(f"{target}--a01", "alice"))) / "driver.log"
     assert archive.stat().st_size > 60_000, "the attempt's log was not archived"
+    if route.startswith("submit"):
+        await _submit(client, spec, tokens["alice"], requests, yaml=route == "submit-yaml")
+    else:
+        await _get(client, route, target, tokens, requests)
+    await client.close()
+    store.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _submit(client: Any, spec: dict[str, Any], token: str, requests: int, *,
+                  yaml: bool) -> None:
+    headers = {"Authorization": f"Bearer {token}"}
+    text = "".join(f"{k}: {'null' if v is None else v}\n" for k, v in spec.items())
+    for _ in range(requests):
+        if yaml:
+            resp = await client.post("/api/v2/tasks", data=text, headers={
+                **headers, "Content-Type": "application/yaml"})
+        else:
+            resp = await client.post("/api/v2/tasks", json=spec, headers=headers)
+        assert resp.status == 201, await resp.text()
+        await resp.read()
+
+
+async def _get(client: Any, route: str, target: str, tokens: dict[str, str],
+               requests: int) -> None:
     path, who = {"task-owner": (f"/api/v2/tasks/{target}", "alice"),
                  "task-other": (f"/api/v2/tasks/{target}", "bob"),
                  "logs": (f"/api/v2/tasks/{target}/logs", "alice"),
@@ -100,9 +128,6 @@ async def _serve(code: str, tasks: int, route: str, requests: int) -> None:
         resp = await client.get(path, headers=headers)
         assert resp.status == 200, await resp.text()
         await resp.read()
-    await client.close()
-    store.close()
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _instructions(valgrind: str, code: str, tasks: int, route: str, requests: int) -> int:

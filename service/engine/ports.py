@@ -19,9 +19,8 @@ from service.domain.rows import (
     RunnableRow,
     TaskRow,
 )
-from service.domain.states import TaskState
+from service.domain.states import PipelineState, TaskState
 from service.domain.writes import AttemptEnd, ProgressUpdate, RetryPlan
-from service.policy.pipelines import PipelineState
 from service.policy.usage import AttemptSpan
 from service.scheduling.runtimes import EndedRun
 

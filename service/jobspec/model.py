@@ -1,5 +1,6 @@
-"""The JobSpec as a value: its fields, their limits, and the error a bad document raises
-(with one detail per problem)."""
+"""The JobSpec as a value (``JobSpec``: validated and normalised), its fields' limits, and
+the error a bad document raises (with one detail per problem). The document's fields and
+their rules are declared in ``service.jobspec.schema``."""
 
 from __future__ import annotations
 
@@ -8,29 +9,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from service.policy.dependencies import OnUnsatisfiable, in_order
-
-FIELDS: tuple[str, ...] = (
-    "workload",
-    "submission_id",
-    "code_path",
-    "model_id",
-    "train_file",
-    "val_file",
-    "nnodes",
-    "n_gpus_per_node",
-    "total_epochs",
-    "total_training_steps",
-    "save_freq",
-    "test_freq",
-    "trainer_device",
-    "overrides",
-    "priority",
-    "max_runtime_s",
-    "after",
-    "on_unsatisfiable",
-    "description",
-)
-
 
 MAX_NNODES = 1024
 
@@ -57,9 +35,10 @@ MAX_DESCRIPTION = 500  # characters of the free-text note
 class NoteField:
     """An optional line of printable text in the JobSpec that Argus keeps and shows with
     the task (task JSON, console, CLI) and never acts on. Declared once, in ``NOTES``: the
-    validator, the JobSpec's JSON Schema, the API's Task schema and the task JSON read the
-    declaration, so a new note is this entry, a ``JobSpec`` attribute, a ``TaskRow`` field
-    with its column in the task projection, and wherever it is shown."""
+    JobSpec's declaration (``service.jobspec.schema``: its rule and its JSON Schema), the
+    API's Task shape and the task JSON read the declaration, so a new note is this entry,
+    a ``JobSpec`` attribute, a ``TaskRow`` field with its column in the task projection,
+    and wherever it is shown."""
 
     name: str
     max_length: int

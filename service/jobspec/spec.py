@@ -38,8 +38,10 @@ Rules beyond the field table, and why:
   checked (whether the parents exist and may be named is the store's check). The JSON
   Schema leaves ``after`` out: a generator of valid specs cannot know existing task ids.
 
-``jobspec_json_schema`` describes the same document as JSON Schema (for the OpenAPI
-document and for generators of valid specs); a unit test keeps the two in step.
+The fields and their rules are declared once, in ``service.jobspec.schema``
+(``JobSpecDocument``): the validation here and the JSON Schema (``jobspec_json_schema``,
+for the OpenAPI document and for generators of valid specs) are both generated from it;
+this module is the front door in front of it (size, encoding, YAML's limits).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from service.jobspec.sandbox import (
     PathRules,
     describe,
 )
-from service.jobspec.validate import Validator
+from service.jobspec.schema import validate_jobspec
 
 YAML_LIMITS = yamldoc.Limits(max_depth=3)  # fields; after: a mapping of lists
 
@@ -82,7 +84,7 @@ def parse_jobspec(text: str | bytes, settings: Settings, user: str | None = None
         got = "an empty document" if doc is None else describe(doc)
         message = f"must be a YAML mapping of JobSpec fields, got {got}"
         raise JobSpecError([error_detail("body", message)])
-    return Validator(doc, path_rules(settings, user)).run()
+    return validate_jobspec(doc, path_rules(settings, user))
 
 
 def parse_jobspec_json(text: str | bytes, settings: Settings, user: str | None = None
@@ -100,7 +102,7 @@ def parse_jobspec_json(text: str | bytes, settings: Settings, user: str | None =
     if not isinstance(doc, dict):
         message = f"must be a JSON object of JobSpec fields, got {type(doc).__name__}"
         raise JobSpecError([error_detail("body", message)])
-    return Validator(doc, path_rules(settings, user)).run()
+    return validate_jobspec(doc, path_rules(settings, user))
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -120,7 +122,7 @@ def validate_document(doc: Mapping[str, Any], settings: Settings, user: str | No
                       ) -> JobSpec:
     """``parse_jobspec`` for a document already read (a pipeline's stage): the same
     rules, JobSpecError listing every problem."""
-    return Validator(dict(doc), path_rules(settings, user)).run()
+    return validate_jobspec(dict(doc), path_rules(settings, user))
 
 
 def _text_within(text: str | bytes, max_bytes: int) -> str:

@@ -8,7 +8,7 @@ over the store calls the use cases make, by aggregate, and no others."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -218,8 +218,3 @@ class Rejected(UseCaseError):
         super().__init__(message)
         self.details = details
 
-
-def unknown_fields(doc: Mapping[str, Any], known: tuple[str, ...]) -> list[dict[str, Any]]:
-    """A refusal's details for each key of ``doc`` not in ``known``."""
-    return [{"field": str(k)[:64], "message": f"unknown field (known: {', '.join(known)})"}
-            for k in doc if k not in known]

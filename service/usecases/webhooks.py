@@ -18,17 +18,15 @@ from urllib.parse import urlsplit
 from service.config import Settings
 from service.domain.rows import DeliveryRow, WebhookRow
 from service.domain.users import Principal
-from service.policy.ssrf import url_problem
 from service.store.aio import AsyncStore
 from service.store.webhooks import TooManyWebhooks, WebhookOwnerUnknown
-from service.usecases.ports import Conflict, Forbidden, NotFound, Rejected, unknown_fields
-from service.webhooks.events import parse_types
+from service.usecases.ports import Conflict, Forbidden, NotFound, Rejected
+from service.usecases.shapes import check_shape
+from service.webhooks.schemas import NewWebhook
 from service.webhooks.transport import registration_problem
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("standard", "slack")
-FIELDS = ("url", "events", "format")
 
 
 class HookDeps(Protocol):
@@ -48,24 +46,14 @@ async def register(deps: HookDeps, owner: str, doc: Mapping[str, Any]) -> Webhoo
     """Register ``doc`` (url, events, format) for ``owner``. Refuses with ``Rejected``
     (bad input, or a target the SSRF rules refuse), ``Conflict`` (the per-user limit) or
     ``NotFound`` (no such owner)."""
-    errors = unknown_fields(doc, FIELDS)
-    url = doc.get("url")
-    problem = url_problem(url)
-    if problem:
-        errors.append({"field": "url", "message": problem})
-    types, problem = parse_types(doc.get("events"))
-    if problem:
-        errors.append({"field": "events", "message": problem})
-    fmt = doc.get("format", "standard")
-    if fmt not in FORMATS:
-        errors.append({"field": "format", "message": f"must be standard or slack, got "
-                                                    f"{str(fmt)[:40]!r}"})
-    if errors:
+    new, errors = check_shape(NewWebhook, doc)
+    if new is None:
         raise Rejected("invalid webhook", errors)
+    url, fmt = new.url, new.format
     problem = await registration_problem(url, deps.settings.webhooks.allow_networks)
     if problem:
         raise Rejected("webhook target refused", [{"field": "url", "message": problem}])
-    events, now = [t.value for t in types], deps.clock()
+    events, now = [t.value for t in new.events], deps.clock()
     limit = deps.settings.webhooks.max_per_user
     try:
         hook = await deps.store.write(lambda s: s.webhooks.create_webhook(

@@ -1,15 +1,14 @@
 """The HTTP API application: the route table and the factory that wires it.
 
-The handlers, middlewares and JSON views live in ``service.web.api``; this module says which
-handler answers which route and who may call it (the one table the OpenAPI test compares
-with the document) and builds an application around a ``Store``.
+The handlers, middlewares and JSON views live in ``service.web.api``; the route table
+(which handler answers which route, and who may call it) in ``service.web.routes``; this
+module builds an application around a ``Store`` from them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,78 +24,22 @@ from service.store.aio import AsyncStore
 from service.store.offload import Offload, TimeShare
 from service.store.writer import Store
 from service.web import ui
-from service.web.api import accounts as a
-from service.web.api import handlers as h
-from service.web.api import health as hl
-from service.web.api import logs as lg
-from service.web.api import pipelines as pl
-from service.web.api import webhooks as wh
 from service.web.api.auth import Access, Authenticator
 from service.web.api.body import expect_continue
 from service.web.api.deps import DEPS, AppDeps, SchedulerLoopView
-from service.web.api.middlewares import MIDDLEWARES, Handler
+from service.web.api.middlewares import MIDDLEWARES
 from service.web.api.waker import Waker
 from service.web.metrics import ServiceMetrics
 from service.web.openapi import build_openapi
+from service.web.routes import ROUTES, path_template
 
 log = logging.getLogger(__name__)
 
-API = "/api/v2"
-TASK_ID = "{task_id:[^/:]+}"
-NAME = "{name:[^/:]+}"
-TOKEN_ID = "{token_id:[^/:]+}"
-HOOK_ID = "{hook_id:[^/:]+}"
-PIPELINE_ID = "{pipeline_id:[^/:]+}"
+__all__ = ["ROUTES", "create_app", "path_template"]  # the route table, re-exported
+
 CLUSTER_THREADS = 4
 WORK_THREADS = 3  # one party uses at most 2 (offload's fair share)
 WAKE_INTERVAL_S = 0.1
-
-P, U, ADMIN = Access.PUBLIC, Access.USER, Access.ADMIN
-
-# (method, path, handler, access): the whole API, in one table (the OpenAPI test compares
-# it). Cancel, logs and a priority change (PATCH) are for the task's owner or an admin, a
-# user's own records for that user or an admin, a webhook's deliveries and its deletion
-# for its owner or an admin: their handlers check that on top of ``access``.
-ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
-    ("POST", f"{API}/tasks", h.submit_task, U),
-    ("GET", f"{API}/tasks", h.list_tasks, U),
-    ("GET", f"{API}/tasks/{TASK_ID}", h.get_task, U),
-    ("PATCH", f"{API}/tasks/{TASK_ID}", h.set_task_priority, U),
-    ("GET", f"{API}/tasks/{TASK_ID}/attempts", h.list_attempts, U),
-    ("GET", f"{API}/tasks/{TASK_ID}/events", h.list_events, U),
-    ("POST", f"{API}/tasks/{TASK_ID}:cancel", h.cancel_task, U),
-    ("GET", f"{API}/tasks/{TASK_ID}/logs", lg.task_logs, U),
-    ("GET", f"{API}/tasks/{TASK_ID}/metrics", h.task_metrics, U),
-    ("GET", f"{API}/queue", h.queue, U),
-    ("POST", f"{API}/pipelines", pl.create_pipeline, U),
-    ("GET", f"{API}/pipelines", pl.list_pipelines, U),
-    ("GET", f"{API}/pipelines/{PIPELINE_ID}", pl.get_pipeline, U),
-    ("POST", f"{API}/pipelines/{PIPELINE_ID}/cancel", pl.cancel_pipeline, U),
-    ("GET", f"{API}/me", a.me, U),
-    ("GET", f"{API}/users", a.list_users, ADMIN),
-    ("POST", f"{API}/users", a.create_user, ADMIN),
-    ("GET", f"{API}/users/{NAME}", a.get_user, U),
-    ("DELETE", f"{API}/users/{NAME}", a.delete_user, ADMIN),
-    ("POST", f"{API}/users/{NAME}:disable", a.disable_user, ADMIN),
-    ("POST", f"{API}/users/{NAME}:enable", a.enable_user, ADMIN),
-    ("GET", f"{API}/users/{NAME}/tokens", a.list_tokens, U),
-    ("POST", f"{API}/users/{NAME}/tokens", a.create_token, U),
-    ("POST", f"{API}/users/{NAME}/tokens/{TOKEN_ID}:revoke", a.revoke_token, U),
-    ("GET", f"{API}/usage", a.usage, U),
-    ("POST", f"{API}/webhooks", wh.create_webhook, U),
-    ("GET", f"{API}/webhooks", wh.list_webhooks, U),
-    ("DELETE", f"{API}/webhooks/{HOOK_ID}", wh.delete_webhook, U),
-    ("GET", f"{API}/webhooks/{HOOK_ID}/deliveries", wh.list_deliveries, U),
-    ("GET", f"{API}/openapi.json", hl.openapi, P),
-    ("GET", "/metrics", hl.metrics, U),
-    ("GET", "/healthz", hl.healthz, P),
-    ("GET", "/readyz", hl.readyz, P),
-)
-
-
-def path_template(path: str) -> str:
-    """A route's path as aiohttp names its resource: ``{task_id:[^/:]+}`` -> ``{task_id}``."""
-    return re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)
 
 
 def create_app(

@@ -31,22 +31,19 @@ from aiohttp import web
 
 from service.domain.timefmt import iso, parse_time
 from service.domain.users import (
-    MAX_TOKEN_LIFETIME_S,
     ME,
-    MIN_TOKEN_LIFETIME_S,
-    Role,
-    label_problem,
     name_problem,
 )
 from service.policy.usage import report_of
 from service.usecases import accounts
 from service.usecases.ports import UseCaseError
-from service.web.api.body import read_json_object, unknown_fields
+from service.web.api.body import read_shape
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.handlers import user_filter
 from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
 from service.web.api.views import token_json, usage_json, user_json
+from service.web.shapes.accounts import NewTokenRequest, NewUser
 
 DEFAULT_LABEL = "default"
 USAGE_TASKS_DEFAULT, USAGE_TASKS_MAX = 100, 1000
@@ -103,22 +100,9 @@ async def list_users(request: web.Request) -> web.Response:
 
 async def create_user(request: web.Request) -> web.Response:
     deps = deps_of(request)
-    doc = await read_json_object(request, required=True)
-    errors = unknown_fields(doc, ("name", "role"))
-    name = doc.get("name")
-    problem = name_problem(name)
-    if problem:
-        errors.append({"field": "name", "message": problem})
-    raw_role = doc.get("role", Role.USER.value)
+    new = await read_shape(request, NewUser, "user")
     try:
-        role = Role(raw_role)
-    except ValueError:
-        errors.append({"field": "role", "message": f"must be admin or user, got "
-                                                  f"{str(raw_role)[:40]!r}"})
-    if errors:
-        raise ApiError(400, "invalid user", details=errors)
-    try:
-        user = await accounts.create_user(deps, principal_of(request), name, role)
+        user = await accounts.create_user(deps, principal_of(request), new.name, new.role)
     except UseCaseError as exc:
         raise api_error(exc) from exc
     return web.json_response(_user_view(deps, user), status=201)
@@ -176,38 +160,6 @@ async def enable_user(request: web.Request) -> web.Response:
 # -- tokens -------------------------------------------------------------------------------
 
 
-def _expiry(doc: dict[str, Any], now: float, errors: list[dict[str, Any]]) -> float | None:
-    """``expires_at`` (ISO-8601 or epoch seconds) or ``expires_in_s``, or None: never."""
-    at, within = doc.get("expires_at"), doc.get("expires_in_s")
-    if at is not None and within is not None:
-        errors.append({"field": "expires_at", "message": "give expires_at or expires_in_s, "
-                                                         "not both"})
-        return None
-    if within is not None:
-        if (isinstance(within, bool) or not isinstance(within, int | float)
-                or not MIN_TOKEN_LIFETIME_S <= within <= MAX_TOKEN_LIFETIME_S):
-            errors.append({"field": "expires_in_s", "message": (
-                f"must be a number of seconds in [{MIN_TOKEN_LIFETIME_S:.0f}, "
-                f"{MAX_TOKEN_LIFETIME_S:.0f}]")})
-            return None
-        return now + float(within)
-    if at is None:
-        return None
-    try:
-        when = parse_time(str(at)) if isinstance(at, str | int | float) and not isinstance(
-            at, bool) else None
-    except ValueError as exc:
-        errors.append({"field": "expires_at", "message": str(exc)})
-        return None
-    if when is None:
-        errors.append({"field": "expires_at", "message": "must be an ISO-8601 time"})
-    elif not now < when <= now + MAX_TOKEN_LIFETIME_S:
-        errors.append({"field": "expires_at", "message": (
-            f"must be in the future and within {MAX_TOKEN_LIFETIME_S / 86400:.0f} days")})
-        return None
-    return when
-
-
 async def create_token(request: web.Request) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
@@ -216,16 +168,10 @@ async def create_token(request: web.Request) -> web.Response:
         accounts.may_manage(who, name, "create tokens for this user")
     except UseCaseError as exc:
         raise api_error(exc) from exc
-    doc = await read_json_object(request, required=False)
     now = deps.clock()
-    errors = unknown_fields(doc, ("label", "expires_at", "expires_in_s"))
-    label = doc.get("label", DEFAULT_LABEL)
-    problem = label_problem(label)
-    if problem:
-        errors.append({"field": "label", "message": problem})
-    expires_at = _expiry(doc, now, errors)
-    if errors:
-        raise ApiError(400, "invalid token request", details=errors)
+    asked = await read_shape(request, NewTokenRequest, "token request", required=False,
+                             context={"now": now})
+    label, expires_at = asked.label, asked.expiry(now)
     try:
         created = await accounts.create_token(deps, who, name, label, expires_at, now)
     except UseCaseError as exc:

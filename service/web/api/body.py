@@ -16,9 +16,11 @@
   the route may read; for a ``Content-Length`` over the limit it sends nothing, so the
   handler's 413 is the first and only answer and the body is never sent.
 
-A JSON body (``read_json_object``: users, tokens, a task's priority) is a small object
-read under the same rules with its own, smaller limit; JSON nested too deep for the
-parser is a 400 like any other malformed JSON.
+A JSON body (``read_json_object``: users, tokens, a task's priority, a webhook) is a
+small object read under the same rules with its own, smaller limit; JSON nested too deep
+for the parser is a 400 like any other malformed JSON. ``read_shape`` then holds it to its
+shape (``service.web.shapes``, declared once: the OpenAPI document states the same
+model): unknown fields, then each field's rule, every problem with its field in the 400.
 """
 
 from __future__ import annotations
@@ -26,18 +28,20 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from aiohttp.http import HttpVersion11
+from pydantic import BaseModel
 
-from service.usecases.ports import unknown_fields  # noqa: F401 - the handlers take it from here
+from service.usecases.shapes import check_shape
 from service.web.api.deps import deps_of
 from service.web.api.middlewares import ApiError, error_response
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 JSON_BODY_LIMIT = 16 * 1024
 JSON_CONTENT_TYPE = "application/json"
+M = TypeVar("M", bound=BaseModel)
 
 
 async def read_body(request: web.Request, limit: int, timeout_s: float) -> bytes:
@@ -93,6 +97,17 @@ async def read_json_object(request: web.Request, *, required: bool) -> dict[str,
         raise ApiError(400, "request body must be a JSON object",
                        details=[{"field": "body", "message": f"got {type(doc).__name__}"}])
     return doc
+
+
+async def read_shape(request: web.Request, shape: type[M], what: str, *,
+                     required: bool = True, context: dict[str, Any] | None = None) -> M:
+    """The request's JSON object held to ``shape`` (``read_json_object``'s rules first);
+    a 400 "invalid ``what``" listing every problem."""
+    found, details = check_shape(shape, await read_json_object(request, required=required),
+                                 context)
+    if found is None:
+        raise ApiError(400, f"invalid {what}", details=details)
+    return found
 
 
 def payload_error(exc: BaseException) -> str:

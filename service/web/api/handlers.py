@@ -28,15 +28,14 @@ from service.domain.states import TaskState
 from service.domain.users import ALL, ME, Principal, name_problem
 from service.jobspec.model import JobSpecError
 from service.policy.curves import default_keys, join
-from service.policy.priorities import range_problem
 from service.store.writer import Store
 from service.usecases import reads, tasks
 from service.usecases.ports import UseCaseError
-from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_json_object, unknown_fields
+from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_shape
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
-from service.web.api.params import SQLITE_MAX_INT, parse_reason, parse_uint
+from service.web.api.params import parse_reason, parse_uint
 from service.web.api.views import (
     InvalidCursor,
     attempt_json,
@@ -49,6 +48,7 @@ from service.web.api.views import (
     task_json,
     task_with_progress,
 )
+from service.web.shapes.tasks import PriorityChange
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,6 @@ UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 50, 500
 QUEUE_LIMIT_DEFAULT, QUEUE_LIMIT_MAX = 500, 1000  # waiting tasks per /queue page
 QUEUE_BLOCKED_SHOWN = 100  # tasks waiting on other tasks, on the first page
-PRIORITY_FIELDS = ("priority",)
 
 
 # -- helpers --------------------------------------------------------------------------
@@ -91,24 +90,6 @@ async def own_task(request: web.Request, task_id: str, action: str) -> TaskRow:
                                       action)
     except UseCaseError as exc:
         raise api_error(exc) from exc
-
-
-def _priority_request(doc: dict[str, Any]) -> int:
-    """The priority of a ``PATCH`` body ``{"priority": N}``; 400 naming what is wrong."""
-    errors = unknown_fields(doc, PRIORITY_FIELDS)
-    value = doc.get("priority")
-    # JSON has one number type: 260.0 is the integer 260 (as JSON Schema's "integer" says)
-    if isinstance(value, float) and value.is_integer() and abs(value) <= SQLITE_MAX_INT:
-        value = int(value)
-    if "priority" not in doc:
-        errors.append({"field": "priority", "message": "required"})
-    else:
-        problem = range_problem(value)
-        if problem:
-            errors.append({"field": "priority", "message": problem[:200]})
-    if errors:
-        raise ApiError(400, "invalid priority request", details=errors)
-    return value
 
 
 async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str | None:
@@ -311,7 +292,7 @@ async def cancel_task(request: web.Request) -> web.Response:
 async def set_task_priority(request: web.Request) -> web.Response:
     """``PATCH /tasks/{id}`` with ``{"priority": N}``: a waiting task's new priority."""
     task_id = request.match_info["task_id"]
-    priority = _priority_request(await read_json_object(request, required=True))
+    priority = (await read_shape(request, PriorityChange, "priority request")).priority
     try:
         task = await tasks.set_priority(deps_of(request), principal_of(request), task_id,
                                         priority)

@@ -17,6 +17,7 @@ from service.web.api.deps import deps_of
 from service.web.ui import pages
 from service.web.ui.sessions import csrf_ok
 from service.webhooks.events import DESCRIPTIONS, EventType
+from service.webhooks.schemas import FORMATS
 
 DELIVERIES_SHOWN = 10
 PAGE = "/ui/webhooks"
@@ -34,7 +35,7 @@ async def _page(request: web.Request, *, status: int = 200, created: WebhookRow 
         request, "webhooks.html", status=status, nav="webhooks",
         hooks=hooks, created=created,
         errors=errors or [], form=form or {"url": "", "events": [], "format": "standard"},
-        event_types=[(t.value, DESCRIPTIONS[t]) for t in EventType], formats=webhooks.FORMATS,
+        event_types=[(t.value, DESCRIPTIONS[t]) for t in EventType], formats=FORMATS,
         limit=deps.settings.webhooks.max_per_user)
 
 

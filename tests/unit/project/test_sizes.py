@@ -19,11 +19,6 @@ MAX_MODULE_LINES = 450
 # replaces the hand-written OpenAPI modules with pydantic declarations (issue 53), so it
 # is not split here. An entry that no longer exceeds a limit fails the test below: remove
 # it then.
-TEMPORARY_ALLOWLIST = {
-    "service/web/openapi.py::build_openapi": "deleted on the pydantic OpenAPI branch",
-}
-
-
 def oversized(root: Path, package: str = "service") -> list[str]:
     """Every module and function of ``root/package`` over its limit, as
     ``path (N lines)`` / ``path::name (N lines)``."""
@@ -42,19 +37,10 @@ def oversized(root: Path, package: str = "service") -> list[str]:
     return found
 
 
-def _key(entry: str) -> str:
-    return entry.split(" (")[0]
-
-
 def test_no_function_or_module_of_the_service_is_over_its_limit() -> None:
-    found = [e for e in oversized(ROOT) if _key(e) not in TEMPORARY_ALLOWLIST]
+    found = oversized(ROOT)
     assert found == [], (f"functions over {MAX_FUNCTION_LINES} lines or modules over "
                          f"{MAX_MODULE_LINES}: split them along a real seam")
-
-
-def test_the_temporary_allowlist_holds_only_what_is_still_over() -> None:
-    still = {_key(e) for e in oversized(ROOT)}
-    assert [k for k in TEMPORARY_ALLOWLIST if k not in still] == []
 
 
 def test_the_checker_counts_modules_and_nested_functions(tmp_path: Path) -> None:
