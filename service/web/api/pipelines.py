@@ -58,14 +58,27 @@ def _dependency_facts(store: Store, task_id: str
     return store.deps_of(task_id), store.on_unsatisfiable_of(task_id), store.stage_of(task_id)
 
 
-async def task_dependencies(deps: AppDeps, task: TaskRow) -> dict[str, Any]:
-    """``dependency_json`` of one task (one read on the store's read lane)."""
-    found, policy, stage = await deps.store.read(
-        lambda s: _dependency_facts(s, task.task_id))
+DependencyFacts = tuple[list[Dep], str, tuple[str, str] | None]
+
+
+def dependency_facts(store: Store, task_id: str) -> DependencyFacts:
+    """What ``task_dependencies_json`` shows of a task; run on the store's read lane."""
+    return _dependency_facts(store, task_id)
+
+
+def task_dependencies_json(task: TaskRow, facts: DependencyFacts) -> dict[str, Any]:
+    """``dependency_json`` of one task from its ``dependency_facts``."""
+    found, policy, stage = facts
     out = dependency_json(found, policy, stage, task.state)
     if out["waiting_on"] is not None:
         out["pending_reason"] = out["waiting_on"]  # what the CLI and console print
     return out
+
+
+async def task_dependencies(deps: AppDeps, task: TaskRow) -> dict[str, Any]:
+    """``dependency_json`` of one task (one read on the store's read lane)."""
+    facts = await deps.store.read(lambda s: _dependency_facts(s, task.task_id))
+    return task_dependencies_json(task, facts)
 
 
 def _reasons(store: Store, task_ids: list[str]) -> dict[str, str]:
