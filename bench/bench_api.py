@@ -31,9 +31,22 @@ is printed before the run and the calibration again after it: a figure is compar
 one from the same host or beside its calibration, and a run whose two calibrations differ
 by more than 20 % ran on a host that changed under it.
 
+``--compare REV`` runs the same load against two servers in one run: one from a ``git
+worktree`` of REV (a commit, a branch; or a directory holding another checkout), one from
+this checkout, each with its own database prefilled by its own code. Every row runs
+``--rounds`` (2) times per server, alternating which goes first (REV, this, this, REV, ...)
+so that a drift of the host weighs on both alike; it prints both rows and the ratio this /
+REV of throughput and of server CPU a request, and the event loop thread's share of that CPU.
+``--rows`` runs some of the rows only (the mixed row runs with all of them); ``--profile
+DIR`` runs each server under cProfile in every thread (the event loop, the store's lanes,
+the scheduler), timed by thread CPU time, and writes ``DIR/LABEL.prof``: compare the two
+revisions function by function with ``pstats`` (the profiler makes every figure dearer).
+
     .venv/bin/python bench/bench_api.py [--duration 8] [--clients 50] [--tasks 100000]
                                         [--probe-rate 200] [--probe-clients 10]
                                         [--synchronous FULL|NORMAL]
+                                        [--rows ROW,...] [--profile DIR]
+                                        [--compare REV [--rounds 2]]
 """
 
 from __future__ import annotations
@@ -49,6 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +71,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.
 from bench.hostinfo import calibration_ms, host_line
 
 TOKEN = "bench-token"
+PROFILE_ENV = "ARGUS_BENCH_PROFILE"  # the serve role: cProfile every thread, stats to this path
 T0 = 1_766_500_000.0
 FLOORS = {"get_rps": 2000.0, "get_p99_ms": 10.0, "post_rps": 500.0, "post_p99_ms": 25.0,
           "rss_mb": 150.0}
+FLOOR_CHECKS = (  # (check, row, its figure, op, FLOORS key)
+    ("GET req/s (saturated)", "GET saturated", "rps", ">=", "get_rps"),
+    ("GET p99 ms (paced)", "GET paced", "p99_ms", "<=", "get_p99_ms"),
+    ("POST req/s (saturated)", "POST saturated", "rps", ">=", "post_rps"),
+    ("POST p99 ms (paced)", "POST paced", "p99_ms", "<=", "post_p99_ms"),
+)
 FINISHED = ("SUCCEEDED", "FAILED", "CANCELED")
 
 
@@ -72,6 +93,12 @@ def spec_yaml(shared: str) -> str:
 
 
 # -- setup --------------------------------------------------------------------------------
+
+
+def _use_code(code: str | None) -> None:
+    """Import the service from ``code`` (another checkout) rather than this one."""
+    if code:
+        sys.path.insert(0, code)
 
 
 def prefill(db_path: str, n: int, runnable: int) -> str:
@@ -108,8 +135,43 @@ def run_server(config: str, port: int) -> None:
     settings = load_settings(config)
     cluster = FakeCluster()
     cluster.add_node("w1", gpus=2)  # no 4-GPU task ever fits: the queue only grows
+    dump = _profile_threads(os.environ[PROFILE_ENV]) if os.environ.get(PROFILE_ENV) else None
     app = build_service(settings, TOKEN, cluster)
     serve(app, "127.0.0.1", port, ServerLimits.from_settings(settings))  # as argus-api
+    if dump is not None:
+        dump()
+
+
+def _profile_threads(path: str) -> Callable[[], None]:
+    """cProfile, timed by each thread's CPU time, in every thread of this process from now
+    on (the event loop, the store's and work lanes, the scheduler); the returned function
+    writes their stats as one to ``path`` (read it with ``pstats``). Compare functions by
+    their calls and the Python functions' own time: what a call that blocks (a lock, a
+    query that lets the GIL go) is charged is not its CPU time."""
+    import cProfile
+    import pstats
+    import threading
+
+    profiles = [cProfile.Profile(time.thread_time)]
+    run = threading.Thread.run
+
+    def profiled(self: threading.Thread) -> None:
+        profile = cProfile.Profile(time.thread_time)  # CPU, not waits for the GIL
+        profiles.append(profile)
+        profile.enable()
+        try:
+            run(self)
+        finally:
+            profile.disable()
+
+    threading.Thread.run = profiled  # type: ignore[method-assign]
+    profiles[0].enable()
+
+    def dump() -> None:
+        profiles[0].disable()
+        pstats.Stats(*profiles).dump_stats(path)
+
+    return dump
 
 
 # -- load generator -------------------------------------------------------------------------
@@ -249,86 +311,224 @@ def _run_mixed(get_url: str, post_url: str, body: str,
     return probe
 
 
-def drive(args: argparse.Namespace) -> int:
-    import psutil
+ROWS = ("GET saturated", "GET paced", "POST saturated", "POST paced")
 
-    print(host_line(), flush=True)
-    root = Path(tempfile.mkdtemp(prefix="argus-bench-api-"))
-    shared = root / "shared"
-    db = str(shared / "common" / "db" / "mvp_v2.sqlite3")
-    t = time.perf_counter()
-    task_id = prefill(db, args.tasks, args.runnable)
-    print(f"prefilled {args.tasks} tasks ({args.runnable} queued) in "
-          f"{time.perf_counter() - t:.1f}s; GET target {task_id}")
-    config = root / "config.yaml"
-    # the load comes from one address, as from a reverse proxy, where the per-address
-    # limits are set to 0 (docs/security.md): else 50 connections opened at once meet the
-    # 16 half-open allowed, and the refused ones count as errors
-    config.write_text(f"ray: {{shared_root: {shared}}}\nv2:\n  scheduler: {{tick_s: 1}}\n"
-                      f"  sqlite: {{synchronous: {args.synchronous}}}\n"
-                      "  api: {max_half_open_per_address: 0, max_connections_per_address: 0}\n")
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_path = root / "server.log"
-    with open(log_path, "w") as log_file:
-        server = subprocess.Popen(
-            [sys.executable, __file__, "serve", "--config", str(config), "--port", str(port)],
-            stdout=log_file, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(
-                Path(__file__).resolve().parent.parent)},
-        )
-    try:
-        _wait_healthy(base, server)
-        get_url = f"{base}/api/v2/tasks/{task_id}"
-        post_url = f"{base}/api/v2/tasks"
-        body = spec_yaml(str(shared))
-        proc = psutil.Process(server.pid)
-        runs = {
-            "GET saturated": (get_url, "GET", None, None),
-            "GET paced": (get_url, "GET", FLOORS["get_rps"], None),
-            "POST saturated": (post_url, "POST", None, body),
-            "POST paced": (post_url, "POST", FLOORS["post_rps"], body),
-        }
-        results = {}
-        for name, (url, method, rate, data) in runs.items():
-            before = proc.cpu_times()
-            results[name] = _run_load(url, method, args, rate, data)
-            after = proc.cpu_times()
-            cpu = (after.user - before.user) + (after.system - before.system)
-            # includes warm-up requests and the scheduler thread: an upper bound
-            results[name]["cpu_us"] = cpu / max(1, results[name]["requests"]) * 1e6
-        mixed = _run_mixed(get_url, post_url, body, args)
-        rss_mb = proc.memory_info().rss / 2**20
-    finally:
-        server.send_signal(signal.SIGTERM)
+
+class Side:
+    """One server under load: its code (None: this checkout), database, config and process."""
+
+    def __init__(self, label: str, code: str | None, args: argparse.Namespace) -> None:
+        self.label = Path(label).name if code and Path(label).is_dir() else label
+        self.code = code
+        self.root = Path(tempfile.mkdtemp(prefix="argus-bench-api-"))
+        shared = self.root / "shared"
+        db = str(shared / "common" / "db" / "mvp_v2.sqlite3")
+        t = time.perf_counter()
+        cmd = [sys.executable, __file__, "prefill", "--db", db, "--tasks", str(args.tasks),
+               "--runnable", str(args.runnable)] + (["--code", code] if code else [])
+        self.task_id = subprocess.run(cmd, check=True, capture_output=True,
+                                      text=True).stdout.split()[-1]
+        print(f"prefilled {args.tasks} tasks ({args.runnable} queued) in "
+              f"{time.perf_counter() - t:.1f}s; GET target {self.task_id}"
+              + (f" ({label}: {code})" if code else ""))
+        config = self.root / "config.yaml"
+        # the load comes from one address, as from a reverse proxy, where the per-address
+        # limits are set to 0 (docs/security.md): else 50 connections opened at once meet
+        # the 16 half-open allowed, and the refused ones count as errors
+        config.write_text(f"ray: {{shared_root: {shared}}}\nv2:\n  scheduler: {{tick_s: 1}}\n"
+                          f"  sqlite: {{synchronous: {args.synchronous}}}\n"
+                          "  api: {max_half_open_per_address: 0, "
+                          "max_connections_per_address: 0}\n")
+        port = _free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self.log_path = self.root / "server.log"
+        here = str(Path(__file__).resolve().parent.parent)
+        self.profile = (str(Path(args.profile).resolve() / f"{self.label.replace('/', '_')}.prof")
+                        if args.profile else None)
+        profile_env = {PROFILE_ENV: self.profile} if self.profile else {}
+        with open(self.log_path, "w") as log_file:
+            self.server = subprocess.Popen(
+                [sys.executable, __file__, "serve", "--config", str(config), "--port",
+                 str(port)] + (["--code", code] if code else []),
+                stdout=log_file, stderr=subprocess.STDOUT, cwd=code or here,
+                env={**os.environ, "PYTHONPATH": code or here, **profile_env},
+            )
+        self.get_url = f"{self.base}/api/v2/tasks/{self.task_id}"
+        self.post_url = f"{self.base}/api/v2/tasks"
+        self.body = spec_yaml(str(shared))
+
+    def start(self) -> None:
+        import psutil
+
+        _wait_healthy(self.base, self.server)
+        self.proc = psutil.Process(self.server.pid)
+
+    def cpu(self) -> tuple[float, float]:
+        """The server's CPU seconds so far: all threads, and its main (event loop) thread."""
+        times = self.proc.cpu_times()
+        loop = next((t.user_time + t.system_time for t in self.proc.threads()
+                     if t.id == self.proc.pid), 0.0)
+        return times.user + times.system, loop
+
+    def run(self, name: str, args: argparse.Namespace) -> dict[str, Any]:
+        method = name.split()[0]
+        url, body = (self.get_url, None) if method == "GET" else (self.post_url, self.body)
+        rate = None if name.endswith("saturated") else FLOORS[f"{method.lower()}_rps"]
+        before = self.cpu()
+        result = _run_load(url, method, args, rate, body)
+        after = self.cpu()
+        # includes warm-up requests and the scheduler thread: an upper bound
+        result["cpu_s"] = after[0] - before[0]
+        result["loop_s"] = after[1] - before[1]
+        result["cpu_us"] = result["cpu_s"] / max(1, result["requests"]) * 1e6
+        return result
+
+    def stop(self) -> None:
+        self.server.send_signal(signal.SIGTERM)
         try:
-            server.wait(timeout=30)
+            self.server.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            server.kill()
-    print(f"\n{args.clients} clients, {args.duration:g}s per row, server log {log_path}\n")
-    print(f"{'run':<16}{'requests':>10}{'errors':>8}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}"
-          f"{'server CPU us/req':>19}")
-    for name, r in results.items():
-        print(f"{name:<16}{r['requests']:>10}{r['errors']:>8}{r['rps']:>10.0f}"
-              f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['cpu_us']:>19.0f}")
+            self.server.kill()
+
+
+def alternation(rounds: int) -> list[tuple[int, int]]:
+    """The order of the two servers (0: REV, 1: this checkout) in each round: ABBA..., so
+    that a drift of the host over the run weighs on both alike."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    return [(0, 1) if r % 2 == 0 else (1, 0) for r in range(rounds)]
+
+
+def merge(results: list[dict[str, Any]], duration: float) -> dict[str, Any]:
+    """Rounds of one row on one server as one: requests, errors and CPU summed, throughput
+    over the time loaded, percentiles the median of the rounds'."""
+    requests = sum(r["requests"] for r in results)
+    cpu_s = sum(r["cpu_s"] for r in results)
+    return {"requests": requests, "errors": sum(r["errors"] for r in results),
+            "rps": requests / (duration * len(results)),
+            "p50_ms": statistics.median(r["p50_ms"] for r in results),
+            "p99_ms": statistics.median(r["p99_ms"] for r in results),
+            "cpu_us": cpu_s / max(1, requests) * 1e6,
+            "loop_us": sum(r["loop_s"] for r in results) / max(1, requests) * 1e6}
+
+
+def ratio(new: float, old: float) -> str:
+    """``new / old`` as ``1.23x`` (``-`` when old is 0)."""
+    return f"{new / old:.2f}x" if old else "-"
+
+
+def _worktree(rev: str) -> tuple[str, str | None]:
+    """A checkout of ``rev``: the directory itself if it is one, else a new detached git
+    worktree (returned second, to be removed at the end)."""
+    if Path(rev).is_dir():
+        return str(Path(rev).resolve()), None
+    here = Path(__file__).resolve().parent.parent
+    path = tempfile.mkdtemp(prefix=f"argus-bench-api-{rev.replace('/', '_')}-")
+    subprocess.run(["git", "-C", str(here), "worktree", "add", "--detach", "-f", path, rev],
+                   check=True, capture_output=True, text=True)
+    return path, path
+
+
+def _header(label: str = "") -> None:
+    print(f"{'run':<16}{label}{'requests':>10}{'errors':>8}{'req/s':>10}{'p50 ms':>9}"
+          f"{'p99 ms':>9}{'server CPU us/req':>19}" + ("  loop us/req" if label else ""))
+
+
+def _row(name: str, r: dict[str, Any], label: str = "") -> str:
+    line = (f"{name:<16}{label}{r['requests']:>10}{r['errors']:>8}{r['rps']:>10.0f}"
+            f"{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['cpu_us']:>19.0f}")
+    return line + (f"{r['loop_us']:>13.0f}" if label else "")
+
+
+def _mixed_lines(mixed: dict[str, Any], args: argparse.Namespace, label: str = "") -> None:
     writers = mixed["writers"]
-    print(f"{'GET during POSTs':<16}{mixed['requests']:>10}{mixed['errors']:>8}"
+    print(f"{'GET during POSTs':<16}{label}{mixed['requests']:>10}{mixed['errors']:>8}"
           f"{mixed['rps']:>10.0f}{mixed['p50_ms']:>9.2f}{mixed['p99_ms']:>9.2f}"
           f"{'':>19}")
     print(f"  (GET paced at {args.probe_rate:g}/s from {args.probe_clients} clients while "
           f"{args.clients} clients submit flat out: {writers['rps']:.0f} POST/s, "
           f"p99 {writers['p99_ms']:.1f} ms, {writers['errors']} errors)")
+
+
+def compare(args: argparse.Namespace) -> int:
+    """The same load against REV's server and this checkout's, alternating (see the module
+    docstring)."""
+    print(host_line(), flush=True)
+    code, created = _worktree(args.compare)
+    sides: list[Side] = []
+    try:
+        sides = [Side(args.compare, code, args), Side("this", None, args)]
+        for side in sides:
+            side.start()
+        width = max(len(s.label) for s in sides) + 2
+        labels = [f" {s.label:<{width}}" for s in sides]
+        runs: dict[str, list[list[dict[str, Any]]]] = {n: [[], []] for n in args.rows}
+        for name in args.rows:
+            for order in alternation(args.rounds):
+                for k in order:
+                    runs[name][k].append(sides[k].run(name, args))
+        mixed = ([_run_mixed(s.get_url, s.post_url, s.body, args) for s in sides]
+                 if len(args.rows) == len(ROWS) else [])
+        rss_mb = [s.proc.memory_info().rss / 2**20 for s in sides]
+    finally:
+        for side in sides:
+            side.stop()
+        if created:
+            subprocess.run(["git", "-C", str(Path(__file__).resolve().parent.parent),
+                            "worktree", "remove", "--force", created], check=False)
+    print(f"\n{args.clients} clients, {args.duration:g}s per row and round, {args.rounds} "
+          f"rounds alternating ({args.compare} = {code}), server logs "
+          f"{', '.join(str(s.log_path) for s in sides)}\n")
+    _header(" " * (width + 1))
+    merged = {n: [merge(runs[n][k], args.duration) for k in (0, 1)] for n in args.rows}
+    for name in args.rows:
+        for k in (0, 1):
+            print(_row(name, merged[name][k], labels[k]))
+        old, new = merged[name]
+        print(f"{'':<16} this/{sides[0].label}: req/s {ratio(new['rps'], old['rps'])}, "
+              f"server CPU a request {ratio(new['cpu_us'], old['cpu_us'])}, of which the "
+              f"event loop thread {ratio(new['loop_us'], old['loop_us'])}")
+    for k, m in enumerate(mixed):
+        _mixed_lines(m, args, labels[k])
+    print(f"machine load average after the run: {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs (other work on the host skews latency)")
+    print("server RSS after the run: " + ", ".join(
+        f"{s.label} {mb:.0f} MB" for s, mb in zip(sides, rss_mb, strict=True)))
+    print(f"calibration after the run: {calibration_ms():.0f} ms (before: the host line above)")
+    for side in sides:
+        if side.profile:
+            print(f"profile of {side.label}'s server, every thread: {side.profile}")
+    errors = sum(r["errors"] for rows in merged.values() for r in rows)
+    errors += sum(m["errors"] + m["writers"]["errors"] for m in mixed)
+    return 0 if errors == 0 else 1
+
+
+def drive(args: argparse.Namespace) -> int:
+    print(host_line(), flush=True)
+    side = Side("this", None, args)
+    try:
+        side.start()
+        results = {name: side.run(name, args) for name in args.rows}
+        mixed = (_run_mixed(side.get_url, side.post_url, side.body, args)
+                 if len(args.rows) == len(ROWS) else None)
+        rss_mb = side.proc.memory_info().rss / 2**20
+    finally:
+        side.stop()
+    print(f"\n{args.clients} clients, {args.duration:g}s per row, server log {side.log_path}\n")
+    _header()
+    for name, r in results.items():
+        print(_row(name, r))
+    if mixed is not None:
+        _mixed_lines(mixed, args)
     print(f"machine load average after the run: {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs (other work on the host skews latency)")
     print(f"server RSS after the run: {rss_mb:.0f} MB")
     print(f"calibration after the run: {calibration_ms():.0f} ms (before: the host line above)")
-    checks = [
-        ("GET req/s (saturated)", results["GET saturated"]["rps"], ">=", FLOORS["get_rps"]),
-        ("GET p99 ms (paced)", results["GET paced"]["p99_ms"], "<=", FLOORS["get_p99_ms"]),
-        ("POST req/s (saturated)", results["POST saturated"]["rps"], ">=", FLOORS["post_rps"]),
-        ("POST p99 ms (paced)", results["POST paced"]["p99_ms"], "<=", FLOORS["post_p99_ms"]),
-        ("server RSS MB", rss_mb, "<=", FLOORS["rss_mb"]),
-    ]
-    ok = all(r["errors"] == 0 for r in (*results.values(), mixed, mixed["writers"]))
+    checks = [(check, results[row][key], op, FLOORS[floor])
+              for check, row, key, op, floor in FLOOR_CHECKS if row in results]
+    checks.append(("server RSS MB", rss_mb, "<=", FLOORS["rss_mb"]))
+    loaded = [*results.values(), *((mixed, mixed["writers"]) if mixed else ())]
+    ok = all(r["errors"] == 0 for r in loaded)
     print("\nfloor checks:")
     for name, value, op, floor in checks:
         passed = value >= floor if op == ">=" else value <= floor
@@ -339,12 +539,18 @@ def drive(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="role")
     s = sub.add_parser("serve")
     s.add_argument("--config", required=True)
     s.add_argument("--port", type=int, required=True)
+    s.add_argument("--code")
+    f = sub.add_parser("prefill")
+    f.add_argument("--db", required=True)
+    f.add_argument("--tasks", type=int, required=True)
+    f.add_argument("--runnable", type=int, required=True)
+    f.add_argument("--code")
     ld = sub.add_parser("load")
     ld.add_argument("--url", required=True)
     ld.add_argument("--method", required=True)
@@ -352,22 +558,49 @@ def main() -> int:
     ld.add_argument("--duration", type=float, required=True)
     ld.add_argument("--rate", type=float)
     ld.add_argument("--body")
-    for q in (p,):
-        q.add_argument("--duration", type=float, default=8.0)
-        q.add_argument("--clients", type=int, default=50)
-        q.add_argument("--tasks", type=int, default=100_000)
-        q.add_argument("--runnable", type=int, default=1_000)
-        q.add_argument("--probe-rate", type=float, default=200.0)
-        q.add_argument("--probe-clients", type=int, default=10)
-        q.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="NORMAL")
-    args = p.parse_args()
+    p.add_argument("--duration", type=float, default=8.0)
+    p.add_argument("--clients", type=int, default=50)
+    p.add_argument("--tasks", type=int, default=100_000)
+    p.add_argument("--runnable", type=int, default=1_000)
+    p.add_argument("--probe-rate", type=float, default=200.0)
+    p.add_argument("--probe-clients", type=int, default=10)
+    p.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="NORMAL")
+    p.add_argument("--compare", metavar="REV",
+                   help="also run REV's server (a git revision, or another checkout's "
+                        "directory), alternating with this checkout's")
+    p.add_argument("--rows", default=",".join(ROWS),
+                   help="the rows to run, comma-separated (all: the mixed row too)")
+    p.add_argument("--profile", metavar="DIR",
+                   help="cProfile every thread of each server; stats to DIR/LABEL.prof")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="with --compare: runs of each row per server, alternating (2)")
+    args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    unknown = sorted(set(rows) - set(ROWS))
+    if unknown or not rows:
+        p.error(f"--rows: unknown {unknown}, known {', '.join(ROWS)}")
+    args.rows = [r for r in ROWS if r in rows]
+    if args.role is None and args.rounds != 2 and not args.compare:
+        p.error("--rounds needs --compare")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.role == "serve":
+        _use_code(args.code)
         run_server(args.config, args.port)
+        return 0
+    if args.role == "prefill":
+        _use_code(args.code)
+        print(prefill(args.db, args.tasks, args.runnable))
         return 0
     if args.role == "load":
         load_main(args)
         return 0
-    return drive(args)
+    return compare(args) if args.compare else drive(args)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ callgrind, and prints the difference over ``MANY - FEW``: one request, setup lef
 * ``POST /tasks``: the JobSpec above as JSON (``submit``), or as YAML (``submit-yaml``), by
   its owner: parsed, validated, written and answered 201.
 
+Each route runs once outside valgrind first, so that neither count pays for compiling the
+modules (a fresh worktree has no ``__pycache__``: the first run wrote it, and the FEW run's
+count came out above the MANY run's).
+
 ``--code DIR`` imports the service from another checkout (a ``git worktree`` of the revision
 before), so both are counted on one host; counts repeat on one host, not across hosts.
 Needs valgrind (Debian's ``valgrind``). About a minute a route and revision.
@@ -130,11 +134,18 @@ async def _get(client: Any, route: str, target: str, tokens: dict[str, str],
         await resp.read()
 
 
-def _instructions(valgrind: str, code: str, tasks: int, route: str, requests: int) -> int:
+def _instructions(valgrind: str | None, code: str, tasks: int, route: str,
+                  requests: int) -> int:
+    """The instructions of one run of the measured process (``valgrind`` None: the run
+    outside valgrind that compiles the modules; 0)."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    cmd = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-           __file__, "--inner", route, str(requests), "--code", code, "--tasks", str(tasks)]
+    cmd = [sys.executable, __file__, "--inner", route, str(requests), "--code", code,
+           "--tasks", str(tasks)]
+    if valgrind is None:
+        subprocess.run(cmd, capture_output=True, check=True, env=env)
+        return 0
+    cmd = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     found = re.search(r"Collected\s*:\s*(\d+)", done.stderr)
     if done.returncode != 0 or found is None:
@@ -160,6 +171,7 @@ def main() -> None:
     print(f"code {code}; {args.tasks} tasks; instructions a request "
           f"(({MANY} requests) - ({FEW} requests)) / {MANY - FEW}")
     for route in args.routes.split(","):
+        _instructions(None, code, args.tasks, route, FEW)  # compiles what the counts import
         few = _instructions(valgrind, code, args.tasks, route, FEW)
         many = _instructions(valgrind, code, args.tasks, route, MANY)
         print(f"{route:12s} {(many - few) / (MANY - FEW) / 1e6:8.3f} M instructions")

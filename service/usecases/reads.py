@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from service.cluster.boundary import ClusterError
-from service.domain.rows import AttemptRow, TaskRow
+from service.domain.rows import AttemptRow, ProgressRow, TaskRow
 from service.domain.states import RayStatus, TaskState
 from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
 from service.store.writer import Store
@@ -44,6 +44,30 @@ def dependencies_of(store: Store, task_id: str) -> Dependencies:
 async def dependencies(deps: TaskDeps, task_id: str) -> Dependencies:
     """A task's dependencies, in one read of the store's read lane."""
     return await deps.store.read(lambda s: dependencies_of(s, task_id))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """What a task's page shows beside the task: its progress and its dependencies."""
+
+    task: TaskRow
+    progress: ProgressRow | None
+    dependencies: Dependencies
+
+
+def task_view_of(store: Store, task_id: str) -> TaskView | None:
+    task = store.tasks.get_task(task_id)
+    if task is None:
+        return None
+    return TaskView(task, store.progress.task_progress(task_id),
+                    dependencies_of(store, task_id))
+
+
+async def task_view(deps: TaskDeps, task_id: str) -> TaskView | None:
+    """A task with its progress and dependencies (None: no such task), in one read of
+    the store's read lane: three reads were three trips through the lane, each paid on
+    the event loop, the lane's thread and the caller's time share."""
+    return await deps.store.read(lambda s: task_view_of(s, task_id))
 
 
 def _reasons(store: Store, task_ids: list[str]) -> dict[str, str]:

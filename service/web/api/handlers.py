@@ -214,14 +214,15 @@ async def list_tasks(request: web.Request) -> web.Response:
 
 async def get_task(request: web.Request) -> web.Response:
     deps = deps_of(request)
-    task = await _task_or_404(deps, request.match_info["task_id"])
-    progress = await deps.store.read(lambda s: s.progress.task_progress(task.task_id))
+    found = await reads.task_view(deps, request.match_info["task_id"])
+    if found is None:
+        raise ApiError(404, f"task {request.match_info['task_id']} not found")
+    task, progress, dep = found.task, found.progress, found.dependencies
     planned = deps.metrics.observed.estimate(task.task_id)
     output = principal_of(request).may_act_on(task.user)
     body = task_with_progress(task, progress, deps.clock(), planned, job_output=output)
-    found = await reads.dependencies(deps, task.task_id)
     return web.json_response({**body, **task_dependencies_json(
-        found.after, found.on_unsatisfiable, found.stage, task.state)})
+        dep.after, dep.on_unsatisfiable, dep.stage, task.state)})
 
 
 MAX_CURVES = 16  # metrics one request may ask for

@@ -224,6 +224,22 @@ def test_time_share_holds_a_party_over_its_share_only_while_another_is_served() 
         TimeShare(0.0)
 
 
+def test_a_party_under_its_share_when_last_charged_is_answered_without_the_clock() -> None:
+    """Most calls: the use charged last is at most the allowance, and only decays since."""
+    clock = FakeClock()
+    share = TimeShare(0.25, horizon_s=1.0, clock=clock)
+    share.seen("alice")
+    share.seen("bob")
+    share.spent("alice", 0.25)  # exactly the allowance
+    asked: list[float] = []
+    share.clock = lambda: asked.append(clock.now) or clock.now  # type: ignore[func-returns-value]
+    assert share.hold_s("alice") == 0.0 and share.hold_s("carol") == 0.0
+    assert asked == []
+    share.clock = clock
+    share.spent("alice", 0.01)  # over it: the decayed figure decides, with bob served
+    assert share.hold_s("alice") == pytest.approx(math.log(0.26 / 0.25))
+
+
 def test_time_share_forgets_the_parties_gone_quiet() -> None:
     """Addresses come and go (a party each): the table keeps only the recent ones."""
     clock = FakeClock()
