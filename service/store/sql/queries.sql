@@ -1020,39 +1020,33 @@ VALUES (:pipeline_id, :stage, :task_id, :position, :template_json);
 -- name: pipeline_exists
 SELECT 1 AS found FROM pipelines WHERE pipeline_id = :pipeline_id;
 
+-- fragment: pipeline_columns
+-- A pipeline row's columns as reads show them (pipelines p): a RUNNING pipeline none of whose
+-- stages has started (each stage's task still BLOCKED, QUEUED or PENDING_RESOURCES:
+-- service.domain.states.WAITING) shows WAITING. Only reads say WAITING: the stored state
+-- stays RUNNING until the pipeline ends.
+p.pipeline_id, p.name, p.user,
+CASE WHEN p.state = 'RUNNING' AND NOT EXISTS (
+         SELECT 1 FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
+         WHERE s.pipeline_id = p.pipeline_id
+           AND t.state NOT IN ('BLOCKED', 'QUEUED', 'PENDING_RESOURCES'))
+     THEN 'WAITING' ELSE p.state END AS state,
+p.created_at, p.updated_at, p.ended_at, p.cancel_requested_at
+
 -- name: get_pipeline
--- A pipeline as it is shown: a RUNNING one none of whose stages has started (each stage's
--- task still BLOCKED, QUEUED or PENDING_RESOURCES: service.domain.states.WAITING) shows
--- WAITING. Only reads say WAITING: the stored state stays RUNNING until the pipeline ends.
-SELECT p.pipeline_id, p.name, p.user,
-       CASE WHEN p.state = 'RUNNING' AND NOT EXISTS (
-                SELECT 1 FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
-                WHERE s.pipeline_id = p.pipeline_id
-                  AND t.state NOT IN ('BLOCKED', 'QUEUED', 'PENDING_RESOURCES'))
-            THEN 'WAITING' ELSE p.state END AS state,
-       p.created_at, p.updated_at, p.ended_at, p.cancel_requested_at
+-- A pipeline as it is shown (pipeline_columns: a RUNNING one none of whose stages has started
+-- shows WAITING).
+SELECT {pipeline_columns}
 FROM pipelines p WHERE p.pipeline_id = :pipeline_id;
 
 -- name: list_pipelines
 -- Newest first, at most :limit (all users); the state as get_pipeline shows it.
-SELECT p.pipeline_id, p.name, p.user,
-       CASE WHEN p.state = 'RUNNING' AND NOT EXISTS (
-                SELECT 1 FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
-                WHERE s.pipeline_id = p.pipeline_id
-                  AND t.state NOT IN ('BLOCKED', 'QUEUED', 'PENDING_RESOURCES'))
-            THEN 'WAITING' ELSE p.state END AS state,
-       p.created_at, p.updated_at, p.ended_at, p.cancel_requested_at
+SELECT {pipeline_columns}
 FROM pipelines p INDEXED BY pipelines_created
 ORDER BY p.created_at DESC LIMIT :limit;
 
 -- name: list_pipelines_of_user
-SELECT p.pipeline_id, p.name, p.user,
-       CASE WHEN p.state = 'RUNNING' AND NOT EXISTS (
-                SELECT 1 FROM pipeline_stages s JOIN tasks t ON t.task_id = s.task_id
-                WHERE s.pipeline_id = p.pipeline_id
-                  AND t.state NOT IN ('BLOCKED', 'QUEUED', 'PENDING_RESOURCES'))
-            THEN 'WAITING' ELSE p.state END AS state,
-       p.created_at, p.updated_at, p.ended_at, p.cancel_requested_at
+SELECT {pipeline_columns}
 FROM pipelines p INDEXED BY pipelines_user_created
 WHERE p.user = :user
 ORDER BY p.created_at DESC LIMIT :limit;
