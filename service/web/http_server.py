@@ -212,6 +212,13 @@ class ArgusRequestHandler(web.RequestHandler):
         return resp
 
 
+def _release(counts: Counter[str], address: str) -> None:
+    """One fewer for ``address``; an address at zero leaves the counter."""
+    counts[address] -= 1
+    if counts[address] <= 0:
+        del counts[address]
+
+
 class ArgusServer(web.Server):
     """``web.Server`` whose connections are ``ArgusRequestHandler``s.
 
@@ -260,17 +267,13 @@ class ArgusServer(web.Server):
         return True
 
     def headers_done(self, address: str) -> None:
-        self._half_open[address] -= 1
-        if self._half_open[address] <= 0:
-            del self._half_open[address]
+        _release(self._half_open, address)
 
     def half_open_from(self, address: str) -> int:
         return self._half_open[address]
 
     def closed(self, address: str) -> None:
-        self._by_address[address] -= 1
-        if self._by_address[address] <= 0:
-            del self._by_address[address]
+        _release(self._by_address, address)
 
     def open_from(self, address: str) -> int:
         return self._by_address[address]
