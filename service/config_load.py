@@ -44,10 +44,7 @@ def _progress(raw: Mapping[str, Any]) -> ProgressSettings:
     out: dict[str, Any] = {}
     if "enabled" in raw:
         out["enabled"] = _flag(raw["enabled"], "v2.progress.enabled")
-    for key, (minimum, integer) in _PROGRESS_LIMITS.items():
-        if key in raw:
-            value = _num(raw[key], f"v2.progress.{key}", minimum=minimum, integer=integer)
-            out[key] = int(value) if integer else float(value)
+    out.update(_numbers(raw, _PROGRESS_LIMITS, "v2.progress"))
     return ProgressSettings(**out)
 
 
@@ -71,6 +68,18 @@ def _num(value: Any, where: str, *, minimum: float | None = None, integer: bool 
     if minimum is not None and value < minimum:
         raise ConfigError(f"{where}: must be >= {minimum}, got {value!r}")
     return value
+
+
+def _numbers(raw: Mapping[str, Any], limits: Mapping[str, tuple[float, bool]],
+             where: str) -> dict[str, Any]:
+    """The keys of ``limits`` (key: (minimum, integer)) that ``raw`` sets, each checked and
+    made an int or a float."""
+    out: dict[str, Any] = {}
+    for key, (minimum, integer) in limits.items():
+        if key in raw:
+            value = _num(raw[key], f"{where}.{key}", minimum=minimum, integer=integer)
+            out[key] = int(value) if integer else float(value)
+    return out
 
 
 def _flag(value: Any, where: str) -> bool:
@@ -385,10 +394,7 @@ def _webhooks(raw: Mapping[str, Any]) -> WebhookSettings:
             raise ConfigError("v2.webhooks.allow_networks: must be a list of CIDRs")
         out["allow_networks"] = tuple(_network(v, f"v2.webhooks.allow_networks[{i}]")
                                       for i, v in enumerate(nets))
-    for key, (minimum, integer) in _WEBHOOK_NUMBERS.items():
-        if key in raw:
-            value = _num(raw[key], f"v2.webhooks.{key}", minimum=minimum, integer=integer)
-            out[key] = int(value) if integer else float(value)
+    out.update(_numbers(raw, _WEBHOOK_NUMBERS, "v2.webhooks"))
     hooks = WebhookSettings(**out)
     if hooks.retry_max_s < hooks.retry_base_s:
         raise ConfigError("v2.webhooks.retry_max_s: must be >= retry_base_s")
