@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from service.domain.rows import PipelineRow
 from service.domain.users import Principal
 from service.domain.writes import CancelKind
 from service.policy.pipelines import parse_pipeline
@@ -42,6 +43,11 @@ async def submit_pipeline(deps: TaskDeps, who: Principal, text: str) -> Pipeline
         raise BadDependencies(exc.problems) from exc
     deps.waker.wake()
     return PipelineSubmitted(pipeline_id, stages)
+
+
+async def list_pipelines(deps: TaskDeps, user: str | None, limit: int) -> list[PipelineRow]:
+    """The latest ``limit`` pipelines (``user``'s only when given), newest first."""
+    return await deps.store.read(lambda s: s.pipelines.list_pipelines(user, limit))
 
 
 async def owned_pipeline(deps: TaskDeps, who: Principal, pipeline_id: str, action: str

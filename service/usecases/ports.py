@@ -67,6 +67,8 @@ class UseCasePipelines(Protocol):
 
     def get_pipeline(self, pipeline_id: str) -> PipelineView | None: ...
 
+    def list_pipelines(self, user: str | None, limit: int) -> list[PipelineRow]: ...
+
 
 class UseCaseStore(Protocol):
     """The store as the use cases use it (``service.store.writer.Store``)."""

@@ -1,6 +1,7 @@
-"""What a user reads that takes more than one row: a task's dependencies, the BLOCKED
-tasks with why each waits, an attempt's driver log. The API and the console both call
-these; each renders the result its own way.
+"""What a user reads of a task: the task, its attempts, events, progress, curves and
+JobSpec; what takes more than one row: its dependencies, the BLOCKED tasks with why each
+waits, an attempt's driver log. The API and the console both call these; each renders the
+result its own way. Each async function is one read of the store's read lane.
 
 The ``*_of`` functions and ``blocked_tasks`` take the store itself: they run on the
 store's read lane (``deps.store.read(lambda s: ...)``), one hand-off for all their reads.
@@ -9,17 +10,78 @@ store's read lane (``deps.store.read(lambda s: ...)``), one hand-off for all the
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from service.cluster.boundary import ClusterError
-from service.domain.rows import AttemptRow, ProgressRow, TaskRow
+from service.domain.progress import Point
+from service.domain.rows import AttemptRow, EventRow, ProgressRow, TaskRow
 from service.domain.states import RayStatus, TaskState
 from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
 from service.store.writer import Store
-from service.usecases.ports import TaskDeps, on_cluster
+from service.usecases.ports import Lanes, TaskDeps, on_cluster
 
 log = logging.getLogger(__name__)
+
+
+class ReadDeps(Protocol):
+    """What the reads are given: the store's lanes (``AppDeps`` satisfies it)."""
+
+    @property
+    def store(self) -> Lanes[Store]: ...
+
+
+# -- one row or one list of a task --------------------------------------------------------
+
+
+async def task(deps: ReadDeps, task_id: str) -> TaskRow | None:
+    return await deps.store.read(lambda s: s.tasks.get_task(task_id))
+
+
+async def user_exists(deps: ReadDeps, name: str) -> bool:
+    return await deps.store.read(lambda s: s.users.get_user(name)) is not None
+
+
+async def attempts(deps: ReadDeps, task_id: str) -> list[AttemptRow]:
+    return await deps.store.read(lambda s: s.attempts.list_attempts(task_id))
+
+
+async def attempt(deps: ReadDeps, task_id: str, attempt_no: int | None) -> AttemptRow | None:
+    """Attempt ``attempt_no`` of the task (None: its latest)."""
+    return await deps.store.read(lambda s: s.attempts.get_attempt(task_id, attempt_no))
+
+
+async def events(deps: ReadDeps, task_id: str) -> list[EventRow]:
+    return await deps.store.read(lambda s: s.tasks.events(task_id))
+
+
+async def jobspec(deps: ReadDeps, task_id: str) -> str | None:
+    """The JobSpec as it was written (its owner's and the admins' to read)."""
+    return await deps.store.read(lambda s: s.console.task_jobspec(task_id))
+
+
+async def task_progress(deps: ReadDeps, task_id: str) -> ProgressRow | None:
+    return await deps.store.read(lambda s: s.progress.task_progress(task_id))
+
+
+async def active_progress(deps: ReadDeps) -> dict[str, ProgressRow]:
+    """``{task_id: progress}`` of the active tasks."""
+    return await deps.store.read(lambda s: s.progress.active_progress())
+
+
+async def metric_keys(deps: ReadDeps, task_id: str) -> list[str]:
+    return await deps.store.read(lambda s: s.progress.metric_keys(task_id))
+
+
+async def metric_points(deps: ReadDeps, task_id: str, keys: Sequence[str]
+                        ) -> list[Point]:
+    return await deps.store.read(lambda s: s.progress.metric_points(task_id, keys))
+
+
+async def change_seq(deps: ReadDeps) -> int:
+    """The store's change counter (the console's live feed; the readiness probe)."""
+    return await deps.store.read(lambda s: s.change_seq())
 
 
 # -- a task's dependencies ----------------------------------------------------------------

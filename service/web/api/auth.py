@@ -23,7 +23,8 @@ import enum
 import hmac
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from service.domain.rows import TokenAuth
 from service.domain.timefmt import iso
@@ -35,7 +36,8 @@ from service.domain.users import (
     parse_token_id,
     presentable,
 )
-from service.store.aio import AsyncStore
+from service.usecases import sessions
+from service.usecases.ports import Lanes
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +74,20 @@ def bearer_token(header: str | None) -> str:
     return presented
 
 
+@dataclass(frozen=True, slots=True)
+class _Lanes:
+    """The store's lanes in the shape the use cases take (``reads.ReadDeps``)."""
+
+    store: Lanes[Any]
+
+
 class Authenticator:
-    def __init__(self, store: AsyncStore, bootstrap_token: str, bootstrap_admin: str, *,
+    def __init__(self, store: Lanes[Any], bootstrap_token: str, bootstrap_admin: str, *,
                  clock: Callable[[], float], touch_interval_s: float = TOUCH_INTERVAL_S
                  ) -> None:
         if not bootstrap_token:
             raise ValueError("an API token is required")
-        self._store = store
+        self._lanes = _Lanes(store)
         self._bootstrap = bootstrap_token.encode("utf-8")
         self._bootstrap_admin = Principal(bootstrap_admin, Role.ADMIN, None)
         self._clock = clock
@@ -135,7 +144,7 @@ class Authenticator:
         if row is not None:
             return row
         generation = self._generation
-        row = await self._store.read(lambda s: s.users.token_auth(token_id))
+        row = await sessions.token_auth(self._lanes, token_id)
         if row is not None and generation == self._generation:
             if len(self._cache) >= MAX_CACHED:
                 self._cache.clear()
@@ -148,7 +157,7 @@ class Authenticator:
         if row.token_id in self._cache:  # no second write while this one is on its way
             self._cache[row.token_id] = replace(row, last_used_at=now)
         try:
-            await self._store.write(lambda s: s.users.touch_token(row.token_id, now))
+            await sessions.touch_token(self._lanes, row.token_id, now)
         except Exception:  # a missed "last used" must not fail the request
             log.warning("recording the use of token %s failed", display_prefix(row.token_id),
                         exc_info=True)

@@ -1,17 +1,19 @@
-"""One coroutine per task route: validate the request, await the store or the use case,
-shape the answer.
+"""One coroutine per task route: validate the request, await the use case, shape the
+answer. What a handler reads is a use case's too (``service.usecases.reads``,
+``service.usecases.queue``): no handler reaches the store itself.
 
 Submit, cancel and a priority change are the use cases' (``service.usecases.tasks``:
 defaults, allowances, ownership, quotas, the write, the stop on Ray, the wake); a handler
 parses the request and maps the outcome, or the refusal (``api.outcomes``), to JSON.
 
-Nothing here blocks the event loop. Store calls are awaited on the store's own threads
-(``service.store.aio.AsyncStore``'s lanes); JobSpec parsing runs on a small work pool; anything that
-talks to Ray runs on the cluster pool under the configured timeout, so a hung Ray call can
-neither block the loop nor starve other requests. Everyone sees every task and the queue;
-a task's owner or an admin reads its metrics (403 for anyone else) and what its job wrote:
-the summary's quoted line, the attempts' messages, the events' quoting fields (anyone else
-sees Argus's words: ``views``' ``job_output``, decided here by ``Principal.may_act_on``).
+Nothing here blocks the event loop. The use cases' store calls are awaited on the store's
+own threads (``service.store.aio.AsyncStore``'s lanes); JobSpec parsing runs on a small
+work pool; anything that talks to Ray runs on the cluster pool under the configured
+timeout, so a hung Ray call can neither block the loop nor starve other requests.
+Everyone sees every task and the queue; a task's owner or an admin reads its metrics (403
+for anyone else) and what its job wrote: the summary's quoted line, the attempts'
+messages, the events' quoting fields (anyone else sees Argus's words: ``views``'
+``job_output``, decided here by ``Principal.may_act_on``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from service.domain.states import TaskState
 from service.domain.users import ALL, ME, Principal, name_problem
 from service.jobspec.model import JobSpecError
 from service.policy.curves import default_keys, join
-from service.store.writer import Store
+from service.usecases import queue as queue_reads
 from service.usecases import reads, tasks
 from service.usecases.ports import UseCaseError
 from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_shape
@@ -77,7 +79,7 @@ async def _json_off_loop(deps: AppDeps, build: Callable[[], Any]) -> web.Respons
 
 
 async def _task_or_404(deps: AppDeps, task_id: str) -> TaskRow:
-    task = await deps.store.read(lambda s: s.tasks.get_task(task_id))
+    task = await reads.task(deps, task_id)
     if task is None:
         raise ApiError(404, f"task {task_id} not found")
     return task
@@ -102,8 +104,8 @@ async def user_filter(request: web.Request, errors: list[dict[str, Any]]) -> str
     if raw == ME:
         return who.name
     problem = name_problem(raw)
-    if problem is None and raw != who.name and await deps_of(request).store.read(
-            lambda s: s.users.get_user(raw)) is None:
+    if problem is None and raw != who.name and not await reads.user_exists(
+            deps_of(request), raw):
         problem = f"no user {raw!r}"
     if problem:
         errors.append({"field": "user", "message": f"{problem} (or: me, all)"})
@@ -194,13 +196,9 @@ async def list_tasks(request: web.Request) -> web.Response:
     estimates = {} if seen is None else seen.estimates
     who = principal_of(request)
 
-    def page(store: Store) -> str:
-        # read, decoded, shaped and encoded in one call on the read lane: a user's pages
-        # hold one thread at a time (with the shaping on the work lane, one page was read
-        # while the last was shaped: two of the caller's threads taking the GIL in turn)
-        tasks, next_before = store.tasks.list_tasks(state=state, limit=limit, before_seq=before_seq,
-                                                    user=user, reason=reason)
-        waits = reads.blocked_reasons(store, tasks)  # BLOCKED tasks: why they wait
+    def page(tasks: list[TaskRow], next_before: int | None, waits: dict[str, str]) -> str:
+        # shaped and encoded in the read's own call on the read lane (queue.task_page);
+        # waits: why each BLOCKED task waits
         return json.dumps({
             "tasks": [{**task_json(t, estimates.get(t.task_id),
                                    job_output=who.may_act_on(t.user)),
@@ -209,7 +207,9 @@ async def list_tasks(request: web.Request) -> web.Response:
             "next_cursor": None if next_before is None else encode_cursor(next_before),
         })
 
-    return web.Response(text=await deps.store.read(page), content_type="application/json")
+    text = await queue_reads.task_page(deps, page, state=state, limit=limit,
+                                       before_seq=before_seq, user=user, reason=reason)
+    return web.Response(text=text, content_type="application/json")
 
 
 async def get_task(request: web.Request) -> web.Response:
@@ -237,7 +237,7 @@ async def task_metrics(request: web.Request) -> web.Response:
     raw = request.query.get("keys")
     wanted = None if raw is None else [k for k in raw[:KEY_PARAM_MAX + 1].split(",") if k]
     task = await own_task(request, task_id, "read the metrics of")
-    keys = await deps.store.read(lambda s: s.progress.metric_keys(task.task_id))
+    keys = await reads.metric_keys(deps, task.task_id)
     errors: list[dict[str, Any]] = []
     if raw is not None and len(raw) > KEY_PARAM_MAX:
         errors.append({"field": "keys", "message": f"at most {KEY_PARAM_MAX} characters"})
@@ -252,7 +252,7 @@ async def task_metrics(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     chosen = default_keys(keys) if wanted is None else list(dict.fromkeys(wanted))
-    points = await deps.store.read(lambda s: s.progress.metric_points(task.task_id, chosen))
+    points = await reads.metric_points(deps, task.task_id, chosen)
     return web.json_response(curves_json(task.task_id, keys, chosen, join(points)))
 
 
@@ -261,7 +261,7 @@ async def list_attempts(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
     task = await _task_or_404(deps, task_id)
     output = principal_of(request).may_act_on(task.user)
-    attempts = await deps.store.read(lambda s: s.attempts.list_attempts(task_id))
+    attempts = await reads.attempts(deps, task_id)
     return web.json_response({"task_id": task_id, "attempts": [
         attempt_json(a, job_output=output) for a in attempts]})
 
@@ -271,7 +271,7 @@ async def list_events(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
     task = await _task_or_404(deps, task_id)
     output = principal_of(request).may_act_on(task.user)
-    events = await deps.store.read(lambda s: s.tasks.events(task_id))
+    events = await reads.events(deps, task_id)
     return web.json_response({"task_id": task_id, "events": [
         event_json(e, job_output=output) for e in events]})
 
@@ -321,13 +321,12 @@ async def queue(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     deps = deps_of(request)
-    pending, running = await deps.store.read(lambda s: s.tasks.queue(user, limit=limit + 1,
-                                                                     offset=offset,
-                                              reason=reason))
-    blocked = [] if cursor is not None or reason is not None else await deps.store.read(
-        lambda s: reads.blocked_tasks(s, QUEUE_BLOCKED_SHOWN, user))
+    pending, running = await queue_reads.waiting_and_active(deps, user, limit=limit + 1,
+                                                            offset=offset, reason=reason)
+    blocked = [] if cursor is not None or reason is not None else await queue_reads.blocked(
+        deps, QUEUE_BLOCKED_SHOWN, user)
     more = len(pending) > limit
-    progress = await deps.store.read(lambda s: s.progress.active_progress())
+    progress = await reads.active_progress(deps)
     seen = deps.metrics.observed.last
     now = deps.clock()
     may = principal_of(request).may_act_on

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from service.store.db import storage_fault
+from service.usecases import reads
 from service.web.api.deps import deps_of
 from service.web.api.handlers import off_loop
 from service.web.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -81,7 +82,7 @@ async def readyz(request: web.Request) -> web.Response:
     if loop is not None and loop.degraded is not None:
         reasons.append(f"the database cannot be written: {loop.degraded}")
     try:
-        read_s = await _lane_latency(deps.store.read(lambda s: s.change_seq()))
+        read_s = await _lane_latency(reads.change_seq(deps))
     except Exception as exc:  # any failure of the read is a reason, not a 500
         read_s = None
         reasons.append(f"a database read failed: {storage_fault(exc) or type(exc).__name__}")

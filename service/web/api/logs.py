@@ -33,7 +33,7 @@ async def task_logs(request: web.Request) -> web.Response:
     if errors:
         raise ApiError(400, "invalid query parameters", details=errors)
     task = await own_task(request, task_id, "read the logs of")
-    attempt = await deps.store.read(lambda s: s.attempts.get_attempt(task_id, attempt_no))
+    attempt = await reads.attempt(deps, task_id, attempt_no)
     if attempt is None:
         which = "no attempts yet" if attempt_no is None else f"no attempt {attempt_no}"
         raise ApiError(404, f"task {task_id} has {which}")

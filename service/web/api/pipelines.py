@@ -18,6 +18,7 @@ from service.domain.users import ALL, ME, name_problem
 from service.policy.pipelines import PipelineError
 from service.store.pipelines import PipelineView
 from service.usecases.pipelines import cancel_pipeline as usecase_cancel
+from service.usecases.pipelines import list_pipelines as usecase_list
 from service.usecases.pipelines import owned_pipeline, submit_pipeline
 from service.usecases.ports import UseCaseError
 from service.web.api.body import read_body
@@ -105,7 +106,7 @@ async def list_pipelines(request: web.Request) -> web.Response:
         if not who.may_act_on(asked):
             raise ApiError(403, f"only an admin may list {asked}'s pipelines")
         user = asked
-    rows = await deps.store.read(lambda s: s.pipelines.list_pipelines(user, limit))
+    rows = await usecase_list(deps, user, limit)
     return web.json_response({"pipelines": [pipeline_json(r) for r in rows]})
 
 

@@ -16,6 +16,7 @@ from importlib.resources import files
 from aiohttp import web
 
 from service.policy.failure_guard import FailureGuard
+from service.usecases import reads
 from service.web.api.deps import DEPS
 from service.web.ui import cluster_view, live, pages, pipeline_view, signin, webhooks_view
 from service.web.ui.changes import ChangeFeed
@@ -82,9 +83,8 @@ def setup(app: web.Application, bootstrap_token: str) -> list[tuple[str, str]]:
     app[pages.SLOTS] = StreamSlots(settings.ui_max_streams_per_session,
                                    settings.ui_max_streams_per_user)
     app[pages.GUARD] = FailureGuard(app[DEPS].clock)
-    lanes = app[DEPS].store
-    app[pages.FEED] = feed = ChangeFeed(lambda: lanes.read(lambda s: s.change_seq()),
-                                        poll_s=POLL_S)
+    deps = app[DEPS]
+    app[pages.FEED] = feed = ChangeFeed(lambda: reads.change_seq(deps), poll_s=POLL_S)
 
     async def _watch(_: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(feed.run(closing), name="argus-ui-change-feed")

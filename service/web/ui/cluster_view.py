@@ -9,6 +9,7 @@ from aiohttp import web
 
 from service.cluster.address import parse_record, read_file
 from service.engine.observed import total_of
+from service.usecases import cluster, queue
 from service.web.api.deps import deps_of
 from service.web.ui import charts
 from service.web.ui.pages import (
@@ -49,7 +50,7 @@ async def cluster_page(request: web.Request) -> web.Response:
     head = None
     if deps.settings.head_json:
         head = await deps.work.run(_head, deps.settings.head_json, now)
-    active = await deps.store.read(lambda s: s.console.active_tasks())
+    active = await queue.active_tasks(deps)
     return render(
         request, "_cluster.html" if request.query.get("fragment") else "cluster.html",
         nav="cluster", seen=seen, nodes=nodes, head=head, active=active, held=held_gpus(deps),
@@ -64,9 +65,8 @@ async def charts_page(request: web.Request) -> web.Response:
     deps = deps_of(request)
     now = deps.clock()
     start = now - CHART_WINDOW_S
-    samples = await deps.store.read(lambda s: s.console.samples_since(start))
-    used = await deps.store.read(lambda s: s.usage.gpu_seconds_in_window(now - USAGE_WINDOW_S,
-                                                                           now, now))
+    samples = await cluster.samples_since(deps, start)
+    used = await cluster.gpu_seconds(deps, now - USAGE_WINDOW_S, now, now)
     util = [(s.ts, None if not s.gpus_total else 100.0 * (s.gpus_used or 0) / s.gpus_total)
             for s in samples]
     bars = sorted(((user or "(no owner)", seconds / 3600) for user, seconds in used.items()),

@@ -35,7 +35,7 @@ from service.domain.users import ME, Principal, name_problem
 from service.policy.failure_guard import FailureGuard
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.store.offload import PARTY
-from service.usecases import reads, tasks
+from service.usecases import queue, reads, tasks
 from service.usecases.ports import Invalid, NotAllowed, NotFound, NotOwner, UseCaseError, WrongState
 from service.web.api.deps import AppDeps, deps_of
 from service.web.api.params import parse_uint
@@ -209,26 +209,25 @@ async def queue_page(request: web.Request) -> web.Response:
     reason = reason if reason in {k.value for k in WaitKind} else ""
     if reason:  # a kind of reason: only waiting tasks have one
         state = "pending"
-    store = deps.store
-    counts = await store.read(lambda s: s.tasks.counts_by_state())
+    counts = await queue.counts_by_state(deps)
     pending, pending_total = [], 0
     if state in ("", "pending"):
-        pending, pending_total = await store.read(lambda s: s.console.queue_page(
-            user=user or None, workload=workload or None, offset=(page - 1) * PAGE_SIZE,
-            limit=PAGE_SIZE, reason=WaitKind(reason) if reason else None))
+        pending, pending_total = await queue.pending_page(
+            deps, user=user or None, workload=workload or None,
+            offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE,
+            reason=WaitKind(reason) if reason else None)
     blocked: list[tuple[TaskRow, str]] = []
     if state in ("", "pending") and not reason:
-        blocked = [(t, why) for t, why in await store.read(
-            lambda s: reads.blocked_tasks(s, BLOCKED_SHOWN, user or None))
-            if not workload or t.workload == workload]
+        blocked = [(t, why) for t, why in await queue.blocked(deps, BLOCKED_SHOWN, user or None)
+                   if not workload or t.workload == workload]
     running: list[TaskRow] = []
     if state in ("", "running"):
-        running = [t for t in await store.read(lambda s: s.console.active_tasks())
+        running = [t for t in await queue.active_tasks(deps)
                    if (not user or t.user == user) and (not workload or t.workload == workload)]
     recent: list[TaskRow] = []
     if state in ("", "finished"):
-        recent = [t for t in await store.read(lambda s: s.console.recent_finished(
-                      RECENT * 5 if workload else RECENT, user or None))
+        recent = [t for t in await queue.recent_finished(
+                      deps, RECENT * 5 if workload else RECENT, user or None)
                   if not workload or t.workload == workload][:RECENT]
     filters = {"state": state, "user": raw_user if user else "", "workload": workload,
                "reason": reason}
@@ -238,7 +237,7 @@ async def queue_page(request: web.Request) -> web.Response:
         return UI + "/queue?" + urlencode({k: v for k, v in merged.items() if v})
 
     pages = max(1, -(-pending_total // PAGE_SIZE))
-    progress = await progress_view.running_progress(store, deps.clock()) if running else {}
+    progress = await progress_view.running_progress(deps, deps.clock()) if running else {}
     may = signed.principal.may_act_on  # the summaries: in full to the owner and admins
     running, recent = ([shown_task(t, may(t.user)) for t in rows] for rows in (running, recent))
     blocked = [(shown_task(t, may(t.user)), why) for t, why in blocked]
@@ -249,7 +248,7 @@ async def queue_page(request: web.Request) -> web.Response:
         held=held_gpus(deps), estimate=deps.metrics.observed.estimate,
         progress=progress,
         filters=filters, page=page, pages=pages,
-        workloads=await store.read(lambda s: s.console.pending_workloads()),
+        workloads=await queue.pending_workloads(deps),
         reason_kinds=[k.value for k in WaitKind],
         link=link)
 
@@ -261,19 +260,18 @@ async def queue_page(request: web.Request) -> web.Response:
 async def task_page(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    task = await deps.store.read(lambda s: s.tasks.get_task(task_id))
+    task = await reads.task(deps, task_id)
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
     who = request[SIGNED].principal
     may_act = who.may_act_on(task.user)  # the curves come from the logs: theirs too
     attempts, events, progress = await asyncio.gather(
-        deps.store.read(lambda s: s.attempts.list_attempts(task_id)),
-        deps.store.read(lambda s: s.tasks.events(task_id)),
-        progress_view.task_progress(deps.store, task_id, deps.clock()))
+        reads.attempts(deps, task_id), reads.events(deps, task_id),
+        progress_view.task_progress(deps, task_id, deps.clock()))
     # the JobSpec as written (comments, overrides, maybe a secret) is its owner's, as
     # its logs are; anyone else sees the task's shape (workload, gang, priority, limits)
-    spec = await deps.store.read(lambda s: s.console.task_jobspec(task_id)) if may_act else None
-    curves = await progress_view.task_curves(deps.store, task_id, request.query.getall(
+    spec = await reads.jobspec(deps, task_id) if may_act else None
+    curves = await progress_view.task_curves(deps, task_id, request.query.getall(
         "keys", [])[:progress_view.MAX_PAGE_CURVES]) if may_act else None
     found = await reads.dependencies(deps, task_id)
     links = task_dependencies_json(found.after, found.on_unsatisfiable, found.stage,
@@ -303,7 +301,7 @@ async def task_log(request: web.Request) -> web.Response:
     except NotOwner as exc:
         return web.Response(status=403, text=f"only {exc.owner} or an admin reads these logs",
                             headers=headers)
-    attempt = await deps.store.read(lambda s: s.attempts.get_attempt(task_id, None))
+    attempt = await reads.attempt(deps, task_id, None)
     if attempt is None:
         return web.Response(text="(no attempt yet)", headers=headers)
     text = await reads.attempt_log(deps, attempt, task.user)
@@ -315,7 +313,7 @@ async def task_log(request: web.Request) -> web.Response:
 async def cancel_confirm(request: web.Request) -> web.Response:
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    task = await deps.store.read(lambda s: s.tasks.get_task(task_id))
+    task = await reads.task(deps, task_id)
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
     return render(request, "cancel.html", nav="queue", task=task,
@@ -375,7 +373,7 @@ def _priority_page(request: web.Request, task: TaskRow, *, status: int = 200,
 @signed_in
 async def priority_form(request: web.Request) -> web.Response:
     task_id = request.match_info["task_id"]
-    task = await deps_of(request).store.read(lambda s: s.tasks.get_task(task_id))
+    task = await reads.task(deps_of(request), task_id)
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
     return _priority_page(request, task)

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from service.domain.rows import SessionRow
 from service.domain.users import Principal, Role
+from service.usecases import sessions
 from service.web.api.auth import AuthFailure
 from service.web.api.deps import AppDeps, deps_of
 
@@ -62,8 +63,8 @@ async def sign_in(request: web.Request, token: str, bootstrap_fp: str) -> tuple[
         user=principal.name, token_id=principal.token_id,
         token_fp=bootstrap_fp if principal.token_id is None else None,
         csrf=secrets.token_urlsafe(32), created_at=now, expires_at=now + SESSION_TTL_S)
-    await deps.store.write(lambda s: s.users.create_session(_sha256(raw), row, now,
-                                    deps.settings.ui_max_sessions_per_user))
+    await sessions.create_session(deps, _sha256(raw), row, now,
+                                  deps.settings.ui_max_sessions_per_user)
     return raw, principal
 
 
@@ -83,12 +84,12 @@ async def current(request: web.Request, bootstrap_fp: str) -> Signed | None:
     if key is None:
         return None
     deps = deps_of(request)
-    row = await deps.store.read(lambda s: s.users.get_session(key))
+    row = await sessions.session(deps, key)
     if row is None or deps.clock() >= row.expires_at:
         return None
     principal = await _principal(deps, row, bootstrap_fp)
     if principal is None:
-        await deps.store.write(lambda s: s.users.delete_session(key))
+        await sessions.end_session(deps, key)
         return None
     return Signed(principal, row.csrf, key)
 
@@ -100,7 +101,7 @@ async def _principal(deps: AppDeps, row: SessionRow, bootstrap_fp: str) -> Princ
         if row.user != deps.auth.bootstrap_admin:
             return None
         return Principal(row.user, Role.ADMIN, None)
-    auth = await deps.store.read(lambda s: s.users.token_auth(row.token_id))
+    auth = await sessions.token_auth(deps, row.token_id)
     if auth is None or auth.revoked_at is not None or not auth.user_enabled:
         return None
     if auth.expires_at is not None and deps.clock() >= auth.expires_at:

@@ -9,6 +9,7 @@ import math
 from aiohttp import web
 
 from service.domain.users import parse_token_id, presentable
+from service.usecases import sessions
 from service.web.api.auth import AuthFailure
 from service.web.api.deps import deps_of
 from service.web.ui.pages import (
@@ -96,7 +97,7 @@ async def signout(request: web.Request) -> web.StreamResponse:
     form = await _form(request)
     if _cross_site(request) or not csrf_ok(signed, form.get("csrf")):
         return _refused(request)
-    await deps_of(request).store.write(lambda s: s.users.delete_session(signed.id_sha256))
+    await sessions.end_session(deps_of(request), signed.id_sha256)
     response = web.HTTPSeeOther(UI + "/signin", headers=HEADERS)
     clear_cookie(response)
     raise response
