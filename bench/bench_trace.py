@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import inspect
 import math
 import statistics
 import sys
@@ -89,6 +88,7 @@ from bench.tracesim import (
 from service.cluster.fake import FakeCluster
 from service.config import ConfigError, SchedulerSettings, Settings
 from service.config_load import settings_from_mapping
+from service.domain.newtask import NewTask
 from service.domain.states import TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.scheduler import Scheduler
@@ -290,10 +290,10 @@ def _running(store: Store, root: Path, users: Sequence[str]) -> list[str]:
         spec = JobSpec(workload="ppo", code_path=f"{root}/verl", model_id="org/model",
                        train_file=f"{root}/t.parquet", val_file=f"{root}/v.parquet",
                        nnodes=1, n_gpus_per_node=4).to_dict()
-        extra = {"max_runtime_s": 86400.0} \
-            if "max_runtime_s" in inspect.signature(Store.tasks.create_task).parameters else {}
-        store.tasks.create_task(task_id=tid, workload="ppo", jobspec_yaml="", spec=spec, nnodes=1,
-                                n_gpus_per_node=4, user=users[i % 3], now=T0 - 100, **extra)
+        store.tasks.create_task(NewTask(
+            id_prefix="mvp2", workload="ppo", text="", spec=spec, nnodes=1, n_gpus_per_node=4,
+            user=users[i % 3], created_at=T0 - 100, priority=0, max_runtime_s=86400.0),
+            task_id=tid)
         ids.append(tid)
     return ids
 
