@@ -8,6 +8,7 @@ business (``service.web.api.views``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,12 @@ class TaskRow:
     max_runtime_s: float | None = None  # each attempt's time limit (None: none)
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
     description: str | None = None  # the JobSpec's free-text note
+    labels_json: str | None = None  # the JobSpec's labels as stored (JSON; ``labels``)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The JobSpec's labels (key -> value; none: empty)."""
+        return json.loads(self.labels_json) if self.labels_json else {}
 
     @property
     def total_gpus(self) -> int:

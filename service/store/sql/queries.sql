@@ -24,6 +24,7 @@ t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
 t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
 t.cancel_requested_at, t.priority, t.max_runtime_s,
 json_extract(t.spec_json, '$.description') AS description,
+json_extract(t.spec_json, '$.labels') AS labels_json,
 a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
 a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
 a.exit_code, a.stop_requested, a.preempted_for
@@ -86,6 +87,23 @@ SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_user_state_seq
 {latest_attempt}
 WHERE t.user = :user AND t.state = :state AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: list_tasks_by_labels
+-- As list_tasks, the tasks whose JobSpec has every label of :labels (a JSON object of
+-- key: value; json_each over the stored spec), in :state, of :user, waiting for a reason
+-- of kind :reason, each when given (NULL: any). No index: it walks seq down to the page.
+SELECT {task_columns}
+FROM tasks t
+{latest_attempt}
+WHERE t.seq < :before_seq
+  AND (:state IS NULL OR t.state = :state) AND (:user IS NULL OR t.user = :user)
+  AND (:reason IS NULL OR (t.state IN ('QUEUED', 'PENDING_RESOURCES')
+                           AND coalesce(t.reason_kind, 'new') = :reason))
+  AND NOT EXISTS (
+      SELECT 1 FROM json_each(:labels) f
+      WHERE NOT EXISTS (SELECT 1 FROM json_each(t.spec_json, '$.labels') l
+                        WHERE l.key = f.key AND l.value = f.value))
 ORDER BY t.seq DESC LIMIT :limit;
 
 -- name: queue_positions

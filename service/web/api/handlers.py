@@ -35,7 +35,7 @@ from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_shape
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
-from service.web.api.params import parse_reason, parse_uint
+from service.web.api.params import parse_labels, parse_reason, parse_uint
 from service.web.api.views import (
     InvalidCursor,
     attempt_json,
@@ -180,6 +180,7 @@ async def list_tasks(request: web.Request) -> web.Response:
     limit = int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
     user = await user_filter(request, errors)
     reason = parse_reason(request.query.get("reason"), errors)
+    labels = parse_labels(request.query.getall("label", []), errors)
     before_seq: int | None = None
     cursor = request.query.get("cursor") or None
     if cursor is not None:
@@ -199,7 +200,7 @@ async def list_tasks(request: web.Request) -> web.Response:
         # hold one thread at a time (with the shaping on the work lane, one page was read
         # while the last was shaped: two of the caller's threads taking the GIL in turn)
         tasks, next_before = store.tasks.list_tasks(state=state, limit=limit, before_seq=before_seq,
-                                                    user=user, reason=reason)
+                                                    user=user, reason=reason, labels=labels)
         waits = reads.blocked_reasons(store, tasks)  # BLOCKED tasks: why they wait
         return json.dumps({
             "tasks": [{**task_json(t, estimates.get(t.task_id),

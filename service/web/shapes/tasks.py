@@ -119,6 +119,8 @@ class _Task(Answer):
     max_runtime_s: Annotated[float | None, Field(description=(
         "each attempt's time limit in seconds from its start (stopped past it: "
         "TIME_LIMIT); null: none"))] = None
+    labels: Annotated[dict[str, str], Field(description=(
+        "the JobSpec's labels (key: value); filter with ?label=key=value"))] = {}
     next_run_at: Timestamp = None
     estimated_start: at(
         "when the scheduler's last plan expects a waiting task to start "
