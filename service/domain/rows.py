@@ -61,6 +61,7 @@ class TaskRow:
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
     description: str | None = None  # the JobSpec's free-text note
     labels_json: str | None = None  # the JobSpec's labels as stored (JSON; ``labels``)
+    max_attempts: int | None = None  # the JobSpec's retry budget (None: the configured)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -187,6 +188,7 @@ class ActiveRow:
     max_runtime_s: float | None = None  # time limit of the attempt (None: none)
     # how long the task had waited when this attempt was claimed (a retry keeps it)
     waited_s: float = 0.0
+    max_attempts: int | None = None  # the JobSpec's retry budget (None: the configured)
 
     @property
     def total_gpus(self) -> int:

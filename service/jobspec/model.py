@@ -41,6 +41,9 @@ LABEL_KEY = rf"^({LABEL_NAME}/)?{LABEL_NAME}$"
 LABEL_FILTER = rf"^{LABEL_KEY[1:-1]}=[ -~]{{0,{MAX_LABEL_VALUE}}}$"
 
 
+MAX_ATTEMPTS = 100  # a task's own retry budget, when the config sets no ceiling
+
+
 @dataclass(frozen=True)
 class NoteField:
     """An optional line of printable text in the JobSpec that Argus keeps and shows with
@@ -90,6 +93,8 @@ class JobSpec:
     on_unsatisfiable: str = OnUnsatisfiable.CANCEL.value
     description: str | None = None  # a free-text note, shown with the task
     labels: Mapping[str, str] = field(default_factory=dict)  # key -> value, shown, filtered on
+    # attempts that count against the retry budget (None: the configured max_attempts)
+    max_attempts: int | None = None
 
     @property
     def total_gpus(self) -> int:

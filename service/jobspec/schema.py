@@ -37,6 +37,7 @@ from service.domain.workloads import WORKLOAD_NAMES, WORKLOADS, owned_keys
 from service.jobspec.generate import json_schema_of, problem, rule
 from service.jobspec.model import (
     LABEL_KEY,
+    MAX_ATTEMPTS,
     MAX_EPOCHS,
     MAX_GPUS_PER_NODE,
     MAX_LABEL_VALUE,
@@ -320,6 +321,9 @@ class _Document(BaseModel):
     max_runtime_s: optional_count(1, MAX_RUNTIME_S,
                                   "time limit of each attempt from its driver's start (stopped "
                                   "past it, TIME_LIMIT); default: config (none)") = None
+    max_attempts: optional_count(
+        1, MAX_ATTEMPTS, "attempts that count against the retry budget (preemptions do not); "
+        "default and ceiling: the configured max_attempts") = None
     labels: Annotated[dict[str, str] | None, WithJsonSchema({"anyOf": [
         {"type": "object", "maxProperties": MAX_LABELS, "propertyNames": {"pattern": LABEL_KEY},
          "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_VALUE,

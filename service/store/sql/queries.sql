@@ -25,6 +25,7 @@ t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.
 t.cancel_requested_at, t.priority, t.max_runtime_s,
 json_extract(t.spec_json, '$.description') AS description,
 json_extract(t.spec_json, '$.labels') AS labels_json,
+json_extract(t.spec_json, '$.max_attempts') AS max_attempts,
 a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
 a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
 a.exit_code, a.stop_requested, a.preempted_for
@@ -266,6 +267,7 @@ ORDER BY priority DESC, seq LIMIT :limit;
 SELECT t.task_id, t.state, t.user, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
        t.priority, t.preemptions, t.resource_failures, t.max_runtime_s,
        json_extract(t.spec_json, '$.save_freq') AS save_freq,
+       json_extract(t.spec_json, '$.max_attempts') AS max_attempts,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
        a.submitted_at, a.stop_requested, a.preempted_for,
        a.created_at - t.runnable_since AS waited_s
