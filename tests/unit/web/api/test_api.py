@@ -918,3 +918,27 @@ async def test_bad_labels_are_400_naming_the_field(client, env, labels, field):
     err = assert_error(await resp.json(), "bad_request")
     assert resp.status == 400 and [d["field"] for d in err["details"]] == [field]
 
+
+async def test_max_attempts_is_shown_and_held_to_the_configured_ceiling(aiohttp_client, env):
+    env.settings = replace(env.settings, scheduler=replace(env.settings.scheduler,
+                                                           max_attempts=3))
+    client = await aiohttp_client(make_app(env))
+    own = await submit(client, env, max_attempts=2)
+    default = await submit(client, env)
+    assert (await get_json(client, f"/api/v2/tasks/{own}"))["max_attempts"] == 2
+    assert (await get_json(client, f"/api/v2/tasks/{default}"))["max_attempts"] is None
+    resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, max_attempts=4),
+                             headers=YAML)
+    err = assert_error(await resp.json(), "bad_request")
+    assert resp.status == 400 and err["details"] == [{
+        "field": "max_attempts",
+        "message": "must be at most 3 (the configured max_attempts), got 4"}]
+
+
+async def test_max_attempts_without_a_ceiling_is_bounded(client, env):
+    assert env.settings.scheduler.max_attempts is None
+    await submit(client, env, max_attempts=100)
+    resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, max_attempts=101),
+                             headers=YAML)
+    err = assert_error(await resp.json(), "bad_request")
+    assert resp.status == 400 and [d["field"] for d in err["details"]] == ["max_attempts"]
