@@ -255,6 +255,12 @@ class PendingRow:
     queue_position: int  # 1-based in the whole queue, whatever the filter
     priority: int = 0  # higher is admitted first
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
+    labels_json: str | None = None  # the JobSpec's labels as stored (JSON; ``labels``)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The JobSpec's labels (key -> value; none: empty)."""
+        return json.loads(self.labels_json) if self.labels_json else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -529,8 +529,10 @@ DELETE FROM ui_sessions WHERE expires_at <= :now;
 -- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
 -- by owner, workload and kind of reason (NULL: any), one page. The console's reads of runnable rows name
 -- no index (the planner picks one), so a change of the runnable index cannot break them.
--- Rows are numbered in admission order (priority first, then FIFO).
-SELECT * FROM (
+-- Rows are numbered in admission order (priority first, then FIFO); the labels are read
+-- for the page's rows only.
+SELECT q.*, (SELECT json_extract(l.spec_json, '$.labels') FROM tasks l WHERE l.seq = q.seq
+            ) AS labels_json FROM (
     SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
            t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
            t.pending_reason, t.reason_kind, t.cancel_requested_at, t.latest_attempt_no, t.priority,
