@@ -8,6 +8,7 @@ business (``service.web.api.views``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,13 @@ class TaskRow:
     max_runtime_s: float | None = None  # each attempt's time limit (None: none)
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
     description: str | None = None  # the JobSpec's free-text note
+    labels_json: str | None = None  # the JobSpec's labels as stored (JSON; ``labels``)
+    max_attempts: int | None = None  # the JobSpec's retry budget (None: the configured)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The JobSpec's labels (key -> value; none: empty)."""
+        return json.loads(self.labels_json) if self.labels_json else {}
 
     @property
     def total_gpus(self) -> int:
@@ -180,6 +188,7 @@ class ActiveRow:
     max_runtime_s: float | None = None  # time limit of the attempt (None: none)
     # how long the task had waited when this attempt was claimed (a retry keeps it)
     waited_s: float = 0.0
+    max_attempts: int | None = None  # the JobSpec's retry budget (None: the configured)
 
     @property
     def total_gpus(self) -> int:
@@ -246,6 +255,12 @@ class PendingRow:
     queue_position: int  # 1-based in the whole queue, whatever the filter
     priority: int = 0  # higher is admitted first
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
+    labels_json: str | None = None  # the JobSpec's labels as stored (JSON; ``labels``)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The JobSpec's labels (key -> value; none: empty)."""
+        return json.loads(self.labels_json) if self.labels_json else {}
 
 
 @dataclass(frozen=True, slots=True)

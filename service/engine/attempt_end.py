@@ -208,9 +208,10 @@ class AttemptEnder:
                 log_text: str | None, now: float, report: TickReport) -> None:
         """Retry a retryable failure while attempts are left; otherwise FAILED."""
         n = row.attempt_no
+        budget = self.sched.max_attempts if row.max_attempts is None else row.max_attempts
         summary = failures.summarize(kind, end.message, log_text)
         if kind.retryable and (kind is FailureKind.PREEMPTED or retry.may_retry(
-                retry.counted(n, row.preemptions), self.sched.max_attempts)):
+                retry.counted(n, row.preemptions), budget)):
             plan = retry.plan(kind, now, self.sched, attempt_no=n,
                               resource_failures=row.resource_failures,
                               preemptions=row.preemptions, waited_s=row.waited_s)
@@ -223,5 +224,5 @@ class AttemptEnder:
             report.retried += 1
             return
         if kind.retryable:
-            summary = failures.gave_up(n, self.sched.max_attempts, summary)
+            summary = failures.gave_up(n, budget, summary)
         self.finish(row, end, TaskState.FAILED, summary, now, report)

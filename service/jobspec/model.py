@@ -5,7 +5,7 @@ their rules are declared in ``service.jobspec.schema``."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from service.policy.dependencies import OnUnsatisfiable, in_order
@@ -29,6 +29,19 @@ MAX_STRING_LEN = 4096
 
 
 MAX_DESCRIPTION = 500  # characters of the free-text note
+
+
+MAX_LABELS = 16  # labels of one task
+MAX_LABEL_VALUE = 63  # characters of a label's value
+# a label's key: a DNS-label-like name (lower case, digits, '.', '_', '-'; 1..63, starting
+# and ending with a letter or digit), optionally after a 'prefix/' of the same form
+LABEL_NAME = r"[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?"
+LABEL_KEY = rf"^({LABEL_NAME}/)?{LABEL_NAME}$"
+# a filter on a label (``?label=`` of the task list): key=value
+LABEL_FILTER = rf"^{LABEL_KEY[1:-1]}=[ -~]{{0,{MAX_LABEL_VALUE}}}$"
+
+
+MAX_ATTEMPTS = 100  # a task's own retry budget, when the config sets no ceiling
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,9 @@ class JobSpec:
     after: tuple[tuple[str, str], ...] = ()
     on_unsatisfiable: str = OnUnsatisfiable.CANCEL.value
     description: str | None = None  # a free-text note, shown with the task
+    labels: Mapping[str, str] = field(default_factory=dict)  # key -> value, shown, filtered on
+    # attempts that count against the retry budget (None: the configured max_attempts)
+    max_attempts: int | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -98,7 +114,8 @@ class JobSpec:
     def from_dict(cls, d: Mapping[str, Any]) -> JobSpec:
         """Rebuild a JobSpec stored by ``to_dict`` (trusted input, not re-validated)."""
         after = d.get("after") or {}
-        return cls(**{**d, "overrides": tuple(d.get("overrides") or ()),
+        return cls(**{**d, "labels": dict(d.get("labels") or {}),
+                      "overrides": tuple(d.get("overrides") or ()),
                       "after": in_order((c, p) for c, ps in after.items() for p in ps)})
 
 

@@ -24,6 +24,7 @@ the declaration; the generators put the deployment's path schema (or a reference
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Annotated, Any, Literal
@@ -35,8 +36,12 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from service.domain.workloads import WORKLOAD_NAMES, WORKLOADS, owned_keys
 from service.jobspec.generate import json_schema_of, problem, rule
 from service.jobspec.model import (
+    LABEL_KEY,
+    MAX_ATTEMPTS,
     MAX_EPOCHS,
     MAX_GPUS_PER_NODE,
+    MAX_LABEL_VALUE,
+    MAX_LABELS,
     MAX_NNODES,
     MAX_OVERRIDES,
     MAX_RUNTIME_S,
@@ -232,6 +237,38 @@ def _note(note: NoteField) -> Callable[[Any], str | None]:
     return check
 
 
+_LABEL_KEY_RE = re.compile(LABEL_KEY)
+
+
+def _labels(value: Any) -> dict[str, str]:
+    """A map of at most ``MAX_LABELS`` keys (``LABEL_KEY``) to values of at most
+    ``MAX_LABEL_VALUE`` printable characters; each problem at ``labels[key]``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise problem(f"must be a mapping of label keys to string values, got {describe(value)}")
+    if len(value) > MAX_LABELS:
+        raise problem(f"at most {MAX_LABELS} labels, got {len(value)}")
+    errors = []
+    for key, item in value.items():
+        found = None
+        if not isinstance(key, str) or not _LABEL_KEY_RE.match(key):
+            found = ("a key must be a lower-case name of letters, digits, '.', '_' and '-' "
+                     "(at most 63, starting and ending with a letter or digit), optionally "
+                     f"after 'prefix/' of the same form, got {describe(key)}")
+        elif not isinstance(item, str):
+            found = f"must be a string, got {describe(item)}"
+        elif len(item) > MAX_LABEL_VALUE:
+            found = f"must be at most {MAX_LABEL_VALUE} characters long"
+        elif _bad_char(item) or not item.isascii():
+            found = "must be printable ASCII (no control characters)"
+        if found:
+            errors.append(InitErrorDetails(type=problem(found), loc=(str(key),), input=item))
+    if errors:
+        raise ValidationError.from_exception_data("labels", errors)
+    return dict(value)
+
+
 _PATH = Field(max_length=MAX_STRING_LEN, json_schema_extra={PATH_MARK: True})
 Path = Annotated[str, _PATH, rule(_path)]
 _HF_ID = {"type": "string", "pattern": f"^{HF_REPO_ID_RE.pattern}$",
@@ -284,6 +321,17 @@ class _Document(BaseModel):
     max_runtime_s: optional_count(1, MAX_RUNTIME_S,
                                   "time limit of each attempt from its driver's start (stopped "
                                   "past it, TIME_LIMIT); default: config (none)") = None
+    max_attempts: optional_count(
+        1, MAX_ATTEMPTS, "attempts that count against the retry budget (preemptions do not); "
+        "default and ceiling: the configured max_attempts") = None
+    labels: Annotated[dict[str, str] | None, WithJsonSchema({"anyOf": [
+        {"type": "object", "maxProperties": MAX_LABELS, "propertyNames": {"pattern": LABEL_KEY},
+         "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_VALUE,
+                                  "pattern": PRINTABLE}},
+        {"type": "null"}],
+        "description": "key: value labels shown with the task and filtered on "
+                       "(?label=key=value), put in the Ray job's metadata"}),
+        rule(_labels)] = None
     # the JSON Schema leaves after out: a generator of valid specs cannot know task ids
     after: SkipJsonSchema[Annotated[Any, rule(_after)]] = None
     on_unsatisfiable: Annotated[

@@ -92,7 +92,17 @@ def parse_jobspec(text: str | bytes, settings: Settings, user: str | None = None
         got = "an empty document" if doc is None else describe(doc)
         message = f"must be a YAML mapping of JobSpec fields, got {got}"
         raise JobSpecError([error_detail("body", message)])
-    return validate_jobspec(doc, path_rules(settings, user))
+    return _within_ceiling(validate_jobspec(doc, path_rules(settings, user)), settings)
+
+
+def _within_ceiling(spec: JobSpec, settings: Settings) -> JobSpec:
+    """``spec``, unless it asks more attempts than the configured ``max_attempts`` (the
+    default and the ceiling of a task's own; None: ``MAX_ATTEMPTS`` bounds it alone)."""
+    ceiling = settings.scheduler.max_attempts
+    if spec.max_attempts is not None and ceiling is not None and spec.max_attempts > ceiling:
+        raise JobSpecError([error_detail("max_attempts", (
+            f"must be at most {ceiling} (the configured max_attempts), got {spec.max_attempts}"))])
+    return spec
 
 
 def parse_jobspec_json(text: str | bytes, settings: Settings, user: str | None = None
@@ -110,7 +120,7 @@ def parse_jobspec_json(text: str | bytes, settings: Settings, user: str | None =
     if not isinstance(doc, dict):
         message = f"must be a JSON object of JobSpec fields, got {type(doc).__name__}"
         raise JobSpecError([error_detail("body", message)])
-    return validate_jobspec(doc, path_rules(settings, user))
+    return _within_ceiling(validate_jobspec(doc, path_rules(settings, user)), settings)
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -130,7 +140,7 @@ def validate_document(doc: Mapping[str, Any], settings: Settings, user: str | No
                       ) -> JobSpec:
     """``parse_jobspec`` for a document already read (a pipeline's stage): the same
     rules, JobSpecError listing every problem."""
-    return validate_jobspec(dict(doc), path_rules(settings, user))
+    return _within_ceiling(validate_jobspec(dict(doc), path_rules(settings, user)), settings)
 
 
 def _text_within(text: str | bytes, max_bytes: int) -> str:

@@ -163,6 +163,9 @@ def _runtime_env(spec: JobSpec, settings: Settings) -> dict:
     return runtime_env
 
 
+LABEL_METADATA = "argus_label."  # a label's key in the Ray job's metadata: this + its key
+
+
 def build_submit_request(
     spec: JobSpec, *, task_id: str, attempt_no: int, user: str | None, settings: Settings
 ) -> SubmitRequest:
@@ -182,5 +185,7 @@ def build_submit_request(
             "argus_task_id": task_id,
             "argus_attempt": str(attempt_no),
             "argus_user": user or "",
+            # the JobSpec's labels, one key each (Ray's metadata is str -> str)
+            **{f"{LABEL_METADATA}{key}": value for key, value in spec.labels.items()},
         },
     )

@@ -39,6 +39,7 @@ class ConsoleReads(Part):
             pending_reason=r["pending_reason"], cancel_requested_at=r["cancel_requested_at"],
             attempts=r["latest_attempt_no"], queue_position=r["queue_position"],
             priority=r["priority"], reason_kind=r["reason_kind"],
+            labels_json=r["labels_json"],
         ) for r in rows], total
 
     def pending_workloads(self) -> list[str]:

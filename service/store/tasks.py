@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from service.domain.ids import new_task_id, submission_id
@@ -186,11 +186,12 @@ class TaskStore(Part):
 
     def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
                    before_seq: int | None = None, user: str | None = None,
-                   reason: WaitKind | None = None) -> tuple[list[TaskRow], int | None]:
+                   reason: WaitKind | None = None, labels: Mapping[str, str] | None = None
+                   ) -> tuple[list[TaskRow], int | None]:
         """Newest first: up to ``limit`` tasks with ``seq < before_seq`` (from the newest
         when None), of ``user`` only when given, waiting for a reason of kind ``reason``
-        only when given. Returns the page and the ``before_seq`` of the next one (None:
-        last)."""
+        only when given, with every label of ``labels`` when given. Returns the page and
+        the ``before_seq`` of the next one (None: last)."""
         if not is_int(limit) or limit < 1:
             raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
         if before_seq is not None and (not is_int(before_seq) or not 1 <= before_seq <= MAX_SEQ):
@@ -206,6 +207,11 @@ class TaskStore(Part):
         if reason is not None:
             query = "list_tasks_by_reason"
             params.update(reason=WaitKind(reason).value, user=user,
+                          state=None if state is None else TaskState(state).value)
+        if labels:
+            query = "list_tasks_by_labels"
+            params.update(labels=json.dumps(dict(labels)), user=user,
+                          reason=None if reason is None else WaitKind(reason).value,
                           state=None if state is None else TaskState(state).value)
         with self._snapshot() as conn:  # the positions of the rows as read
             rows = conn.execute(Q[query], params).fetchall()

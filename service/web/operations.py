@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from service.jobspec.model import LABEL_FILTER
 from service.web.shapes import accounts as a
 from service.web.shapes import pipelines as pl
 from service.web.shapes import tasks as t
@@ -71,6 +72,9 @@ USER = Query("user", {"type": "string"},
 REASON = Query("reason", {"$ref": "#/components/schemas/WaitKind"},
                "only waiting tasks whose reason is of this kind (new: not examined yet); "
                "the queue's blocked list is left out")
+LABEL = Query("label", {"type": "array", "items": {
+    "type": "string", "pattern": LABEL_FILTER}},
+    "only tasks with this JobSpec label, key=value (repeatable: every one)")
 CURSOR = Query("cursor", {"type": "string"}, "next_cursor of the previous page")
 TEXT = {"type": "string"}
 MAX_INT = 2**63 - 1
@@ -122,7 +126,7 @@ TASK_OPERATIONS: dict[tuple[str, str], Op] = {
         ("400:BadRequest",), query=(
             Query("state", {"$ref": "#/components/schemas/TaskState"},
                   "only tasks in this state"),
-            USER, REASON, limit(500, 50, "page size"), CURSOR)),
+            USER, REASON, LABEL, limit(500, 50, "page size"), CURSOR)),
     ("get", _TASK): Op("getTask", "tasks", "Aggregated view of one task",
                        ok(t.Task, "The task"), ("404:NotFound",)),
     ("patch", _TASK): Op(

@@ -131,12 +131,16 @@ class ArgusClient:
 
     def list(self, *, state: str | None = None, user: str | None = None,
              limit: int | None = None, cursor: str | None = None,
-             reason: str | None = None) -> TaskPage:
+             reason: str | None = None, labels: Mapping[str, str] | None = None
+             ) -> TaskPage:
         """One page of tasks, newest first (``user``: a name, ``me`` or ``all``;
-        ``reason``: only waiting tasks whose reason is of this kind, e.g. ``resources``)."""
+        ``reason``: only waiting tasks whose reason is of this kind, e.g. ``resources``;
+        ``labels``: only tasks with every one of these JobSpec labels)."""
+        label = [f"{k}={v}" for k, v in (labels or {}).items()] or None
         return TaskPage.from_json(self.http.json(
             "GET", f"{API}/tasks", query={"state": state, "user": user, "limit": limit,
-                                          "cursor": cursor, "reason": reason}))
+                                          "cursor": cursor, "reason": reason,
+                                          "label": label}))
 
     def iter_tasks(self, *, state: str | None = None, user: str | None = None
                    ) -> Iterator[Task]:

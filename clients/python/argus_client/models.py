@@ -89,6 +89,8 @@ class Task(_Model):
     reason_kind: str | None  # the kind of pending_reason (a WaitKind value) while waiting
     max_runtime_s: float | None
     description: str | None
+    labels: dict[str, str] | None  # the JobSpec's labels (key: value)
+    max_attempts: int | None  # the JobSpec's retry budget (None: the configured one)
     estimated_start: str | None
     estimate_basis: str | None  # time_limits, run_history, unknown; None: not waiting
     estimated_start_bound: str | None

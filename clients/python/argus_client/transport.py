@@ -68,7 +68,7 @@ class Transport:
         url = self.url + urllib.parse.quote(path, safe="/:")
         params = {k: v for k, v in (query or {}).items() if v is not None}
         if params:
-            url += "?" + urllib.parse.urlencode(params)
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
         req = urllib.request.Request(url, data=body, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
         req.add_header("Accept", "application/json, text/plain")

@@ -24,6 +24,8 @@ t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
 t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
 t.cancel_requested_at, t.priority, t.max_runtime_s,
 json_extract(t.spec_json, '$.description') AS description,
+json_extract(t.spec_json, '$.labels') AS labels_json,
+json_extract(t.spec_json, '$.max_attempts') AS max_attempts,
 a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
 a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
 a.exit_code, a.stop_requested, a.preempted_for
@@ -86,6 +88,23 @@ SELECT {task_columns}
 FROM tasks t INDEXED BY tasks_user_state_seq
 {latest_attempt}
 WHERE t.user = :user AND t.state = :state AND t.seq < :before_seq
+ORDER BY t.seq DESC LIMIT :limit;
+
+-- name: list_tasks_by_labels
+-- As list_tasks, the tasks whose JobSpec has every label of :labels (a JSON object of
+-- key: value; json_each over the stored spec), in :state, of :user, waiting for a reason
+-- of kind :reason, each when given (NULL: any). No index: it walks seq down to the page.
+SELECT {task_columns}
+FROM tasks t
+{latest_attempt}
+WHERE t.seq < :before_seq
+  AND (:state IS NULL OR t.state = :state) AND (:user IS NULL OR t.user = :user)
+  AND (:reason IS NULL OR (t.state IN ('QUEUED', 'PENDING_RESOURCES')
+                           AND coalesce(t.reason_kind, 'new') = :reason))
+  AND NOT EXISTS (
+      SELECT 1 FROM json_each(:labels) f
+      WHERE NOT EXISTS (SELECT 1 FROM json_each(t.spec_json, '$.labels') l
+                        WHERE l.key = f.key AND l.value = f.value))
 ORDER BY t.seq DESC LIMIT :limit;
 
 -- name: queue_positions
@@ -248,6 +267,7 @@ ORDER BY priority DESC, seq LIMIT :limit;
 SELECT t.task_id, t.state, t.user, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
        t.priority, t.preemptions, t.resource_failures, t.max_runtime_s,
        json_extract(t.spec_json, '$.save_freq') AS save_freq,
+       json_extract(t.spec_json, '$.max_attempts') AS max_attempts,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
        a.submitted_at, a.stop_requested, a.preempted_for,
        a.created_at - t.runnable_since AS waited_s
@@ -509,8 +529,10 @@ DELETE FROM ui_sessions WHERE expires_at <= :now;
 -- Runnable tasks in queue order with their 1-based position in the whole queue, filtered
 -- by owner, workload and kind of reason (NULL: any), one page. The console's reads of runnable rows name
 -- no index (the planner picks one), so a change of the runnable index cannot break them.
--- Rows are numbered in admission order (priority first, then FIFO).
-SELECT * FROM (
+-- Rows are numbered in admission order (priority first, then FIFO); the labels are read
+-- for the page's rows only.
+SELECT q.*, (SELECT json_extract(l.spec_json, '$.labels') FROM tasks l WHERE l.seq = q.seq
+            ) AS labels_json FROM (
     SELECT t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
            t.created_at, t.updated_at, t.next_run_at, t.runnable_since, t.error_summary,
            t.pending_reason, t.reason_kind, t.cancel_requested_at, t.latest_attempt_no, t.priority,

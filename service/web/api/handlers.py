@@ -37,7 +37,7 @@ from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_shape
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
-from service.web.api.params import parse_reason, parse_uint
+from service.web.api.params import parse_labels, parse_reason, parse_uint
 from service.web.api.views import (
     InvalidCursor,
     attempt_json,
@@ -182,6 +182,7 @@ async def list_tasks(request: web.Request) -> web.Response:
     limit = int_param(request, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, errors)
     user = await user_filter(request, errors)
     reason = parse_reason(request.query.get("reason"), errors)
+    labels = parse_labels(request.query.getall("label", []), errors)
     before_seq: int | None = None
     cursor = request.query.get("cursor") or None
     if cursor is not None:
@@ -208,7 +209,8 @@ async def list_tasks(request: web.Request) -> web.Response:
         })
 
     text = await queue_reads.task_page(deps, page, state=state, limit=limit,
-                                       before_seq=before_seq, user=user, reason=reason)
+                                       before_seq=before_seq, user=user, reason=reason,
+                                       labels=labels)
     return web.Response(text=text, content_type="application/json")
 
 

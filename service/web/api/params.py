@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from service.domain.reasons import WaitKind, parse_kind
+from service.jobspec.model import LABEL_FILTER, MAX_LABEL_VALUE
 
 SQLITE_MAX_INT = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]{1,19}")  # [0-9], not \d: \d matches every script's digits
@@ -36,3 +37,23 @@ def parse_reason(raw: str | None, errors: list[dict[str, Any]]) -> WaitKind | No
     except ValueError as exc:
         errors.append({"field": "reason", "message": str(exc)})
         return None
+
+
+_LABEL_FILTER = re.compile(LABEL_FILTER)
+
+
+def parse_labels(raws: list[str], errors: list[dict[str, Any]]) -> dict[str, str]:
+    """The ``label`` filters of the task list (repeatable, all must hold): each
+    ``key=value`` with a JobSpec label's key and value (a 400 in ``errors`` otherwise);
+    one key asked twice with two values matches nothing, as asked."""
+    out: dict[str, str] = {}
+    for raw in raws:
+        if _LABEL_FILTER.match(raw) is None:
+            errors.append({"field": "label", "message": (
+                f"must be key=value (a label's key, a value of at most {MAX_LABEL_VALUE} "
+                f"printable characters), got {raw[:80]!r}")})
+            continue
+        key, _, value = raw.partition("=")  # a key has no '='
+        if out.setdefault(key, value) != value:
+            out[key] = "\x00"  # two values for one key: no task has both
+    return out

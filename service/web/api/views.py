@@ -144,6 +144,8 @@ def task_json(task: TaskRow, estimate: Planned | None = None, *, job_output: boo
         "priority": task.priority,
         "max_runtime_s": task.max_runtime_s,
         **{note.name: getattr(task, note.name) for note in NOTES},
+        "labels": task.labels,
+        "max_attempts": task.max_attempts,
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
         **estimate_json(estimate, task.state in RUNNABLE),
         "cancel_requested": task.cancel_requested,

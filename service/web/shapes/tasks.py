@@ -119,6 +119,11 @@ class _Task(Answer):
     max_runtime_s: Annotated[float | None, Field(description=(
         "each attempt's time limit in seconds from its start (stopped past it: "
         "TIME_LIMIT); null: none"))] = None
+    labels: Annotated[dict[str, str], Field(description=(
+        "the JobSpec's labels (key: value); filter with ?label=key=value"))] = {}
+    max_attempts: Annotated[int | None, Field(description=(
+        "the JobSpec's retry budget: attempts that count (preemptions do not); null: the "
+        "configured max_attempts"))] = None
     next_run_at: Timestamp = None
     estimated_start: at(
         "when the scheduler's last plan expects a waiting task to start "

@@ -178,6 +178,29 @@ async def test_queue_and_list_filter_by_reason_kind(server, tmp_path):
     assert code != 0
 
 
+async def test_labels_and_max_attempts_in_status_and_list(server, tmp_path):
+    nlp = await submitted(server, tmp_path, labels="{team: nlp, env: dev}", max_attempts=2)
+    vision = await submitted(server, tmp_path, labels="{team: vision}")
+    code, out = await run(server, "status", nlp)
+    assert code == 0 and "env=dev,team=nlp" in out and "max_attempts" in out
+    assert [line.split()[-1] for line in out.splitlines()
+            if line.startswith("max_attempts")] == ["2"]
+    code, out = await run(server, "list", "--user", "all")
+    assert code == 0 and "LABELS" in out.splitlines()[0] and "team=vision" in out
+    code, out = await run(server, "list", "--user", "all", "--label", "team=nlp", "--json")
+    assert code == 0 and [t["task_id"] for t in json.loads(out)["tasks"]] == [nlp]
+    code, out = await run(server, "list", "--user", "all", "--label", "team=nlp",
+                          "--label", "env=prod", "--json")
+    assert code == 0 and json.loads(out)["tasks"] == []
+    code, out = await run(server, "list", "--user", "all", "--label", "team=vision",
+                          "--json")
+    assert [t["task_id"] for t in json.loads(out)["tasks"]] == [vision]
+    with pytest.raises(SystemExit):  # argparse: not KEY=VALUE
+        await run(server, "list", "--label", "team")
+    code, _ = await run(server, "list", "--label", "Team=x")  # the server's 400
+    assert code != 0
+
+
 async def test_queue_follows_the_pages_of_a_long_queue(server, tmp_path, monkeypatch):
     from service.web.api import handlers
 

@@ -43,12 +43,14 @@ class Env:
         self.sched = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
         self.n = 0
 
-    def add(self, nnodes: int = 1, g: int = 4, now: float = T0, user: str = "alice") -> str:
+    def add(self, nnodes: int = 1, g: int = 4, now: float = T0, user: str = "alice",
+            max_attempts: int | None = None) -> str:
         self.n += 1
         task_id = f"mvp2-ppo-20251223-143201-{self.n:04x}"
         spec = JobSpec(workload="ppo", code_path=f"{self.root}/verl", model_id="org/model",
                        train_file=f"{self.root}/train.parquet",
-                       val_file=f"{self.root}/val.parquet", nnodes=nnodes, n_gpus_per_node=g)
+                       val_file=f"{self.root}/val.parquet", nnodes=nnodes, n_gpus_per_node=g,
+                       max_attempts=max_attempts)
         self.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="workload: ppo\n",
                                              spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
                                              user=user, created_at=now, priority=0),

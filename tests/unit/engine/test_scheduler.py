@@ -225,6 +225,26 @@ def test_max_attempts(tmp_path: Path) -> None:
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
 
 
+def test_a_task_s_own_max_attempts(tmp_path: Path) -> None:
+    """A task with max_attempts=1 gives up after its first retryable failure; another,
+    with none of its own, keeps the configured budget (3)."""
+    env = Env(tmp_path, max_attempts=3, retry_interval_s=5.0)
+    own = env.add(g=2, max_attempts=1)
+    default = env.add(g=2)
+    env.tick(T0)
+    _fail_insufficient(env, own, 1, T0 + 1)
+    _fail_insufficient(env, default, 1, T0 + 1)
+    assert env.store.tasks.get_task(own).state is S.FAILED
+    assert env.store.tasks.get_task(own).error_summary.startswith(
+        "gave up after 1 attempts (max_attempts=1); last failure INSUFFICIENT_RESOURCES")
+    assert env.store.tasks.get_task(own).max_attempts == 1
+    view = env.store.tasks.get_task(default)
+    assert view.state is not S.FAILED and view.max_attempts is None
+    env.tick(T0 + 6)
+    assert env.cluster.submit_calls[-1] == sid(default, 2)
+    assert sid(own, 2) not in env.cluster.submit_calls
+
+
 def test_non_retryable_failure_stays_failed(env: Env) -> None:
     t = env.add()
     env.tick(T0)

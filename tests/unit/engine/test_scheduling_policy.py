@@ -25,13 +25,14 @@ S = TaskState
 class PolicyEnv(Env):
     def add(self, nnodes: int = 1, g: int = 4, now: float = T0, user: str = "alice",
             priority: int = 0, save_freq: int | None = None,
-            max_runtime_s: int | None = None) -> str:
+            max_runtime_s: int | None = None, max_attempts: int | None = None) -> str:
         self.n += 1
         task_id = f"{user}-ppo-20251223-143201-{self.n:04x}"
         spec = JobSpec(workload="ppo", code_path=f"{self.root}/verl", model_id="org/model",
                        train_file=f"{self.root}/train.parquet",
                        val_file=f"{self.root}/val.parquet", nnodes=nnodes,
-                       n_gpus_per_node=g, save_freq=save_freq, priority=priority)
+                       n_gpus_per_node=g, save_freq=save_freq, priority=priority,
+                       max_attempts=max_attempts)
         self.store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="workload: ppo\n",
                                              spec=spec.to_dict(), nnodes=nnodes, n_gpus_per_node=g,
                                              user=user, created_at=now, priority=priority,
@@ -292,6 +293,21 @@ def test_preemption_stops_a_lower_priority_task_that_resumes_later(make) -> None
     env.cluster.start(sid(high), {"w1": 4})
     env.cluster.finish(sid(high))
     env.tick(T0 + 80)  # max_attempts=1 does not count the preempted attempt
+    assert env.state(low) is S.SUBMITTED and env.cluster.submit_calls[-1] == sid(low, 2)
+
+
+def test_a_task_s_own_max_attempts_does_not_count_a_preemption(make) -> None:
+    env = make(preemption=True, preemption_grace_s=60.0, max_attempts=5)
+    low = env.add(priority=0, save_freq=10, max_attempts=1)
+    _running(env, low, T0)
+    high = env.add(priority=10, now=T0 + 10)
+    env.tick(T0 + 10)
+    env.tick(T0 + 70)
+    env.tick(T0 + 71)  # preempted: back to the queue, not counted
+    assert env.store.attempts.get_attempt(low, 1).failure_kind == "PREEMPTED"
+    env.cluster.start(sid(high), {"w1": 4})
+    env.cluster.finish(sid(high))
+    env.tick(T0 + 80)
     assert env.state(low) is S.SUBMITTED and env.cluster.submit_calls[-1] == sid(low, 2)
 
 

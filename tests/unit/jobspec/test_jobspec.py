@@ -184,11 +184,13 @@ ROOT_MSG = "is outside the allowed roots (/private)"
             ("gpus", "unknown field (known fields: workload, submission_id, code_path, "
                      "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
                      "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
-                     "priority, max_runtime_s, after, on_unsatisfiable, description)"),
+                     "priority, max_runtime_s, max_attempts, labels, after, on_unsatisfiable, "
+                     "description)"),
             ("Nnodes", "unknown field (known fields: workload, submission_id, code_path, "
                        "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
                        "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
-                     "priority, max_runtime_s, after, on_unsatisfiable, description)"),
+                     "priority, max_runtime_s, max_attempts, labels, after, on_unsatisfiable, "
+                     "description)"),
         ]),
         # workload
         ({"workload": "dpo"},
@@ -285,7 +287,8 @@ def test_three_errors_are_all_reported() -> None:
         ("colour", "unknown field (known fields: workload, submission_id, code_path, "
                    "model_id, train_file, val_file, nnodes, n_gpus_per_node, total_epochs, "
                    "total_training_steps, save_freq, test_freq, trainer_device, overrides, "
-                     "priority, max_runtime_s, after, on_unsatisfiable, description)"),
+                     "priority, max_runtime_s, max_attempts, labels, after, on_unsatisfiable, "
+                     "description)"),
         ("code_path", "must be an absolute path, got 'relative/verl' (a string)"),
         ("nnodes", "must be an integer from 1 to 1024, got true (a boolean)"),
     ]

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,14 @@ def test_submit_request_fields() -> None:
     assert req.entrypoint_resources == {"worker_node": 1.0}
     assert req.metadata == {"argus_task_id": TASK, "argus_attempt": "3", "argus_user": "alice"}
     assert all(isinstance(v, str) for v in req.metadata.values())
+
+
+def test_labels_go_into_the_ray_job_s_metadata() -> None:
+    spec = replace(SPEC, labels={"team": "nlp", "argus.dev/run": "3"})
+    req = build_submit_request(spec, task_id=TASK, attempt_no=1, user="alice",
+                               settings=SETTINGS)
+    assert req.metadata == {"argus_task_id": TASK, "argus_attempt": "1", "argus_user": "alice",
+                            "argus_label.team": "nlp", "argus_label.argus.dev/run": "3"}
 
 
 def test_submit_request_without_user_has_an_empty_user() -> None:

@@ -70,6 +70,8 @@ def show_task(task: dict[str, Any]) -> str:
         ("max_runtime_s", task.get("max_runtime_s")),
         ("workload", task.get("workload")),
         ("description", task.get("description")),
+        ("labels", labels_text(task)),
+        ("max_attempts", task.get("max_attempts") or "the configured default"),
         ("resources", _gpus(task) + " GPUs"),
         ("queue_position", task.get("queue_position")),
         ("pending_reason", task.get("pending_reason")),
@@ -86,11 +88,28 @@ def show_task(task: dict[str, Any]) -> str:
     ])
 
 
+def labels_text(task: dict[str, Any]) -> str | None:
+    """A task's labels as ``key=value,key=value`` (None: none)."""
+    return ",".join(f"{k}={v}" for k, v in sorted((task.get("labels") or {}).items())) or None
+
+
+def label_filter(text: str) -> tuple[str, str]:
+    """``--label KEY=VALUE``: the key and the value (the server checks their form)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def tasks_table(tasks: Sequence[dict[str, Any]], header: bool = True) -> str:
+    """The tasks; a LABELS column before INFO when any of them has labels."""
+    labelled = any(t.get("labels") for t in tasks)
     return table(
-        ["TASK_ID", "USER", "STATE", "WORKLOAD", "GPUS", "ATTEMPT", "INFO"],
+        ["TASK_ID", "USER", "STATE", "WORKLOAD", "GPUS", "ATTEMPT",
+         *(["LABELS"] if labelled else []), "INFO"],
         [[t.get("task_id"), t.get("user"), t.get("state"), t.get("workload"), _gpus(t),
-          _latest(t, "attempt_no"), t.get("pending_reason") or t.get("error_summary")]
+          _latest(t, "attempt_no"), *([labels_text(t) or "-"] if labelled else []),
+          t.get("pending_reason") or t.get("error_summary")]
          for t in tasks],
         header=header,
     )
@@ -253,7 +272,8 @@ def cmd_list(ctx: Ctx) -> int:
     """The tasks on stdout; on stderr, whose they are and the next page's cursor."""
     a = ctx.args
     data = ctx.client.list(state=a.state, limit=a.limit, cursor=a.cursor,
-                           user=user_query(a.user), reason=a.reason).raw
+                           user=user_query(a.user), reason=a.reason,
+                           labels=dict(a.label or ())).raw
     ctx.emit(data, lambda d: tasks_table(d["tasks"], header=ctx.header))
     hint = whose_hint(a.user)
     if hint:
@@ -373,6 +393,8 @@ def register(sub: Any, add_parser: AddParser) -> None:
     lst.add_argument("--state", help="only tasks in this state")
     lst.add_argument("--user", default="mine", help=user_help)
     lst.add_argument("--reason", metavar="KIND", help=reason_help)
+    lst.add_argument("--label", type=label_filter, action="append", metavar="KEY=VALUE",
+                     help="only tasks with this JobSpec label (repeatable: every one)")
     lst.add_argument("--limit", type=positive_int, help="page size (server default 50)")
     lst.add_argument("--cursor", help="next_cursor of the previous page")
     wait = add("wait", cmd_wait, "wait until a task ends, showing each change (exit 0 only "

@@ -873,3 +873,72 @@ async def test_store_calls_and_parsing_run_off_the_event_loop(client, env, monke
                {"get_task", "list_tasks", "list_attempts", "events", "get_attempt", "queue"})
     assert seen["parse"].startswith("argus-api-work")
     assert seen["metrics"].startswith("argus-api-work")
+
+
+async def test_labels_are_shown_and_filtered_on(client, env):
+    """A JobSpec's labels are in the task JSON; ``?label=key=value`` (repeatable: every
+    one) filters the list in SQL, with the other filters; a malformed one is a 400."""
+    nlp = await submit(client, env, labels="{team: nlp, 'argus.dev/run': a=1}")
+    await submit(client, env, labels="{team: vision}")
+    plain = await submit(client, env)
+    assert (await get_json(client, f"/api/v2/tasks/{nlp}"))["labels"] == {
+        "team": "nlp", "argus.dev/run": "a=1"}
+    assert (await get_json(client, f"/api/v2/tasks/{plain}"))["labels"] == {}
+
+    async def listed(*labels: str, **more: str) -> list[str]:
+        resp = await client.get("/api/v2/tasks", headers=AUTH, params=[
+            *(("label", label) for label in labels), *more.items()])
+        assert resp.status == 200, await resp.text()
+        return [t["task_id"] for t in (await resp.json())["tasks"]]
+
+    assert await listed("team=nlp") == [nlp]
+    assert await listed("team=nlp", "argus.dev/run=a=1") == [nlp]
+    assert await listed("team=nlp", "argus.dev/run=b") == []
+    assert await listed("team=nlp", "team=vision") == []
+    assert await listed("team=nlp", state="CANCELED") == []
+    assert await listed("team=nlp", state="QUEUED", user="me") == [nlp]
+    assert len(await listed()) == 3
+    for bad in ("team", "Team=nlp", "team=\x01", f"team={'x' * 64}"):
+        resp = await client.get("/api/v2/tasks", headers=AUTH, params=[("label", bad)])
+        body = await resp.json()
+        assert resp.status == 400 and assert_error(body, "bad_request")["details"][0][
+            "field"] == "label", bad
+
+
+@pytest.mark.parametrize(("labels", "field"), [
+    ("{Team: nlp}", "labels[Team]"),
+    ("{team: [a]}", "labels[team]"),
+    (f"{{team: {'x' * 64}}}", "labels[team]"),
+    ("{" + ", ".join(f"k{i}: v" for i in range(17)) + "}", "labels"),
+    ("nlp", "labels"),
+])
+async def test_bad_labels_are_400_naming_the_field(client, env, labels, field):
+    resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, labels=labels),
+                             headers=YAML)
+    err = assert_error(await resp.json(), "bad_request")
+    assert resp.status == 400 and [d["field"] for d in err["details"]] == [field]
+
+
+async def test_max_attempts_is_shown_and_held_to_the_configured_ceiling(aiohttp_client, env):
+    env.settings = replace(env.settings, scheduler=replace(env.settings.scheduler,
+                                                           max_attempts=3))
+    client = await aiohttp_client(make_app(env))
+    own = await submit(client, env, max_attempts=2)
+    default = await submit(client, env)
+    assert (await get_json(client, f"/api/v2/tasks/{own}"))["max_attempts"] == 2
+    assert (await get_json(client, f"/api/v2/tasks/{default}"))["max_attempts"] is None
+    resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, max_attempts=4),
+                             headers=YAML)
+    err = assert_error(await resp.json(), "bad_request")
+    assert resp.status == 400 and err["details"] == [{
+        "field": "max_attempts",
+        "message": "must be at most 3 (the configured max_attempts), got 4"}]
+
+
+async def test_max_attempts_without_a_ceiling_is_bounded(client, env):
+    assert env.settings.scheduler.max_attempts is None
+    await submit(client, env, max_attempts=100)
+    resp = await client.post("/api/v2/tasks", data=jobspec(env.shared, max_attempts=101),
+                             headers=YAML)
+    err = assert_error(await resp.json(), "bad_request")
+    assert resp.status == 400 and [d["field"] for d in err["details"]] == ["max_attempts"]

@@ -50,7 +50,7 @@ def test_task_json_of_a_queued_task() -> None:
         "desired_resources": {"nnodes": 2, "n_gpus_per_node": 4, "total_gpus": 8},
         "latest_attempt": None, "error_summary": None, "pending_reason": None,
         "reason_kind": "new", "queue_position": 1, "priority": -5, "max_runtime_s": 7200.0,
-        "description": None,
+        "description": None, "labels": {}, "max_attempts": None,
         "next_run_at": "2025-12-23T14:32:01.500Z", "estimated_start": None,
         "estimate_basis": "unknown", "estimated_start_bound": None,
         "cancel_requested": False,

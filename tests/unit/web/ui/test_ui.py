@@ -115,6 +115,21 @@ async def test_queue_page_shows_states_positions_and_reasons(client, env):
     assert f"row-{running}" not in fragment
 
 
+async def test_labels_and_max_attempts_on_the_queue_and_task_pages(client, env):
+    env.cluster.add_node("n1", gpus=4)
+    running = await submit(client, env, gpus=4, extra="labels: {team: nlp}\nmax_attempts: 2\n")
+    env.tick()
+    waiting = await submit(client, env, gpus=2, extra="labels: {team: '<b>x</b>'}\n")
+    await sign_in(client)
+    html = await page(client, "/ui/queue")
+    assert '<span class="label">team=nlp</span>' in html
+    assert '<span class="label">team=&lt;b&gt;x&lt;/b&gt;</span>' in html  # escaped
+    html = await page(client, f"/ui/tasks/{running}")
+    assert 'id="task-labels"' in html and "team=nlp" in html
+    assert 'id="task-max-attempts">2<' in html
+    assert "task-max-attempts" not in await page(client, f"/ui/tasks/{waiting}")
+
+
 async def test_queue_page_tags_and_filters_by_reason_kind(client, env):
     env.cluster.add_node("n1", gpus=4)
     running = await submit(client, env, gpus=4)

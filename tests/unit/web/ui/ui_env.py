@@ -74,7 +74,8 @@ def make_env(tmp_path: Path, settings: Settings) -> Env:
 
 
 def jobspec(shared: Path, gpus: int = 2, overrides: tuple[str, ...] = (),
-            max_runtime_s: int | None = None, description: str | None = None) -> str:
+            max_runtime_s: int | None = None, description: str | None = None,
+            extra: str = "") -> str:
     text = (f"workload: ppo\ncode_path: {shared}/code/verl\n"
             f"model_id: Qwen/Qwen2.5-0.5B-Instruct\ntrain_file: {shared}/data/train.parquet\n"
             f"val_file: {shared}/data/test.parquet\nnnodes: 1\nn_gpus_per_node: {gpus}\n")
@@ -84,7 +85,7 @@ def jobspec(shared: Path, gpus: int = 2, overrides: tuple[str, ...] = (),
         text += f"description: {description!r}\n"
     if overrides:
         text += "overrides:\n" + "".join(f"  - {o!r}\n" for o in overrides)
-    return text
+    return text + extra
 
 
 async def submit(client, env: Env, token: str = TOKEN, **kw: Any) -> str:
