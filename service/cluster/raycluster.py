@@ -71,6 +71,7 @@ from service.cluster.mapping import (
     placement_summary,
 )
 from service.config import Settings, thaw
+from service.domain.nodes import name_of
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -363,7 +364,9 @@ class RayCluster:
                 out.append(NodeResources(node_id=node_id.hex(),
                                          node_ip=info.node_manager_address,
                                          free=free_resources(available.get(raw, {})),
-                                         total=free_resources(dict(info.resources_total))))
+                                         total=free_resources(dict(info.resources_total)),
+                                         name=name_of(dict(info.labels), info.node_name,
+                                                      node_id.hex())))
             return tuple(sorted(out, key=lambda n: (n.node_ip, n.node_id)))
 
         try:
