@@ -27,18 +27,12 @@ from service.policy.nodehealth import (
     HealthMemory,
     HealthReport,
     decide,
+    health_dir,
     parse_report,
 )
 from service.store.nodes import NodeStateConflict
 
 log = logging.getLogger(__name__)
-
-
-def health_dir(settings: Settings) -> str | None:
-    """Where the nodes publish their health (beside head.json), or None: not configured."""
-    if not settings.head_json:
-        return None
-    return posixpath.join(posixpath.dirname(posixpath.normpath(settings.head_json)), "nodes")
 
 
 class NodeHealth:
@@ -48,7 +42,7 @@ class NodeHealth:
         self.store = store
         self.every_s = settings.scheduler.node_health_every_s
         self.passes = settings.scheduler.node_health_passes
-        self.dir = health_dir(settings)
+        self.dir = health_dir(settings.head_json)
         self.tree = SharedTree(settings.shared_root)
         self.memory = HealthMemory()
         self._last_run: float | None = None

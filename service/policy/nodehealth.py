@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -23,6 +24,14 @@ from service.domain.nodes import REASON_MAX, NodeSource, NodeStateRow
 
 HEALTH_MAX_BYTES = 64 * 1024  # a health file is ~1 KiB; more is not a health file
 STALE_INTERVALS = 3.0
+
+
+def health_dir(head_json: str | None) -> str | None:
+    """Where the nodes publish their health: ``nodes/`` beside head.json (None: no
+    ``ray.head_json``, nothing is read)."""
+    if not head_json:
+        return None
+    return posixpath.join(posixpath.dirname(posixpath.normpath(head_json)), "nodes")
 
 
 @dataclass(frozen=True, slots=True)
