@@ -109,6 +109,11 @@ async def list_nodes(deps: NodeDeps, ray_nodes: Sequence[NodeResources] | None
     return views
 
 
+async def cordons(deps: NodeDeps) -> dict[str, NodeStateRow]:
+    """The stored states by node name (the console's cluster page)."""
+    return {row.name: row for row in await deps.store.read(lambda s: s.nodes.states())}
+
+
 def _check(who: Principal, doc: Mapping[str, Any], required: bool) -> str:
     if not who.is_admin:
         raise Forbidden("only an admin may cordon, drain or resume a node")
