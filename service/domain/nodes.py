@@ -66,6 +66,18 @@ def reason_problem(reason: object, *, required: bool) -> str | None:
     return None
 
 
+def unique_names(nodes: list[tuple[str, dict[str, str] | None, str | None]]) -> list[str]:
+    """``name_of`` each ``(node id, labels, NodeName)``, but a NodeName that several of
+    ``nodes`` share (Ray started by hand names every node of a host by its IP) gives way to
+    the id prefix: a cordon of one such node never takes the others. ``argus.node`` labels
+    are kept as they are (one name per node is the runtime's rule)."""
+    names = [name_of(labels, node_name, node_id) for node_id, labels, node_name in nodes]
+    labelled = [bool((labels or {}).get("argus.node")) for _, labels, _ in nodes]
+    shared = {n for n in names if names.count(n) > 1}
+    return [node_id[:12] if name in shared and not lab else name
+            for (node_id, _, _), name, lab in zip(nodes, names, labelled, strict=True)]
+
+
 def name_of(labels: dict[str, str] | None, node_name: str | None, node_id: str) -> str:
     """A node's name: its ``argus.node`` label, else its Ray ``NodeName``, else the first
     12 hex digits of its id."""
