@@ -116,6 +116,12 @@ class SchedulerSettings:
     # utilization -0.2 points, start estimates' error up (docs/benchmarks.md, issue 21).
     unreserved_above_share: float = 0.0
     stuck_timeout_s: float | None = 900.0  # RUNNING with unplaceable PGs -> stop + retry
+    # Node health (issue 55, service.engine.node_health): with ``ray.head_json`` set, the
+    # nodes' health files beside it (``nodes/<name>.health.json``) are read every
+    # ``node_health_every_s`` on the tick; a node reported unhealthy is cordoned (source
+    # health) and resumed after ``node_health_passes`` healthy checks in a row. 0: off.
+    node_health_every_s: float = 10.0
+    node_health_passes: int = 3
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)
     # Retry of a retryable failure: ``when_fits`` re-admits as soon as the gang fits and a

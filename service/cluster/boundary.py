@@ -41,13 +41,20 @@ class NodeResources:
     """Free resources of one alive node, verl's way: a resource at 0 is simply absent.
 
     ``total`` is the node's capacity (None when unknown): it tells a gang that waits for
-    room from one that can never fit this cluster as it is.
+    room from one that can never fit this cluster as it is. ``name`` is the node's name
+    (``service.domain.nodes.name_of``: its ``argus.node`` label, else its Ray NodeName,
+    else its id's first 12 hex digits); ``display_name`` fills in the last when empty.
     """
 
     node_id: str
     node_ip: str
     free: Mapping[str, float]
     total: Mapping[str, float] | None = None
+    name: str = ""
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.node_id[:12]
 
     def get(self, name: str) -> float:
         return float(self.free.get(name, 0.0))

@@ -31,6 +31,7 @@ class _Node:
     node_id: str
     capacity: dict[str, float]
     used: dict[str, float] = field(default_factory=dict)
+    name: str = ""
 
     def free(self) -> dict[str, float]:
         out = {}
@@ -84,10 +85,13 @@ class FakeCluster:
 
     # -- scripting helpers -------------------------------------------------------
     def add_node(
-        self, node_id: str, *, gpus: float = 4, cpus: float = 16, worker_slots: float = 100
+        self, node_id: str, *, gpus: float = 4, cpus: float = 16, worker_slots: float = 100,
+        name: str | None = None,
     ) -> None:
+        """A node; its name (the ``argus.node`` label on Ray) is ``name``, else its id."""
         cap = {"CPU": float(cpus), "GPU": float(gpus), "worker_node": float(worker_slots)}
-        self.nodes[node_id] = _Node(node_id, {k: v for k, v in cap.items() if v > 0})
+        self.nodes[node_id] = _Node(node_id, {k: v for k, v in cap.items() if v > 0},
+                                    name=name or node_id)
 
     def remove_node(self, node_id: str) -> None:
         del self.nodes[node_id]
@@ -155,7 +159,7 @@ class FakeCluster:
     def snapshot(self, submission_ids: Collection[str]) -> ClusterSnapshot:
         self._check()
         nodes = tuple(
-            NodeResources(n.node_id, f"10.0.0.{i + 1}", n.free(), dict(n.capacity))
+            NodeResources(n.node_id, f"10.0.0.{i + 1}", n.free(), dict(n.capacity), n.name)
             for i, n in enumerate(self.nodes.values())
         )
         asked = [(sid, self.jobs[sid]) for sid in submission_ids if sid in self.jobs]

@@ -71,6 +71,7 @@ from service.cluster.mapping import (
     placement_summary,
 )
 from service.config import Settings, thaw
+from service.domain.nodes import unique_names
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -355,15 +356,18 @@ class RayCluster:
             usage = gcs.get_all_resource_usage(timeout=timeout)
             available = {u.node_id: dict(u.resources_available)
                          for u in usage.resource_usage_data.batch}
+            alive = [(node_id, info) for node_id, info in infos.items()
+                     if info.state == _NODE_ALIVE]
+            names = unique_names([(node_id.hex(), dict(info.labels), info.node_name)
+                                  for node_id, info in alive])
             out = []
-            for node_id, info in infos.items():
-                if info.state != _NODE_ALIVE:
-                    continue
+            for (node_id, info), name in zip(alive, names, strict=True):
                 raw = node_id.binary()
                 out.append(NodeResources(node_id=node_id.hex(),
                                          node_ip=info.node_manager_address,
                                          free=free_resources(available.get(raw, {})),
-                                         total=free_resources(dict(info.resources_total))))
+                                         total=free_resources(dict(info.resources_total)),
+                                         name=name))
             return tuple(sorted(out, key=lambda n: (n.node_ip, n.node_id)))
 
         try:

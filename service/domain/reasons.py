@@ -157,9 +157,18 @@ class Text:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class Cordoned:
+    """A wait's details, and the cordoned nodes the gang would fit (issue 55)."""
+
+    inner: Details
+    nodes: str  # "node-b is cordoned: <reason>; node-c is drained: <reason>"
+
+
 Details = (NoRoom | NeverFits | UserDisabled | OverGpuLimit | AtTaskLimit | AtGpuLimit
            | MaxRunning | Guard | BehindFifo | ReservedFor | PlannedAhead | Preempting
-           | Preempted | Backoff | RetryAfterFailure | Interrupted | Unreachable | Text)
+           | Preempted | Backoff | RetryAfterFailure | Interrupted | Unreachable | Text
+           | Cordoned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +285,8 @@ def _details_text(d: Details) -> str:
             return f"Ray cluster unreachable: {error}"
         case Text(text):
             return text
+        case Cordoned(inner, nodes):
+            return f"{_details_text(inner)}; {nodes}"
     raise TypeError(f"no wording for {d!r}")
 
 

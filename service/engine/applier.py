@@ -32,6 +32,7 @@ from service.engine.tick_report import TickReport
 from service.jobspec.model import JobSpec
 from service.jobspec.submission import build_submit_request, driver_argv
 from service.scheduling.admission import unreachable
+from service.scheduling.cordon import explain, out_of_admission
 from service.scheduling.deep import DeepEstimates
 from service.scheduling.fairshare import Ledger, Share, Span, decayed_usage
 from service.scheduling.plan import PlanInput, Preemption, Wait
@@ -100,6 +101,9 @@ class Applier:
             self.last_estimates = {}
             self.deep.reset()
             return
+        # cordoned and drained nodes are absent to the planner (service.scheduling.cordon)
+        states = {row.name: row for row in self.store.nodes.states()}
+        snapshot, cordoned = out_of_admission(snapshot, states)
         plan = self.planner.plan(PlanInput(now, candidates, active, snapshot, charges,
                                            self.store.users.disabled_users(), self.reservation,
                                            self._runtime_model(now), self.reserved))
@@ -109,7 +113,8 @@ class Applier:
             if down is not None:
                 waits.append((step.cand, down))
             elif isinstance(step, Wait):
-                waits.append((step.cand, step.why))
+                waits.append((step.cand, explain(step.why, self.planner.gang(step.cand),
+                                                 cordoned, states)))
             else:
                 outcome = self._submit(step.cand, now, report)
                 if outcome is _Submit.SUBMITTED:

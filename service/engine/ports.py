@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from service.domain.nodes import NodeSource, NodeStateRow
 from service.domain.reasons import Reason
 from service.domain.rows import (
     ActiveRow,
@@ -104,6 +105,16 @@ class SchedulerUsage(Protocol):
                     ) -> list[AttemptSpan]: ...
 
 
+class SchedulerNodes(Protocol):
+    def states(self) -> list[NodeStateRow]: ...
+
+    def cordon(self, name: str, source: NodeSource, by: str | None, now: float,
+               reason: str) -> NodeStateRow: ...
+
+    def resume(self, name: str, source: NodeSource | None, by: str | None, now: float,
+               reason: str) -> NodeStateRow: ...
+
+
 class SchedulerStore(Protocol):
     """The store as the scheduler (and its parts: applier, reconcile, watch, attempt
     ends, the dependency tick) uses it."""
@@ -122,6 +133,9 @@ class SchedulerStore(Protocol):
 
     @property
     def usage(self) -> SchedulerUsage: ...
+
+    @property
+    def nodes(self) -> SchedulerNodes: ...
 
 
 class FollowerTasks(Protocol):

@@ -78,6 +78,7 @@ from service.engine.applier import Applier
 from service.engine.artifacts import Artifacts
 from service.engine.attempt_end import AttemptEnder
 from service.engine.dependency_tick import DependencyStep
+from service.engine.node_health import NodeHealth
 from service.engine.ports import SchedulerStore
 from service.engine.reconcile import (
     CLUSTER_BACK,
@@ -120,6 +121,7 @@ class Scheduler:
         self.reconciler = Reconciler(store, cluster, self.ender, self.watch.note_driver_node)
         self.applier = Applier(store, cluster, settings, artifacts, self.planner,
                                backfill_window)
+        self.health = NodeHealth(store, settings)  # the health-driven cordon
         # the last tick's cluster view (or why Ray did not answer), for /metrics and the
         # console's cluster page, which never call Ray themselves
         self.last_snapshot: ClusterSnapshot | ClusterUnavailable | None = None
@@ -169,6 +171,9 @@ class Scheduler:
             self.watch.hung(now, snapshot, report)
             self.watch.driver_nodes(now, snapshot, report)
         self.last_snapshot = snapshot
+        if not isinstance(snapshot, ClusterUnavailable) and self.health.due(now):
+            # unhealthy nodes out of admission before this tick's plan (node_health)
+            self.health.run(now, [n.display_name for n in snapshot.nodes])
         self.applier.admit(now, snapshot, report)  # step 3
         report.duration_s = time.perf_counter() - started
         return report

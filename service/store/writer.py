@@ -70,6 +70,7 @@ from service.store.core import (
     truncate_message,
 )
 from service.store.db import DEFAULT_SYNCHRONOUS, StorageUnavailable
+from service.store.nodes import NodeStore
 from service.store.pipelines import PipelineStore
 from service.store.progress import ProgressStore
 from service.store.reads import ACTIVE, Readers
@@ -107,6 +108,7 @@ class Store:
         self.progress = ProgressStore(*parts)
         self.console = ConsoleReads(*parts)
         self.usage = UsageReads(*parts)
+        self.nodes = NodeStore(*parts)
 
     @property
     def db_path(self) -> str:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from service.jobspec.model import LABEL_FILTER
 from service.web.shapes import accounts as a
+from service.web.shapes import nodes as nd
 from service.web.shapes import pipelines as pl
 from service.web.shapes import tasks as t
 from service.webhooks import schemas as wh
@@ -89,6 +90,8 @@ PATH_PARAMS: dict[str, dict[str, Any]] = {
                  "example": "3f9a1c2b7d4e"},
     "hook_id": {"schema": {"type": "string", "pattern": "^[^/:]+$"},
                 "example": "wh_3f9a1c2b7d4e"},
+    "node": {"schema": {"type": "string", "pattern": "^[^/:]+$"},
+             "description": "a node's name (its argus.node label)", "example": "ray-worker-0"},
     "pipeline_id": {"schema": {"type": "string", "pattern": "^[^/:]+$"},
                     "example": "mvp2-alice-pipeline-20251223-143201-7f3a"},
 }
@@ -112,6 +115,7 @@ _LOG_QUERY = (
 _TASKS = "/api/v2/tasks"
 _TASK = "/api/v2/tasks/{task_id}"
 _USER = "/api/v2/users/{name}"
+_NODE = "/api/v2/nodes/{node}"
 
 TASK_OPERATIONS: dict[tuple[str, str], Op] = {
     ("post", _TASKS): Op(
@@ -252,6 +256,26 @@ OTHER_OPERATIONS: dict[tuple[str, str], Op] = {
         "A webhook's recent deliveries, newest first: outcome, status code, tries, next "
         "retry", ok(wh.DeliveryList, "Deliveries"), ("400:BadRequest", "404:NotFound"),
         access="owner", query=(limit(500, 50, "how many"),)),
+    ("get", "/api/v2/nodes"): Op(
+        "listNodes", "nodes",
+        "The cluster's nodes by name: alive or dead, GPUs, cordon (who, when, why), health",
+        ok(nd.NodeList, "Every node Ray lists or that has a stored state")),
+    ("post", f"{_NODE}:cordon"): Op(
+        "cordonNode", "nodes",
+        "Cordon a node: no new attempt is placed there; what runs there goes on",
+        ok(nd.NodeChanged, "Cordoned"), (*BODY_ERRORS, "404:NotFound", "409:Conflict"),
+        body=nd.NodeChange),
+    ("post", f"{_NODE}:drain"): Op(
+        "drainNode", "nodes",
+        "Drain a node: cordoned, and the attempts on it finish on their own (not requeued)",
+        ok(nd.NodeChanged, "Drained"), (*BODY_ERRORS, "404:NotFound", "409:Conflict"),
+        body=nd.NodeChange),
+    ("post", f"{_NODE}:resume"): Op(
+        "resumeNode", "nodes",
+        "Resume a cordoned or drained node (the health check's cordon too)",
+        ok(nd.NodeChanged, "Back in admission; cordon: the state lifted"),
+        (*BODY_ERRORS, "404:NotFound", "409:Conflict"), body=nd.NodeChange,
+        body_required=False),
     ("get", "/api/v2/openapi.json"): Op(
         "getOpenapiDocument", INTERNAL_TAG, "This document (no token needed)",
         ok({"type": "object"}, "OpenAPI 3.1 document")),
@@ -280,6 +304,8 @@ TAGS = [
     {"name": "pipelines", "description": "DAGs of tasks with conditions; outputs passed on "
                                          "(docs/pipelines.md)"},
     {"name": "webhooks", "description": "signed notifications when tasks end (docs/webhooks.md)"},
+    {"name": "nodes", "description": "the cluster's nodes; cordon, drain, resume (admins; "
+                                     "docs/operations.md)"},
     {"name": INTERNAL_TAG, "description": "for operators and their tools (x-internal: not "
                                           "part of a generated client)"},
 ]
@@ -291,10 +317,11 @@ ERRORS = {
                     "token, or a disabled user's (the message says which)",
     "Forbidden": "A valid token without the right (see x-argus-access), or a priority above "
                  "what the caller may ask for",
-    "NotFound": "No such task, attempt, logs, user or token",
+    "NotFound": "No such task, attempt, logs, user, token or node",
     "MethodNotAllowed": "Not possible on this resource (the message says why)",
     "Conflict": "The task is already terminal (or, for a priority change, no longer "
-                "waiting); the user exists or is disabled; too many tokens or webhooks",
+                "waiting); the user exists or is disabled; too many tokens or webhooks; the "
+                "node is already cordoned or drained (by whom), or is not",
     "PayloadTooLarge": "Body over the configured size limit",
     "RequestTimeout": "Body not received within the body timeout",
     "UnsupportedMediaType": "Body is not of the accepted content type (YAML for a JobSpec, "

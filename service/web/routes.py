@@ -11,6 +11,7 @@ from service.web.api import accounts as a
 from service.web.api import handlers as h
 from service.web.api import health as hl
 from service.web.api import logs as lg
+from service.web.api import nodes as nd
 from service.web.api import pipelines as pl
 from service.web.api import webhooks as wh
 from service.web.api.auth import Access
@@ -22,6 +23,7 @@ NAME = "{name:[^/:]+}"
 TOKEN_ID = "{token_id:[^/:]+}"
 HOOK_ID = "{hook_id:[^/:]+}"
 PIPELINE_ID = "{pipeline_id:[^/:]+}"
+NODE = "{node:[^/:]+}"
 
 P, U, ADMIN = Access.PUBLIC, Access.USER, Access.ADMIN
 
@@ -59,6 +61,10 @@ ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("GET", f"{API}/webhooks", wh.list_webhooks, U),
     ("DELETE", f"{API}/webhooks/{HOOK_ID}", wh.delete_webhook, U),
     ("GET", f"{API}/webhooks/{HOOK_ID}/deliveries", wh.list_deliveries, U),
+    ("GET", f"{API}/nodes", nd.list_nodes, U),
+    ("POST", f"{API}/nodes/{NODE}:cordon", nd.cordon_node, ADMIN),
+    ("POST", f"{API}/nodes/{NODE}:drain", nd.drain_node, ADMIN),
+    ("POST", f"{API}/nodes/{NODE}:resume", nd.resume_node, ADMIN),
     ("GET", f"{API}/openapi.json", hl.openapi, P),
     ("GET", "/metrics", hl.metrics, U),
     ("GET", "/healthz", hl.healthz, P),

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from argus_client.env import DEFAULT_URL, TOKEN_ENV, URL_ENV
 from argus_client.errors import ArgusError, Conflict, NoLogYet, NotFound, UsageError
@@ -28,6 +29,8 @@ from argus_client.models import (
     Metrics,
     NewToken,
     NewWebhook,
+    NodeChanged,
+    NodeList,
     Pipeline,
     PipelineList,
     PipelineSubmitted,
@@ -398,3 +401,17 @@ class ArgusClient:
         """A webhook's recent deliveries, newest first, with their outcome."""
         return Deliveries.from_json(self.http.json(
             "GET", f"{API}/webhooks/{hook_id}/deliveries", query={"limit": limit}))
+
+    # -- nodes (issue 55) ----------------------------------------------------------------
+    def list_nodes(self) -> NodeList:
+        """The cluster's nodes by name: alive or dead, GPUs, cordon, health."""
+        return NodeList.from_json(self.http.json("GET", f"{API}/nodes"))
+
+    def change_node(self, name: str, action: str, reason: str | None = None) -> NodeChanged:
+        """``action`` cordon, drain or resume on node ``name`` (admins; a reason is
+        required for cordon and drain)."""
+        if action not in ("cordon", "drain", "resume"):
+            raise UsageError(f"unknown node action {action!r}: cordon, drain or resume")
+        body = {} if reason is None else {"reason": reason}
+        return NodeChanged.from_json(self.request_json(
+            "POST", f"{API}/nodes/{quote(name, safe='')}:{action}", body=body))

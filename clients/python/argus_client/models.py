@@ -459,3 +459,41 @@ class LogChunk:
     text: str
     attempt: int | None
     end: int | None
+
+
+@dataclass(frozen=True)
+class Node(_Model):
+    """A cluster node by name: ``state`` alive or dead, ``schedulable``, its GPUs,
+    ``cordon`` (``{state, source, by, at, reason}``, None when schedulable) and ``health``
+    (``{state, detail, checked_at}``)."""
+
+    name: str
+    state: str
+    schedulable: bool
+    node_id: str | None
+    node_ip: str | None
+    gpus_total: float | None
+    gpus_free: float | None
+    cordon: dict[str, Any] | None
+    health: dict[str, Any] | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class NodeList(_Model):
+    """NodeList, as the API answers it."""
+
+    nodes: list[Node]
+    observed_at: str | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _lists = {"nodes": Node}
+
+
+@dataclass(frozen=True)
+class NodeChanged(_Model):
+    """A cordon, drain or resume done: ``cordon`` the state written (a resume: lifted)."""
+
+    name: str
+    action: str
+    cordon: dict[str, Any]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -1116,3 +1116,36 @@ WHERE pipeline_id = :pipeline_id AND state = 'RUNNING';
 -- name: flag_pipeline_cancel
 UPDATE pipelines SET cancel_requested_at = :now, updated_at = :now
 WHERE pipeline_id = :pipeline_id AND state = 'RUNNING' AND cancel_requested_at IS NULL;
+
+-- nodes: cordon, drain, resume (service/store/nodes.py) -----------------------------------
+
+-- name: node_states
+SELECT name, state, source, by_user, at, reason FROM node_states ORDER BY name;
+
+-- name: node_state
+SELECT name, state, source, by_user, at, reason FROM node_states WHERE name = :name;
+
+-- name: node_state_insert
+-- Guarded: a node already out of admission keeps its row (rowcount 0: the caller says so).
+INSERT INTO node_states (name, state, source, by_user, at, reason)
+VALUES (:name, :state, :source, :by_user, :at, :reason)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: node_state_drain
+-- A cordoned node drained (the guard: it is cordoned now).
+UPDATE node_states SET state = 'drained', source = :source, by_user = :by_user, at = :at,
+       reason = :reason
+WHERE name = :name AND state = 'cordoned';
+
+-- name: node_state_delete
+-- Resume, guarded by the source the caller read (a health resume never lifts an
+-- operator's cordon; :source NULL: any).
+DELETE FROM node_states WHERE name = :name AND (:source IS NULL OR source = :source);
+
+-- name: node_event_insert
+INSERT INTO node_events (name, ts, kind, source, by_user, reason)
+VALUES (:name, :ts, :kind, :source, :by_user, :reason);
+
+-- name: node_events_of
+SELECT name, ts, kind, source, by_user, reason FROM node_events WHERE name = :name
+ORDER BY ts, id;

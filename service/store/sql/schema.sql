@@ -372,3 +372,22 @@ CREATE TABLE pipeline_stages (
     skipped       INTEGER NOT NULL DEFAULT 0 CHECK (skipped IN (0, 1)),
     PRIMARY KEY (pipeline_id, stage)
 ) WITHOUT ROWID;
+CREATE TABLE node_states (
+    name      TEXT NOT NULL PRIMARY KEY,
+    state     TEXT NOT NULL CHECK (state IN ('cordoned', 'drained')),
+    source    TEXT NOT NULL CHECK (source IN ('operator', 'health')),
+    by_user   TEXT,
+    at        REAL NOT NULL,
+    reason    TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE node_events (
+    id        INTEGER PRIMARY KEY,
+    name      TEXT NOT NULL,
+    ts        REAL NOT NULL,
+    kind      TEXT NOT NULL CHECK (kind IN ('NODE_CORDONED', 'NODE_DRAINED', 'NODE_RESUMED')),
+    source    TEXT NOT NULL CHECK (source IN ('operator', 'health')),
+    by_user   TEXT,
+    reason    TEXT NOT NULL
+);
+CREATE INDEX node_events_name ON node_events (name, ts);

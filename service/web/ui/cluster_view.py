@@ -10,6 +10,7 @@ from aiohttp import web
 from service.cluster.address import parse_record, read_file
 from service.engine.observed import total_of
 from service.usecases import cluster, queue
+from service.usecases import nodes as node_cases
 from service.web.api.deps import deps_of
 from service.web.ui import charts
 from service.web.ui.pages import (
@@ -41,10 +42,13 @@ async def cluster_page(request: web.Request) -> web.Response:
     now = deps.clock()
     seen = deps.metrics.observed.last
     nodes = []
+    states = await node_cases.cordons(deps)
     if seen is not None and seen.snapshot is not None:
         for n in seen.snapshot.nodes:
+            state = states.get(n.display_name)
             nodes.append({
-                "id": n.node_id, "ip": n.node_ip,
+                "id": n.node_id, "ip": n.node_ip, "name": n.display_name,
+                "cordon": None if state is None else f"{state.state.value}: {state.reason}",
                 "gpus_free": n.get("GPU"), "gpus_total": total_of(n, "GPU"),
                 "cpus_free": n.get("CPU"), "cpus_total": total_of(n, "CPU")})
     head = None

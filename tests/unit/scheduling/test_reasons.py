@@ -13,6 +13,7 @@ from service.domain.reasons import (
     AtTaskLimit,
     Backoff,
     BehindFifo,
+    Cordoned,
     Guard,
     Interrupted,
     MaxRunning,
@@ -76,6 +77,8 @@ RENDERED = [
      "submitted again as t--a01"),
     (Unreachable("timeout"), "Ray cluster unreachable: timeout"),
     (Text("anything"), "anything"),
+    (Cordoned(NoRoom(GANG, "w1 0 GPU/3 CPU"), "node-b is cordoned: bad ECC"),
+     f"needs {GANG}; free: w1 0 GPU/3 CPU; node-b is cordoned: bad ECC"),
 ]
 
 

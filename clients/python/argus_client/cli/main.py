@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from argus_client.cli import accounts, completion, pipelines, tasks, webhooks
+from argus_client.cli import accounts, completion, nodes, pipelines, tasks, webhooks
 from argus_client.cli.context import Ctx, report
 from argus_client.cli.exits import Exit, exit_for
 from argus_client.cli.options import positive_float
@@ -35,7 +35,8 @@ from argus_client.errors import ArgusError, UsageError
 if TYPE_CHECKING:
     from argus_client.transport import Opener
 
-COMMAND_MODULES: tuple[ModuleType, ...] = (tasks, accounts, pipelines, webhooks, completion)
+COMMAND_MODULES: tuple[ModuleType, ...] = (tasks, accounts, pipelines, webhooks, nodes,
+                                             completion)
 
 EPILOG = """exit codes:
   0 ok                1 the API refused or failed     2 usage (flags, token, URL, file)

@@ -24,6 +24,7 @@ from ui_env import (
 from yarl import URL
 
 from service.domain.newtask import NewTask
+from service.domain.nodes import NodeSource
 from service.domain.reasons import Planned
 from service.domain.states import TaskState
 from service.domain.timefmt import iso
@@ -346,6 +347,9 @@ async def test_cluster_page_and_charts_read_the_last_tick(client, env):
     html = await page(client, "/ui/cluster")
     assert "reachable" in html and "n1" in html and "/ 4" in html
     assert task_id in html
+    env.store.nodes.cordon("n1", NodeSource.OPERATOR, "admin", env.clock.now, "bad <fan>")
+    html = await page(client, "/ui/cluster")  # nodes by name, with their cordon
+    assert "cordoned: bad &lt;fan&gt;" in html
     env.tick(120)
     charts = await page(client, "/ui/charts")
     assert charts.count("<svg") >= 4 and "<polyline" in charts

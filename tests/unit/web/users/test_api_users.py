@@ -27,11 +27,13 @@ from users_world import (
     submit_as,
 )
 
+from service.domain.nodes import NodeSource
 from service.domain.rows import EventRow
 from service.domain.states import RayStatus, TaskState
 from service.engine.artifacts import Artifacts
 from service.policy.quotas import Limits
 from service.web.api.auth import Access
+from service.web.api.deps import DEPS
 from service.web.app import ROUTES, create_app, path_template
 
 
@@ -76,6 +78,12 @@ async def test_route_authorization(client, world: World, method: str, path: str,
         kw["json"] = {"url": PUBLIC_HOOK, "events": ["task.succeeded"]}
     elif method == "PATCH":
         kw["json"] = {"priority": -1}
+    elif "{node}" in path:  # n1: a node Ray lists (resume: cordoned first)
+        client.server.app[DEPS].metrics.observed.record(T0, world.cluster.snapshot([]))
+        if path.endswith(":resume"):
+            world.store.nodes.cordon("n1", NodeSource.OPERATOR, "ada", T0, "test")
+        concrete = path.replace("{node}", "n1")
+        kw["json"] = {"reason": "test"}
     resp = await client.request(method, concrete, **kw)
     default = 401  # anonymous and carol (disabled) everywhere but /healthz
     assert resp.status == EXPECTED[(method, path)].get(who, default), await resp.text()

@@ -111,6 +111,10 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("GET", "/api/v2/webhooks"): OK_ALL,
     ("DELETE", "/api/v2/webhooks/{hook_id}"): OWNER,  # alice's hook
     ("GET", "/api/v2/webhooks/{hook_id}/deliveries"): OWNER,
+    ("GET", "/api/v2/nodes"): OK_ALL,
+    ("POST", "/api/v2/nodes/{node}:cordon"): ADMIN,
+    ("POST", "/api/v2/nodes/{node}:drain"): ADMIN,
+    ("POST", "/api/v2/nodes/{node}:resume"): ADMIN,  # a node cordoned before
     ("GET", "/api/v2/openapi.json"): {**OK_ALL, "anonymous": 200, "carol": 200},
     ("GET", "/metrics"): OK_ALL,
     ("GET", "/healthz"): {**OK_ALL, "anonymous": 200, "carol": 200},

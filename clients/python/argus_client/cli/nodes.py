@@ -1,0 +1,77 @@
+"""``argus nodes`` and ``argus node ...``: the cluster's nodes by name, and an admin's
+cordon, drain and resume.
+
+    argus nodes                                  (any user)
+    argus node cordon NAME --reason TEXT         (admins: no new attempt there)
+    argus node drain NAME --reason TEXT          (admins: cordon; what runs there ends on its own)
+    argus node resume NAME [--reason TEXT]       (admins: back in admission)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from argus_client.cli.context import AddParser, Ctx
+from argus_client.cli.exits import Exit
+from argus_client.cli.options import add_table_options
+from argus_client.cli.output import table
+
+
+def _gpus(node: dict[str, Any]) -> str:
+    total, free = node.get("gpus_total"), node.get("gpus_free")
+    if total is None:
+        return "-"
+    return f"{free or 0:g}/{total:g}"
+
+
+def _cordon(node: dict[str, Any]) -> str:
+    c = node.get("cordon")
+    if not c:
+        return "-"
+    who = c.get("by") or "health check"
+    return f"{c['state']} by {who} at {c.get('at')}: {c.get('reason')}"
+
+
+def nodes_table(data: dict[str, Any], header: bool = True) -> str:
+    return table(["NAME", "STATE", "GPUS FREE/TOTAL", "SCHEDULABLE", "CORDON", "HEALTH"],
+                 [[n["name"], n["state"], _gpus(n), "yes" if n["schedulable"] else "no",
+                   _cordon(n), f"{n['health']['state']}: {n['health']['detail']}"]
+                  for n in data["nodes"]], header=header)
+
+
+def changed_text(data: dict[str, Any]) -> str:
+    c = data["cordon"]
+    if data["action"] == "resume":
+        return f"node {data['name']} resumed (was {c['state']}: {c['reason']})"
+    return f"node {data['name']} {c['state']}: {c['reason']}"
+
+
+def cmd_nodes(ctx: Ctx) -> int:
+    ctx.emit(ctx.client.list_nodes().raw, lambda d: nodes_table(d, ctx.header))
+    return Exit.OK
+
+
+def cmd_change(ctx: Ctx) -> int:
+    a = ctx.args
+    ctx.emit(ctx.client.change_node(a.name, a.node_command, a.reason).raw, changed_text)
+    if a.node_command == "drain":
+        ctx.hint("attempts already on the node run to their end; none is requeued")
+    return Exit.OK
+
+
+def register(sub: Any, add_parser: AddParser) -> None:
+    """Register ``nodes`` and ``node`` on the main parser's subparsers."""
+    lst = add_table_options(add_parser(sub, "nodes", "the cluster's nodes by name: GPUs, "
+                                                     "cordons, health"))
+    lst.set_defaults(run=cmd_nodes)
+    node = add_parser(sub, "node", "cordon, drain or resume a node (admins)")
+    actions = node.add_subparsers(dest="node_command", required=True, metavar="ACTION")
+    for name, help_, required in (
+            ("cordon", "no new attempt is placed on the node", True),
+            ("drain", "cordon the node; the attempts on it finish on their own", True),
+            ("resume", "put a cordoned or drained node back into admission", False)):
+        p = add_parser(actions, name, help_)
+        p.add_argument("name", metavar="NAME", help="the node's name (argus nodes)")
+        p.add_argument("--reason", required=required,
+                       help="why (at most 200 printable characters)")
+        p.set_defaults(run=cmd_change)

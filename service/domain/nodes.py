@@ -1,0 +1,89 @@
+"""Nodes out of admission (issue 55): the stored state of a cordoned or drained node, and
+the rules of an operator's reason. Pure.
+
+A node is named as the node runtime names it (``docs/node-runtime.md``, "Node names"):
+its Ray label ``argus.node``, else its ``NodeName``, else the first 12 hex digits of its
+Ray node id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+REASON_MAX = 200  # characters of an operator's reason
+
+
+class NodeStateKind(StrEnum):
+    CORDONED = "cordoned"  # no new attempt is placed there
+    DRAINED = "drained"  # cordoned; the attempts on it finish on their own (no requeue yet)
+
+
+class NodeSource(StrEnum):
+    OPERATOR = "operator"
+    HEALTH = "health"  # the service's health check: it resumes the node itself
+
+
+class NodeEventKind(StrEnum):
+    CORDONED = "NODE_CORDONED"
+    DRAINED = "NODE_DRAINED"
+    RESUMED = "NODE_RESUMED"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStateRow:
+    name: str
+    state: NodeStateKind
+    source: NodeSource
+    by: str | None
+    at: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEventRow:
+    name: str
+    ts: float
+    kind: NodeEventKind
+    source: NodeSource
+    by: str | None
+    reason: str
+
+
+def reason_problem(reason: object, *, required: bool) -> str | None:
+    """Why ``reason`` is not an acceptable reason (None: it is). At most ``REASON_MAX``
+    printable characters; required for a cordon or a drain, optional for a resume."""
+    if reason is None or reason == "":
+        return "a reason is required" if required else None
+    if not isinstance(reason, str):
+        return "reason must be a string"
+    if len(reason) > REASON_MAX:
+        return f"reason is {len(reason)} characters; at most {REASON_MAX}"
+    if not reason.isprintable():
+        return "reason must be printable characters only (no newlines or control codes)"
+    if required and not reason.strip():
+        return "a reason is required"
+    return None
+
+
+def unique_names(nodes: list[tuple[str, dict[str, str] | None, str | None]]) -> list[str]:
+    """``name_of`` each ``(node id, labels, NodeName)``, but a NodeName that several of
+    ``nodes`` share (Ray started by hand names every node of a host by its IP) gives way to
+    the id prefix: a cordon of one such node never takes the others. ``argus.node`` labels
+    are kept as they are (one name per node is the runtime's rule)."""
+    names = [name_of(labels, node_name, node_id) for node_id, labels, node_name in nodes]
+    labelled = [bool((labels or {}).get("argus.node")) for _, labels, _ in nodes]
+    shared = {n for n in names if names.count(n) > 1}
+    return [node_id[:12] if name in shared and not lab else name
+            for (node_id, _, _), name, lab in zip(nodes, names, labelled, strict=True)]
+
+
+def name_of(labels: dict[str, str] | None, node_name: str | None, node_id: str) -> str:
+    """A node's name: its ``argus.node`` label, else its Ray ``NodeName``, else the first
+    12 hex digits of its id."""
+    label = (labels or {}).get("argus.node")
+    if label:
+        return label
+    if node_name:
+        return node_name
+    return node_id[:12]

@@ -1,0 +1,113 @@
+"""Nodes out of admission (``Store.nodes``): cordon, drain, resume.
+
+Every change is one transaction: a guarded write of ``node_states`` (an insert that does
+nothing when the node already has a row, an update or delete guarded by the state or the
+source read) and its row in ``node_events``. A guard that finds another state raises
+``NodeStateConflict`` carrying the row that is there, so nothing is half-written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from service.domain.nodes import (
+    NodeEventKind,
+    NodeEventRow,
+    NodeSource,
+    NodeStateKind,
+    NodeStateRow,
+)
+from service.store.core import Part, StoreError
+from service.store.sql import QUERIES as Q
+
+
+class NodeStateConflict(StoreError):
+    """The node is not in the state the change needs: ``current`` is what is there."""
+
+    def __init__(self, name: str, current: NodeStateRow | None, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.current = current
+
+
+def _row(r: sqlite3.Row) -> NodeStateRow:
+    return NodeStateRow(name=r["name"], state=NodeStateKind(r["state"]),
+                        source=NodeSource(r["source"]), by=r["by_user"], at=r["at"],
+                        reason=r["reason"])
+
+
+def describe(row: NodeStateRow) -> str:
+    who = row.by if row.source is NodeSource.OPERATOR else "the health check"
+    return f"node {row.name} is already {row.state.value} (by {who}: {row.reason})"
+
+
+class NodeStore(Part):
+    """The nodes' stored states and events."""
+
+    def states(self) -> list[NodeStateRow]:
+        return [_row(r) for r in self._reader().execute(Q["node_states"])]
+
+    def state(self, name: str) -> NodeStateRow | None:
+        r = self._reader().execute(Q["node_state"], {"name": name}).fetchone()
+        return None if r is None else _row(r)
+
+    def events(self, name: str) -> list[NodeEventRow]:
+        return [NodeEventRow(name=r["name"], ts=r["ts"], kind=NodeEventKind(r["kind"]),
+                             source=NodeSource(r["source"]), by=r["by_user"],
+                             reason=r["reason"])
+                for r in self._reader().execute(Q["node_events_of"], {"name": name})]
+
+    @staticmethod
+    def _node_event(conn: sqlite3.Connection, row: NodeStateRow,
+               kind: NodeEventKind) -> None:
+        conn.execute(Q["node_event_insert"], {
+            "name": row.name, "ts": row.at, "kind": kind.value, "source": row.source.value,
+            "by_user": row.by, "reason": row.reason})
+
+    def cordon(self, name: str, source: NodeSource, by: str | None, now: float,
+               reason: str) -> NodeStateRow:
+        """Cordon a node with no stored state. Raises ``NodeStateConflict`` when it is
+        cordoned or drained already."""
+        row = NodeStateRow(name, NodeStateKind.CORDONED, source, by, now, reason)
+        with self._tx() as conn:
+            cur = conn.execute(Q["node_state_insert"], {
+                "name": name, "state": row.state.value, "source": source.value,
+                "by_user": by, "at": now, "reason": reason})
+            if cur.rowcount != 1:
+                current = _row(conn.execute(Q["node_state"], {"name": name}).fetchone())
+                raise NodeStateConflict(name, current, describe(current))
+            self._node_event(conn, row, NodeEventKind.CORDONED)
+        return row
+
+    def drain(self, name: str, by: str | None, now: float, reason: str) -> NodeStateRow:
+        """Drain a node (an operator's): cordon it, or turn its cordon into a drain. Raises
+        ``NodeStateConflict`` when it is drained already."""
+        row = NodeStateRow(name, NodeStateKind.DRAINED, NodeSource.OPERATOR, by, now, reason)
+        params = {"name": name, "state": row.state.value, "source": row.source.value,
+                  "by_user": by, "at": now, "reason": reason}
+        with self._tx() as conn:
+            if conn.execute(Q["node_state_insert"], params).rowcount != 1 and \
+                    conn.execute(Q["node_state_drain"], params).rowcount != 1:
+                current = _row(conn.execute(Q["node_state"], {"name": name}).fetchone())
+                raise NodeStateConflict(name, current, describe(current))
+            self._node_event(conn, row, NodeEventKind.DRAINED)
+        return row
+
+    def resume(self, name: str, source: NodeSource | None, by: str | None, now: float,
+               reason: str) -> NodeStateRow:
+        """Put a node back into admission. ``source``: only a state of that source is
+        lifted (the health check lifts its own cordons only); None: any. Returns the state
+        lifted. Raises ``NodeStateConflict`` when the node has no such state."""
+        with self._tx() as conn:
+            found = conn.execute(Q["node_state"], {"name": name}).fetchone()
+            current = None if found is None else _row(found)
+            cur = conn.execute(Q["node_state_delete"], {
+                "name": name, "source": None if source is None else source.value})
+            if current is None or cur.rowcount != 1:
+                message = (f"node {name} is not cordoned" if current is None else
+                           f"node {name} was {current.state.value} by {current.source.value}"
+                           f" ({current.by or 'the health check'}), not by {source}")
+                raise NodeStateConflict(name, current, message)
+            self._node_event(conn, NodeStateRow(name, current.state, source or NodeSource.OPERATOR,
+                                           by, now, reason), NodeEventKind.RESUMED)
+        return current

@@ -1,0 +1,161 @@
+"""The cluster's nodes by name, and an admin's cordon, drain and resume (issue 55). The
+rules once, for the API and the CLI (and the console when it gets buttons).
+
+A node is known when Ray lists it (the scheduler's last snapshot, which the caller hands
+in: no Ray call here) or it has a stored state. Reading is for any signed-in user; a
+change is for admins (``Forbidden`` otherwise). A cordon or drain needs a reason (at most
+``REASON_MAX`` printable characters; ``Rejected`` otherwise); cordoning a node that is out
+of admission already, or resuming one that is not, is a ``Conflict`` naming who put it
+there. A drain is a cordon whose attempts finish on their own: nothing is stopped or
+requeued (``--requeue`` is not there yet). Resume lifts any cordon, the health check's too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from service.cluster.boundary import NodeResources
+from service.cluster.sharedfs import SharedTree
+from service.config import Settings
+from service.domain.nodes import NodeSource, NodeStateRow, reason_problem
+from service.domain.resources import GPU
+from service.domain.users import Principal
+from service.policy.nodehealth import HEALTH_MAX_BYTES, HealthReport, health_dir, parse_report
+from service.store.aio import AsyncStore
+from service.store.nodes import NodeStateConflict
+from service.store.offload import Offload
+from service.usecases.ports import Conflict, Forbidden, NotFound, Rejected
+
+log = logging.getLogger(__name__)
+
+
+class NodeDeps(Protocol):
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> AsyncStore: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def work(self) -> Offload: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    state: str  # healthy | unhealthy | unknown
+    detail: str
+    checked_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    alive: bool  # Ray lists it alive (the scheduler's last snapshot)
+    node_id: str | None
+    node_ip: str | None
+    gpus_total: float | None
+    gpus_free: float | None
+    state: NodeStateRow | None  # cordoned or drained; None: schedulable
+    health: Health
+
+
+def read_health(settings: Settings, names: Sequence[str], now: float) -> dict[str, Health]:
+    """Each node's last health report, as the service judges it (blocking: file reads)."""
+    where = health_dir(settings.head_json)
+    if where is None:
+        return {n: Health("unknown", "no ray.head_json: health files not read") for n in names}
+    tree, out = SharedTree(settings.shared_root), {}
+    for name in names:
+        try:
+            read = tree.read(f"{where}/{name}.health.json", HEALTH_MAX_BYTES)
+        except FileNotFoundError:
+            out[name] = Health("unknown", "no health file")
+            continue
+        except OSError as exc:
+            out[name] = Health("unknown", f"health file unreadable: {exc.strerror or exc}")
+            continue
+        got = parse_report(read.data, name, now, truncated=read.truncated)
+        if isinstance(got, HealthReport):
+            out[name] = Health("healthy" if got.healthy else "unhealthy", got.reason,
+                               got.checked_at)
+        else:
+            out[name] = Health("unknown", f"health file ignored: {got}")
+    return out
+
+
+async def list_nodes(deps: NodeDeps, ray_nodes: Sequence[NodeResources] | None
+                     ) -> list[NodeView]:
+    """Every known node by name: those Ray lists (``ray_nodes``: the scheduler's last
+    snapshot, None when Ray did not answer) and those with a stored state."""
+    states = {row.name: row for row in await deps.store.read(lambda s: s.nodes.states())}
+    alive = {n.display_name: n for n in ray_nodes or ()}
+    names = sorted(alive.keys() | states.keys())
+    health = await deps.work.run(read_health, deps.settings, names, deps.clock())
+    views = []
+    for name in names:
+        node = alive.get(name)
+        total = None if node is None or node.total is None else float(node.total.get(GPU, 0))
+        views.append(NodeView(
+            name=name, alive=node is not None, node_id=node.node_id if node else None,
+            node_ip=node.node_ip if node else None, gpus_total=total,
+            gpus_free=node.get(GPU) if node else None, state=states.get(name),
+            health=health[name]))
+    return views
+
+
+async def cordons(deps: NodeDeps) -> dict[str, NodeStateRow]:
+    """The stored states by node name (the console's cluster page)."""
+    return {row.name: row for row in await deps.store.read(lambda s: s.nodes.states())}
+
+
+def _check(who: Principal, doc: Mapping[str, Any], required: bool) -> str:
+    if not who.is_admin:
+        raise Forbidden("only an admin may cordon, drain or resume a node")
+    unknown = sorted(set(doc) - {"reason"})
+    problems = [{"field": k, "message": "unknown field"} for k in unknown]
+    problem = reason_problem(doc.get("reason"), required=required)
+    if problem:
+        problems.append({"field": "reason", "message": problem})
+    if problems:
+        raise Rejected("invalid node request", problems)
+    return str(doc.get("reason") or "")
+
+
+async def _known(deps: NodeDeps, name: str, ray_nodes: Sequence[NodeResources] | None
+                 ) -> None:
+    if any(n.display_name == name for n in ray_nodes or ()):
+        return
+    if await deps.store.read(lambda s: s.nodes.state(name)) is None:
+        raise NotFound("node", name, f"node {name} not found: Ray does not list it "
+                       "(as of the scheduler's last tick) and it has no stored state")
+
+
+async def change(deps: NodeDeps, who: Principal, name: str, action: str,
+                 doc: Mapping[str, Any], ray_nodes: Sequence[NodeResources] | None
+                 ) -> NodeStateRow:
+    """``action`` (cordon, drain, resume) on node ``name`` for ``who``; the state written
+    (for a resume: the state lifted). Refuses with Forbidden, Rejected, NotFound,
+    Conflict; a refusal writes nothing."""
+    reason = _check(who, doc, required=action != "resume")
+    await _known(deps, name, ray_nodes)
+    now = deps.clock()
+    try:
+        if action == "cordon":
+            row = await deps.store.write(lambda s: s.nodes.cordon(
+                name, NodeSource.OPERATOR, who.name, now, reason))
+        elif action == "drain":
+            row = await deps.store.write(lambda s: s.nodes.drain(name, who.name, now, reason))
+        else:
+            row = await deps.store.write(lambda s: s.nodes.resume(
+                name, None, who.name, now, reason))
+    except NodeStateConflict as exc:
+        raise Conflict(str(exc)) from exc
+    log.warning("node %s: %s by %s (%s)", name, action, who.name, reason or "no reason")
+    return row
+

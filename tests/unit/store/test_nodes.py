@@ -1,0 +1,54 @@
+"""The nodes' stored states: guarded cordon, drain, resume, each with its node event."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.domain.nodes import NodeSource, NodeStateKind
+from service.store.nodes import NodeStateConflict
+from service.store.writer import Store
+
+OP = NodeSource.OPERATOR
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(str(tmp_path / "db.sqlite3"))
+    yield s
+    s.close()
+
+
+def test_cordon_drain_resume_and_their_events(store: Store) -> None:
+    store.nodes.cordon("w1", OP, "root", 10.0, "bad fan")
+    store.nodes.drain("w1", "root", 11.0, "replace it")
+    row = store.nodes.state("w1")
+    assert row is not None and (row.state, row.by, row.at, row.reason) == (
+        NodeStateKind.DRAINED, "root", 11.0, "replace it")
+    lifted = store.nodes.resume("w1", None, "ops", 12.0, "done")
+    assert lifted.state is NodeStateKind.DRAINED
+    assert store.nodes.state("w1") is None and store.nodes.states() == []
+    assert [(e.kind.value, e.by, e.reason) for e in store.nodes.events("w1")] == [
+        ("NODE_CORDONED", "root", "bad fan"), ("NODE_DRAINED", "root", "replace it"),
+        ("NODE_RESUMED", "ops", "done")]
+
+
+def test_a_drain_of_a_node_not_cordoned_cordons_it(store: Store) -> None:
+    store.nodes.drain("w2", "root", 1.0, "move racks")
+    assert store.nodes.state("w2").state is NodeStateKind.DRAINED
+
+
+def test_refusals_write_nothing(store: Store) -> None:
+    store.nodes.cordon("w1", OP, "root", 1.0, "first")
+    with pytest.raises(NodeStateConflict, match=r"already cordoned \(by root: first\)"):
+        store.nodes.cordon("w1", OP, "bob", 2.0, "second")
+    store.nodes.drain("w1", "root", 3.0, "d")
+    with pytest.raises(NodeStateConflict, match="already drained"):
+        store.nodes.drain("w1", "root", 4.0, "again")
+    with pytest.raises(NodeStateConflict, match="w9 is not cordoned"):
+        store.nodes.resume("w9", None, "root", 5.0, "")
+    with pytest.raises(NodeStateConflict, match="by operator"):
+        store.nodes.resume("w1", NodeSource.HEALTH, None, 6.0, "healthy")
+    assert store.nodes.state("w1").reason == "d"
+    assert len(store.nodes.events("w1")) == 2 and store.nodes.events("w9") == []

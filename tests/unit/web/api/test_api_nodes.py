@@ -1,0 +1,103 @@
+"""``/api/v2/nodes``: the list by name, and cordon / drain / resume with their refusals."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from api_env import AUTH, T0, assert_error, get_json
+
+from service.domain.nodes import NodeSource
+from service.domain.users import Role
+from service.web.api.deps import DEPS
+
+
+def _observe(env) -> None:
+    env.metrics.observed.record(env.clock.now, env.cluster.snapshot([]))
+
+
+async def test_cordon_drain_resume_and_the_list(client, env) -> None:
+    env.cluster.add_node("id-w1", gpus=4, cpus=16, name="ray-worker-0")
+    _observe(env)
+    listed = await get_json(client, "/api/v2/nodes")
+    assert listed["nodes"] == [{
+        "name": "ray-worker-0", "state": "alive", "schedulable": True, "node_id": "id-w1",
+        "node_ip": "10.0.0.1", "gpus_total": 4.0, "gpus_free": 4.0, "cordon": None,
+        "health": {"state": "unknown", "detail": "no ray.head_json: health files not read",
+                   "checked_at": None}}]
+    resp = await client.post("/api/v2/nodes/ray-worker-0:cordon", json={"reason": "bad fan"},
+                             headers=AUTH)
+    assert resp.status == 200, await resp.text()
+    body = await resp.json()
+    assert body["cordon"]["state"] == "cordoned" and body["cordon"]["by"] == "admin"
+    assert env.loop.wakes >= 1
+    resp = await client.post("/api/v2/nodes/ray-worker-0:cordon", json={"reason": "again"},
+                             headers=AUTH)
+    err = assert_error(await resp.json(), "conflict")
+    assert resp.status == 409 and "already cordoned (by admin: bad fan)" in err["message"]
+    resp = await client.post("/api/v2/nodes/ray-worker-0:drain", json={"reason": "swap"},
+                             headers=AUTH)
+    assert resp.status == 200 and (await resp.json())["cordon"]["state"] == "drained"
+    (node,) = (await get_json(client, "/api/v2/nodes"))["nodes"]
+    assert node["schedulable"] is False and node["cordon"]["reason"] == "swap"
+    resp = await client.post("/api/v2/nodes/ray-worker-0:resume", headers=AUTH)
+    assert resp.status == 200, await resp.text()
+    resp = await client.post("/api/v2/nodes/ray-worker-0:resume", headers=AUTH)
+    assert resp.status == 409
+    assert "not cordoned" in (await resp.json())["error"]["message"]
+    kinds = [e.kind.value for e in env.store.nodes.events("ray-worker-0")]
+    assert kinds == ["NODE_CORDONED", "NODE_DRAINED", "NODE_RESUMED"]
+
+
+async def test_bad_requests_write_nothing(client, env) -> None:
+    env.cluster.add_node("w1")
+    _observe(env)
+    cases = [
+        ("w9", {"reason": "x"}, 404, "node w9 not found"),
+        ("w1", {}, 400, "a reason is required"),
+        ("w1", {"reason": "   "}, 400, "a reason is required"),
+        ("w1", {"reason": "x" * 201}, 400, "at most 200"),
+        ("w1", {"reason": "two\nlines"}, 400, "printable"),
+        ("w1", {"reason": "x", "requeue": True}, 400, "unknown field"),
+    ]
+    for name, doc, status, text in cases:
+        resp = await client.post(f"/api/v2/nodes/{name}:cordon", json=doc, headers=AUTH)
+        assert resp.status == status, (doc, await resp.text())
+        assert text in json.dumps(await resp.json()), doc
+    assert env.store.nodes.states() == [] and env.store.nodes.events("w1") == []
+
+
+async def test_a_node_known_only_by_its_stored_state_is_dead(client, env) -> None:
+    env.store.nodes.cordon("gone", NodeSource.HEALTH, None, T0, "health: xid: 79")
+    (node,) = (await get_json(client, "/api/v2/nodes"))["nodes"]
+    assert (node["name"], node["state"], node["cordon"]["source"]) == ("gone", "dead", "health")
+    resp = await client.post("/api/v2/nodes/gone:resume", json={"reason": "replaced"},
+                             headers=AUTH)
+    assert resp.status == 200
+
+
+async def test_a_user_reads_but_may_not_cordon(client, env) -> None:
+    env.cluster.add_node("w1")
+    _observe(env)
+    env.store.users.create_user("bob", Role.USER, T0)
+    token = env.store.users.create_token("bob", "t", None, T0, max_live=5).secret
+    bob = {"Authorization": f"Bearer {token}"}
+    resp = await client.get("/api/v2/nodes", headers=bob)
+    assert resp.status == 200
+    resp = await client.post("/api/v2/nodes/w1:cordon", json={"reason": "x"}, headers=bob)
+    assert resp.status == 403 and env.store.nodes.states() == []
+
+
+async def test_the_health_summary_comes_from_the_node_file(client, env) -> None:
+    head = env.shared / "ray" / "discovery" / "c" / "head.json"
+    (head.parent / "nodes").mkdir(parents=True)
+    (head.parent / "nodes" / "w1.health.json").write_text(json.dumps({
+        "version": 1, "node": "w1", "healthy": False, "reason": "ecc: 2 uncorrectable",
+        "checked_at": T0 - 5, "interval_s": 30}))
+    deps = client.server.app[DEPS]  # the app's settings, with head.json beside the files
+    object.__setattr__(deps, "settings", replace(deps.settings, head_json=str(head)))
+    env.cluster.add_node("w1")
+    _observe(env)
+    (node,) = (await get_json(client, "/api/v2/nodes"))["nodes"]
+    assert node["health"] == {"state": "unhealthy", "detail": "ecc: 2 uncorrectable",
+                              "checked_at": "2025-12-17T19:33:15.000Z"}
