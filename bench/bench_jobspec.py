@@ -96,7 +96,7 @@ def main() -> int:
         print(f"  {name:22s} {len(text):5d} B  {rate:9,.0f} specs/s  "
               f"{1e6 / rate:7.1f} us/spec")
 
-    sys.path.insert(0, str(ROOT / "tests" / "unit"))
+    sys.path.insert(0, str(ROOT / "tests" / "unit" / "jobspec"))
     from test_yamldoc import HOSTILE  # the unit tier's corpus
 
     worst_name, worst_ms = "", 0.0

@@ -61,8 +61,15 @@ def pipeline_doc(root: str, stages: int = 20) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _db(path: str, runnable: int, finished: int) -> Store:
+    """A store at ``path`` loaded by bench_tick's ``build_db`` (which takes the store)."""
+    store = Store(path)
+    build_db(store, runnable, finished)
+    return store
+
+
 def bench_create(root: Path, n: int) -> list[float]:
-    store = build_db(str(root / "create.sqlite3"), 0, 10_000)
+    store = _db(str(root / "create.sqlite3"), 0, 10_000)
     settings = Settings(shared_root=str(root))
     text = pipeline_doc(str(root))
     out = []
@@ -77,7 +84,7 @@ def bench_create(root: Path, n: int) -> list[float]:
 
 def _tick_run(root: Path, label: str, blocked: int, ticks: int
               ) -> tuple[float, list[float]]:
-    store = build_db(str(root / f"{label}.sqlite3"), 10_000, 90_000)
+    store = _db(str(root / f"{label}.sqlite3"), 10_000, 90_000)
     parents = [r.task_id for r in store.tasks.runnable(T0 + 1e6, 100)]
     spec = JobSpec(workload="ppo", code_path=f"{root}/verl", model_id="org/model",
                    train_file=f"{root}/t.parquet", val_file=f"{root}/v.parquet", nnodes=1,
