@@ -19,14 +19,11 @@ so a revocation or a disable takes effect on the next request.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Protocol
 
-from service.config import Settings
 from service.domain.rows import CreatedToken, TokenRow, UserRow, UserStatusChange
 from service.domain.users import Principal, Role, display_prefix
 from service.policy.usage import Summary
-from service.store.aio import AsyncStore
 from service.store.writer import (
     TokenNotFound,
     TooManyTokens,
@@ -34,7 +31,7 @@ from service.store.writer import (
     UserExists,
     UserNotFound,
 )
-from service.usecases.ports import Conflict, Forbidden, NotFound
+from service.usecases.ports import Conflict, Forbidden, NotFound, ServiceDeps
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +47,8 @@ class Tokens(Protocol):
     def invalidate(self) -> None: ...
 
 
-class AccountDeps(Protocol):
+class AccountDeps(ServiceDeps, Protocol):
     """The parts of the service the account use cases touch."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def store(self) -> AsyncStore: ...
-
-    @property
-    def clock(self) -> Callable[[], float]: ...
 
     @property
     def auth(self) -> Tokens: ...

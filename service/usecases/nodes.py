@@ -13,7 +13,7 @@ requeued (``--requeue`` is not there yet). Resume lifts any cordon, the health c
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,23 +24,15 @@ from service.domain.nodes import NodeSource, NodeStateRow, reason_problem
 from service.domain.resources import GPU
 from service.domain.users import Principal
 from service.policy.nodehealth import HEALTH_MAX_BYTES, HealthReport, health_dir, parse_report
-from service.store.aio import AsyncStore
 from service.store.nodes import NodeStateConflict
 from service.store.offload import Offload
-from service.usecases.ports import Conflict, Forbidden, NotFound, Rejected
+from service.usecases.ports import Conflict, Forbidden, NotFound, Rejected, ServiceDeps
 
 log = logging.getLogger(__name__)
 
 
-class NodeDeps(Protocol):
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def store(self) -> AsyncStore: ...
-
-    @property
-    def clock(self) -> Callable[[], float]: ...
+class NodeDeps(ServiceDeps, Protocol):
+    """The parts of the service the node use cases touch."""
 
     @property
     def work(self) -> Offload: ...

@@ -18,6 +18,7 @@ from service.domain.newtask import NewTask
 from service.domain.rows import TaskRow
 from service.domain.writes import CancelOutcome
 from service.policy.quotas import Limits, QuotaRefusal
+from service.store.aio import AsyncStore
 from service.store.offload import Offload
 
 if TYPE_CHECKING:
@@ -87,6 +88,20 @@ class Lanes(Protocol[S_co]):
     async def read(self, fn: Callable[[S_co], T]) -> T: ...
 
     async def write(self, fn: Callable[[S_co], T]) -> T: ...
+
+
+class ServiceDeps(Protocol):
+    """What the account, webhook and node use cases are given: the settings, the
+    store's lanes and the clock (each adds what else it needs)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> AsyncStore: ...
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
 
 
 class TaskDeps(Protocol):

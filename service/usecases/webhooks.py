@@ -11,16 +11,14 @@ now, and again at every delivery (``service.engine.webhook_delivery``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from service.config import Settings
 from service.domain.rows import DeliveryRow, WebhookRow
 from service.domain.users import Principal
-from service.store.aio import AsyncStore
 from service.store.webhooks import TooManyWebhooks, WebhookOwnerUnknown
-from service.usecases.ports import Conflict, Forbidden, NotFound, Rejected
+from service.usecases.ports import Conflict, Forbidden, NotFound, Rejected, ServiceDeps
 from service.usecases.shapes import check_shape
 from service.webhooks.schemas import NewWebhook
 from service.webhooks.transport import registration_problem
@@ -28,18 +26,8 @@ from service.webhooks.transport import registration_problem
 log = logging.getLogger(__name__)
 
 
-
-class HookDeps(Protocol):
+class HookDeps(ServiceDeps, Protocol):
     """The parts of the service the webhook use cases touch."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def store(self) -> AsyncStore: ...
-
-    @property
-    def clock(self) -> Callable[[], float]: ...
 
 
 async def register(deps: HookDeps, owner: str, doc: Mapping[str, Any]) -> WebhookRow:

@@ -41,7 +41,7 @@ from service.web.api.body import read_shape
 from service.web.api.deps import AppDeps, deps_of, principal_of
 from service.web.api.handlers import user_filter
 from service.web.api.middlewares import ApiError
-from service.web.api.outcomes import api_error
+from service.web.api.outcomes import api_error, asked
 from service.web.api.views import token_json, usage_json, user_json
 from service.web.shapes.accounts import NewTokenRequest, NewUser
 
@@ -101,20 +101,14 @@ async def list_users(request: web.Request) -> web.Response:
 async def create_user(request: web.Request) -> web.Response:
     deps = deps_of(request)
     new = await read_shape(request, NewUser, "user")
-    try:
-        user = await accounts.create_user(deps, principal_of(request), new.name, new.role)
-    except UseCaseError as exc:
-        raise api_error(exc) from exc
+    user = await asked(accounts.create_user(deps, principal_of(request), new.name, new.role))
     return web.json_response(_user_view(deps, user), status=201)
 
 
 async def get_user(request: web.Request) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
-    try:
-        user = await accounts.user(deps, principal_of(request), name)
-    except UseCaseError as exc:
-        raise api_error(exc) from exc
+    user = await asked(accounts.user(deps, principal_of(request), name))
     return web.json_response(_user_view(deps, user))
 
 
@@ -129,10 +123,7 @@ async def delete_user(request: web.Request) -> web.Response:
 async def _set_enabled(request: web.Request, enabled: bool) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
-    try:
-        change = await accounts.set_enabled(deps, principal_of(request), name, enabled)
-    except UseCaseError as exc:
-        raise api_error(exc) from exc
+    change = await asked(accounts.set_enabled(deps, principal_of(request), name, enabled))
     verb = "enabled" if enabled else "disabled"
     if enabled:
         effect = "the user's tokens work again and queued tasks may start"
@@ -169,13 +160,10 @@ async def create_token(request: web.Request) -> web.Response:
     except UseCaseError as exc:
         raise api_error(exc) from exc
     now = deps.clock()
-    asked = await read_shape(request, NewTokenRequest, "token request", required=False,
-                             context={"now": now})
-    label, expires_at = asked.label, asked.expiry(now)
-    try:
-        created = await accounts.create_token(deps, who, name, label, expires_at, now)
-    except UseCaseError as exc:
-        raise api_error(exc) from exc
+    wanted = await read_shape(request, NewTokenRequest, "token request", required=False,
+                              context={"now": now})
+    label, expires_at = wanted.label, wanted.expiry(now)
+    created = await asked(accounts.create_token(deps, who, name, label, expires_at, now))
     body = token_json(created.row, now)
     body["token"] = created.secret
     body["note"] = "the token is shown this once: keep it now"
@@ -185,10 +173,7 @@ async def create_token(request: web.Request) -> web.Response:
 async def list_tokens(request: web.Request) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
-    try:
-        tokens = await accounts.tokens(deps, principal_of(request), name)
-    except UseCaseError as exc:
-        raise api_error(exc) from exc
+    tokens = await asked(accounts.tokens(deps, principal_of(request), name))
     now = deps.clock()
     return web.json_response({"user": name, "tokens": [token_json(t, now) for t in tokens]})
 
@@ -197,11 +182,8 @@ async def revoke_token(request: web.Request) -> web.Response:
     deps = deps_of(request)
     name = _target(request)
     token_id = request.match_info["token_id"]
-    try:
-        token, changed = await accounts.revoke_token(deps, principal_of(request), name,
-                                                     token_id)
-    except UseCaseError as exc:
-        raise api_error(exc) from exc
+    token, changed = await asked(accounts.revoke_token(deps, principal_of(request), name,
+                                                       token_id))
     return web.json_response({**token_json(token, deps.clock()), "changed": changed})
 
 

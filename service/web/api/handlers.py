@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -55,6 +55,7 @@ from service.web.shapes.tasks import PriorityChange
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 YAML_CONTENT_TYPES = frozenset({"application/yaml", "text/yaml", "application/x-yaml"})
 UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
@@ -258,24 +259,26 @@ async def task_metrics(request: web.Request) -> web.Response:
     return web.json_response(curves_json(task.task_id, keys, chosen, join(points)))
 
 
-async def list_attempts(request: web.Request) -> web.Response:
+async def _task_rows(request: web.Request, key: str,
+                     fetch: Callable[[AppDeps, str], Awaitable[list[R]]],
+                     shown: Callable[..., dict[str, Any]]) -> web.Response:
+    """A task's rows of one kind (``key``), each as ``shown`` makes it: the job's own
+    words only for its owner and admins."""
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
     task = await _task_or_404(deps, task_id)
     output = principal_of(request).may_act_on(task.user)
-    attempts = await reads.attempts(deps, task_id)
-    return web.json_response({"task_id": task_id, "attempts": [
-        attempt_json(a, job_output=output) for a in attempts]})
+    rows = await fetch(deps, task_id)
+    return web.json_response({"task_id": task_id,
+                              key: [shown(r, job_output=output) for r in rows]})
+
+
+async def list_attempts(request: web.Request) -> web.Response:
+    return await _task_rows(request, "attempts", reads.attempts, attempt_json)
 
 
 async def list_events(request: web.Request) -> web.Response:
-    deps = deps_of(request)
-    task_id = request.match_info["task_id"]
-    task = await _task_or_404(deps, task_id)
-    output = principal_of(request).may_act_on(task.user)
-    events = await reads.events(deps, task_id)
-    return web.json_response({"task_id": task_id, "events": [
-        event_json(e, job_output=output) for e in events]})
+    return await _task_rows(request, "events", reads.events, event_json)
 
 
 async def cancel_task(request: web.Request) -> web.Response:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from service.usecases.ports import (
     BadDependencies,
     Conflict,
@@ -16,6 +19,8 @@ from service.usecases.ports import (
     WrongState,
 )
 from service.web.api.middlewares import ApiError
+
+T = TypeVar("T")
 
 
 def api_error(exc: UseCaseError) -> ApiError:
@@ -47,3 +52,11 @@ def api_error(exc: UseCaseError) -> ApiError:
                             details=[{"field": refusal.limit, "message": refusal.message}],
                             headers={"Retry-After": str(refusal.retry_after_s)})
     return ApiError(400, exc.message)  # pragma: no cover - every kind is named above
+
+
+async def asked(call: Awaitable[T]) -> T:
+    """What a use case answers, or its refusal as the API's error (``api_error``)."""
+    try:
+        return await call
+    except UseCaseError as exc:
+        raise api_error(exc) from exc

@@ -256,11 +256,16 @@ async def queue_page(request: web.Request) -> web.Response:
 # -- task ------------------------------------------------------------------------------------
 
 
-@signed_in
-async def task_page(request: web.Request) -> web.Response:
+async def _task_of(request: web.Request) -> tuple[AppDeps, str, TaskRow | None]:
+    """The page's deps, the task id of its path and that task (None: no such task)."""
     deps = deps_of(request)
     task_id = request.match_info["task_id"]
-    task = await reads.task(deps, task_id)
+    return deps, task_id, await reads.task(deps, task_id)
+
+
+@signed_in
+async def task_page(request: web.Request) -> web.Response:
+    deps, task_id, task = await _task_of(request)
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
     who = request[SIGNED].principal
@@ -311,9 +316,7 @@ async def task_log(request: web.Request) -> web.Response:
 
 @signed_in
 async def cancel_confirm(request: web.Request) -> web.Response:
-    deps = deps_of(request)
-    task_id = request.match_info["task_id"]
-    task = await reads.task(deps, task_id)
+    _, task_id, task = await _task_of(request)
     if task is None:
         return _not_found(request, f"There is no task {task_id}.")
     return render(request, "cancel.html", nav="queue", task=task,
