@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from service.domain.newtask import SPEC_COLUMNS, stored_spec
 from service.domain.progress import Progress
 from service.domain.states import PipelineState, TaskState
 from service.domain.users import Role
@@ -59,14 +60,22 @@ class TaskRow:
     priority: int = 0  # higher is admitted first
     max_runtime_s: float | None = None  # each attempt's time limit (None: none)
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
-    description: str | None = None  # the JobSpec's free-text note
-    labels_json: str | None = None  # the JobSpec's labels as stored (JSON; ``labels``)
-    max_attempts: int | None = None  # the JobSpec's retry budget (None: the configured)
+    spec_json: str | None = None  # the JobSpec as stored (``NewTask.spec_json``; ``spec``)
+    _spec: Mapping[str, Any] | None = field(default=None, init=False, repr=False,
+                                             compare=False)  # ``spec`` once decoded
 
     @property
-    def labels(self) -> dict[str, str]:
-        """The JobSpec's labels (key -> value; none: empty)."""
-        return json.loads(self.labels_json) if self.labels_json else {}
+    def spec(self) -> Mapping[str, Any]:
+        """The task's JobSpec as submitted (``stored_spec``: the stored JSON, this row's
+        priority and time limit), decoded on first use and once; empty for a row built
+        without it. What the task shows of it (``service.jobspec.schema.SHOWN``) is read
+        here, by name: a shown field needs no field of its own on this row."""
+        if self._spec is None:
+            spec = {} if self.spec_json is None else stored_spec(
+                self.spec_json, {k: getattr(self, k) for k in SPEC_COLUMNS})
+            object.__setattr__(self, "_spec", spec)
+            return spec
+        return self._spec
 
     @property
     def total_gpus(self) -> int:

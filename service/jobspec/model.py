@@ -56,11 +56,24 @@ class NoteField:
     name: str
     max_length: int
     about: str  # what it is, in both schemas
+    title: str  # the console's, beside its value (the note is ``Shown``)
 
 
 NOTES: tuple[NoteField, ...] = (
-    NoteField("description", MAX_DESCRIPTION, "a free-text note shown with the task"),
+    NoteField("description", MAX_DESCRIPTION, "a free-text note shown with the task",
+              "Description"),
 )
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Marks a field of ``JobSpecDocument`` (``service.jobspec.schema``, in its
+    ``Annotated``) as shown with its task as submitted: the task JSON and the API's Task
+    shape, and the console's task page, read ``SHOWN`` (made from these marks) and nothing
+    else, so a shown field is its declaration there and a ``JobSpec`` attribute."""
+
+    title: str  # the console's, beside its value
+    about: str  # the Task shape's description of it
 
 
 MAX_OVERRIDES = 256

@@ -49,7 +49,7 @@ def attempt_row(r: sqlite3.Row) -> AttemptRow:
 # TaskRow's fields read from the column of the same name (sql's task_columns fragment);
 # the others are built below. A new task column is a field here and a column there.
 _TASK_COLUMNS = tuple(f.name for f in fields(TaskRow)
-                      if f.name not in ("state", "latest_attempt", "queue_position"))
+                      if f.init and f.name not in ("state", "latest_attempt", "queue_position"))
 
 
 def task_row(r: sqlite3.Row, position: int | None) -> TaskRow:
