@@ -21,6 +21,17 @@ from service.domain.users import Role
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer: a task seq (and cursor) is at most this
 
 
+def _decoded_spec(row: TaskRow | ActiveRow) -> Mapping[str, Any]:
+    """``row.spec``: its ``spec_json`` read back by ``stored_spec`` (its ``SPEC_COLUMNS``
+    from the row), once: kept in the row's ``_spec``."""
+    if row._spec is None:
+        spec = {} if row.spec_json is None else stored_spec(
+            row.spec_json, {k: getattr(row, k) for k in SPEC_COLUMNS})
+        object.__setattr__(row, "_spec", spec)
+        return spec
+    return row._spec
+
+
 @dataclass(frozen=True, slots=True)
 class AttemptRow:
     task_id: str
@@ -70,12 +81,7 @@ class TaskRow:
         priority and time limit), decoded on first use and once; empty for a row built
         without it. What the task shows of it (``service.jobspec.schema.SHOWN``) is read
         here, by name: a shown field needs no field of its own on this row."""
-        if self._spec is None:
-            spec = {} if self.spec_json is None else stored_spec(
-                self.spec_json, {k: getattr(self, k) for k in SPEC_COLUMNS})
-            object.__setattr__(self, "_spec", spec)
-            return spec
-        return self._spec
+        return _decoded_spec(self)
 
     @property
     def total_gpus(self) -> int:
@@ -197,7 +203,15 @@ class ActiveRow:
     max_runtime_s: float | None = None  # time limit of the attempt (None: none)
     # how long the task had waited when this attempt was claimed (a retry keeps it)
     waited_s: float = 0.0
-    max_attempts: int | None = None  # the JobSpec's retry budget (None: the configured)
+    spec_json: str | None = None  # the JobSpec as stored (``spec``)
+    _spec: Mapping[str, Any] | None = field(default=None, init=False, repr=False,
+                                             compare=False)  # ``spec`` once decoded
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        """The task's JobSpec as submitted, decoded on first use (an attempt's end reads
+        its retry budget, ``max_attempts``, here) and once; empty without it."""
+        return _decoded_spec(self)
 
     @property
     def total_gpus(self) -> int:

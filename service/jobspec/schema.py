@@ -25,11 +25,9 @@ the declaration; the generators put the deployment's path schema (or a reference
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, dataclass
-from dataclasses import fields as dataclass_fields
+from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model
 from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
@@ -336,9 +334,8 @@ class _Document(BaseModel):
         {"type": "null"}],
         "description": "key: value labels shown with the task and filtered on "
                        "(?label=key=value), put in the Ray job's metadata"}),
-        rule(_labels),
-        Shown("Labels", "the JobSpec's labels (key: value); filter with ?label=key=value")
-    ] = None
+        rule(_labels), Shown("Labels", "the JobSpec's labels (key: value); filter with "
+                             "?label=key=value")] = None
     # the JSON Schema leaves after out: a generator of valid specs cannot know task ids
     after: SkipJsonSchema[Annotated[Any, rule(_after)]] = None
     on_unsatisfiable: Annotated[
@@ -352,50 +349,10 @@ JobSpecDocument: type[BaseModel] = create_model(  # the notes: one field each (N
     "JobSpecDocument", __base__=_Document, __doc__=_Document.__doc__,
     **{note.name: (Annotated[str | None, Field(max_length=note.max_length,
                                                pattern=PRINTABLE, description=note.about),
-                             rule(_note(note)),
-                             Shown(note.title, f"the JobSpec's {note.name}: {note.about}")],
-                   None) for note in NOTES})
+                             rule(_note(note)), note.shown], None) for note in NOTES})
 FIELDS: tuple[str, ...] = tuple(JobSpecDocument.model_fields)
 _KNOWN = frozenset(FIELDS)
 
-
-# -- the fields shown with a task -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ShownField:
-    """A JobSpec field marked ``Shown`` in ``JobSpecDocument``: its name, the mark's title
-    and description, and its type and default as the ``JobSpec`` attribute states them."""
-
-    name: str
-    title: str
-    about: str
-    type: Any  # the JobSpec attribute's annotation (the Task shape's type)
-    empty: Callable[[], Any]  # its value when the stored spec has none (the default)
-
-    def value(self, spec: Mapping[str, Any]) -> Any:
-        """Its value in ``spec`` (a task's stored JobSpec, ``TaskRow.spec``); the
-        default where the spec has none (stored before the field existed)."""
-        found = spec.get(self.name)
-        return self.empty() if found is None else found
-
-
-def _shown() -> tuple[ShownField, ...]:
-    hints = get_type_hints(JobSpec)
-    out = []
-    for name, info in JobSpecDocument.model_fields.items():
-        for mark in info.metadata:
-            if isinstance(mark, Shown):
-                attr = next(f for f in dataclass_fields(JobSpec) if f.name == name)
-                empty = (attr.default_factory if attr.default_factory is not MISSING
-                         else (lambda d=attr.default: d))
-                out.append(ShownField(name, mark.title, mark.about, hints[name], empty))
-    return tuple(out)
-
-
-# the shown fields, in the document's order: the task JSON (``task_json``), the API's Task
-# shape and the console's task page show these and no other JobSpec field of their own
-SHOWN: tuple[ShownField, ...] = _shown()
 
 
 # -- validation --------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def runnable_row(r: tuple) -> RunnableRow:
 def active_row(r: tuple) -> ActiveRow:
     # by position, in the active query's column order
     (task_id, state, user, nnodes, n_gpus_per_node, cancel_requested_at, priority,
-     preemptions, resource_failures, max_runtime_s, save_freq, max_attempts, attempt_no,
+     preemptions, resource_failures, max_runtime_s, save_freq, spec_json, attempt_no,
      ray_submission_id, ray_status, message, start_time, submitted_at, stop_requested,
      preempted_for, waited_s) = r
     return ActiveRow(task_id, _STATES[state], user, nnodes, n_gpus_per_node, attempt_no,
@@ -87,7 +87,7 @@ def active_row(r: tuple) -> ActiveRow:
                      preemptions, resource_failures, is_int(save_freq) and save_freq >= 1,
                      preempted_for, max_runtime_s,
                      max(waited_s, 0.0),  # 0 on clock skew: retry.plan refuses < 0
-                     max_attempts)
+                     spec_json)
 
 
 class Readers:

@@ -262,10 +262,11 @@ ORDER BY priority DESC, seq LIMIT :limit;
 -- SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt (tasks_active only).
 -- save_freq: whether the task writes checkpoints (preemption spares those that do not);
 -- waited_s: how long the task had waited when this attempt was claimed (a retry keeps it).
+-- spec_json: the JobSpec as stored (ActiveRow.spec decodes it when asked: an attempt's end).
 SELECT t.task_id, t.state, t.user, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
        t.priority, t.preemptions, t.resource_failures, t.max_runtime_s,
        json_extract(t.spec_json, '$.save_freq') AS save_freq,
-       json_extract(t.spec_json, '$.max_attempts') AS max_attempts,
+       t.spec_json,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
        a.submitted_at, a.stop_requested, a.preempted_for,
        a.created_at - t.runnable_since AS waited_s

@@ -34,7 +34,7 @@ from service.domain.rows import (
 from service.domain.states import RUNNABLE, TaskState
 from service.domain.timefmt import iso
 from service.domain.users import display_prefix
-from service.jobspec.schema import SHOWN
+from service.jobspec.shown import SHOWN
 from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
 from service.policy.failures import public_summary
 from service.policy.quotas import Limits

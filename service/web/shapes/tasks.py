@@ -10,7 +10,7 @@ from pydantic import Field, create_model
 from service.domain.reasons import WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.jobspec.generate import problem, rule
-from service.jobspec.schema import SHOWN
+from service.jobspec.shown import SHOWN
 from service.policy.dependencies import Condition, OnUnsatisfiable
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY, range_problem
 from service.web.api.params import SQLITE_MAX_INT

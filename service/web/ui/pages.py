@@ -32,7 +32,7 @@ from service.domain.rows import TaskRow
 from service.domain.states import RUNNABLE, TERMINAL, TaskState
 from service.domain.timefmt import duration, iso
 from service.domain.users import ME, Principal, name_problem
-from service.jobspec.schema import SHOWN
+from service.jobspec.shown import SHOWN
 from service.policy.failure_guard import FailureGuard
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.store.offload import PARTY
