@@ -71,16 +71,17 @@ class TaskRow:
     priority: int = 0  # higher is admitted first
     max_runtime_s: float | None = None  # each attempt's time limit (None: none)
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
-    spec_json: str | None = None  # the JobSpec as stored (``NewTask.spec_json``; ``spec``)
+    # the JobSpec's shown fields as stored (JSON, ``service.store.sql.shown_spec``; ``spec``)
+    spec_json: str | None = None
     _spec: Mapping[str, Any] | None = field(default=None, init=False, repr=False,
                                              compare=False)  # ``spec`` once decoded
 
     @property
     def spec(self) -> Mapping[str, Any]:
-        """The task's JobSpec as submitted (``stored_spec``: the stored JSON, this row's
-        priority and time limit), decoded on first use and once; empty for a row built
-        without it. What the task shows of it (``service.jobspec.schema.SHOWN``) is read
-        here, by name: a shown field needs no field of its own on this row."""
+        """The task's JobSpec as submitted, its shown fields (``SHOWN``, in
+        ``service.jobspec.shown``) with this row's priority and time limit (``stored_spec``),
+        decoded on first use and once; empty for a row built without it. A shown field is
+        read here by name: it needs no field of its own on this row."""
         return _decoded_spec(self)
 
     @property

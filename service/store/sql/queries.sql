@@ -19,11 +19,12 @@
 -- fragment: task_columns
 -- A task as every task read returns it (service.store.reads.task_row decodes it by name):
 -- the task's columns and its latest attempt's, the attempt's created_at renamed. A new
--- task column is added here once; a JobSpec field is not: the stored spec_json comes whole
--- (TaskRow.spec decodes it once, when read). Used with {latest_attempt} (a) after FROM tasks t.
+-- task column is added here once; a JobSpec field shown with the task is not: {shown_spec}
+-- (made from the declaration, service.store.sql.shown_spec) reads them all from the stored
+-- JSON into one spec_json (TaskRow.spec). Used with {latest_attempt} (a) after FROM tasks t.
 t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
 t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-t.cancel_requested_at, t.priority, t.max_runtime_s, t.spec_json,
+t.cancel_requested_at, t.priority, t.max_runtime_s, {shown_spec},
 a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
 a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
 a.exit_code, a.stop_requested, a.preempted_for
