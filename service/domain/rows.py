@@ -21,7 +21,7 @@ from service.domain.users import Role
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer: a task seq (and cursor) is at most this
 
 
-def _decoded_spec(row: TaskRow | ActiveRow) -> Mapping[str, Any]:
+def _decoded_spec(row: ActiveRow) -> Mapping[str, Any]:
     """``row.spec``: its ``spec_json`` read back by ``stored_spec`` (its ``SPEC_COLUMNS``
     from the row), once: kept in the row's ``_spec``."""
     if row._spec is None:
@@ -71,18 +71,10 @@ class TaskRow:
     priority: int = 0  # higher is admitted first
     max_runtime_s: float | None = None  # each attempt's time limit (None: none)
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
-    # the JobSpec's shown fields as stored (JSON, ``service.store.sql.shown_spec``; ``spec``)
-    spec_json: str | None = None
-    _spec: Mapping[str, Any] | None = field(default=None, init=False, repr=False,
-                                             compare=False)  # ``spec`` once decoded
-
-    @property
-    def spec(self) -> Mapping[str, Any]:
-        """The task's JobSpec as submitted, its shown fields (``SHOWN``, in
-        ``service.jobspec.shown``) with this row's priority and time limit (``stored_spec``),
-        decoded on first use and once; empty for a row built without it. A shown field is
-        read here by name: it needs no field of its own on this row."""
-        return _decoded_spec(self)
+    # the JobSpec's shown fields as submitted (``service.jobspec.shown.SHOWN``: name ->
+    # value, None where the stored spec has none), read by the task projection's
+    # ``{shown_spec}``: a shown field needs no field of its own on this row
+    spec: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def total_gpus(self) -> int:

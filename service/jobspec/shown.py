@@ -7,10 +7,10 @@ a ``JobSpec`` attribute (its type and default), and no other line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass
 from dataclasses import fields as dataclass_fields
-from typing import Any, get_type_hints
+from typing import Any, get_origin, get_type_hints
 
 from service.jobspec.model import JobSpec, Shown
 from service.jobspec.schema import JobSpecDocument
@@ -26,6 +26,11 @@ class ShownField:
     about: str
     type: Any  # the JobSpec attribute's annotation (the Task shape's type)
     empty: Callable[[], Any]  # its value when the stored spec has none (the default)
+
+    @property
+    def structured(self) -> bool:
+        """A map or a list (JSON text as SQLite reads it from the stored spec)."""
+        return get_origin(self.type) in (dict, list, tuple, Mapping, Sequence)
 
     def value(self, spec: Mapping[str, Any]) -> Any:
         """Its value in ``spec`` (a task's stored JobSpec, ``TaskRow.spec``); the

@@ -13,6 +13,7 @@ dataclasses (``task_row``, ``attempt_row``; the scheduler's hot rows by position
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -21,7 +22,9 @@ from dataclasses import fields
 
 from service.domain.rows import ActiveRow, AttemptRow, RunnableRow, TaskRow
 from service.domain.states import ON_CLUSTER, TaskState
+from service.jobspec.shown import SHOWN
 from service.store.db import connect_reader
+from service.store.sql import shown_column
 
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
 
@@ -48,15 +51,22 @@ def attempt_row(r: sqlite3.Row) -> AttemptRow:
 
 # TaskRow's fields read from the column of the same name (sql's task_columns fragment);
 # the others are built below. A new task column is a field here and a column there.
-_TASK_COLUMNS = tuple(f.name for f in fields(TaskRow)
-                      if f.init and f.name not in ("state", "latest_attempt", "queue_position"))
+_TASK_COLUMNS = tuple(f.name for f in fields(TaskRow) if f.name not in (
+    "state", "latest_attempt", "queue_position", "spec"))
+# the JobSpec's shown fields: (name, its column in {shown_spec}, whether SQLite gives it as
+# JSON text: a map or a list, decoded here)
+_SHOWN = tuple((shown.name, shown_column(shown), shown.structured) for shown in SHOWN)
 
 
 def task_row(r: sqlite3.Row, position: int | None) -> TaskRow:
     """The one decoder of a task read (``task_columns``), ``position`` its queue place."""
+    spec = {}
+    for name, column, structured in _SHOWN:
+        value = r[column]
+        spec[name] = json.loads(value) if structured and value is not None else value
     return TaskRow(**{name: r[name] for name in _TASK_COLUMNS}, state=TaskState(r["state"]),
                    latest_attempt=None if r["attempt_no"] is None else attempt_row(r),
-                   queue_position=position)
+                   queue_position=position, spec=spec)
 
 
 # JobSpec fields whose value, defaults applied, is a task column (changed there: PATCH

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from service.jobspec.shown import SHOWN
+from service.jobspec.shown import SHOWN, ShownField
 
 SQL_DIR = Path(__file__).parent
 SCHEMA_FILE = SQL_DIR / "schema.sql"
@@ -72,13 +72,17 @@ def parse_queries(text: str, generated: Mapping[str, str] | None = None) -> dict
     return out
 
 
+def shown_column(shown: ShownField) -> str:
+    """The task projection's column of a shown JobSpec field."""
+    return f"spec_{shown.name}"
+
+
 def shown_spec() -> str:
-    """The ``{shown_spec}`` fragment: the task projection's ``spec_json``, a JSON object of
-    the JobSpec's shown fields (``SHOWN``) as stored (``TaskRow.spec`` decodes it, once,
-    when asked): one column for them all, made from their declaration, and small to decode
-    (not the whole JobSpec)."""
-    pairs = ", ".join(f"'{shown.name}', t.spec_json -> '$.{shown.name}'" for shown in SHOWN)
-    return f"json_object({pairs}) AS spec_json"
+    """The ``{shown_spec}`` fragment: the task projection's columns of the JobSpec's shown
+    fields (``SHOWN``), each read from the stored JSON (``store.reads.task_row`` puts them in
+    ``TaskRow.spec``): made from their declaration, no line here per field."""
+    return ", ".join(f"json_extract(t.spec_json, '$.{shown.name}') AS {shown_column(shown)}"
+                     for shown in SHOWN)
 
 
 QUERIES: Mapping[str, str] = MappingProxyType(

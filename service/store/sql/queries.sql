@@ -20,8 +20,8 @@
 -- A task as every task read returns it (service.store.reads.task_row decodes it by name):
 -- the task's columns and its latest attempt's, the attempt's created_at renamed. A new
 -- task column is added here once; a JobSpec field shown with the task is not: {shown_spec}
--- (made from the declaration, service.store.sql.shown_spec) reads them all from the stored
--- JSON into one spec_json (TaskRow.spec). Used with {latest_attempt} (a) after FROM tasks t.
+-- (made from the declaration, service.store.sql.shown_spec) reads each from the stored
+-- JSON (TaskRow.spec). Used with {latest_attempt} (a) after FROM tasks t.
 t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
 t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
 t.cancel_requested_at, t.priority, t.max_runtime_s, {shown_spec},
