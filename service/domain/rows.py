@@ -10,14 +10,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from service.domain.newtask import SPEC_COLUMNS, stored_spec
 from service.domain.progress import Progress
 from service.domain.states import PipelineState, TaskState
 from service.domain.users import Role
 
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer: a task seq (and cursor) is at most this
+
+
+def _decoded_spec(row: ActiveRow) -> Mapping[str, Any]:
+    """``row.spec``: its ``spec_json`` read back by ``stored_spec`` (its ``SPEC_COLUMNS``
+    from the row), once: kept in the row's ``_spec``."""
+    if row._spec is None:
+        spec = {} if row.spec_json is None else stored_spec(
+            row.spec_json, {k: getattr(row, k) for k in SPEC_COLUMNS})
+        object.__setattr__(row, "_spec", spec)
+        return spec
+    return row._spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,14 +71,10 @@ class TaskRow:
     priority: int = 0  # higher is admitted first
     max_runtime_s: float | None = None  # each attempt's time limit (None: none)
     reason_kind: str | None = None  # reasons.WaitKind of pending_reason (None: none)
-    description: str | None = None  # the JobSpec's free-text note
-    labels_json: str | None = None  # the JobSpec's labels as stored (JSON; ``labels``)
-    max_attempts: int | None = None  # the JobSpec's retry budget (None: the configured)
-
-    @property
-    def labels(self) -> dict[str, str]:
-        """The JobSpec's labels (key -> value; none: empty)."""
-        return json.loads(self.labels_json) if self.labels_json else {}
+    # the JobSpec's shown fields as submitted (``service.jobspec.shown.SHOWN``: name ->
+    # value, None where the stored spec has none), read by the task projection's
+    # ``{shown_spec}``: a shown field needs no field of its own on this row
+    spec: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def total_gpus(self) -> int:
@@ -188,7 +196,15 @@ class ActiveRow:
     max_runtime_s: float | None = None  # time limit of the attempt (None: none)
     # how long the task had waited when this attempt was claimed (a retry keeps it)
     waited_s: float = 0.0
-    max_attempts: int | None = None  # the JobSpec's retry budget (None: the configured)
+    spec_json: str | None = None  # the JobSpec as stored (``spec``)
+    _spec: Mapping[str, Any] | None = field(default=None, init=False, repr=False,
+                                             compare=False)  # ``spec`` once decoded
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        """The task's JobSpec as submitted, decoded on first use (an attempt's end reads
+        its retry budget, ``max_attempts``, here) and once; empty without it."""
+        return _decoded_spec(self)
 
     @property
     def total_gpus(self) -> int:

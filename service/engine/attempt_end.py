@@ -208,7 +208,8 @@ class AttemptEnder:
                 log_text: str | None, now: float, report: TickReport) -> None:
         """Retry a retryable failure while attempts are left; otherwise FAILED."""
         n = row.attempt_no
-        budget = self.sched.max_attempts if row.max_attempts is None else row.max_attempts
+        own = row.spec.get("max_attempts")  # the JobSpec's own budget (None: the configured)
+        budget = self.sched.max_attempts if own is None else own
         summary = failures.summarize(kind, end.message, log_text)
         if kind.retryable and (kind is FailureKind.PREEMPTED or retry.may_retry(
                 retry.counted(n, row.preemptions), budget)):

@@ -49,18 +49,35 @@ class NoteField:
     """An optional line of printable text in the JobSpec that Argus keeps and shows with
     the task (task JSON, console, CLI) and never acts on. Declared once, in ``NOTES``: the
     JobSpec's declaration (``service.jobspec.schema``: its rule and its JSON Schema), the
-    API's Task shape and the task JSON read the declaration, so a new note is this entry,
-    a ``JobSpec`` attribute, a ``TaskRow`` field with its column in the task projection,
-    and wherever it is shown."""
+    API's Task shape, the task JSON and the console's task page read the declaration
+    (``shown``: its mark), so a new note is this entry and a ``JobSpec`` attribute."""
 
     name: str
     max_length: int
     about: str  # what it is, in both schemas
+    title: str  # the console's, beside its value
+
+    @property
+    def shown(self) -> Shown:
+        """A note is shown with its task (its mark in ``JobSpecDocument``)."""
+        return Shown(self.title, f"the JobSpec's {self.name}: {self.about}")
 
 
 NOTES: tuple[NoteField, ...] = (
-    NoteField("description", MAX_DESCRIPTION, "a free-text note shown with the task"),
+    NoteField("description", MAX_DESCRIPTION, "a free-text note shown with the task",
+              "Description"),
 )
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Marks a field of ``JobSpecDocument`` (``service.jobspec.schema``, in its
+    ``Annotated``) as shown with its task as submitted: the task JSON and the API's Task
+    shape, and the console's task page, read ``SHOWN`` (made from these marks) and nothing
+    else, so a shown field is its declaration there and a ``JobSpec`` attribute."""
+
+    title: str  # the console's, beside its value
+    about: str  # the Task shape's description of it
 
 
 MAX_OVERRIDES = 256

@@ -52,6 +52,7 @@ from service.jobspec.model import (
     JobSpec,
     JobSpecError,
     NoteField,
+    Shown,
     error_detail,
 )
 from service.jobspec.overrides import check_override
@@ -321,9 +322,11 @@ class _Document(BaseModel):
     max_runtime_s: optional_count(1, MAX_RUNTIME_S,
                                   "time limit of each attempt from its driver's start (stopped "
                                   "past it, TIME_LIMIT); default: config (none)") = None
-    max_attempts: optional_count(
+    max_attempts: Annotated[optional_count(
         1, MAX_ATTEMPTS, "attempts that count against the retry budget (preemptions do not); "
-        "default and ceiling: the configured max_attempts") = None
+        "default and ceiling: the configured max_attempts"), Shown(
+        "Max attempts", "the JobSpec's retry budget: attempts that count (preemptions do "
+        "not); null: the configured max_attempts")] = None
     labels: Annotated[dict[str, str] | None, WithJsonSchema({"anyOf": [
         {"type": "object", "maxProperties": MAX_LABELS, "propertyNames": {"pattern": LABEL_KEY},
          "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_VALUE,
@@ -331,7 +334,8 @@ class _Document(BaseModel):
         {"type": "null"}],
         "description": "key: value labels shown with the task and filtered on "
                        "(?label=key=value), put in the Ray job's metadata"}),
-        rule(_labels)] = None
+        rule(_labels), Shown("Labels", "the JobSpec's labels (key: value); filter with "
+                             "?label=key=value")] = None
     # the JSON Schema leaves after out: a generator of valid specs cannot know task ids
     after: SkipJsonSchema[Annotated[Any, rule(_after)]] = None
     on_unsatisfiable: Annotated[
@@ -345,9 +349,10 @@ JobSpecDocument: type[BaseModel] = create_model(  # the notes: one field each (N
     "JobSpecDocument", __base__=_Document, __doc__=_Document.__doc__,
     **{note.name: (Annotated[str | None, Field(max_length=note.max_length,
                                                pattern=PRINTABLE, description=note.about),
-                             rule(_note(note))], None) for note in NOTES})
+                             rule(_note(note)), note.shown], None) for note in NOTES})
 FIELDS: tuple[str, ...] = tuple(JobSpecDocument.model_fields)
 _KNOWN = frozenset(FIELDS)
+
 
 
 # -- validation --------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ dataclasses (``task_row``, ``attempt_row``; the scheduler's hot rows by position
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -21,7 +22,9 @@ from dataclasses import fields
 
 from service.domain.rows import ActiveRow, AttemptRow, RunnableRow, TaskRow
 from service.domain.states import ON_CLUSTER, TaskState
+from service.jobspec.shown import SHOWN
 from service.store.db import connect_reader
+from service.store.sql import shown_column
 
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
 
@@ -48,15 +51,22 @@ def attempt_row(r: sqlite3.Row) -> AttemptRow:
 
 # TaskRow's fields read from the column of the same name (sql's task_columns fragment);
 # the others are built below. A new task column is a field here and a column there.
-_TASK_COLUMNS = tuple(f.name for f in fields(TaskRow)
-                      if f.name not in ("state", "latest_attempt", "queue_position"))
+_TASK_COLUMNS = tuple(f.name for f in fields(TaskRow) if f.name not in (
+    "state", "latest_attempt", "queue_position", "spec"))
+# the JobSpec's shown fields: (name, its column in {shown_spec}, whether SQLite gives it as
+# JSON text: a map or a list, decoded here)
+_SHOWN = tuple((shown.name, shown_column(shown), shown.structured) for shown in SHOWN)
 
 
 def task_row(r: sqlite3.Row, position: int | None) -> TaskRow:
     """The one decoder of a task read (``task_columns``), ``position`` its queue place."""
+    spec = {}
+    for name, column, structured in _SHOWN:
+        value = r[column]
+        spec[name] = json.loads(value) if structured and value is not None else value
     return TaskRow(**{name: r[name] for name in _TASK_COLUMNS}, state=TaskState(r["state"]),
                    latest_attempt=None if r["attempt_no"] is None else attempt_row(r),
-                   queue_position=position)
+                   queue_position=position, spec=spec)
 
 
 # JobSpec fields whose value, defaults applied, is a task column (changed there: PATCH
@@ -78,7 +88,7 @@ def runnable_row(r: tuple) -> RunnableRow:
 def active_row(r: tuple) -> ActiveRow:
     # by position, in the active query's column order
     (task_id, state, user, nnodes, n_gpus_per_node, cancel_requested_at, priority,
-     preemptions, resource_failures, max_runtime_s, save_freq, max_attempts, attempt_no,
+     preemptions, resource_failures, max_runtime_s, save_freq, spec_json, attempt_no,
      ray_submission_id, ray_status, message, start_time, submitted_at, stop_requested,
      preempted_for, waited_s) = r
     return ActiveRow(task_id, _STATES[state], user, nnodes, n_gpus_per_node, attempt_no,
@@ -87,7 +97,7 @@ def active_row(r: tuple) -> ActiveRow:
                      preemptions, resource_failures, is_int(save_freq) and save_freq >= 1,
                      preempted_for, max_runtime_s,
                      max(waited_s, 0.0),  # 0 on clock skew: retry.plan refuses < 0
-                     max_attempts)
+                     spec_json)
 
 
 class Readers:

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from service.jobspec.shown import SHOWN, ShownField
+
 SQL_DIR = Path(__file__).parent
 SCHEMA_FILE = SQL_DIR / "schema.sql"
 MIGRATIONS_DIR = SQL_DIR / "migrations"
@@ -28,8 +30,9 @@ _PLACEHOLDER = re.compile(r"\{(?P<name>[a-z][a-z0-9_]*)\}")
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 
 
-def parse_queries(text: str) -> dict[str, str]:
-    """``{name: statement}`` from the text of a queries file (see the module docstring)."""
+def parse_queries(text: str, generated: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``{name: statement}`` from the text of a queries file (see the module docstring);
+    ``generated``: fragments made in Python, named as the file's are."""
     queries: dict[str, list[str]] = {}
     fragments: dict[str, list[str]] = {}
     current: list[str] | None = None
@@ -48,13 +51,14 @@ def parse_queries(text: str) -> dict[str, str]:
             raise ValueError(f"line {number}: SQL before the first '-- name:' line")
         else:
             current.append(line.rstrip())
-    shared = {name: "\n".join(lines).strip() for name, lines in fragments.items()}
+    shared = {**(generated or {}),
+              **{name: "\n".join(lines).strip() for name, lines in fragments.items()}}
 
     def fill(name: str, statement: str) -> str:
         def one(match: re.Match[str]) -> str:
             if match["name"] not in shared:
                 raise ValueError(f"query {name!r} names no fragment {match['name']!r}")
-            return shared[match["name"]]
+            return _PLACEHOLDER.sub(one, shared[match["name"]])  # a fragment may name one
         return _PLACEHOLDER.sub(one, statement)
 
     out = {}
@@ -68,6 +72,19 @@ def parse_queries(text: str) -> dict[str, str]:
     return out
 
 
+def shown_column(shown: ShownField) -> str:
+    """The task projection's column of a shown JobSpec field."""
+    return f"spec_{shown.name}"
+
+
+def shown_spec() -> str:
+    """The ``{shown_spec}`` fragment: the task projection's columns of the JobSpec's shown
+    fields (``SHOWN``), each read from the stored JSON (``store.reads.task_row`` puts them in
+    ``TaskRow.spec``): made from their declaration, no line here per field."""
+    return ", ".join(f"json_extract(t.spec_json, '$.{shown.name}') AS {shown_column(shown)}"
+                     for shown in SHOWN)
+
+
 QUERIES: Mapping[str, str] = MappingProxyType(
-    parse_queries(QUERIES_FILE.read_text(encoding="utf-8"))
+    parse_queries(QUERIES_FILE.read_text(encoding="utf-8"), {"shown_spec": shown_spec()})
 )

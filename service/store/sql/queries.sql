@@ -19,13 +19,12 @@
 -- fragment: task_columns
 -- A task as every task read returns it (service.store.reads.task_row decodes it by name):
 -- the task's columns and its latest attempt's, the attempt's created_at renamed. A new
--- task column is added here once. Used with {latest_attempt} (a) after FROM tasks t.
+-- task column is added here once; a JobSpec field shown with the task is not: {shown_spec}
+-- (made from the declaration, service.store.sql.shown_spec) reads each from the stored
+-- JSON (TaskRow.spec). Used with {latest_attempt} (a) after FROM tasks t.
 t.seq, t.task_id, t.state, t.workload, t.user, t.nnodes, t.n_gpus_per_node,
 t.created_at, t.updated_at, t.next_run_at, t.error_summary, t.pending_reason, t.reason_kind,
-t.cancel_requested_at, t.priority, t.max_runtime_s,
-json_extract(t.spec_json, '$.description') AS description,
-json_extract(t.spec_json, '$.labels') AS labels_json,
-json_extract(t.spec_json, '$.max_attempts') AS max_attempts,
+t.cancel_requested_at, t.priority, t.max_runtime_s, {shown_spec},
 a.attempt_no, a.ray_submission_id, a.ray_status, a.failure_kind, a.message,
 a.created_at AS attempt_created_at, a.submitted_at, a.start_time, a.end_time,
 a.exit_code, a.stop_requested, a.preempted_for
@@ -264,10 +263,11 @@ ORDER BY priority DESC, seq LIMIT :limit;
 -- SUBMITTING / SUBMITTED / RUNNING tasks with their latest attempt (tasks_active only).
 -- save_freq: whether the task writes checkpoints (preemption spares those that do not);
 -- waited_s: how long the task had waited when this attempt was claimed (a retry keeps it).
+-- spec_json: the JobSpec as stored (ActiveRow.spec decodes it when asked: an attempt's end).
 SELECT t.task_id, t.state, t.user, t.nnodes, t.n_gpus_per_node, t.cancel_requested_at,
        t.priority, t.preemptions, t.resource_failures, t.max_runtime_s,
        json_extract(t.spec_json, '$.save_freq') AS save_freq,
-       json_extract(t.spec_json, '$.max_attempts') AS max_attempts,
+       t.spec_json,
        a.attempt_no, a.ray_submission_id, a.ray_status, a.message, a.start_time,
        a.submitted_at, a.stop_requested, a.preempted_for,
        a.created_at - t.runnable_since AS waited_s

@@ -34,7 +34,7 @@ from service.domain.rows import (
 from service.domain.states import RUNNABLE, TaskState
 from service.domain.timefmt import iso
 from service.domain.users import display_prefix
-from service.jobspec.model import NOTES
+from service.jobspec.shown import SHOWN
 from service.policy.dependencies import Dep, OnUnsatisfiable, wait_reason
 from service.policy.failures import public_summary
 from service.policy.quotas import Limits
@@ -119,7 +119,9 @@ def task_json(task: TaskRow, estimate: Planned | None = None, *, job_output: boo
               ) -> dict[str, Any]:
     """A task as the API shows it; ``estimate``: when the scheduler's last plan expects it
     to start (a waiting task's; None: it planned none); ``job_output``: the caller may
-    read what the job wrote (else ``error_summary`` is in Argus's words only)."""
+    read what the job wrote (else ``error_summary`` is in Argus's words only). The
+    JobSpec's shown fields (``SHOWN``) come from its stored spec, decoded once."""
+    spec = task.spec
     return {
         "task_id": task.task_id,
         "state": task.state.value,
@@ -143,9 +145,7 @@ def task_json(task: TaskRow, estimate: Planned | None = None, *, job_output: boo
         "queue_position": task.queue_position,
         "priority": task.priority,
         "max_runtime_s": task.max_runtime_s,
-        **{note.name: getattr(task, note.name) for note in NOTES},
-        "labels": task.labels,
-        "max_attempts": task.max_attempts,
+        **{shown.name: shown.value(spec) for shown in SHOWN},
         "next_run_at": iso(task.next_run_at) if task.state in RUNNABLE else None,
         **estimate_json(estimate, task.state in RUNNABLE),
         "cancel_requested": task.cancel_requested,

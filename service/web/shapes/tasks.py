@@ -10,7 +10,7 @@ from pydantic import Field, create_model
 from service.domain.reasons import WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.jobspec.generate import problem, rule
-from service.jobspec.model import NOTES
+from service.jobspec.shown import SHOWN
 from service.policy.dependencies import Condition, OnUnsatisfiable
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY, range_problem
 from service.web.api.params import SQLITE_MAX_INT
@@ -119,11 +119,6 @@ class _Task(Answer):
     max_runtime_s: Annotated[float | None, Field(description=(
         "each attempt's time limit in seconds from its start (stopped past it: "
         "TIME_LIMIT); null: none"))] = None
-    labels: Annotated[dict[str, str], Field(description=(
-        "the JobSpec's labels (key: value); filter with ?label=key=value"))] = {}
-    max_attempts: Annotated[int | None, Field(description=(
-        "the JobSpec's retry budget: attempts that count (preemptions do not); null: the "
-        "configured max_attempts"))] = None
     next_run_at: Timestamp = None
     estimated_start: at(
         "when the scheduler's last plan expects a waiting task to start "
@@ -153,11 +148,10 @@ class _Task(Answer):
         description="a pipeline's stage: which pipeline, which stage")] = None
 
 
-Task: type[Answer] = create_model(  # the notes (NOTES): one field each
+Task: type[Answer] = create_model(  # the JobSpec's shown fields (SHOWN): one each
     "Task", __base__=_Task,
-    **{note.name: (Annotated[str | None, Field(
-        max_length=note.max_length, description=f"the JobSpec's {note.name}: {note.about}")],
-        None) for note in NOTES})
+    **{shown.name: (Annotated[shown.type, Field(description=shown.about)], shown.empty())
+       for shown in SHOWN})
 
 
 class Series(Answer):

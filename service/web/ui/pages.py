@@ -32,6 +32,7 @@ from service.domain.rows import TaskRow
 from service.domain.states import RUNNABLE, TERMINAL, TaskState
 from service.domain.timefmt import duration, iso
 from service.domain.users import ME, Principal, name_problem
+from service.jobspec.shown import SHOWN
 from service.policy.failure_guard import FailureGuard
 from service.policy.priorities import MAX_PRIORITY, MIN_PRIORITY
 from service.store.offload import PARTY
@@ -101,6 +102,7 @@ def make_env() -> jinja2.Environment:
     env.filters["iso"] = lambda ts: iso(ts) or ""
     env.filters["progress_text"] = progress_summary
     env.filters["payload_fields"] = payload_fields
+    env.globals["shown_fields"] = SHOWN  # the JobSpec's shown fields (_task.html)
     return env
 
 

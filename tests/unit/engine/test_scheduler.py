@@ -237,9 +237,9 @@ def test_a_task_s_own_max_attempts(tmp_path: Path) -> None:
     assert env.store.tasks.get_task(own).state is S.FAILED
     assert env.store.tasks.get_task(own).error_summary.startswith(
         "gave up after 1 attempts (max_attempts=1); last failure INSUFFICIENT_RESOURCES")
-    assert env.store.tasks.get_task(own).max_attempts == 1
+    assert env.store.tasks.get_task(own).spec["max_attempts"] == 1
     view = env.store.tasks.get_task(default)
-    assert view.state is not S.FAILED and view.max_attempts is None
+    assert view.state is not S.FAILED and view.spec.get("max_attempts") is None
     env.tick(T0 + 6)
     assert env.cluster.submit_calls[-1] == sid(default, 2)
     assert sid(own, 2) not in env.cluster.submit_calls

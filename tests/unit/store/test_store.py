@@ -84,6 +84,7 @@ def test_create_and_view(store: Store) -> None:
         n_gpus_per_node=4, created_at=1766500321.5, updated_at=1766500321.5,
         next_run_at=1766500321.5, error_summary=None, pending_reason=None,
         cancel_requested_at=None, latest_attempt=None, queue_position=1,
+        spec={"description": None, "labels": None, "max_attempts": None},  # shown: none
     )
     assert view.total_gpus == 8 and not view.cancel_requested
     assert store.tasks.task_exists(tid(1)) and not store.tasks.task_exists(tid(2))
