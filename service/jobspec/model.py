@@ -5,7 +5,7 @@ their rules are declared in ``service.jobspec.schema``."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from service.policy.dependencies import OnUnsatisfiable, in_order
@@ -118,8 +118,13 @@ class JobSpec:
         return self.nnodes * self.n_gpus_per_node
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (overrides as a list); ``from_dict`` reads it back."""
-        out = asdict(self)
+        """JSON-safe dict (overrides as a list); ``from_dict`` reads it back.
+
+        Field by field, not ``dataclasses.asdict``: its deep copy of every value was ~45 us
+        of each submit's ~50 us here; the values are strings and numbers but for the three
+        containers made afresh below."""
+        out = {name: getattr(self, name) for name in _FIELD_NAMES}
+        out["labels"] = dict(self.labels)
         out["overrides"] = list(self.overrides)
         after: dict[str, list[str]] = {}
         for condition, parent in self.after:  # the document's form: parse_jobspec reads it
@@ -134,6 +139,9 @@ class JobSpec:
         return cls(**{**d, "labels": dict(d.get("labels") or {}),
                       "overrides": tuple(d.get("overrides") or ()),
                       "after": in_order((c, p) for c, ps in after.items() for p in ps)})
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(JobSpec))
 
 
 class JobSpecError(ValueError):
