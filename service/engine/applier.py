@@ -112,9 +112,9 @@ class Applier:
         for step in plan.steps:
             if down is not None:
                 waits.append((step.cand, down))
-            elif isinstance(step, Wait):
-                waits.append((step.cand, explain(step.why, self.planner.gang(step.cand),
-                                                 cordoned, states)))
+            elif isinstance(step, Wait):  # the gang is worked out only with a node out
+                waits.append((step.cand, step.why if not cordoned else explain(
+                    step.why, self.planner.gang(step.cand), cordoned, states)))
             else:
                 outcome = self._submit(step.cand, now, report)
                 if outcome is _Submit.SUBMITTED:
