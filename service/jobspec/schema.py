@@ -327,11 +327,11 @@ class _Document(BaseModel):
         "default and ceiling: the configured max_attempts"), Shown(
         "Max attempts", "the JobSpec's retry budget: attempts that count (preemptions do "
         "not); null: the configured max_attempts")] = None
-    labels: Annotated[dict[str, str] | None, WithJsonSchema({"anyOf": [
-        {"type": "object", "maxProperties": MAX_LABELS, "propertyNames": {"pattern": LABEL_KEY},
-         "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_VALUE,
-                                  "pattern": PRINTABLE}},
-        {"type": "null"}],
+    # an object alone: a nullable object makes generators write a class per JobSpec kind
+    labels: Annotated[dict[str, str] | None, WithJsonSchema({
+        "type": "object", "maxProperties": MAX_LABELS, "propertyNames": {"pattern": LABEL_KEY},
+        "additionalProperties": {"type": "string", "maxLength": MAX_LABEL_VALUE,
+                                 "pattern": PRINTABLE},
         "description": "key: value labels shown with the task and filtered on "
                        "(?label=key=value), put in the Ray job's metadata"}),
         rule(_labels), Shown("Labels", "the JobSpec's labels (key: value); filter with "
