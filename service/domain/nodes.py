@@ -16,18 +16,20 @@ REASON_MAX = 200  # characters of an operator's reason
 
 class NodeStateKind(StrEnum):
     CORDONED = "cordoned"  # no new attempt is placed there
-    DRAINED = "drained"  # cordoned; the attempts on it finish on their own (no requeue yet)
+    DRAINED = "drained"  # cordoned; its attempts finish there, or are re-queued (requeue)
 
 
 class NodeSource(StrEnum):
     OPERATOR = "operator"
     HEALTH = "health"  # the service's health check: it resumes the node itself
+    QUARANTINE = "quarantine"  # the service, on failed attempts' evidence; an operator resumes
 
 
 class NodeEventKind(StrEnum):
     CORDONED = "NODE_CORDONED"
     DRAINED = "NODE_DRAINED"
     RESUMED = "NODE_RESUMED"
+    QUARANTINED = "NODE_QUARANTINED"
 
 
 @dataclass(frozen=True, slots=True)

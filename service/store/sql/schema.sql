@@ -64,6 +64,18 @@ CREATE TABLE attempts (
     PRIMARY KEY (task_id, attempt_no)
 ) WITHOUT ROWID;
 
+CREATE TABLE attempt_nodes (
+    task_id     TEXT    NOT NULL,
+    attempt_no  INTEGER NOT NULL,
+    name        TEXT    NOT NULL,
+    role        TEXT    NOT NULL CHECK (role IN ('driver', 'gang')),
+    gpus        REAL    NOT NULL DEFAULT 0,
+    seen_at     REAL    NOT NULL,
+    PRIMARY KEY (task_id, attempt_no, name, role),
+    FOREIGN KEY (task_id, attempt_no) REFERENCES attempts (task_id, attempt_no)
+) WITHOUT ROWID;
+CREATE INDEX attempt_nodes_name ON attempt_nodes (name, seen_at);
+
 CREATE TABLE events (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,
     task_id      TEXT    NOT NULL REFERENCES tasks (task_id),
@@ -375,18 +387,19 @@ CREATE TABLE pipeline_stages (
 CREATE TABLE node_states (
     name      TEXT NOT NULL PRIMARY KEY,
     state     TEXT NOT NULL CHECK (state IN ('cordoned', 'drained')),
-    source    TEXT NOT NULL CHECK (source IN ('operator', 'health')),
+    source    TEXT NOT NULL CHECK (source IN ('operator', 'health', 'quarantine')),
     by_user   TEXT,
     at        REAL NOT NULL,
-    reason    TEXT NOT NULL
+    reason    TEXT NOT NULL,
+    requeue   INTEGER NOT NULL DEFAULT 0 CHECK (requeue IN (0, 1))
 ) WITHOUT ROWID;
-
 CREATE TABLE node_events (
     id        INTEGER PRIMARY KEY,
     name      TEXT NOT NULL,
     ts        REAL NOT NULL,
-    kind      TEXT NOT NULL CHECK (kind IN ('NODE_CORDONED', 'NODE_DRAINED', 'NODE_RESUMED')),
-    source    TEXT NOT NULL CHECK (source IN ('operator', 'health')),
+    kind      TEXT NOT NULL CHECK (kind IN ('NODE_CORDONED', 'NODE_DRAINED', 'NODE_RESUMED',
+                                            'NODE_QUARANTINED')),
+    source    TEXT NOT NULL CHECK (source IN ('operator', 'health', 'quarantine')),
     by_user   TEXT,
     reason    TEXT NOT NULL
 );
