@@ -1149,3 +1149,31 @@ VALUES (:name, :ts, :kind, :source, :by_user, :reason);
 -- name: node_events_of
 SELECT name, ts, kind, source, by_user, reason FROM node_events WHERE name = :name
 ORDER BY ts, id;
+
+-- name: lease_get
+SELECT name, holder, host, pid, address, epoch, acquired_at, renewed_at, expires_at
+FROM service_lease WHERE name = :name;
+
+-- name: lease_insert
+-- The first take of a lease: nobody ever held it (rowcount 0: someone took it first).
+INSERT INTO service_lease (name, holder, host, pid, address, epoch, acquired_at,
+                           renewed_at, expires_at)
+VALUES (:name, :holder, :host, :pid, :address, 1, :now, :now, :expires_at)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: lease_take
+-- A take from the holder the caller read, guarded by its epoch (a renewal or another
+-- take in between moves nothing).
+UPDATE service_lease SET holder = :holder, host = :host, pid = :pid, address = :address,
+       epoch = epoch + 1, acquired_at = :now, renewed_at = :now, expires_at = :expires_at
+WHERE name = :name AND epoch = :seen_epoch AND holder = :seen_holder;
+
+-- name: lease_renew
+-- Guarded by holder and epoch: a deposed holder renews nothing.
+UPDATE service_lease SET renewed_at = :now, expires_at = :expires_at
+WHERE name = :name AND holder = :holder AND epoch = :epoch;
+
+-- name: lease_release
+-- A clean stop: the lease expires now, so the next instance takes it at once.
+UPDATE service_lease SET expires_at = :now, renewed_at = :now
+WHERE name = :name AND holder = :holder AND epoch = :epoch;

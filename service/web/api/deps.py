@@ -18,7 +18,7 @@ from service.store.aio import AsyncStore
 from service.store.offload import Offload
 from service.web.api.auth import Access, Authenticator
 from service.web.api.waker import Waker
-from service.web.metrics import ServiceMetrics
+from service.web.metrics import LeaseHolder, ServiceMetrics
 
 
 class SchedulerLoopView(Protocol):
@@ -65,6 +65,7 @@ class AppDeps:
     cluster_pool: ThreadPoolExecutor  # blocking Ray calls, each bounded by ray_timeout_s
     work: Offload  # CPU or file work of a request: JobSpec parsing, logs, metrics
     auth_guard: FailureGuard  # failed bearer checks per address: backoff, then 429
+    lease: LeaseHolder | None = None  # this instance's database lease (None: not held here)
 
 
 DEPS = web.AppKey("argus_deps", AppDeps)
