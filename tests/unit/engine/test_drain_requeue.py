@@ -164,3 +164,18 @@ def test_an_orphaned_driver_is_asked_through_its_watcher(denv: DrainEnv) -> None
         assert denv.state(t) is S.RUNNING
     denv.tick(T0 + 12)
     assert denv.store.attempts.get_attempt(t, 1).failure_kind == "PREEMPTED"
+
+
+def test_a_requeue_is_counted_as_a_preemption_in_metrics(denv: DrainEnv) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from service.web.metrics import MeteredScheduler, ServiceMetrics
+
+    metrics = ServiceMetrics(denv.store.tasks.counts_by_state)
+    denv.sched = MeteredScheduler(denv.sched, metrics)
+    t = denv.add_task()
+    denv.running_on(t, "w2", T0)
+    denv.store.nodes.drain("w2", "root", T0 + 5, "x", requeue=True)
+    denv.tick(T0 + 10)
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
+    assert families["argus_preemptions"].samples[0].value == 1
