@@ -321,7 +321,8 @@ class ServiceMetrics:
         )
         self.preemptions = Counter(
             "argus_preemptions", "Running attempts stopped to make room for a "
-            "higher-priority gang (each is re-queued and resumes from its checkpoint).",
+            "higher-priority gang, or because their node was drained with requeue (each "
+            "is re-queued and resumes from its checkpoint).",
             registry=self.registry,
         )
         self.tick_duration = Histogram(
@@ -363,7 +364,7 @@ class ServiceMetrics:
         self.tick_duration.observe(report.duration_s)
         self.ray_submits.inc(report.submitted)
         self.retries.inc(report.retried)
-        self.preemptions.inc(report.preempted)
+        self.preemptions.inc(report.preempted + report.requeued)
 
     def after_tick(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
                    shares: Mapping[str | None, Share] | None = None,

@@ -382,7 +382,9 @@ UPDATE attempts SET stop_requested = 1
 WHERE task_id = :task_id AND attempt_no = :attempt_no AND stop_requested = 0;
 
 -- name: request_preemption
--- The attempt is stopped to make room for :preempted_for (zero rows: it was already).
+-- The attempt is stopped to make room for :preempted_for, a task, or because its node is
+-- drained with requeue (the node's mark, service.domain.nodes.drain_mark; zero rows: it
+-- is being stopped already).
 UPDATE attempts SET preempted_for = :preempted_for
 WHERE task_id = :task_id AND attempt_no = :attempt_no AND preempted_for IS NULL
   AND end_time IS NULL;
@@ -1120,22 +1122,23 @@ WHERE pipeline_id = :pipeline_id AND state = 'RUNNING' AND cancel_requested_at I
 -- nodes: cordon, drain, resume (service/store/nodes.py) -----------------------------------
 
 -- name: node_states
-SELECT name, state, source, by_user, at, reason FROM node_states ORDER BY name;
+SELECT name, state, source, by_user, at, reason, requeue FROM node_states ORDER BY name;
 
 -- name: node_state
-SELECT name, state, source, by_user, at, reason FROM node_states WHERE name = :name;
+SELECT name, state, source, by_user, at, reason, requeue FROM node_states WHERE name = :name;
 
 -- name: node_state_insert
 -- Guarded: a node already out of admission keeps its row (rowcount 0: the caller says so).
-INSERT INTO node_states (name, state, source, by_user, at, reason)
-VALUES (:name, :state, :source, :by_user, :at, :reason)
+INSERT INTO node_states (name, state, source, by_user, at, reason, requeue)
+VALUES (:name, :state, :source, :by_user, :at, :reason, :requeue)
 ON CONFLICT (name) DO NOTHING;
 
 -- name: node_state_drain
--- A cordoned node drained (the guard: it is cordoned now).
+-- A cordoned node drained, or a drain turned into one that re-queues (the guard: it is
+-- cordoned now, or drained without requeue and :requeue is 1).
 UPDATE node_states SET state = 'drained', source = :source, by_user = :by_user, at = :at,
-       reason = :reason
-WHERE name = :name AND state = 'cordoned';
+       reason = :reason, requeue = :requeue
+WHERE name = :name AND (state = 'cordoned' OR (state = 'drained' AND requeue = 0 AND :requeue = 1));
 
 -- name: node_state_delete
 -- Resume, guarded by the source the caller read (a health resume never lifts an
