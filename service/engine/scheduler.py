@@ -11,7 +11,11 @@ A tick, in order:
    PENDING_RESOURCES with ``next_run_at = now + delay``. A job Ray no longer knows is
    CLUSTER_LOST. Ray unreachable leaves every row as it is.
 2. **Snapshot** the cluster once; **watch hung attempts** (RUNNING with a placement group
-   unplaced for ``stuck_timeout_s``: stop, INSUFFICIENT_RESOURCES, retry).
+   unplaced for ``stuck_timeout_s``: stop, INSUFFICIENT_RESOURCES, retry); the health
+   files read (``service.engine.node_health``); the **fences** kept
+   (``service.engine.fences``): a Ray job on each cordoned or drained node holds its free
+   resources, so Ray places nothing new there; a resumed node's is stopped (and the
+   snapshot read again).
 3. **Plan, then submit**: ``service.scheduling.planner`` decides from a snapshot (pure:
    runnable tasks, attempts on the cluster, free resources, fair shares) which tasks start,
    why the others wait, which nodes are kept, whom to preempt (the queue policy below); the
@@ -78,6 +82,7 @@ from service.engine.applier import Applier
 from service.engine.artifacts import Artifacts
 from service.engine.attempt_end import AttemptEnder
 from service.engine.dependency_tick import DependencyStep
+from service.engine.fences import FenceKeeper
 from service.engine.node_health import NodeHealth
 from service.engine.ports import SchedulerStore
 from service.engine.reconcile import (
@@ -122,6 +127,7 @@ class Scheduler:
         self.applier = Applier(store, cluster, settings, artifacts, self.planner,
                                backfill_window)
         self.health = NodeHealth(store, settings)  # the health-driven cordon
+        self.fences = FenceKeeper(store, cluster, settings)  # the cordon on Ray's side
         # the last tick's cluster view (or why Ray did not answer), for /metrics and the
         # console's cluster page, which never call Ray themselves
         self.last_snapshot: ClusterSnapshot | ClusterUnavailable | None = None
@@ -151,6 +157,14 @@ class Scheduler:
         report.duration_s = time.perf_counter() - started
         return report
 
+    def _snapshot(self, report: TickReport) -> ClusterSnapshot | ClusterUnavailable:
+        try:
+            return self.cluster.snapshot(
+                [row.ray_submission_id for row in self.store.tasks.active()])
+        except ClusterUnavailable as exc:
+            report.unreachable = str(exc)
+            return exc
+
     def tick(self, now: float) -> TickReport:
         report = TickReport()
         started = time.perf_counter()
@@ -160,20 +174,17 @@ class Scheduler:
         waits = self.dependencies.run(now)
         report.released = waits.released
         report.finished += waits.canceled
-        snapshot: ClusterSnapshot | ClusterUnavailable
-        try:
-            snapshot = self.cluster.snapshot(
-                [row.ray_submission_id for row in self.store.tasks.active()])
-        except ClusterUnavailable as exc:
-            snapshot = exc
-            report.unreachable = str(exc)
-        else:  # step 2
+        snapshot = self._snapshot(report)
+        if not isinstance(snapshot, ClusterUnavailable):  # step 2
             self.watch.hung(now, snapshot, report)
             self.watch.driver_nodes(now, snapshot, report)
         self.last_snapshot = snapshot
         if not isinstance(snapshot, ClusterUnavailable) and self.health.due(now):
             # unhealthy nodes out of admission before this tick's plan (node_health)
             self.health.run(now, [n.display_name for n in snapshot.nodes])
+        if not isinstance(snapshot, ClusterUnavailable) and self.fences.run(now, snapshot.nodes)[1]:
+            snapshot = self._snapshot(report)  # a fence stopped: its node is free again
+            self.last_snapshot = snapshot
         self.applier.admit(now, snapshot, report)  # step 3
         report.duration_s = time.perf_counter() - started
         return report
