@@ -292,7 +292,7 @@ class RayCluster:
         out = []
         for d in self._jobs_call(self._target(), "list_jobs", "list_jobs"):
             status = RayStatus(str(getattr(d.status, "value", d.status)))
-            fence = fence_of(d.submission_id or "", d.metadata, status)
+            fence = fence_of(d.submission_id or "", getattr(d, "metadata", None), status)
             if fence is not None and not status.is_terminal():
                 out.append(fence)
         return out

@@ -31,7 +31,7 @@ from service.cluster.boundary import (
 from service.cluster.fence import fence_holds, fence_request
 from service.config import Settings
 from service.engine.ports import SchedulerStore
-from service.scheduling.fences import RETRY_S, plan_fences
+from service.scheduling.fences import RETRY_S, plan_fences, settling
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class FenceKeeper:
         self.holds = fence_holds(settings.entrypoint_resources)
         self.token = token
         self.known: dict[str, FenceJob] = {}  # submission id -> a fence not ended
+        self.started: dict[str, float] = {}  # submission id -> when this service saw it start
         self._adopted = False  # Ray's job list read once for a previous run's fences
         self._last_start: dict[tuple[str, str], float] = {}
         self._last_run: float | None = None
@@ -67,6 +68,7 @@ class FenceKeeper:
         try:
             if not self._adopted:
                 self.known = {f.submission_id: f for f in self.cluster.fences()}
+                self.started = {sid: now for sid in self.known}
                 self._adopted = True
                 if self.known:
                     log.info("fences found on Ray: %s", ", ".join(sorted(self.known)))
@@ -83,6 +85,15 @@ class FenceKeeper:
             return 0, 0
         return started, stopped
 
+    def settling(self, now: float, nodes: Sequence[NodeResources]) -> tuple[str, ...]:
+        """The nodes whose fence was just started and does not hold them yet
+        (``service.scheduling.fences.settling``): admission waits for them."""
+        if not self.started:
+            return ()
+        started = {(f.node_name, f.node_id): self.started[sid]
+                   for sid, f in self.known.items() if sid in self.started}
+        return settling(started, nodes, self.holds, now)
+
     def _refresh(self) -> None:
         """Forget the fences Ray ended or no longer knows (a head restart)."""
         if not self.known:
@@ -92,11 +103,13 @@ class FenceKeeper:
             info = infos.get(sid)
             if info is None or info.status.is_terminal():
                 del self.known[sid]
+                self.started.pop(sid, None)
                 why = "unknown to Ray" if info is None else f"{info.status.value} {info.message}"
                 log.warning("fence %s of node %s ended: %s", sid, fence.node_name, why.strip())
 
     def _stop(self, sid: str) -> bool:
         fence = self.known.pop(sid)
+        self.started.pop(sid, None)
         try:
             self.cluster.stop(sid)
         except JobNotFound:
@@ -120,9 +133,11 @@ class FenceKeeper:
         except ClusterUnavailable:
             # it may have reached Ray: known, so the next run asks (absent: started again)
             self.known[req.submission_id] = FenceJob(req.submission_id, name, node_id)
+            self.started[req.submission_id] = now
             raise
         self._last_start[(name, node_id)] = now
         self.known[req.submission_id] = FenceJob(req.submission_id, name, node_id)
+        self.started[req.submission_id] = now
         log.info("fence %s started on node %s (%s): holds %s", req.submission_id, name,
                  node_id[:12], ", ".join(self.holds))
         return True

@@ -12,6 +12,9 @@ and which to stop:
 * a fence that ended on its own (stopped by hand, a head restart, a crash) is started
   again, but not sooner than ``retry_s`` after the last start for that node: a fence that
   cannot run (no ``python3`` on the head) must not flood Ray with jobs.
+
+``settling`` names the nodes whose fence was just started and does not hold them yet:
+admission waits for them (a few seconds), or Ray could still place a new gang there.
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ from dataclasses import dataclass
 from service.cluster.boundary import FenceJob, NodeResources
 
 RETRY_S = 30.0  # at least this long between two starts of a fence for one node
+# A fence just started takes a few seconds to hold its node (its driver starts on the
+# head, then its actors on the node); admission submits nothing meanwhile, for at most
+# this long. Below ``HELD_BELOW`` of a resource the node counts as held.
+SETTLE_S = 60.0
+HELD_BELOW = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +57,19 @@ def plan_fences(out: Collection[str], nodes: Iterable[NodeResources],
     start = tuple(key for key in wanted if key not in keep
                   and (key not in last_start or now - last_start[key] >= retry_s))
     return FencePlan(start=start, stop=tuple(stop), keep=tuple(sorted(keep.values())))
+
+
+def settling(started: Mapping[tuple[str, str], float], nodes: Iterable[NodeResources],
+             holds: Collection[str], now: float, settle_s: float = SETTLE_S) -> tuple[str, ...]:
+    """The names of the nodes whose fence, started at ``started[(name, node id)]`` less
+    than ``settle_s`` ago, does not hold them yet: the node still has some of ``holds``
+    free. Ray could place a new driver or gang there until it does."""
+    by_key = {(n.display_name, n.node_id): n for n in nodes}
+    out = []
+    for key, at in sorted(started.items()):
+        node = by_key.get(key)
+        if node is None or now - at >= settle_s:
+            continue
+        if any(node.get(kind) >= HELD_BELOW for kind in holds):
+            out.append(key[0])
+    return tuple(out)

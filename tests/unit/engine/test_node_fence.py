@@ -166,3 +166,31 @@ def test_fences_off_start_nothing(tmp_path) -> None:
         assert e.cluster.fence_calls == []
     finally:
         e.store.close()
+
+
+def test_admission_waits_until_a_new_fence_holds_its_node(env2: Env, monkeypatch) -> None:
+    env2.tick(T0)
+    env2.store.nodes.cordon("w1", NodeSource.OPERATOR, "root", T0, "bad fan")
+    t = env2.add(g=2)
+    slow = env2.cluster._grow_fences  # the fence's driver and actors take a while to start
+    monkeypatch.setattr(env2.cluster, "_grow_fences", lambda: None)
+    assert env2.tick(T0 + 1).submitted == 0  # the fence started; w1 still has room
+    assert env2.tick(T0 + 2).submitted == 0
+    task = env2.store.tasks.get_task(t)
+    assert task.state is S.PENDING_RESOURCES
+    assert task.pending_reason == ("waiting for Ray-side fence to hold node(s) w1 "
+                                   "(just taken out of admission)")
+    monkeypatch.setattr(env2.cluster, "_grow_fences", slow)
+    assert env2.tick(T0 + 3).submitted == 1  # it holds w1: w2 takes the gang
+    assert env2.cluster.jobs[sid(t)].driver_node == "w2"
+
+
+def test_a_fence_that_never_holds_stops_admission_for_60s_at_most(env2: Env,
+                                                                  monkeypatch) -> None:
+    env2.tick(T0)
+    env2.store.nodes.cordon("w1", NodeSource.OPERATOR, "root", T0, "bad fan")
+    env2.add(g=2)
+    monkeypatch.setattr(env2.cluster, "_grow_fences", lambda: None)
+    assert env2.tick(T0 + 1).submitted == 0
+    assert env2.tick(T0 + 60.5).submitted == 0
+    assert env2.tick(T0 + 61).submitted == 1

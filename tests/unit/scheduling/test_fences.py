@@ -41,3 +41,16 @@ def fence(sid: str, name: str, node_id: str) -> FenceJob:
 ])
 def test_plan_fences(out, running, last_start, want) -> None:
     assert plan_fences(out, NODES, running, last_start, 1000.0, 30.0) == want
+
+
+def test_settling_names_the_nodes_a_new_fence_does_not_hold_yet() -> None:
+    from service.scheduling.fences import settling
+
+    nodes = (NodeResources("id-a", "", {"GPU": 4.0}, name="a"),
+             NodeResources("id-b", "", {"memory": 9.0, "CPU": 0.001}, name="b"),
+             NodeResources("id-c", "", {"worker_node": 1.0}, name="c"))
+    started = {("a", "id-a"): 990.0, ("b", "id-b"): 990.0, ("c", "id-c"): 900.0,
+               ("d", "id-d"): 999.0}  # c: too long ago; d: not alive
+    assert settling(started, nodes, ("CPU", "GPU", "worker_node"), 1000.0) == ("a",)
+    assert settling(started, nodes, ("CPU", "GPU", "worker_node"), 1050.0) == ()
+    assert settling({}, nodes, ("GPU",), 1000.0) == ()
