@@ -104,3 +104,39 @@ def test_a_cordoned_worker_is_fenced_on_ray_and_gets_no_gang_until_resumed(ray_c
     finally:
         argus.http.post(f"{argus.url}/api/v2/nodes/{name}:resume", timeout=10)
         _stop_fences(ray_cluster)
+
+
+def test_a_drained_worker_is_fenced_as_its_attempt_ends(ray_cluster, argus):
+    ensure_workers(ray_cluster, 2)
+    tid = argus.submit(nnodes=1, gpus=2, duration_s=20)
+    argus.wait_for(tid, lambda t: t["state"] == "RUNNING", 120, "to run")
+
+    def gang_node() -> str:
+        found = re.findall(r"worker ready: node ([0-9a-f]{8})", argus.logs(tid).text)
+        return found[0] if found else ""
+
+    prefix = wait_until(gang_node, 60, "the gang's node in the log")
+    (node,) = [n for n in ray_cluster.alive_nodes() if n["NodeID"].startswith(prefix)]
+    node_id, name = node["NodeID"], node["NodeID"][:12]
+    try:
+        r = argus.http.post(f"{argus.url}/api/v2/nodes/{name}:drain",
+                            json={"reason": "integration: drain"}, timeout=10)
+        assert r.status_code == 200, r.text
+        # the fence takes the 2 free GPUs; the attempt keeps its 2 and runs on
+        wait_until(lambda: "GPU" not in _free(ray_cluster, node_id), 120,
+                   f"the fence to hold the free GPUs of {name} (log: {argus.log_path})")
+        assert argus.task(tid)["state"] == "RUNNING"
+        (fence,) = _live_fences(ray_cluster)
+        assert argus.wait_state(tid, "SUCCEEDED", timeout=180)["state"] == "SUCCEEDED"
+
+        from ray.job_submission import JobSubmissionClient
+
+        client = JobSubmissionClient(ray_cluster.dashboard_url)
+        wait_until(lambda: "argus fence holds CPU=16, GPU=4, worker_node=100"
+                   in client.get_job_logs(fence.submission_id), 60,
+                   "the fence to take what the attempt gave back")
+        assert "GPU" not in _free(ray_cluster, node_id)
+        assert [f.submission_id for f in _live_fences(ray_cluster)] == [fence.submission_id]
+    finally:
+        argus.http.post(f"{argus.url}/api/v2/nodes/{name}:resume", timeout=10)
+        _stop_fences(ray_cluster)
