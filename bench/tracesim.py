@@ -205,6 +205,8 @@ class SimCluster(FakeCluster):
     # -- jobs ------------------------------------------------------------------------------
     def submit(self, req: SubmitRequest) -> None:
         super().submit(req)
+        if "argus_task_id" not in req.metadata:
+            return  # a fence (service.cluster.fence): the fake holds its node, nothing to run
         task = self.tasks[req.metadata["argus_task_id"]]
         attempt = int(req.metadata["argus_attempt"])
         fail_fast = task.cls.fail_fast and attempt == 1

@@ -122,6 +122,10 @@ class SchedulerSettings:
     # health) and resumed after ``node_health_passes`` healthy checks in a row. 0: off.
     node_health_every_s: float = 10.0
     node_health_passes: int = 3
+    # The Ray-side fence (service.engine.fences): every ``node_fence_every_s`` the tick
+    # keeps one fence job on each cordoned or drained node, holding its free GPUs, CPUs and
+    # driver resources so that Ray places nothing new there. 0: off.
+    node_fence_every_s: float = 2.0
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)
     # Retry of a retryable failure: ``when_fits`` re-admits as soon as the gang fits and a

@@ -111,7 +111,10 @@ def test_a_drain_without_requeue_or_of_another_node_stops_nothing(denv: DrainEnv
 
 
 def test_an_upgraded_drain_and_a_restart_keep_stopping_what_is_found_there(
-        denv: DrainEnv) -> None:
+        tmp_path: Path) -> None:
+    """Without the fence (``node_fence_every_s: 0``; or one not holding its node yet) Ray
+    may place an attempt on the drained node: the drain stops it as soon as it is seen."""
+    denv = DrainEnv(tmp_path, max_attempts=1, node_fence_every_s=0.0)
     a = denv.add_task()
     denv.running_on(a, "w2", T0)
     denv.store.nodes.drain("w2", "root", T0 + 2, "swap")  # a plain drain first
@@ -128,6 +131,7 @@ def test_an_upgraded_drain_and_a_restart_keep_stopping_what_is_found_there(
     denv.tick(T0 + 7)
     assert denv.cluster.stop_calls[-1] == sid(a, 2)
     assert [e["attempt_no"] for e in denv.events(a, "PREEMPTION_REQUESTED")] == [1, 2]
+    denv.store.close()
 
 
 def test_a_resumed_node_keeps_its_attempts(denv: DrainEnv) -> None:
