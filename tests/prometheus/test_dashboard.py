@@ -159,7 +159,7 @@ def test_every_dashboard_expression_is_true_against_a_real_prometheus(
     argus.call("POST", "/api/v2/nodes/n2:cordon", {"reason": "swap GPU 3"})
     wait_for("n2 cordoned in Prometheus", lambda: prometheus.values(
         'argus_node_state{state!="schedulable"} == 1', "node") == {"n2": 1.0})
-    nodes_by_state = [t for panel, t in targets() if panel == NODES_BY_STATE][0]
+    nodes_by_state = next(t for panel, t in targets() if panel == NODES_BY_STATE)
     by_state = prometheus.values(expression(nodes_by_state, 0), "state")
     assert by_state == {"schedulable": 1.0, "cordoned": 1.0, "drained": 0.0}
     wait_for("the cordon counted", lambda: prometheus.values(
