@@ -1,5 +1,5 @@
 """The cluster's nodes by name, and an admin's cordon, drain and resume (issue 55). The
-rules once, for the API and the CLI (and the console when it gets buttons).
+rules once, for the API, the CLI and the console's buttons.
 
 A node is known when Ray lists it (the scheduler's last snapshot, which the caller hands
 in: no Ray call here) or it has a stored state. Reading is for any signed-in user; a
@@ -102,11 +102,6 @@ async def list_nodes(deps: NodeDeps, ray_nodes: Sequence[NodeResources] | None
             gpus_free=node.get(GPU) if node else None, state=states.get(name),
             health=health[name]))
     return views
-
-
-async def cordons(deps: NodeDeps) -> dict[str, NodeStateRow]:
-    """The stored states by node name (the console's cluster page)."""
-    return {row.name: row for row in await deps.store.read(lambda s: s.nodes.states())}
 
 
 EVENTS_MAX = 1000  # a node's events one read returns at most
