@@ -26,19 +26,29 @@ from service.domain.states import FailureKind, TaskState
 from service.domain.timefmt import iso
 
 
-class EventType(StrEnum):
-    TASK_SUCCEEDED = "task.succeeded"
-    TASK_FAILED = "task.failed"
-    TASK_CANCELED = "task.canceled"
-    TASK_PREEMPTED = "task.preempted"
-    TASK_TIME_LIMIT = "task.time_limit"
-    TASK_RETRIED = "task.retried"
-    PIPELINE_ENDED = "pipeline.ended"
-    NODE_CORDONED = "node.cordoned"
-    NODE_DRAINED = "node.drained"
-    NODE_RESUMED = "node.resumed"
-    NODE_QUARANTINED = "node.quarantined"
+def _node_type(kind: NodeEventKind) -> str:
+    return f"node.{kind.value.removeprefix('NODE_').lower()}"
 
+
+# The task and pipeline types, then one node type per NodeEventKind (made from the kinds, so
+# a kind added there is subscribable with no change here): NODE_CORDONED = "node.cordoned".
+EventType = StrEnum("EventType", {  # type: ignore[misc]
+    "TASK_SUCCEEDED": "task.succeeded",
+    "TASK_FAILED": "task.failed",
+    "TASK_CANCELED": "task.canceled",
+    "TASK_PREEMPTED": "task.preempted",
+    "TASK_TIME_LIMIT": "task.time_limit",
+    "TASK_RETRIED": "task.retried",
+    "PIPELINE_ENDED": "pipeline.ended",
+    **{f"NODE_{kind.name}": _node_type(kind) for kind in NodeEventKind},
+}, module=__name__)
+
+_NODE_ABOUT = {
+    "NODE_CORDONED": "a node was cordoned: no new attempts there",
+    "NODE_DRAINED": "a node was drained: cordoned, its attempts finish or are re-queued",
+    "NODE_RESUMED": "a cordoned or drained node is back in admission",
+    "NODE_QUARANTINED": "the service cordoned a node on the evidence of failed attempts",
+}
 
 DESCRIPTIONS: Mapping[EventType, str] = {
     EventType.TASK_SUCCEEDED: "the task ended SUCCEEDED",
@@ -49,18 +59,14 @@ DESCRIPTIONS: Mapping[EventType, str] = {
     EventType.TASK_TIME_LIMIT: "the task ran past its max_runtime_s and ended FAILED",
     EventType.TASK_RETRIED: "an attempt failed retryably; the next one is scheduled",
     EventType.PIPELINE_ENDED: "a pipeline reached its final state",
-    EventType.NODE_CORDONED: "(admins) a node was cordoned: no new attempts there",
-    EventType.NODE_DRAINED: "(admins) a node was drained: cordoned, its attempts finish "
-                            "or are re-queued",
-    EventType.NODE_RESUMED: "(admins) a cordoned or drained node is back in admission",
-    EventType.NODE_QUARANTINED: "(admins) the service cordoned a node on the evidence of "
-                                "failed attempts",
+    **{EventType(_node_type(kind)): "(admins) " + _NODE_ABOUT.get(
+        kind.value, f"a node event {kind.value}") for kind in NodeEventKind},
 }
 
 
 def node_event_type(kind: NodeEventKind) -> EventType:
     """The webhook type of a node event: ``NODE_X`` -> ``node.x``."""
-    return EventType(f"node.{kind.value.removeprefix('NODE_').lower()}")
+    return EventType(_node_type(kind))
 
 
 # the types only an admin may subscribe to (and only admins' hooks receive)
