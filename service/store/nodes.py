@@ -66,14 +66,19 @@ class NodeStore(Part):
         return [_event(r) for r in self._reader().execute(
             Q["node_events_latest"], {"name": name, "limit": limit})]
 
-    def observed(self) -> tuple[list[NodeStateRow], dict[tuple[str, str], int]]:
-        """The stored states and the count of node events by (kind, source), read in one
-        snapshot (``/metrics``)."""
+    def observed(self, after: int = 0) -> tuple[list[NodeStateRow], dict[tuple[str, str], int],
+                                                int]:
+        """The stored states, the count of node events after id ``after`` by (kind,
+        source), and the last event id counted (``after`` when none), read in one
+        snapshot (``/metrics``: it passes the last id back, so a scrape reads only the
+        events written since the one before)."""
         with self._snapshot() as conn:
             states = [_row(r) for r in conn.execute(Q["node_states"])]
-            counts = {(r["kind"], r["source"]): r["n"]
-                      for r in conn.execute(Q["node_event_counts"])}
-        return states, counts
+            counts, last = {}, after
+            for r in conn.execute(Q["node_event_counts"], {"after": after}):
+                counts[(r["kind"], r["source"])] = r["n"]
+                last = max(last, r["last"])
+        return states, counts, last
 
     @staticmethod
     def _node_event(conn: sqlite3.Connection, row: NodeStateRow,

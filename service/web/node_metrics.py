@@ -1,8 +1,12 @@
 """The nodes' Prometheus families (issue 55), by node name, computed at scrape time from
-one store read (``NodeStore.observed``: the stored states and the node events counted by
-kind and source, in one snapshot) and the scheduler's last tick (``observed.Observed``:
-the alive nodes and their GPUs, the health reports its last health read used). A scrape
-costs no Ray call, no file read and no query per node.
+one store read (``NodeStore.observed``: the stored states, and the node events written
+since the last scrape counted by kind and source, in one snapshot; the first scrape
+counts them all, later ones only the new rows by primary key) and the scheduler's last
+tick (``observed.Observed``: the alive nodes and their GPUs, the health reports its last
+health read used). A scrape costs no Ray call, no file read and no query per node, and
+does not grow with the events' history. The event counter restarts with the process
+from the database's whole count (Prometheus' ``increase()`` takes a restart as a reset
+only when the count drops, and it never does: the rows stay).
 
 - ``argus_node_state{node,state,source}``: per known node (alive in the last snapshot or
   with a stored state) one series per state: ``schedulable`` (alive, not cordoned or
@@ -24,6 +28,7 @@ costs no Ray call, no file read and no query per node.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol
 
@@ -41,7 +46,8 @@ STATES = (SCHEDULABLE, *(k.value for k in NodeStateKind))
 class NodeStatsSource(Protocol):
     """What the node families read from the store (``store.nodes``)."""
 
-    def observed(self) -> tuple[Sequence[NodeStateRow], Mapping[tuple[str, str], int]]: ...
+    def observed(self, after: int = 0) -> tuple[
+        Sequence[NodeStateRow], Mapping[tuple[str, str], int], int]: ...
 
 
 class NodeCollector(Collector):
@@ -50,9 +56,21 @@ class NodeCollector(Collector):
     def __init__(self, source: NodeStatsSource, observed: Observed) -> None:
         self._source = source
         self._observed = observed
+        self._lock = threading.Lock()  # scrapes may overlap
+        self._counts: dict[tuple[str, str], int] = {}  # node events by (kind, source)
+        self._last_id = 0  # the last node event counted
+
+    def _read(self) -> tuple[Sequence[NodeStateRow], dict[tuple[str, str], int]]:
+        """The stored states, and the event counts brought up to date with the events
+        written since the last scrape (the first scrape counts them all)."""
+        with self._lock:
+            rows, new, self._last_id = self._source.observed(self._last_id)
+            for key, n in new.items():
+                self._counts[key] = self._counts.get(key, 0) + n
+            return rows, dict(self._counts)
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        rows, counts = self._source.observed()
+        rows, counts = self._read()
         stored = {row.name: row for row in rows}
         seen = self._observed.last
         snapshot = None if seen is None else seen.snapshot

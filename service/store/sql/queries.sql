@@ -1167,9 +1167,11 @@ ORDER BY ts, id;
 SELECT id, name, ts, kind, source, by_user, reason FROM node_events INDEXED BY node_events_name
 WHERE name = :name ORDER BY ts DESC, id DESC LIMIT :limit;
 
--- Node events by kind and source since the store began (/metrics: one read per scrape).
+-- Node events after id :after by kind and source, and the last id of each group (/metrics
+-- adds them to its running counts: a scrape reads only the rows written since the last).
 -- name: node_event_counts
-SELECT kind, source, count(*) AS n FROM node_events GROUP BY kind, source;
+SELECT kind, source, count(*) AS n, max(id) AS last FROM node_events
+WHERE id > :after GROUP BY kind, source;
 
 -- name: lease_get
 SELECT name, holder, host, pid, address, epoch, acquired_at, renewed_at, expires_at

@@ -106,10 +106,13 @@ def test_observed_counts_events_by_kind_and_source(store: Store) -> None:
     store.nodes.resume("w1", None, "admin", 2.0, "")
     store.nodes.cordon("w1", NodeSource.HEALTH, None, 3.0, "b")
     store.nodes.cordon("w2", NodeSource.HEALTH, None, 4.0, "c")
-    states, counts = store.nodes.observed()
+    states, counts, last = store.nodes.observed()
     assert sorted(s.name for s in states) == ["w1", "w2"]
     assert counts == {("NODE_CORDONED", "operator"): 1, ("NODE_RESUMED", "operator"): 1,
                       ("NODE_CORDONED", "health"): 2}
+    assert store.nodes.observed(last)[1:] == ({}, last)  # nothing new since
+    store.nodes.resume("w2", None, "admin", 5.0, "")
+    assert store.nodes.observed(last)[1:] == ({("NODE_RESUMED", "operator"): 1}, last + 1)
 
 
 def test_latest_events_newest_first_up_to_the_limit(store: Store) -> None:

@@ -132,15 +132,20 @@ def test_one_store_read_per_scrape_however_many_nodes(world: World,
         world.cluster.add_node(f"w{i:02d}", gpus=4)
         world.store.nodes.cordon(f"w{i:02d}", NodeSource.OPERATOR, "root", T0, "rack move")
     world.tick()
-    reads: list[str] = []
+    reads: list[int] = []
     real = world.store.nodes.observed
     monkeypatch.setattr(world.store.nodes, "observed",
-                        lambda: (reads.append("observed"), real())[1])
+                        lambda after=0: (reads.append(after), real(after))[1])
     for name in ("states", "state", "events", "latest_events"):
         monkeypatch.setattr(world.store.nodes, name,
                             lambda *a, _n=name: pytest.fail(f"/metrics called nodes.{_n}"))
     assert len(world.samples("argus_node_state")) == 50 * 3
-    assert reads == ["observed"]
+    assert reads == [0]  # the first scrape counts every event
+    world.store.nodes.resume("w00", None, "root", T0 + 1, "")
+    events = world.samples("argus_node_events_total")
+    assert reads == [0, 50]  # the next one only those after the last it counted
+    assert events[(("kind", "NODE_CORDONED"), ("source", "operator"))] == 50.0
+    assert events[(("kind", "NODE_RESUMED"), ("source", "operator"))] == 1.0
 
 
 def test_promtool_accepts_the_node_families(world: World) -> None:
