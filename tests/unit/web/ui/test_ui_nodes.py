@@ -59,6 +59,12 @@ async def test_drain_and_its_requeue_box(client, ticked, monkeypatch):
     resp = await _post(client, "/ui/nodes/gpu-07/drain", csrf=csrf_of(form), reason="swap GPU 3")
     assert resp.status == 303
     assert env.store.nodes.state("gpu-07").state is NodeStateKind.DRAINED
+    assert env.store.nodes.state("gpu-07").requeue is False
+    resp = await _post(client, "/ui/nodes/gpu-07/drain", csrf=csrf_of(form), reason="now",
+                       requeue="on")  # a drain without requeue drained again with it
+    assert resp.status == 303, await resp.text()
+    assert env.store.nodes.state("gpu-07").requeue is True
+    assert "drained (requeue)</span>" in await page(client, "/ui/cluster")
     sent: list[dict[str, Any]] = []
 
     async def change(deps, who, name, action, doc, ray_nodes):
