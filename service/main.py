@@ -150,7 +150,8 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     checkpointer = Checkpointer(store)  # no commit pays for copying the WAL
     artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
-    metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console)
+    metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console,
+                             nodes=store.nodes)
     loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s,
                          storage=store)
     metrics.watch_loop(loop)

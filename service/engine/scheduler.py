@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from service.cluster.boundary import Cluster, ClusterSnapshot, ClusterUnavailable
 from service.config import Settings
@@ -98,6 +99,7 @@ from service.engine.reconcile import (
 from service.engine.scheduler_loop import SchedulerLoop, StorageHealth
 from service.engine.tick_report import TickReport
 from service.engine.watch import DRIVER_NODE_GONE_S, Watch
+from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
 from service.scheduling.planner import Planner
 
@@ -148,6 +150,11 @@ class Scheduler:
     def last_estimates(self) -> dict[str, Planned]:
         """Task id -> its start estimate, from the last plan."""
         return self.applier.last_estimates
+
+    @property
+    def last_health(self) -> Mapping[str, HealthReport]:
+        """The usable health reports of the last health read, by node."""
+        return self.health.reports
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:

@@ -18,6 +18,7 @@ from service.domain.nodes import (
     NodeStateRow,
 )
 from service.store.core import Part, StoreError
+from service.store.outbox import enqueue_node
 from service.store.sql import QUERIES as Q
 
 
@@ -34,6 +35,11 @@ def _row(r: sqlite3.Row) -> NodeStateRow:
     return NodeStateRow(name=r["name"], state=NodeStateKind(r["state"]),
                         source=NodeSource(r["source"]), by=r["by_user"], at=r["at"],
                         reason=r["reason"], requeue=bool(r["requeue"]))
+
+
+def _event(r: sqlite3.Row) -> NodeEventRow:
+    return NodeEventRow(name=r["name"], ts=r["ts"], kind=NodeEventKind(r["kind"]),
+                        source=NodeSource(r["source"]), by=r["by_user"], reason=r["reason"])
 
 
 def describe(row: NodeStateRow) -> str:
@@ -53,17 +59,38 @@ class NodeStore(Part):
         return None if r is None else _row(r)
 
     def events(self, name: str) -> list[NodeEventRow]:
-        return [NodeEventRow(name=r["name"], ts=r["ts"], kind=NodeEventKind(r["kind"]),
-                             source=NodeSource(r["source"]), by=r["by_user"],
-                             reason=r["reason"])
-                for r in self._reader().execute(Q["node_events_of"], {"name": name})]
+        return [_event(r) for r in self._reader().execute(Q["node_events_of"], {"name": name})]
+
+    def latest_events(self, name: str, limit: int) -> list[NodeEventRow]:
+        """The newest ``limit`` events of node ``name``, newest first."""
+        return [_event(r) for r in self._reader().execute(
+            Q["node_events_latest"], {"name": name, "limit": limit})]
+
+    def observed(self, after: int = 0) -> tuple[list[NodeStateRow], dict[tuple[str, str], int],
+                                                int]:
+        """The stored states, the count of node events after id ``after`` by (kind,
+        source), and the last event id counted (``after`` when none), read in one
+        snapshot (``/metrics``: it passes the last id back, so a scrape reads only the
+        events written since the one before)."""
+        with self._snapshot() as conn:
+            states = [_row(r) for r in conn.execute(Q["node_states"])]
+            counts, last = {}, after
+            for r in conn.execute(Q["node_event_counts"], {"after": after}):
+                counts[(r["kind"], r["source"])] = r["n"]
+                last = max(last, r["last"])
+        return states, counts, last
 
     @staticmethod
     def _node_event(conn: sqlite3.Connection, row: NodeStateRow,
                kind: NodeEventKind) -> None:
-        conn.execute(Q["node_event_insert"], {
+        """The event of ``row``'s change and, in the same transaction, the webhook
+        deliveries it causes (admins' hooks that follow its type)."""
+        cur = conn.execute(Q["node_event_insert"], {
             "name": row.name, "ts": row.at, "kind": kind.value, "source": row.source.value,
             "by_user": row.by, "reason": row.reason})
+        assert cur.lastrowid is not None
+        enqueue_node(conn, cur.lastrowid, NodeEventRow(
+            row.name, row.at, kind, row.source, row.by, row.reason))
 
     def cordon(self, name: str, source: NodeSource, by: str | None, now: float,
                reason: str) -> NodeStateRow:

@@ -1,5 +1,5 @@
 """The cluster's nodes by name, and an admin's cordon, drain and resume (issue 55). The
-rules once, for the API and the CLI (and the console when it gets buttons).
+rules once, for the API, the CLI and the console's buttons.
 
 A node is known when Ray lists it (the scheduler's last snapshot, which the caller hands
 in: no Ray call here) or it has a stored state. Reading is for any signed-in user; a
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from service.cluster.boundary import NodeResources
 from service.cluster.sharedfs import SharedTree
 from service.config import Settings
-from service.domain.nodes import NodeSource, NodeStateRow, reason_problem
+from service.domain.nodes import NodeEventRow, NodeSource, NodeStateRow, reason_problem
 from service.domain.resources import GPU
 from service.domain.users import Principal
 from service.policy.nodehealth import HEALTH_MAX_BYTES, HealthReport, health_dir, parse_report
@@ -104,9 +104,21 @@ async def list_nodes(deps: NodeDeps, ray_nodes: Sequence[NodeResources] | None
     return views
 
 
-async def cordons(deps: NodeDeps) -> dict[str, NodeStateRow]:
-    """The stored states by node name (the console's cluster page)."""
-    return {row.name: row for row in await deps.store.read(lambda s: s.nodes.states())}
+EVENTS_MAX = 1000  # a node's events one read returns at most
+
+
+async def events_of(deps: NodeDeps, name: str, limit: int,
+                    ray_nodes: Sequence[NodeResources] | None) -> list[NodeEventRow]:
+    """Node ``name``'s newest ``limit`` events (1..``EVENTS_MAX``), newest first, for any
+    signed-in user. ``NotFound`` for a node Ray does not list with no state and no
+    events."""
+    if not 1 <= limit <= EVENTS_MAX:
+        raise Rejected("invalid node events request", [
+            {"field": "limit", "message": f"must be 1..{EVENTS_MAX}, got {limit}"}])
+    rows = await deps.store.read(lambda s: s.nodes.latest_events(name, limit))
+    if not rows:
+        await _known(deps, name, ray_nodes)
+    return rows
 
 
 def _check(who: Principal, doc: Mapping[str, Any], action: str) -> tuple[str, bool]:
@@ -134,7 +146,8 @@ async def _known(deps: NodeDeps, name: str, ray_nodes: Sequence[NodeResources] |
         return
     if await deps.store.read(lambda s: s.nodes.state(name)) is None:
         raise NotFound("node", name, f"node {name} not found: Ray does not list it "
-                       "(as of the scheduler's last tick) and it has no stored state")
+                       "(as of the scheduler's last tick) and it has no stored state or "
+                       "events")
 
 
 async def change(deps: NodeDeps, who: Principal, name: str, action: str,

@@ -15,8 +15,10 @@ one process independent. Families:
   last cluster snapshot, ``observed.Observed``): the admission wait-time histogram by
   workload and user (fed after each tick with the attempts claimed in it), pending tasks
   by reason kind (``reasons.WaitKind``), the oldest pending task's age, GPUs/CPUs in use
-  and free per node as
-  admission saw them at the last tick (never a Ray call per scrape).
+  and free per node (``node``: its name) as
+  admission saw them at the last tick (never a Ray call per scrape);
+- the nodes' states, health, GPUs and events by node name (``node_metrics``, one store
+  read per scrape).
 
 The ``user`` label's values are the users' names: users are created by admins, a few to
 some hundreds, so the label stays bounded (users x 8 states for the task counts).
@@ -57,8 +59,10 @@ from service.domain.rows import PendingGroup, UserRow
 from service.domain.states import TaskState
 from service.engine.observed import RESOURCES, Observed, total_of
 from service.engine.sampling import Sampler, SampleStore
+from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
 from service.store.db import storage_fault
+from service.web.node_metrics import NodeCollector, NodeStatsSource
 
 if TYPE_CHECKING:
     from service.engine.tick_report import TickReport
@@ -178,14 +182,14 @@ def _node_families(snapshot: ClusterSnapshot | None) -> Iterator[GaugeMetricFami
     families = {
         (res, kind): GaugeMetricFamily(
             f"argus_node_{res.lower()}s_{kind}",
-            f"{res}s {kind.replace('_', ' ')} per alive node, as admission saw them at the "
-            "scheduler's last tick.", labels=["node", "node_ip"])
+            f"{res}s {kind.replace('_', ' ')} per alive node (node: its name), as admission "
+            "saw them at the scheduler's last tick.", labels=["node", "node_ip", "node_id"])
         for res in RESOURCES for kind in ("in_use", "free")
     }
     for node in () if snapshot is None else snapshot.nodes:
         for res in RESOURCES:
             free = node.get(res)
-            labels = [node.node_id, node.node_ip]
+            labels = [node.display_name, node.node_ip, node.node_id]
             families[(res, "free")].add_metric(labels, free)
             families[(res, "in_use")].add_metric(labels, max(0.0, total_of(node, res) - free))
     yield from families.values()
@@ -289,6 +293,7 @@ class ServiceMetrics:
         *,
         users: UserStatsSource | None = None,
         queue: QueueStatsSource | None = None,
+        nodes: NodeStatsSource | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.registry = CollectorRegistry()
@@ -344,6 +349,8 @@ class ServiceMetrics:
         self.registry.register(self.admission_wait)  # after the queue: see _QueueCollector
         if users is not None:
             self.registry.register(_UserCollector(users))
+        if nodes is not None:
+            self.registry.register(NodeCollector(nodes, self.observed))
         if scheduler_loop is not None:
             self.watch_loop(scheduler_loop)
 
@@ -406,6 +413,9 @@ class Ticking(Protocol):
     @property
     def last_estimates(self) -> dict[str, Planned]: ...
 
+    @property
+    def last_health(self) -> Mapping[str, HealthReport]: ...
+
     def startup(self, now: float) -> TickReport: ...
 
     def tick(self, now: float) -> TickReport: ...
@@ -428,6 +438,7 @@ class MeteredScheduler:
     def tick(self, now: float) -> TickReport:
         report = self._scheduler.tick(now)
         self._metrics.observe_tick(report)
+        self._metrics.observed.record_health(self._scheduler.last_health)
         self._metrics.after_tick(now, self._scheduler.last_snapshot,
                                  self._scheduler.last_shares, self._scheduler.last_estimates)
         return report

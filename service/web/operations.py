@@ -260,6 +260,11 @@ OTHER_OPERATIONS: dict[tuple[str, str], Op] = {
         "listNodes", "nodes",
         "The cluster's nodes by name: alive or dead, GPUs, cordon (who, when, why), health",
         ok(nd.NodeList, "Every node Ray lists or that has a stored state")),
+    ("get", f"{_NODE}/events"): Op(
+        "listNodeEvents", "nodes",
+        "A node's events, newest first: cordoned, drained, resumed, quarantined (who, when, "
+        "why)", ok(nd.NodeEventList, "Events"), ("400:BadRequest", "404:NotFound"),
+        query=(limit(1000, 100, "how many"),)),
     ("post", f"{_NODE}:cordon"): Op(
         "cordonNode", "nodes",
         "Cordon a node: no new attempt is placed there; what runs there goes on",

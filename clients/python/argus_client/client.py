@@ -30,6 +30,7 @@ from argus_client.models import (
     NewToken,
     NewWebhook,
     NodeChanged,
+    NodeEventList,
     NodeList,
     Pipeline,
     PipelineList,
@@ -406,6 +407,12 @@ class ArgusClient:
     def list_nodes(self) -> NodeList:
         """The cluster's nodes by name: alive or dead, GPUs, cordon, health."""
         return NodeList.from_json(self.http.json("GET", f"{API}/nodes"))
+
+    def node_events(self, name: str, limit: int = 100) -> NodeEventList:
+        """Node ``name``'s events, newest first: cordons, drains, resumes, quarantines
+        (who, when, why)."""
+        return NodeEventList.from_json(self.http.json(
+            "GET", f"{API}/nodes/{quote(name, safe='')}/events", query={"limit": limit}))
 
     def change_node(self, name: str, action: str, reason: str | None = None, *,
                     requeue: bool = False) -> NodeChanged:

@@ -491,6 +491,30 @@ class NodeList(_Model):
 
 
 @dataclass(frozen=True)
+class NodeEvent(_Model):
+    """One event of a node: ``kind`` (NODE_CORDONED, NODE_DRAINED, NODE_RESUMED,
+    NODE_QUARANTINED), ``source`` (operator, health, quarantine), ``by`` (None: the
+    service), ``at``, ``reason``."""
+
+    at: str | None
+    kind: str
+    source: str
+    by: str | None
+    reason: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class NodeEventList(_Model):
+    """A node's events, newest first."""
+
+    name: str
+    events: list[NodeEvent]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _lists = {"events": NodeEvent}
+
+
+@dataclass(frozen=True)
 class NodeChanged(_Model):
     """A cordon, drain or resume done: ``cordon`` the state written (a resume: lifted)."""
 

@@ -912,6 +912,15 @@ FROM webhooks AS h INDEXED BY webhooks_owner
 WHERE h.owner = :owner
   AND EXISTS (SELECT 1 FROM json_each(h.events) WHERE json_each.value = :event_type);
 
+-- A node event: the hooks of enabled admins that follow its type (cluster-wide events are
+-- for admins only).
+-- name: webhook_enqueue_admins
+INSERT INTO webhook_deliveries (hook_id, event_id, event_type, event_ts, data_json, next_at)
+SELECT h.hook_id, :event_id, :event_type, :now, :data_json, :now
+FROM users AS u JOIN webhooks AS h INDEXED BY webhooks_owner ON h.owner = u.name
+WHERE u.role = 'admin' AND u.enabled = 1
+  AND EXISTS (SELECT 1 FROM json_each(h.events) WHERE json_each.value = :event_type);
+
 -- name: webhook_next_due
 SELECT min(next_at) AS next_at FROM webhook_deliveries INDEXED BY webhook_deliveries_due
 WHERE state = 'PENDING';
@@ -1152,6 +1161,17 @@ VALUES (:name, :ts, :kind, :source, :by_user, :reason);
 -- name: node_events_of
 SELECT name, ts, kind, source, by_user, reason FROM node_events WHERE name = :name
 ORDER BY ts, id;
+
+-- The newest :limit events of a node, newest first.
+-- name: node_events_latest
+SELECT id, name, ts, kind, source, by_user, reason FROM node_events INDEXED BY node_events_name
+WHERE name = :name ORDER BY ts DESC, id DESC LIMIT :limit;
+
+-- Node events after id :after by kind and source, and the last id of each group (/metrics
+-- adds them to its running counts: a scrape reads only the rows written since the last).
+-- name: node_event_counts
+SELECT kind, source, count(*) AS n, max(id) AS last FROM node_events
+WHERE id > :after GROUP BY kind, source;
 
 -- name: lease_get
 SELECT name, holder, host, pid, address, epoch, acquired_at, renewed_at, expires_at

@@ -8,11 +8,12 @@ from typing import Annotated
 
 from pydantic import Field
 
-from service.domain.nodes import REASON_MAX, NodeSource, NodeStateKind
+from service.domain.nodes import REASON_MAX, NodeEventKind, NodeSource, NodeStateKind
 from service.web.shapes.common import Answer, Request, Timestamp, at
 
 NodeState = enum.StrEnum("NodeState", {k.name: k.value for k in NodeStateKind})
 NodeStateSource = enum.StrEnum("NodeStateSource", {k.name: k.value for k in NodeSource})
+NodeEventType = enum.StrEnum("NodeEventType", {k.name: k.value for k in NodeEventKind})
 HealthState = enum.StrEnum("HealthState", {v.upper(): v for v in ("healthy", "unhealthy",
                                                                    "unknown")})
 
@@ -72,3 +73,17 @@ class NodeChanged(Answer):
     name: str
     action: Annotated[str, Field(description="cordon, drain or resume")]
     cordon: Annotated[NodeCordon, Field(description="the state written (resume: lifted)")]
+
+
+class NodeEvent(Answer):
+    at: Timestamp
+    kind: NodeEventType
+    source: NodeStateSource
+    by: Annotated[str | None, Field(description="the admin; null: the service (health "
+                                                "check, quarantine)")]
+    reason: str
+
+
+class NodeEventList(Answer):
+    name: str
+    events: Annotated[list[NodeEvent], Field(description="newest first")]

@@ -7,6 +7,7 @@ cordon, drain and resume.
     argus node drain NAME --reason TEXT --requeue  (admins: cordon; what runs there is stopped
                                                   and re-queued from its checkpoint)
     argus node resume NAME [--reason TEXT]       (admins: back in admission)
+    argus node events NAME [--limit N]           (any user: its events, newest first)
 """
 
 from __future__ import annotations
@@ -50,6 +51,19 @@ def changed_text(data: dict[str, Any]) -> str:
     return f"node {data['name']} {c['state']}{requeue}: {c['reason']}"
 
 
+def events_table(data: dict[str, Any], header: bool = True) -> str:
+    return table(["AT", "KIND", "SOURCE", "BY", "REASON"],
+                 [[e.get("at") or "-", e["kind"], e["source"], e.get("by") or "-",
+                   e.get("reason") or ""] for e in data["events"]], header=header)
+
+
+def cmd_events(ctx: Ctx) -> int:
+    a = ctx.args
+    ctx.emit(ctx.client.node_events(a.name, a.limit).raw,
+             lambda d: events_table(d, ctx.header))
+    return Exit.OK
+
+
 def cmd_nodes(ctx: Ctx) -> int:
     ctx.emit(ctx.client.list_nodes().raw, lambda d: nodes_table(d, ctx.header))
     return Exit.OK
@@ -74,7 +88,7 @@ def register(sub: Any, add_parser: AddParser) -> None:
     lst = add_table_options(add_parser(sub, "nodes", "the cluster's nodes by name: GPUs, "
                                                      "cordons, health"))
     lst.set_defaults(run=cmd_nodes)
-    node = add_parser(sub, "node", "cordon, drain or resume a node (admins)")
+    node = add_parser(sub, "node", "cordon, drain or resume a node (admins); its events")
     actions = node.add_subparsers(dest="node_command", required=True, metavar="ACTION")
     for name, help_, required in (
             ("cordon", "no new attempt is placed on the node", True),
@@ -90,3 +104,8 @@ def register(sub: Any, add_parser: AddParser) -> None:
                                 "from their checkpoint elsewhere (counted as a preemption, "
                                 "not charged to their retries)")
         p.set_defaults(run=cmd_change)
+    ev = add_table_options(add_parser(actions, "events", "a node's events, newest first "
+                                                        "(any user)"))
+    ev.add_argument("name", metavar="NAME", help="the node's name (argus nodes)")
+    ev.add_argument("--limit", type=int, default=100, help="how many (1..1000)")
+    ev.set_defaults(run=cmd_events)
