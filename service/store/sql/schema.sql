@@ -404,3 +404,12 @@ CREATE TABLE node_events (
     reason    TEXT NOT NULL
 );
 CREATE INDEX node_events_name ON node_events (name, ts);
+CREATE TABLE idempotency_keys (
+    user         TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    result_json  TEXT NOT NULL,
+    created_at   REAL NOT NULL,
+    PRIMARY KEY (user, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
