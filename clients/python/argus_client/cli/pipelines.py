@@ -11,7 +11,7 @@ from argus_client.cli.context import AddParser, Ctx
 from argus_client.cli.exits import Exit
 from argus_client.cli.options import add_parsable, add_table_options, add_wait_options
 from argus_client.cli.output import table
-from argus_client.cli.waiting import follow
+from argus_client.cli.waiting import follow, retry_note
 
 
 def dependency_rows(task: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -48,7 +48,8 @@ def cmd_submit(ctx: Ctx) -> int:
     """The pipeline's id alone where stdout is not a terminal (or ``-q``), else with its
     stages' tasks; ``--wait``: then follow it as ``pipeline wait`` does."""
     a = ctx.args
-    created = ctx.client.submit_pipeline(sys.stdin.buffer.read() if a.file == "-" else a.file)
+    created = ctx.client.submit_pipeline(sys.stdin.buffer.read() if a.file == "-" else a.file,
+                                         on_retry=retry_note(ctx))
     if not (a.wait and ctx.as_json):  # with --wait, --json prints the ended pipeline only
         ctx.emit(created.raw, lambda d: d["pipeline_id"] if ctx.parsable else
                  f"{d['pipeline_id']}  {d['state']}\n"

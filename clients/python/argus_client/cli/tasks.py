@@ -180,7 +180,8 @@ def cmd_submit(ctx: Ctx) -> int:
     """The new task's id alone where stdout is not a terminal (or ``-q``), else with its
     state; ``--wait``: then follow it as ``wait`` does (and exit as it does)."""
     a = ctx.args
-    submitted = ctx.client.submit(sys.stdin.buffer.read() if a.file == "-" else Path(a.file))
+    submitted = ctx.client.submit(sys.stdin.buffer.read() if a.file == "-" else Path(a.file),
+                                  on_retry=retry_note(ctx))
     if not (a.wait and ctx.as_json):  # with --wait, --json prints the ended task only
         ctx.emit(submitted.raw, lambda d: d["task_id"] if ctx.parsable
                  else f"{d['task_id']}  {d['state']}")
