@@ -191,3 +191,14 @@ async def test_the_cli_submit_rides_through_a_restart(server, tmp_path):
     task_id = out.split()[0]
     assert server.store.tasks.get_task(task_id) is not None
     assert err.getvalue().count("trying again") == 2
+
+
+async def test_the_cli_takes_a_key_so_a_script_run_twice_submits_once(server, tmp_path):
+    path = str(server.spec_file(tmp_path))
+    code, first = await run(server, "submit", path, "--idempotency-key", "nightly-1")
+    assert code == 0, first
+    code, again = await run(server, "submit", path, "--idempotency-key", "nightly-1")
+    assert code == 0 and again.split()[0] == first.split()[0]
+    code, other = await run(server, "submit", path, "--idempotency-key", "nightly-2")
+    assert code == 0 and other.split()[0] != first.split()[0]
+    assert task_count(server) == 2
