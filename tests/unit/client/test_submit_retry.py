@@ -9,17 +9,20 @@ import asyncio
 import email.message
 import io
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from aiohttp import web
 from cli_server import TOKEN, Server, run
 
 from argus_client import ArgusClient, ArgusConnectionError, RateLimited, ServerError
 from argus_client.client import SUBMIT_ATTEMPTS
 from argus_client.errors import ApiError, Conflict
+from service.web.app import create_app
 
 
 def spec(srv: Server, **fields: Any) -> dict[str, Any]:
@@ -202,3 +205,33 @@ async def test_the_cli_takes_a_key_so_a_script_run_twice_submits_once(server, tm
     code, other = await run(server, "submit", path, "--idempotency-key", "nightly-2")
     assert code == 0 and other.split()[0] != first.split()[0]
     assert task_count(server) == 2
+
+
+async def test_a_submit_while_the_service_is_down_lands_once_it_is_back(tmp_path):
+    """A real closed port, not a scripted failure: the service is down when the submit
+    starts (connection refused) and comes back during the SDK's first wait."""
+    srv = Server(tmp_path)
+    app = create_app(srv.settings, srv.store, srv.cluster, srv.artifacts, token=TOKEN,
+                     clock=lambda: srv.now)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    with socket.socket() as probe:  # a free port, closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    loop = asyncio.get_running_loop()
+    started: list[float] = []
+
+    def restart(seconds: float) -> None:  # the SDK's sleep: the service comes back
+        started.append(seconds)
+        site = web.TCPSite(runner, "127.0.0.1", port)
+        asyncio.run_coroutine_threadsafe(site.start(), loop).result(timeout=30)
+
+    client = ArgusClient(f"http://127.0.0.1:{port}", TOKEN, sleep=restart, clock=lambda: 0.0)
+    try:
+        done = await asyncio.to_thread(client.submit, spec(srv))
+        assert started == [0.5]  # refused once, then the restarted service answered
+        assert srv.store.tasks.get_task(done.task_id) is not None
+        assert task_count(srv) == 1
+    finally:
+        await runner.cleanup()
+        srv.store.close()
