@@ -4,6 +4,7 @@ is a 400; keys are per user and kept with what they created, in one transaction.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 
@@ -160,3 +161,15 @@ async def test_keys_are_purged_after_the_retention(client, env):
     reuse = await client.post("/api/v2/tasks", data=jobspec(env.shared, priority=3),
                               headers=keyed(YAML, "old"))
     assert reuse.status == 201 and task_count(env) == 3
+
+
+async def test_two_requests_with_one_key_at_once_make_one_task(client, env):
+    body = jobspec(env.shared)
+    answers = await asyncio.gather(*(
+        client.post("/api/v2/tasks", data=body, headers=keyed(YAML, "twice"))
+        for _ in range(4)))
+    created = [a for a in answers if a.status == 201]
+    assert created and all(a.status in (201, 409) for a in answers)
+    assert len({(await a.json())["task_id"] for a in created}) == 1
+    assert sum("Idempotent-Replayed" not in a.headers for a in created) == 1
+    assert task_count(env) == 1
