@@ -220,6 +220,7 @@ class Settings:
     token_env: str = "ARGUS_API_TOKEN"
     db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
     sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
+    lease_ttl_s: float = 15.0  # the database lease: one instance per database
     task_id_prefix: str = "mvp2"
     allowed_roots: tuple[str, ...] = ()  # default: (shared_root,)
     max_body_bytes: int = 256 << 10  # a real JobSpec is a few KiB; overrides fit many times over

@@ -317,7 +317,7 @@ def _ui_settings(ui: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _sqlite_settings(sqlite: Mapping[str, Any]) -> dict[str, Any]:
-    """``v2.sqlite``: the database's path and durability."""
+    """``v2.sqlite``: the database's path, durability and lease."""
     kw: dict[str, Any] = {}
     if sqlite.get("db_path"):
         kw["db_path"] = _str(sqlite["db_path"], "v2.sqlite.db_path")
@@ -327,6 +327,9 @@ def _sqlite_settings(sqlite: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"v2.sqlite.synchronous: one of {', '.join(SYNCHRONOUS_MODES)}, "
                               f"got {sqlite['synchronous']!r}")
         kw["sqlite_synchronous"] = mode
+    if "lease_ttl_s" in sqlite:
+        kw["lease_ttl_s"] = float(_num(sqlite["lease_ttl_s"], "v2.sqlite.lease_ttl_s",
+                                       minimum=3))
     return kw
 
 

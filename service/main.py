@@ -19,6 +19,7 @@ import ctypes
 import gc
 import logging
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -38,6 +39,7 @@ from service.config_load import load_settings
 from service.domain.users import MAX_TOKEN_LEN, presentable
 from service.engine import webhook_delivery
 from service.engine.artifacts import Artifacts
+from service.engine.lease_keeper import LeaseHeld, LeaseKeeper, this_instance
 from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler, SchedulerLoop
 from service.store.backup import BackupError, backup
@@ -142,6 +144,13 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     ``cluster``; the loops start with the app and stop (then the store closes) on
     shutdown."""
     store = Store(settings.resolved_db_path, synchronous=settings.sqlite_synchronous)
+    lease = LeaseKeeper(store.lease, this_instance(settings.api_port), settings.lease_ttl_s,
+                        on_lost=_stop_process)
+    try:
+        lease.acquire()  # before any loop: one instance per database
+    except BaseException:
+        store.close()
+        raise
     checkpointer = Checkpointer(store)  # no commit pays for copying the WAL
     artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
@@ -149,8 +158,9 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s,
                          storage=store)
     metrics.watch_loop(loop)
+    metrics.watch_lease(lease)
     app = create_app(settings, store, cluster, artifacts, token=token,
-                     scheduler_loop=loop, metrics=metrics)
+                     scheduler_loop=loop, metrics=metrics, lease=lease)
     follower = FollowerLoop(LogFollower(
         store, cluster, artifacts, max_points=settings.progress.max_points,
         max_read_chars=settings.progress.max_read_chars), settings.progress.poll_s)
@@ -158,6 +168,7 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
         webhook_delivery.attach(app, store, settings.webhooks)
 
     async def start_loop(_: web.Application) -> None:
+        lease.start()
         checkpointer.start()
         loop.start()
         if settings.progress.enabled:
@@ -167,6 +178,7 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
         loop.stop()
         follower.stop()
         checkpointer.stop()
+        lease.stop()
         store.close()
 
     app.on_startup.append(start_loop)
@@ -237,6 +249,12 @@ def serve(app: web.Application, host: str, port: int,
         access_log=logging.getLogger("argus.access"))
 
 
+def _stop_process(why: str) -> None:
+    """The lease was taken over: stop as on SIGTERM (the supervisor restarts the service,
+    which then waits for the lease like any second instance)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _fail(message: str) -> None:
     print(f"argus-api: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -291,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         app = build_service(settings, token, cluster)
     except (OSError, sqlite3.Error, SchemaError) as exc:
         _fail(f"cannot open the database {settings.resolved_db_path}: {exc}")
+    except LeaseHeld as exc:
+        _fail(f"the database {settings.resolved_db_path} is in use by another Argus "
+              f"instance: {exc}")
     log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
              settings.resolved_db_path, settings.head_json or settings.ray_address)
     serve(app, settings.api_host, settings.api_port, ServerLimits.from_settings(settings))

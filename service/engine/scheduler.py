@@ -11,7 +11,9 @@ A tick, in order:
    PENDING_RESOURCES with ``next_run_at = now + delay``. A job Ray no longer knows is
    CLUSTER_LOST. Ray unreachable leaves every row as it is.
 2. **Snapshot** the cluster once; **watch hung attempts** (RUNNING with a placement group
-   unplaced for ``stuck_timeout_s``: stop, INSUFFICIENT_RESOURCES, retry).
+   unplaced for ``stuck_timeout_s``: stop, INSUFFICIENT_RESOURCES, retry); stop the
+   attempts on a node drained with requeue (``service.engine.drain_requeue``: they end
+   PREEMPTED and are re-queued).
 3. **Plan, then submit**: ``service.scheduling.planner`` decides from a snapshot (pure:
    runnable tasks, attempts on the cluster, free resources, fair shares) which tasks start,
    why the others wait, which nodes are kept, whom to preempt (the queue policy below); the
@@ -78,6 +80,7 @@ from service.engine.applier import Applier
 from service.engine.artifacts import Artifacts
 from service.engine.attempt_end import AttemptEnder
 from service.engine.dependency_tick import DependencyStep
+from service.engine.drain_requeue import DrainRequeue
 from service.engine.node_health import NodeHealth
 from service.engine.ports import SchedulerStore
 from service.engine.reconcile import (
@@ -122,6 +125,7 @@ class Scheduler:
         self.applier = Applier(store, cluster, settings, artifacts, self.planner,
                                backfill_window)
         self.health = NodeHealth(store, settings)  # the health-driven cordon
+        self.drains = DrainRequeue(store, cluster)  # drain --requeue stops what is there
         # the last tick's cluster view (or why Ray did not answer), for /metrics and the
         # console's cluster page, which never call Ray themselves
         self.last_snapshot: ClusterSnapshot | ClusterUnavailable | None = None
@@ -170,6 +174,7 @@ class Scheduler:
         else:  # step 2
             self.watch.hung(now, snapshot, report)
             self.watch.driver_nodes(now, snapshot, report)
+            self.drains.run(now, snapshot, self.watch.driver_node_ids, report)
         self.last_snapshot = snapshot
         if not isinstance(snapshot, ClusterUnavailable) and self.health.due(now):
             # unhealthy nodes out of admission before this tick's plan (node_health)

@@ -33,12 +33,13 @@ class NodeStateConflict(StoreError):
 def _row(r: sqlite3.Row) -> NodeStateRow:
     return NodeStateRow(name=r["name"], state=NodeStateKind(r["state"]),
                         source=NodeSource(r["source"]), by=r["by_user"], at=r["at"],
-                        reason=r["reason"])
+                        reason=r["reason"], requeue=bool(r["requeue"]))
 
 
 def describe(row: NodeStateRow) -> str:
     who = row.by if row.source is NodeSource.OPERATOR else "the health check"
-    return f"node {row.name} is already {row.state.value} (by {who}: {row.reason})"
+    what = f"{row.state.value} with requeue" if row.requeue else row.state.value
+    return f"node {row.name} is already {what} (by {who}: {row.reason})"
 
 
 class NodeStore(Part):
@@ -72,19 +73,23 @@ class NodeStore(Part):
         with self._tx() as conn:
             cur = conn.execute(Q["node_state_insert"], {
                 "name": name, "state": row.state.value, "source": source.value,
-                "by_user": by, "at": now, "reason": reason})
+                "by_user": by, "at": now, "reason": reason, "requeue": 0})
             if cur.rowcount != 1:
                 current = _row(conn.execute(Q["node_state"], {"name": name}).fetchone())
                 raise NodeStateConflict(name, current, describe(current))
             self._node_event(conn, row, NodeEventKind.CORDONED)
         return row
 
-    def drain(self, name: str, by: str | None, now: float, reason: str) -> NodeStateRow:
-        """Drain a node (an operator's): cordon it, or turn its cordon into a drain. Raises
-        ``NodeStateConflict`` when it is drained already."""
-        row = NodeStateRow(name, NodeStateKind.DRAINED, NodeSource.OPERATOR, by, now, reason)
+    def drain(self, name: str, by: str | None, now: float, reason: str, *,
+              requeue: bool = False) -> NodeStateRow:
+        """Drain a node (an operator's): cordon it, or turn its cordon into a drain, or (with
+        ``requeue``) a drain without requeue into one with it: the scheduler then stops the
+        attempts there and re-queues them. Raises ``NodeStateConflict`` when it is drained
+        already (with requeue, or ``requeue`` is not asked)."""
+        row = NodeStateRow(name, NodeStateKind.DRAINED, NodeSource.OPERATOR, by, now, reason,
+                           requeue)
         params = {"name": name, "state": row.state.value, "source": row.source.value,
-                  "by_user": by, "at": now, "reason": reason}
+                  "by_user": by, "at": now, "reason": reason, "requeue": int(requeue)}
         with self._tx() as conn:
             if conn.execute(Q["node_state_insert"], params).rowcount != 1 and \
                     conn.execute(Q["node_state_drain"], params).rowcount != 1:

@@ -6,8 +6,11 @@ in: no Ray call here) or it has a stored state. Reading is for any signed-in use
 change is for admins (``Forbidden`` otherwise). A cordon or drain needs a reason (at most
 ``REASON_MAX`` printable characters; ``Rejected`` otherwise); cordoning a node that is out
 of admission already, or resuming one that is not, is a ``Conflict`` naming who put it
-there. A drain is a cordon whose attempts finish on their own: nothing is stopped or
-requeued (``--requeue`` is not there yet). Resume lifts any cordon, the health check's too.
+there. A drain is a cordon whose attempts finish on their own; a drain with ``requeue``
+(a boolean; only a drain has it) also has the scheduler stop its attempts and re-queue
+them as preemptions (``service.engine.drain_requeue``). Draining a cordoned node, or one
+drained without requeue with it, turns it into that drain; the same drain twice is a
+``Conflict``. Resume lifts any cordon, the health check's too.
 """
 
 from __future__ import annotations
@@ -106,17 +109,23 @@ async def cordons(deps: NodeDeps) -> dict[str, NodeStateRow]:
     return {row.name: row for row in await deps.store.read(lambda s: s.nodes.states())}
 
 
-def _check(who: Principal, doc: Mapping[str, Any], required: bool) -> str:
+def _check(who: Principal, doc: Mapping[str, Any], action: str) -> tuple[str, bool]:
+    """The request's reason and requeue, or ``Forbidden`` / ``Rejected`` (every problem)."""
     if not who.is_admin:
         raise Forbidden("only an admin may cordon, drain or resume a node")
-    unknown = sorted(set(doc) - {"reason"})
-    problems = [{"field": k, "message": "unknown field"} for k in unknown]
-    problem = reason_problem(doc.get("reason"), required=required)
+    fields = {"reason", "requeue"} if action == "drain" else {"reason"}
+    unknown = sorted(set(doc) - fields)
+    problems = [{"field": k, "message": "unknown field" if k != "requeue" else
+                 "only a drain re-queues its attempts"} for k in unknown]
+    problem = reason_problem(doc.get("reason"), required=action != "resume")
     if problem:
         problems.append({"field": "reason", "message": problem})
+    requeue = doc.get("requeue", False)
+    if "requeue" in fields and not isinstance(requeue, bool):
+        problems.append({"field": "requeue", "message": "requeue must be true or false"})
     if problems:
         raise Rejected("invalid node request", problems)
-    return str(doc.get("reason") or "")
+    return str(doc.get("reason") or ""), requeue is True
 
 
 async def _known(deps: NodeDeps, name: str, ray_nodes: Sequence[NodeResources] | None
@@ -134,7 +143,7 @@ async def change(deps: NodeDeps, who: Principal, name: str, action: str,
     """``action`` (cordon, drain, resume) on node ``name`` for ``who``; the state written
     (for a resume: the state lifted). Refuses with Forbidden, Rejected, NotFound,
     Conflict; a refusal writes nothing."""
-    reason = _check(who, doc, required=action != "resume")
+    reason, requeue = _check(who, doc, action)
     await _known(deps, name, ray_nodes)
     now = deps.clock()
     try:
@@ -142,12 +151,14 @@ async def change(deps: NodeDeps, who: Principal, name: str, action: str,
             row = await deps.store.write(lambda s: s.nodes.cordon(
                 name, NodeSource.OPERATOR, who.name, now, reason))
         elif action == "drain":
-            row = await deps.store.write(lambda s: s.nodes.drain(name, who.name, now, reason))
+            row = await deps.store.write(lambda s: s.nodes.drain(name, who.name, now, reason,
+                                                                 requeue=requeue))
         else:
             row = await deps.store.write(lambda s: s.nodes.resume(
                 name, None, who.name, now, reason))
     except NodeStateConflict as exc:
         raise Conflict(str(exc)) from exc
-    log.warning("node %s: %s by %s (%s)", name, action, who.name, reason or "no reason")
+    log.warning("node %s: %s%s by %s (%s)", name, action, " with requeue" if requeue else "",
+                who.name, reason or "no reason")
     return row
 

@@ -51,6 +51,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable
+from service.domain.lease import LeaseRow
 from service.domain.reasons import Planned, WaitKind
 from service.domain.rows import PendingGroup, UserRow
 from service.domain.states import TaskState
@@ -84,6 +85,16 @@ class LoopCounters(Protocol):
 
     @property
     def errors(self) -> int: ...
+
+
+class LeaseHolder(Protocol):
+    """This instance's database lease (``engine.lease_keeper.LeaseKeeper``)."""
+
+    @property
+    def lease(self) -> LeaseRow | None: ...
+
+    @property
+    def lost(self) -> str | None: ...
 
 
 class _UserList(Protocol):
@@ -244,6 +255,30 @@ class _SchedulerLoopCollector(Collector):
         )
 
 
+class _LeaseCollector(Collector):
+    """This instance's database lease at scrape time: who leads, since when, its epoch."""
+
+    def __init__(self, keeper: LeaseHolder) -> None:
+        self._keeper = keeper
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        row = self._keeper.lease
+        if row is None:
+            return
+        held = 0.0 if self._keeper.lost is not None else 1.0
+        family = GaugeMetricFamily(
+            "argus_instance_leader", "1 while this instance holds the database lease.",
+            labels=["instance", "address"])
+        family.add_metric([row.holder.holder, row.holder.address], held)
+        yield family
+        yield GaugeMetricFamily("argus_leader_since_seconds",
+                                "When this instance took the database lease (epoch s).",
+                                value=row.acquired_at)
+        yield GaugeMetricFamily("argus_leader_epoch",
+                                "The database lease's epoch (+1 at every change of holder).",
+                                value=float(row.epoch))
+
+
 class ServiceMetrics:
     """Every metric family of one app; :meth:`render` gives the exposition text."""
 
@@ -286,7 +321,8 @@ class ServiceMetrics:
         )
         self.preemptions = Counter(
             "argus_preemptions", "Running attempts stopped to make room for a "
-            "higher-priority gang (each is re-queued and resumes from its checkpoint).",
+            "higher-priority gang, or because their node was drained with requeue (each "
+            "is re-queued and resumes from its checkpoint).",
             registry=self.registry,
         )
         self.tick_duration = Histogram(
@@ -315,6 +351,10 @@ class ServiceMetrics:
         """Export the loop's tick and error counters (once per app)."""
         self.registry.register(_SchedulerLoopCollector(scheduler_loop))
 
+    def watch_lease(self, keeper: LeaseHolder) -> None:
+        """Export the database lease this instance holds (once per app)."""
+        self.registry.register(_LeaseCollector(keeper))
+
     def observe_request(self, method: str, route: str, status: int) -> None:
         self.http_requests.labels(method, route, str(status)).inc()
         self.http_responses.labels(f"{status // 100}xx").inc()
@@ -324,7 +364,7 @@ class ServiceMetrics:
         self.tick_duration.observe(report.duration_s)
         self.ray_submits.inc(report.submitted)
         self.retries.inc(report.retried)
-        self.preemptions.inc(report.preempted)
+        self.preemptions.inc(report.preempted + report.requeued)
 
     def after_tick(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
                    shares: Mapping[str | None, Share] | None = None,

@@ -299,9 +299,10 @@ OTHER_OPERATIONS: dict[tuple[str, str], Op] = {
         body=nd.NodeChange),
     ("post", f"{_NODE}:drain"): Op(
         "drainNode", "nodes",
-        "Drain a node: cordoned, and the attempts on it finish on their own (not requeued)",
+        "Drain a node: cordoned, and the attempts on it finish on their own, or with "
+        "requeue are stopped and re-queued to resume from their checkpoint elsewhere",
         ok(nd.NodeChanged, "Drained"), (*BODY_ERRORS, "404:NotFound", "409:Conflict"),
-        body=nd.NodeChange),
+        body=nd.NodeDrain),
     ("post", f"{_NODE}:resume"): Op(
         "resumeNode", "nodes",
         "Resume a cordoned or drained node (the health check's cordon too)",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import sys
 import time
@@ -21,19 +20,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from raypool.config import detect_node_ip
-from raypool.deadline import Deadline
 from raypool.health import list_nodes
 from raypool.local.launcher import (
     LocalCluster,
-    down,
-    start_node,
-    wait_for_head,
-    wait_for_workers,
 )
-from raypool.local.ports import PORT_BLOCK, free_port_block, port_args
-from raypool.local.state import LocalNode
 
+from .onehost import one_host_cluster
 from .waiting import poll
 
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(600)]
@@ -46,61 +38,13 @@ if not shutil.which("supervisord", path=os.path.dirname(sys.executable)) \
     pytest.skip("runtime tier needs supervisord", allow_module_level=True)
 
 
-def node_env(c: LocalCluster, name: str, role: str, ip: str, base: int) -> dict[str, str]:
-    ports, block_args = port_args(base)
-    env = {
-        "ARGUS_ROLE": role, "ARGUS_NODE_NAME": name,
-        "ARGUS_SHARED_ROOT": os.path.join(c.state_dir, "shared"),
-        "ARGUS_CLUSTER_NAME": c.cluster_name, "ARGUS_HEAD_IP_FILE": c.head_file,
-        "ARGUS_RUN_DIR": os.path.join(c.state_dir, name), "ARGUS_NODE_IP": ip,
-        "ARGUS_TTL_S": "20", "ARGUS_REFRESH_S": "2", "ARGUS_POLL_S": "1",
-        "ARGUS_WORKER_NUM_GPUS": "4", "ARGUS_WORKER_NUM_CPUS": "2",
-        "ARGUS_START_TIMEOUT_S": "60", "ARGUS_UNHEALTHY_S": "5", "ARGUS_STOP_TIMEOUT_S": "5",
-        "ARGUS_RAY_TEMP_DIR": os.path.join(c.ray_temp_root, name),
-        "ARGUS_RAY_EXTRA_ARGS": " ".join([f"--object-store-memory={256 * 1024 * 1024}",
-                                          *block_args]),
-        "ARGUS_FAKE_GPUS": "standin", "ARGUS_HEALTH_INTERVAL_S": f"{INTERVAL_S:g}",
-        "ARGUS_HEALTH_TIMEOUT_S": "10", "ARGUS_HEALTH_MIN_FREE_GB": "0.01",
-    }
-    if role == "head":
-        env["ARGUS_RAY_PORT"], env["ARGUS_DASHBOARD_PORT"] = (str(ports["gcs"]),
-                                                             str(ports["dashboard"]))
-    return env
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    token = secrets.token_hex(3)
-    state_dir = f"/tmp/arh-{token}"
-    os.makedirs(state_dir)
-    c = LocalCluster(
-        state_dir=state_dir, isolation="ports", cluster_id=token[:4],
-        ray_temp_root=f"/tmp/ar-{token}", cluster_name="argus-health",
-        head_file=os.path.join(state_dir, "shared", "ray", "discovery", "argus-health",
-                               "head.json"),
-        options={"pid_ns": ""})
-    os.makedirs(c.ray_temp_root)
-    ip = detect_node_ip()
-    taken: set[int] = set()
-    for name, role in [("head", "head"), ("gpu-w1", "worker")]:
-        base = free_port_block(PORT_BLOCK, taken)
-        taken.update(range(base, base + PORT_BLOCK))
-        c.nodes.append(LocalNode(name, role, ip, node_env(c, name, role, ip, base),
-                                 port_base=base))
-    c.save()
-    try:
-        start_node(c, c.nodes[0])
-        record = wait_for_head(c, Deadline.after(120))
-        c.gcs_address, c.job_server_url = record.gcs_address, record.job_server_url
-        c.save()
-        start_node(c, c.nodes[1])
-        wait_for_workers(c.gcs_address, 1, Deadline.after(120))
+    with one_host_cluster("arh", "argus-health", ["gpu-w1"], {
+        "ARGUS_FAKE_GPUS": "standin", "ARGUS_HEALTH_INTERVAL_S": f"{INTERVAL_S:g}",
+        "ARGUS_HEALTH_TIMEOUT_S": "10", "ARGUS_HEALTH_MIN_FREE_GB": "0.01",
+    }) as c:
         yield c
-    finally:
-        problems = down(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
-        shutil.rmtree(c.ray_temp_root, ignore_errors=True)
-        assert problems == [], problems
 
 
 def health(c: LocalCluster, name: str) -> dict | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
@@ -32,21 +31,14 @@ import psutil
 import pytest
 
 from raypool import discovery
-from raypool.config import detect_node_ip
-from raypool.deadline import Deadline
 from raypool.headrecord import HeadRecord
 from raypool.local.launcher import (
     LocalCluster,
     count_workers,
-    down,
     node_pids,
-    start_node,
-    wait_for_head,
-    wait_for_workers,
 )
-from raypool.local.ports import PORT_BLOCK, free_port_block, port_args
-from raypool.local.state import LocalNode
 
+from .onehost import one_host_cluster
 from .waiting import poll
 
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(900)]
@@ -88,66 +80,12 @@ print(json.dumps(ray.get(ticker.state.remote(), timeout=20)))
 """
 
 
-def node_env(c: LocalCluster, name: str, role: str, ip: str, base: int) -> dict[str, str]:
-    ports, block_args = port_args(base)
-    env = {
-        "ARGUS_ROLE": role, "ARGUS_NODE_NAME": name,
-        "ARGUS_SHARED_ROOT": os.path.join(c.state_dir, "shared"),
-        "ARGUS_CLUSTER_NAME": c.cluster_name, "ARGUS_HEAD_IP_FILE": c.head_file,
-        "ARGUS_RUN_DIR": os.path.join(c.state_dir, name), "ARGUS_NODE_IP": ip,
-        "ARGUS_TTL_S": "20", "ARGUS_REFRESH_S": "2", "ARGUS_POLL_S": "1",
-        "ARGUS_WORKER_NUM_GPUS": "4", "ARGUS_WORKER_NUM_CPUS": "2",
-        "ARGUS_WORKER_RESOURCES_KV": "worker_node=100",
-        "ARGUS_START_TIMEOUT_S": "60", "ARGUS_UNHEALTHY_S": "5", "ARGUS_STOP_TIMEOUT_S": "5",
-        # a temp dir per node, as separate installs on one box would have
-        "ARGUS_RAY_TEMP_DIR": os.path.join(c.ray_temp_root, name),
-        "ARGUS_RAY_EXTRA_ARGS": " ".join([f"--object-store-memory={256 * 1024 * 1024}",
-                                          *block_args]),
-    }
-    if role == "head":
-        env["ARGUS_RAY_PORT"], env["ARGUS_DASHBOARD_PORT"] = (str(ports["gcs"]),
-                                                             str(ports["dashboard"]))
-    return env
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    """Head + 2 workers on this host's IP; no namespaces (``pid_ns`` empty: the launcher
-    runs ``argus-node run`` as it is)."""
-    token = secrets.token_hex(3)
-    state_dir = f"/tmp/aro-{token}"
-    os.makedirs(state_dir)
-    c = LocalCluster(
-        state_dir=state_dir, isolation="ports", cluster_id=token[:4],
-        ray_temp_root=f"/tmp/ar-{token}", cluster_name="argus-one-host",
-        head_file=os.path.join(state_dir, "shared", "ray", "discovery", "argus-one-host",
-                               "head.json"),
-        options={"pid_ns": ""})
-    os.makedirs(c.ray_temp_root)
-    ip = detect_node_ip()
-    taken: set[int] = set()
-    for name, role in [("head", "head")] + [(f"w{i}", "worker") for i in range(1, WORKERS + 1)]:
-        base = free_port_block(PORT_BLOCK, taken)
-        taken.update(range(base, base + PORT_BLOCK))
-        c.nodes.append(LocalNode(name, role, ip, node_env(c, name, role, ip, base),
-                                 port_base=base))
-    c.save()
-    path = os.environ["PATH"]
-    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + path
-    try:
-        start_node(c, c.nodes[0])
-        record = wait_for_head(c, Deadline.after(120))
-        c.gcs_address, c.job_server_url = record.gcs_address, record.job_server_url
-        c.save()
-        for joined, node in enumerate(c.nodes[1:], start=1):
-            start_node(c, node)
-            wait_for_workers(c.gcs_address, joined, Deadline.after(120))
+    """Head + 2 workers on this host's IP (``onehost.py``)."""
+    with one_host_cluster("aro", NAMESPACE, [f"w{i}" for i in range(1, WORKERS + 1)],
+                          {}) as c:
         yield c
-    finally:
-        os.environ["PATH"] = path
-        problems = down(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
-        assert problems == [], problems
 
 
 def head_record(c: LocalCluster) -> HeadRecord | None:

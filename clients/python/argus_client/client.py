@@ -436,11 +436,17 @@ class ArgusClient:
         """The cluster's nodes by name: alive or dead, GPUs, cordon, health."""
         return NodeList.from_json(self.http.json("GET", f"{API}/nodes"))
 
-    def change_node(self, name: str, action: str, reason: str | None = None) -> NodeChanged:
+    def change_node(self, name: str, action: str, reason: str | None = None, *,
+                    requeue: bool = False) -> NodeChanged:
         """``action`` cordon, drain or resume on node ``name`` (admins; a reason is
-        required for cordon and drain)."""
+        required for cordon and drain). ``requeue`` (a drain only): the attempts on the
+        node are stopped and re-queued, to resume from their checkpoint elsewhere."""
         if action not in ("cordon", "drain", "resume"):
             raise UsageError(f"unknown node action {action!r}: cordon, drain or resume")
-        body = {} if reason is None else {"reason": reason}
+        if requeue and action != "drain":
+            raise UsageError("only a drain re-queues the attempts on the node")
+        body: dict[str, Any] = {} if reason is None else {"reason": reason}
+        if requeue:
+            body["requeue"] = True
         return NodeChanged.from_json(self.request_json(
             "POST", f"{API}/nodes/{quote(name, safe='')}:{action}", body=body))

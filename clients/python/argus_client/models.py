@@ -464,7 +464,8 @@ class LogChunk:
 @dataclass(frozen=True)
 class Node(_Model):
     """A cluster node by name: ``state`` alive or dead, ``schedulable``, its GPUs,
-    ``cordon`` (``{state, source, by, at, reason}``, None when schedulable) and ``health``
+    ``cordon`` (``{state, source, by, at, reason, requeue}``, None when schedulable) and
+    ``health``
     (``{state, detail, checked_at}``)."""
 
     name: str

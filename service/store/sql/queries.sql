@@ -397,7 +397,9 @@ UPDATE attempts SET stop_requested = 1
 WHERE task_id = :task_id AND attempt_no = :attempt_no AND stop_requested = 0;
 
 -- name: request_preemption
--- The attempt is stopped to make room for :preempted_for (zero rows: it was already).
+-- The attempt is stopped to make room for :preempted_for, a task, or because its node is
+-- drained with requeue (the node's mark, service.domain.nodes.drain_mark; zero rows: it
+-- is being stopped already).
 UPDATE attempts SET preempted_for = :preempted_for
 WHERE task_id = :task_id AND attempt_no = :attempt_no AND preempted_for IS NULL
   AND end_time IS NULL;
@@ -1135,22 +1137,23 @@ WHERE pipeline_id = :pipeline_id AND state = 'RUNNING' AND cancel_requested_at I
 -- nodes: cordon, drain, resume (service/store/nodes.py) -----------------------------------
 
 -- name: node_states
-SELECT name, state, source, by_user, at, reason FROM node_states ORDER BY name;
+SELECT name, state, source, by_user, at, reason, requeue FROM node_states ORDER BY name;
 
 -- name: node_state
-SELECT name, state, source, by_user, at, reason FROM node_states WHERE name = :name;
+SELECT name, state, source, by_user, at, reason, requeue FROM node_states WHERE name = :name;
 
 -- name: node_state_insert
 -- Guarded: a node already out of admission keeps its row (rowcount 0: the caller says so).
-INSERT INTO node_states (name, state, source, by_user, at, reason)
-VALUES (:name, :state, :source, :by_user, :at, :reason)
+INSERT INTO node_states (name, state, source, by_user, at, reason, requeue)
+VALUES (:name, :state, :source, :by_user, :at, :reason, :requeue)
 ON CONFLICT (name) DO NOTHING;
 
 -- name: node_state_drain
--- A cordoned node drained (the guard: it is cordoned now).
+-- A cordoned node drained, or a drain turned into one that re-queues (the guard: it is
+-- cordoned now, or drained without requeue and :requeue is 1).
 UPDATE node_states SET state = 'drained', source = :source, by_user = :by_user, at = :at,
-       reason = :reason
-WHERE name = :name AND state = 'cordoned';
+       reason = :reason, requeue = :requeue
+WHERE name = :name AND (state = 'cordoned' OR (state = 'drained' AND requeue = 0 AND :requeue = 1));
 
 -- name: node_state_delete
 -- Resume, guarded by the source the caller read (a health resume never lifts an
@@ -1164,3 +1167,31 @@ VALUES (:name, :ts, :kind, :source, :by_user, :reason);
 -- name: node_events_of
 SELECT name, ts, kind, source, by_user, reason FROM node_events WHERE name = :name
 ORDER BY ts, id;
+
+-- name: lease_get
+SELECT name, holder, host, pid, address, epoch, acquired_at, renewed_at, expires_at
+FROM service_lease WHERE name = :name;
+
+-- name: lease_insert
+-- The first take of a lease: nobody ever held it (rowcount 0: someone took it first).
+INSERT INTO service_lease (name, holder, host, pid, address, epoch, acquired_at,
+                           renewed_at, expires_at)
+VALUES (:name, :holder, :host, :pid, :address, 1, :now, :now, :expires_at)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: lease_take
+-- A take from the holder the caller read, guarded by its epoch (a renewal or another
+-- take in between moves nothing).
+UPDATE service_lease SET holder = :holder, host = :host, pid = :pid, address = :address,
+       epoch = epoch + 1, acquired_at = :now, renewed_at = :now, expires_at = :expires_at
+WHERE name = :name AND epoch = :seen_epoch AND holder = :seen_holder;
+
+-- name: lease_renew
+-- Guarded by holder and epoch: a deposed holder renews nothing.
+UPDATE service_lease SET renewed_at = :now, expires_at = :expires_at
+WHERE name = :name AND holder = :holder AND epoch = :epoch;
+
+-- name: lease_release
+-- A clean stop: the lease expires now, so the next instance takes it at once.
+UPDATE service_lease SET expires_at = :now, renewed_at = :now
+WHERE name = :name AND holder = :holder AND epoch = :epoch;

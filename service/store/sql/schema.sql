@@ -404,6 +404,17 @@ CREATE TABLE node_events (
     reason    TEXT NOT NULL
 );
 CREATE INDEX node_events_name ON node_events (name, ts);
+CREATE TABLE service_lease (
+    name         TEXT    NOT NULL PRIMARY KEY,
+    holder       TEXT    NOT NULL,
+    host         TEXT    NOT NULL,
+    pid          INTEGER NOT NULL,
+    address      TEXT    NOT NULL,
+    epoch        INTEGER NOT NULL CHECK (epoch >= 1),
+    acquired_at  REAL    NOT NULL,
+    renewed_at   REAL    NOT NULL,
+    expires_at   REAL    NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE idempotency_keys (
     user         TEXT NOT NULL,
     key          TEXT NOT NULL,

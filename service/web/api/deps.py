@@ -19,7 +19,7 @@ from service.store.offload import Offload
 from service.usecases.idempotency import KeysInFlight
 from service.web.api.auth import Access, Authenticator
 from service.web.api.waker import Waker
-from service.web.metrics import ServiceMetrics
+from service.web.metrics import LeaseHolder, ServiceMetrics
 
 
 class SchedulerLoopView(Protocol):
@@ -66,6 +66,7 @@ class AppDeps:
     cluster_pool: ThreadPoolExecutor  # blocking Ray calls, each bounded by ray_timeout_s
     work: Offload  # CPU or file work of a request: JobSpec parsing, logs, metrics
     auth_guard: FailureGuard  # failed bearer checks per address: backoff, then 429
+    lease: LeaseHolder | None = None  # this instance's database lease (None: not held here)
     # the Idempotency-Keys of submits in progress (a second request meanwhile: 409)
     in_flight: KeysInFlight = field(default_factory=KeysInFlight)
 

@@ -24,7 +24,7 @@ def _ray_nodes(deps: AppDeps) -> tuple[Any, ...] | None:
 
 def cordon_json(row: NodeStateRow) -> dict[str, Any]:
     return {"state": row.state.value, "source": row.source.value, "by": row.by,
-            "at": iso(row.at), "reason": row.reason}
+            "at": iso(row.at), "reason": row.reason, "requeue": row.requeue}
 
 
 def node_json(view: nodes.NodeView) -> dict[str, Any]:

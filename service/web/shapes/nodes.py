@@ -24,12 +24,23 @@ class NodeChange(Request):
         f"why, at most {REASON_MAX} printable characters (no newline)"))] = None
 
 
+class NodeDrain(NodeChange):
+    """A drain: a reason, and whether its attempts are stopped and re-queued."""
+
+    requeue: Annotated[bool, Field(description=(
+        "stop the attempts on the node and re-queue them, as a preemption: they resume "
+        "from their checkpoint elsewhere, not charged to their retries (false: they "
+        "finish there). A drain without requeue may be drained again with it"))] = False
+
+
 class NodeCordon(Answer):
     state: NodeState
     source: NodeStateSource
     by: Annotated[str | None, Field(description="the admin; null: the service's health check")]
     at: Timestamp
     reason: str
+    requeue: Annotated[bool, Field(description=(
+        "a drain whose attempts are stopped and re-queued (until the node is resumed)"))] = False
 
 
 class NodeHealth(Answer):

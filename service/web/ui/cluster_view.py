@@ -48,7 +48,9 @@ async def cluster_page(request: web.Request) -> web.Response:
             state = states.get(n.display_name)
             nodes.append({
                 "id": n.node_id, "ip": n.node_ip, "name": n.display_name,
-                "cordon": None if state is None else f"{state.state.value}: {state.reason}",
+                "cordon": None if state is None else (
+                    f"{state.state.value}{' (requeue)' if state.requeue else ''}: "
+                    f"{state.reason}"),
                 "gpus_free": n.get("GPU"), "gpus_total": total_of(n, "GPU"),
                 "cpus_free": n.get("CPU"), "cpus_total": total_of(n, "CPU")})
     head = None

@@ -72,3 +72,31 @@ async def test_a_reason_is_required_before_any_request(server: tuple[str, Store]
     with pytest.raises(SystemExit) as exc:
         await run(url, "node", "cordon", "ray-worker-0", err=err)
     assert exc.value.code == 2
+
+
+async def test_drain_with_requeue(server: tuple[str, Store]) -> None:
+    url, store = server
+    err = io.StringIO()
+    code, out = await run(url, "node", "drain", "ray-worker-0", "--reason", "replacing GPU 3",
+                          "--requeue", err=err)
+    assert (code, out.strip()) == (0, "node ray-worker-0 drained (requeue): replacing GPU 3")
+    assert "stopped at the next tick and re-queued" in err.getvalue()
+    assert store.nodes.state("ray-worker-0").requeue is True
+    code, out = await run(url, "nodes")
+    assert code == 0 and "drained (requeue) by admin" in out, out
+    code, out = await run(url, "--json", "nodes")
+    assert json.loads(out)["nodes"][0]["cordon"]["requeue"] is True
+    err = io.StringIO()
+    code, _ = await run(url, "node", "drain", "ray-worker-0", "--reason", "x", "--requeue",
+                        err=err)
+    assert code != 0 and "already drained with requeue" in err.getvalue()
+    code, out = await run(url, "node", "resume", "ray-worker-0")
+    assert code == 0 and store.nodes.states() == []
+
+
+async def test_only_a_drain_takes_requeue(server: tuple[str, Store]) -> None:
+    url, store = server
+    with pytest.raises(SystemExit) as exc:
+        await run(url, "node", "cordon", "ray-worker-0", "--reason", "x", "--requeue",
+                  err=io.StringIO())
+    assert exc.value.code == 2 and store.nodes.states() == []

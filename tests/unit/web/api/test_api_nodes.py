@@ -58,12 +58,55 @@ async def test_bad_requests_write_nothing(client, env) -> None:
         ("w1", {"reason": "   "}, 400, "a reason is required"),
         ("w1", {"reason": "x" * 201}, 400, "at most 200"),
         ("w1", {"reason": "two\nlines"}, 400, "printable"),
-        ("w1", {"reason": "x", "requeue": True}, 400, "unknown field"),
+        ("w1", {"reason": "x", "requeue": True}, 400, "only a drain re-queues"),
+        ("w1", {"reason": "x", "other": 1}, 400, "unknown field"),
     ]
     for name, doc, status, text in cases:
         resp = await client.post(f"/api/v2/nodes/{name}:cordon", json=doc, headers=AUTH)
         assert resp.status == status, (doc, await resp.text())
         assert text in json.dumps(await resp.json()), doc
+    assert env.store.nodes.states() == [] and env.store.nodes.events("w1") == []
+
+
+async def test_drain_with_requeue_is_stored_shown_upgraded_and_resumed(client, env) -> None:
+    env.cluster.add_node("id-w1", gpus=4, cpus=16, name="gpu-07")
+    _observe(env)
+
+    async def post(action: str, doc: dict | None = None):
+        resp = await client.post(f"/api/v2/nodes/gpu-07:{action}", json=doc, headers=AUTH)
+        return resp.status, await resp.json()
+
+    assert (await post("drain", {"reason": "swap"}))[1]["cordon"]["requeue"] is False
+    status, body = await post("drain", {"reason": "replacing GPU 3", "requeue": True})
+    assert status == 200, body  # a drain turned into one that re-queues
+    assert (body["cordon"]["state"], body["cordon"]["requeue"]) == ("drained", True)
+    (node,) = (await get_json(client, "/api/v2/nodes"))["nodes"]
+    assert node["cordon"]["requeue"] is True and node["cordon"]["reason"] == "replacing GPU 3"
+    for doc in ({"reason": "again", "requeue": True}, {"reason": "again"}):
+        status, body = await post("drain", doc)
+        assert status == 409, body
+        assert "already drained with requeue (by admin: replacing GPU 3)" in \
+            body["error"]["message"]
+    assert (await post("resume"))[0] == 200
+    assert env.store.nodes.state("gpu-07") is None
+    await post("cordon", {"reason": "looking"})
+    status, body = await post("drain", {"reason": "bad GPU", "requeue": True})
+    assert status == 200 and body["cordon"]["requeue"] is True  # a cordon upgraded
+    kinds = [e.kind.value for e in env.store.nodes.events("gpu-07")]
+    assert kinds == ["NODE_DRAINED", "NODE_DRAINED", "NODE_RESUMED", "NODE_CORDONED",
+                     "NODE_DRAINED"]
+
+
+async def test_requeue_must_be_a_boolean(client, env) -> None:
+    env.cluster.add_node("w1")
+    _observe(env)
+    for bad in ("yes", 1, None, [], {"a": 1}):
+        resp = await client.post("/api/v2/nodes/w1:drain",
+                                 json={"reason": "x", "requeue": bad}, headers=AUTH)
+        assert resp.status == 400, (bad, await resp.text())
+        err = assert_error(await resp.json(), "bad_request")
+        assert {"field": "requeue", "message": "requeue must be true or false"} in \
+            err["details"], err
     assert env.store.nodes.states() == [] and env.store.nodes.events("w1") == []
 
 

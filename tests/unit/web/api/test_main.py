@@ -17,6 +17,8 @@ from aiohttp import web
 from service import main as main_mod
 from service.cluster.fake import FakeCluster
 from service.config import ConfigError
+from service.domain.lease import LEADER, Instance
+from service.store.writer import Store
 from service.web.http_server import ServerLimits
 
 TOKEN = "s3cret-token"
@@ -226,6 +228,23 @@ def test_database_of_a_newer_version_exits_2(tmp_path, monkeypatch, capsys, fake
     assert run_app_calls == []
 
 
+def test_a_second_instance_on_the_database_exits_2_naming_the_holder(
+        tmp_path, monkeypatch, capsys, fake_ray, run_app_calls):
+    monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
+    db = tmp_path / "db.sqlite3"
+    store = Store(str(db))
+    holder = Instance("other:4242:abcdef", "other-host", 4242, "other-host:8080")
+    store.lease.take(LEADER, holder, None, time.time(), 3600.0)
+    store.close()
+    with pytest.raises(SystemExit) as exc:
+        main_mod.main(["--config", str(write_config(tmp_path)), "--db", str(db)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "is in use by another Argus instance" in err and "other:4242:abcdef" in err
+    assert "pid 4242 on other-host" in err
+    assert run_app_calls == []
+
+
 async def test_built_service_runs_the_scheduler_loop(tmp_path, aiohttp_client):
     """The app starts the real scheduler loop on start-up and stops it on shutdown."""
     settings = main_mod.load_settings(write_config(tmp_path), environ={})
@@ -255,6 +274,17 @@ async def test_built_service_runs_the_scheduler_loop(tmp_path, aiohttp_client):
     assert state == "PENDING_RESOURCES"
     health = await (await client.get("/healthz")).json()
     assert health["scheduler"]["ticks"] >= 1
+    ready = await (await client.get("/readyz")).json()
+    db = Store(settings.resolved_db_path)
+    try:
+        held = db.lease.get(LEADER)
+    finally:
+        db.close()
+    assert ready["instance"] == {"holder": held.holder.holder, "address": held.holder.address,
+                                 "leader_since": held.acquired_at, "epoch": 1}
+    text = await (await client.get("/metrics", headers=auth)).text()
+    assert f'argus_instance_leader{{address="{held.holder.address}",' \
+           f'instance="{held.holder.holder}"}} 1.0' in text
 
 
 

@@ -350,6 +350,8 @@ async def test_cluster_page_and_charts_read_the_last_tick(client, env):
     env.store.nodes.cordon("n1", NodeSource.OPERATOR, "admin", env.clock.now, "bad <fan>")
     html = await page(client, "/ui/cluster")  # nodes by name, with their cordon
     assert "cordoned: bad &lt;fan&gt;" in html
+    env.store.nodes.drain("n1", "admin", env.clock.now, "new fan", requeue=True)
+    assert "drained (requeue): new fan" in await page(client, "/ui/cluster")
     env.tick(120)
     charts = await page(client, "/ui/charts")
     assert charts.count("<svg") >= 4 and "<polyline" in charts

@@ -1,4 +1,4 @@
--- Migration 0017: idempotent submits (issue 54): the Idempotency-Key of a created task or
+-- Migration 0018: idempotent submits (issue 54): the Idempotency-Key of a created task or
 -- pipeline, per user, written in the same transaction as what it created (a key never
 -- without its task, a task never without its key). fingerprint: a hash of the request
 -- (route and canonical body); result_json: what the first answer said (the ids), replayed
