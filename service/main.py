@@ -2,6 +2,7 @@
 
     argus-api --config FILE [--host H] [--port P] [--db PATH]
               [--ray-address URL] [--shared-root DIR]
+    argus-api db backup --to PATH [--config FILE] [--db PATH]
 
 Precedence: defaults < config file < ``ARGUS_*`` environment < flags. The service refuses
 to start (exit 2) without an API token in the environment variable named by
@@ -41,6 +42,7 @@ from service.engine.artifacts import Artifacts
 from service.engine.lease_keeper import LeaseHeld, LeaseKeeper, this_instance
 from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler, SchedulerLoop
+from service.store.backup import BackupError, backup
 from service.store.checkpointer import Checkpointer
 from service.store.db import SchemaError
 from service.store.writer import Store
@@ -55,7 +57,9 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="argus-api", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="argus-api", description=__doc__.split("\n\n")[0],
+                                epilog="argus-api db backup --to PATH: a consistent copy "
+                                       "of the live database (argus-api db --help)")
     p.add_argument("--config", required=True, metavar="FILE", help="service YAML config")
     p.add_argument("--host", help="listen address (v2.api.host)")
     p.add_argument("--port", type=int, help="listen port (v2.api.port)")
@@ -257,7 +261,37 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
+def db_main(argv: Sequence[str]) -> int:
+    """``argus-api db backup --to PATH [--config FILE] [--db PATH]``: a consistent copy of
+    the database (``service.store.backup``), checked, and what it holds printed. Exit 2
+    for a configuration error, 1 when no backup was made."""
+    p = argparse.ArgumentParser(prog="argus-api db", description="the service's database")
+    sub = p.add_subparsers(dest="action", required=True)
+    b = sub.add_parser("backup", help="a consistent copy of the live SQLite database "
+                                      "(SQLite's online backup; the service may keep running)")
+    b.add_argument("--to", required=True, metavar="PATH",
+                   help="the backup file to write; it must not exist")
+    b.add_argument("--config", metavar="FILE", help="service YAML config (where the database is)")
+    b.add_argument("--db", metavar="PATH",
+                   help="the database (v2.sqlite.db_path); default: the config's")
+    args = p.parse_args(argv)
+    try:
+        source = load_settings(args.config).with_overrides(db_path=args.db).resolved_db_path
+    except ConfigError as exc:
+        _fail(str(exc))
+    try:
+        report = backup(source, args.to)
+    except BackupError as exc:
+        print(f"argus-api db backup: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(report.lines()))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["db"]:
+        raise SystemExit(db_main(argv[1:]))
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
     try:

@@ -39,6 +39,21 @@ INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, n_
 VALUES (:task_id, :workload, :state, :jobspec_yaml, :spec_json, :nnodes, :n_gpus_per_node,
         :user, :now, :now, :now, :now, :priority, :max_runtime_s);
 
+-- name: idempotency_key
+-- An Idempotency-Key of a user (service.store.idempotency), in the submit's transaction.
+SELECT fingerprint, result_json, created_at FROM idempotency_keys
+WHERE user = :user AND key = :key;
+
+-- name: insert_idempotency_key
+INSERT INTO idempotency_keys (user, key, fingerprint, result_json, created_at)
+VALUES (:user, :key, :fingerprint, :result_json, :created_at);
+
+-- name: purge_idempotency_keys
+-- Keys past their retention, a bounded batch at a time (each new key purges up to
+-- :limit: the purge keeps ahead of the inserts without one long transaction).
+DELETE FROM idempotency_keys WHERE (user, key) IN (
+    SELECT user, key FROM idempotency_keys WHERE created_at < :before LIMIT :limit);
+
 -- name: task_exists
 SELECT 1 AS found FROM tasks WHERE task_id = :task_id;
 

@@ -415,3 +415,12 @@ CREATE TABLE service_lease (
     renewed_at   REAL    NOT NULL,
     expires_at   REAL    NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE idempotency_keys (
+    user         TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    result_json  TEXT NOT NULL,
+    created_at   REAL NOT NULL,
+    PRIMARY KEY (user, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);

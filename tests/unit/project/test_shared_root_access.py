@@ -58,6 +58,16 @@ ELSEWHERE: dict[tuple[str, str, str], str] = {
         f"the database (v2.sqlite.db_path, by default <root>/common/db): {OPERATOR}",
     ("service/store/db.py", "connect", ".mkdir"): "the database's directory: " + OPERATOR,
     ("service/store/sql/__init__.py", "<module>", ".read_text"): CODE,
+    **dict.fromkeys([("service/store/backup.py", "backup", c) for c in (
+        ".exists", ".is_symlink", ".is_dir", ".is_file", "os.link", ".unlink", ".stat")],
+        "argus-api db backup: the database and the backup file the operator names: "
+        + OPERATOR),
+    ("service/store/backup.py", "_copy", "sqlite3.connect"):
+        "the database and its backup (argus-api db backup): " + OPERATOR,
+    ("service/store/backup.py", "_check", "sqlite3.connect"):
+        "the backup just written, read-only: " + OPERATOR,
+    ("service/store/backup.py", "_sync", "os.open"):
+        "the backup just written and its directory, to fsync: " + OPERATOR,
     ("service/web/ui/__init__.py", "_static", ".read_bytes"): CODE,
     ("raypool/atomicfile.py", "write_atomic", "tempfile.mkstemp"): NODE,
     ("raypool/atomicfile.py", "write_atomic", "os.replace"): NODE,
