@@ -131,14 +131,18 @@ def test_a_killed_service_comes_back_by_itself_and_takes_the_run_over(running_qu
 
     killed = time.monotonic()
     os.kill(pid, signal.SIGKILL)
-    poll(lambda: qs.service_pid() not in (None, pid) and qs.answers(), BACK_WITHIN_S,
+    # generous deadlines, so a slow host still gives its figures; the bound is asserted below
+    poll(lambda: qs.service_pid() not in (None, pid) and qs.answers(), 60,
          "the service answers again under a new pid", qs.log)
     answering_s = time.monotonic() - killed
     fresh = qs.submit(steps=1)  # admitted: the scheduler runs and the cluster has room
-    poll(lambda: qs.state_of(fresh) not in ("QUEUED", "unreachable"),
-         BACK_WITHIN_S - (time.monotonic() - killed), f"{fresh} admitted", qs.log)
+    poll(lambda: qs.state_of(fresh) not in ("QUEUED", "unreachable"), 60,
+         f"{fresh} admitted", qs.log)
     admitting_s = time.monotonic() - killed
-    print(f"kill -9 -> answering {answering_s:.1f} s, -> admitting {admitting_s:.1f} s")
+    figures = (f"kill -9 -> answering {answering_s:.1f} s, -> a new task admitted "
+               f"{admitting_s:.1f} s")
+    print(figures)
+    assert admitting_s <= BACK_WITHIN_S, figures + "\n" + qs.log()
 
     poll(lambda: qs.state_of(running) in ("SUCCEEDED", "FAILED", "CANCELED"), 180,
          f"{running} to end", qs.log)
