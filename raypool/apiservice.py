@@ -33,6 +33,14 @@ def config_path(settings: NodeSettings) -> str:
     return os.path.join(settings.api_repo, settings.api_config)
 
 
+def token_problem(settings: NodeSettings, environ: MutableMapping[str, str]) -> str | None:
+    """What is wrong with the token ``argus-node run`` is given (None: nothing)."""
+    if settings.api_config and not environ.get(settings.api_token_env, "").strip():
+        return (f"ARGUS_API_CONFIG={settings.api_config!r}: the task service needs its token "
+                f"in {settings.api_token_env} as well (it never runs without one)")
+    return None
+
+
 def keep_token(settings: NodeSettings, environ: MutableMapping[str, str]) -> None:
     """Move the service's token from ``environ`` into its file (0600, the run dir)."""
     token = environ.pop(settings.api_token_env, "").strip()

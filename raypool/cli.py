@@ -46,6 +46,10 @@ def supervisord_executable() -> str:
 
 def cmd_run(_args: argparse.Namespace) -> int:
     settings = _settings()
+    problem = apiservice.token_problem(settings, os.environ)
+    if problem:
+        print(f"argus-node: invalid node settings:\n  {problem}", file=sys.stderr)
+        return 2
     conf = supervisor.write_config(settings)
     if settings.api_config:  # the token leaves the environment Ray and the rest inherit
         apiservice.keep_token(settings, os.environ)

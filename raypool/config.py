@@ -283,7 +283,9 @@ class _Reader:
 
 def _api_settings(r: _Reader, role: str) -> dict[str, str]:
     """``ARGUS_API_CONFIG`` (the service's config, relative to ``ARGUS_API_REPO``) makes the
-    head's supervisord run the task service; it needs its token in the environment."""
+    head's supervisord run the task service. Its token is checked by ``argus-node run``
+    alone (``raypool/apiservice.py``): the programs read these settings after the token
+    left the environment."""
     config = r.raw("ARGUS_API_CONFIG")
     repo = r.path("ARGUS_API_REPO", "/workspace/argus")
     token_env = r.raw("ARGUS_API_TOKEN_ENV", "ARGUS_API_TOKEN")
@@ -293,9 +295,6 @@ def _api_settings(r: _Reader, role: str) -> dict[str, str]:
         r.bad("ARGUS_API_CONFIG", config, "unset on a worker (the head runs the task service)")
     elif config and any(ord(c) < 32 for c in config):
         r.bad("ARGUS_API_CONFIG", config, "a path without control characters")
-    elif config and not r.raw(token_env):
-        r.bad("ARGUS_API_CONFIG", config,
-              f"the task service's token in {token_env} as well (it never runs without one)")
     return {"api_config": config, "api_repo": repo, "api_token_env": token_env}
 
 
