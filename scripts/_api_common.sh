@@ -71,8 +71,6 @@ load_local_settings() {
     SUP_CONF=$RUN_DIR/argus-api-supervisord.conf
     SUP_LOG=$RUN_DIR/argus-api-supervisord.log
     SUP_SOCK=$RUN_DIR/argus-api-supervisord.sock
-    ((${#SUP_SOCK} < 100)) ||
-        die "ARGUS_API_RUN_DIR is too long for a unix socket in it ($SUP_SOCK); pick a shorter one"
     # 0.0.0.0 / :: listen everywhere; ask the loopback address then.
     case "$API_HOST" in
         0.0.0.0) API_URL="http://127.0.0.1:$API_PORT" ;;
@@ -254,6 +252,8 @@ show_log() {
 write_supervisord_conf() {
     local stop_timeout=$1
     shift
+    ((${#SUP_SOCK} < 100)) ||
+        die "ARGUS_API_RUN_DIR is too long for a unix socket in it ($SUP_SOCK); pick a shorter one"
     python3 - "$SUP_CONF" "$SUP_SOCK" "$SUP_LOG" "$LOG_FILE" "$RUN_DIR" "$ARGUS_REPO" \
         "$stop_timeout" "$API_PROGRAM" "$@" <<'PY'
 import os, pwd, shlex, sys
