@@ -177,13 +177,13 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
         deadline = time.monotonic() + LOOPS_STOP_S
         loop.stop(LOOPS_STOP_S)
         follower.stop(max(0.0, deadline - time.monotonic()))
+        checkpointer.stop()
+        lease.stop()
         if loop.alive or follower.alive:
             log.warning("stopping with a loop still in a call (scheduler alive: %s, log "
                         "follower alive: %s); its writes are each one transaction",
                         loop.alive, follower.alive)
             return
-        checkpointer.stop()
-        lease.stop()
         store.close()
 
     app.on_startup.append(start_loop)
