@@ -53,6 +53,7 @@ from service.web.metrics import MeteredScheduler, ServiceMetrics
 log = logging.getLogger("argus.api")
 
 EXIT_GRACE_S = 2.0
+LOOPS_STOP_S = 6.0  # the loops' share of a stop (supervisors wait 10 s, then KILL)
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -176,10 +177,18 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
             follower.start()
 
     async def stop_loop(_: web.Application) -> None:
-        loop.stop()
-        follower.stop()
+        # Within a supervisor's stop grace: a tick blocked in a Ray call is not waited for
+        # past LOOPS_STOP_S (the store stays open for it; the exit does not wait either).
+        deadline = time.monotonic() + LOOPS_STOP_S
+        loop.stop(LOOPS_STOP_S)
+        follower.stop(max(0.0, deadline - time.monotonic()))
         checkpointer.stop()
         lease.stop()
+        if loop.alive or follower.alive:
+            log.warning("stopping with a loop still in a call (scheduler alive: %s, log "
+                        "follower alive: %s); its writes are each one transaction",
+                        loop.alive, follower.alive)
+            return
         store.close()
 
     app.on_startup.append(start_loop)

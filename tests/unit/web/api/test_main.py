@@ -288,6 +288,42 @@ async def test_built_service_runs_the_scheduler_loop(tmp_path, aiohttp_client):
 
 
 
+async def test_a_stop_does_not_wait_past_its_share_for_a_tick_stuck_in_ray(
+        tmp_path, aiohttp_client, monkeypatch, caplog):
+    """A tick blocked in a Ray call holds the stop for ``LOOPS_STOP_S`` at most (the
+    supervisor KILLs after its grace); the store stays open for the blocked thread."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    class StuckCluster(FakeCluster):
+        def snapshot(self, submission_ids=()):
+            entered.set()
+            release.wait(30)
+            return super().snapshot(submission_ids)
+
+    monkeypatch.setattr(main_mod, "LOOPS_STOP_S", 0.2)
+    settings = main_mod.load_settings(write_config(tmp_path), environ={})
+    app = main_mod.build_service(settings, TOKEN, StuckCluster())
+    client = await aiohttp_client(app)
+    shared = tmp_path / "shared"
+    (shared / "code").mkdir(parents=True)
+    body = (f"workload: sft\ncode_path: {shared}/code\nmodel_id: org/model\n"
+            f"train_file: {shared}/train.parquet\nval_file: null\nnnodes: 1\n"
+            "n_gpus_per_node: 1\n")
+    resp = await client.post("/api/v2/tasks", data=body, headers={
+        "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/yaml"})
+    assert resp.status == 201, await resp.text()
+    assert await asyncio.to_thread(entered.wait, 10), "the tick reached the cluster"
+    try:
+        started = time.monotonic()
+        await client.close()  # the app's cleanup: the loops' stop
+        assert time.monotonic() - started < 5
+        assert "stopping with a loop still in a call (scheduler alive: True" in caplog.text
+    finally:
+        release.set()
+
+
 @pytest.mark.parametrize("status, seconds, logged", [
     (200, 0.01, False), (201, 0.01, False), (404, 0.01, True), (500, 0.01, True),
     (200, 2.0, True),
