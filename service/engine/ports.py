@@ -14,6 +14,7 @@ from service.domain.nodes import NodeSource, NodeStateRow
 from service.domain.reasons import Reason
 from service.domain.rows import (
     ActiveRow,
+    AttemptNode,
     Claim,
     EventRow,
     FollowState,
@@ -114,6 +115,15 @@ class SchedulerNodes(Protocol):
     def resume(self, name: str, source: NodeSource | None, by: str | None, now: float,
                reason: str) -> NodeStateRow: ...
 
+    def quarantine(self, name: str, now: float, reason: str) -> NodeStateRow: ...
+
+
+class SchedulerPlacement(Protocol):
+    def record(self, task_id: str, attempt_no: int,
+               nodes: Sequence[tuple[str, str, float]], now: float) -> list[AttemptNode]: ...
+
+    def of_attempt(self, task_id: str, attempt_no: int) -> tuple[AttemptNode, ...]: ...
+
 
 class SchedulerStore(Protocol):
     """The store as the scheduler (and its parts: applier, reconcile, watch, attempt
@@ -136,6 +146,9 @@ class SchedulerStore(Protocol):
 
     @property
     def nodes(self) -> SchedulerNodes: ...
+
+    @property
+    def placement(self) -> SchedulerPlacement: ...
 
 
 class FollowerTasks(Protocol):

@@ -79,6 +79,7 @@ from service.engine.artifacts import Artifacts
 from service.engine.attempt_end import AttemptEnder
 from service.engine.dependency_tick import DependencyStep
 from service.engine.node_health import NodeHealth
+from service.engine.placement import PlacementRecorder
 from service.engine.ports import SchedulerStore
 from service.engine.reconcile import (
     CLUSTER_BACK,
@@ -118,7 +119,9 @@ class Scheduler:
         self.dependencies = DependencyStep(store, settings)
         self.ender = AttemptEnder(store, cluster, self.sched, artifacts)
         self.watch = Watch(store, cluster, self.sched, self.ender)
-        self.reconciler = Reconciler(store, cluster, self.ender, self.watch.note_driver_node)
+        self.placement = PlacementRecorder(store)  # where each attempt ran, by name
+        self.reconciler = Reconciler(store, cluster, self.ender, self.watch.note_driver_node,
+                                     self.placement)
         self.applier = Applier(store, cluster, settings, artifacts, self.planner,
                                backfill_window)
         self.health = NodeHealth(store, settings)  # the health-driven cordon
@@ -161,13 +164,14 @@ class Scheduler:
         report.released = waits.released
         report.finished += waits.canceled
         snapshot: ClusterSnapshot | ClusterUnavailable
+        active = self.store.tasks.active()
         try:
-            snapshot = self.cluster.snapshot(
-                [row.ray_submission_id for row in self.store.tasks.active()])
+            snapshot = self.cluster.snapshot([row.ray_submission_id for row in active])
         except ClusterUnavailable as exc:
             snapshot = exc
             report.unreachable = str(exc)
         else:  # step 2
+            self.placement.seen(now, snapshot, active)
             self.watch.hung(now, snapshot, report)
             self.watch.driver_nodes(now, snapshot, report)
         self.last_snapshot = snapshot

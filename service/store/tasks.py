@@ -5,6 +5,7 @@ same transaction (``core.WriteCore.transition``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -24,6 +25,7 @@ from service.store.inserts import (
     insert_deps,
     insert_task,
 )
+from service.store.placement import node_of
 from service.store.reads import (
     ACTIVE,
     Readers,
@@ -182,7 +184,17 @@ class TaskStore(Part):
     def get_task(self, task_id: str) -> TaskRow | None:
         """One task with its latest attempt and queue position (indexed lookups)."""
         row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()
-        return None if row is None else task_row(row, row["queue_position"])
+        if row is None:
+            return None
+        task = task_row(row, row["queue_position"])
+        if task.latest_attempt is None:
+            return task
+        # one task: its latest attempt's nodes too (a task list leaves them unread)
+        nodes = tuple(node_of(r) for r in self._reader().execute(
+            Q["attempt_nodes_of_attempt"],
+            {"task_id": task_id, "attempt_no": task.latest_attempt.attempt_no}))
+        return dataclasses.replace(
+            task, latest_attempt=dataclasses.replace(task.latest_attempt, nodes=nodes))
 
     def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
                    before_seq: int | None = None, user: str | None = None,

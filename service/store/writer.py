@@ -72,6 +72,7 @@ from service.store.core import (
 from service.store.db import DEFAULT_SYNCHRONOUS, StorageUnavailable
 from service.store.nodes import NodeStore
 from service.store.pipelines import PipelineStore
+from service.store.placement import PlacementStore
 from service.store.progress import ProgressStore
 from service.store.reads import ACTIVE, Readers
 from service.store.sql import QUERIES as Q
@@ -109,6 +110,7 @@ class Store:
         self.console = ConsoleReads(*parts)
         self.usage = UsageReads(*parts)
         self.nodes = NodeStore(*parts)
+        self.placement = PlacementStore(*parts)
 
     @property
     def db_path(self) -> str:

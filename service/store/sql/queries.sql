@@ -1137,6 +1137,11 @@ UPDATE node_states SET state = 'drained', source = :source, by_user = :by_user, 
        reason = :reason
 WHERE name = :name AND state = 'cordoned';
 
+-- name: node_state_take_over
+-- A quarantine takes over the health check's cordon (the guard: the source read).
+UPDATE node_states SET source = :source, by_user = :by_user, at = :at, reason = :reason
+WHERE name = :name AND source = :from_source;
+
 -- name: node_state_delete
 -- Resume, guarded by the source the caller read (a health resume never lifts an
 -- operator's cordon; :source NULL: any).
@@ -1149,3 +1154,20 @@ VALUES (:name, :ts, :kind, :source, :by_user, :reason);
 -- name: node_events_of
 SELECT name, ts, kind, source, by_user, reason FROM node_events WHERE name = :name
 ORDER BY ts, id;
+
+-- name: attempt_node_insert
+-- Where an attempt ran, first seen: an existing row is kept as it is (never rewritten),
+-- and a row is written only for an attempt that exists (rowcount 0 otherwise).
+INSERT INTO attempt_nodes (task_id, attempt_no, name, role, gpus, seen_at)
+SELECT :task_id, :attempt_no, :name, :role, :gpus, :seen_at
+WHERE EXISTS (SELECT 1 FROM attempts WHERE task_id = :task_id AND attempt_no = :attempt_no)
+ON CONFLICT (task_id, attempt_no, name, role) DO NOTHING;
+
+-- name: attempt_nodes_of_task
+SELECT attempt_no, name, role, gpus, seen_at FROM attempt_nodes WHERE task_id = :task_id
+ORDER BY attempt_no, seen_at, role, name;
+
+-- name: attempt_nodes_of_attempt
+SELECT attempt_no, name, role, gpus, seen_at FROM attempt_nodes
+WHERE task_id = :task_id AND attempt_no = :attempt_no
+ORDER BY seen_at, role, name;
