@@ -7,7 +7,8 @@ change is for admins (``Forbidden`` otherwise). A cordon or drain needs a reason
 ``REASON_MAX`` printable characters; ``Rejected`` otherwise); cordoning a node that is out
 of admission already, or resuming one that is not, is a ``Conflict`` naming who put it
 there. A drain is a cordon whose attempts finish on their own: nothing is stopped or
-requeued (``--requeue`` is not there yet). Resume lifts any cordon, the health check's too.
+requeued (``--requeue`` is not there yet). Resume lifts any cordon, the health check's and
+a quarantine's too (the answer's state lifted says which).
 """
 
 from __future__ import annotations
