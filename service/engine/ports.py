@@ -122,6 +122,9 @@ class SchedulerPlacement(Protocol):
     def record(self, task_id: str, attempt_no: int,
                nodes: Sequence[tuple[str, str, float]], now: float) -> list[AttemptNode]: ...
 
+    def record_many(self, seen: Sequence[tuple[str, int, Sequence[tuple[str, str, float]]]],
+                    now: float) -> dict[tuple[str, int], list[AttemptNode]]: ...
+
     def of_attempt(self, task_id: str, attempt_no: int) -> tuple[AttemptNode, ...]: ...
 
 

@@ -4,7 +4,6 @@ event in the same transaction, and the attempt reads."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import sqlite3
@@ -19,7 +18,7 @@ from service.domain.states import RUNNABLE, RayStatus, TaskState, check_transiti
 from service.domain.writes import AttemptEnd, RetryPlan
 from service.scheduling.runtimes import EndedRun
 from service.store.core import Part, TaskNotFound, truncate_message
-from service.store.placement import node_of, nodes_by_attempt
+from service.store.placement import nodes_by_attempt, nodes_of
 from service.store.reads import attempt_row
 from service.store.sql import QUERIES as Q
 
@@ -243,8 +242,7 @@ class AttemptStore(Part):
             rows = conn.execute(Q["list_attempts"], {"task_id": task_id}).fetchall()
             nodes = nodes_by_attempt(conn.execute(Q["attempt_nodes_of_task"],
                                                   {"task_id": task_id}))
-        return [dataclasses.replace(a, nodes=nodes.get(a.attempt_no, ()))
-                for a in map(attempt_row, rows)]
+        return [attempt_row(r, nodes.get(r["attempt_no"], ())) for r in rows]
 
     def get_attempt(self, task_id: str, attempt_no: int | None = None) -> AttemptRow | None:
         """Attempt ``attempt_no`` of a task, or its latest one when None."""
@@ -256,9 +254,9 @@ class AttemptStore(Part):
             row = conn.execute(Q[query], params).fetchone()
             if row is None:
                 return None
-            nodes = tuple(node_of(r) for r in conn.execute(Q["attempt_nodes_of_attempt"], {
+            nodes = nodes_of(conn.execute(Q["attempt_nodes_of_attempt"], {
                 "task_id": task_id, "attempt_no": row["attempt_no"]}))
-        return dataclasses.replace(attempt_row(row), nodes=nodes)
+        return attempt_row(row, nodes)
 
     def recent_runs(self, scan: int) -> list[EndedRun]:
         """Runs that ended on their own or at their limit, among the ``scan`` attempts that

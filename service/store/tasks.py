@@ -5,7 +5,6 @@ same transaction (``core.WriteCore.transition``)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -14,7 +13,13 @@ from typing import Any
 from service.domain.ids import new_task_id, submission_id
 from service.domain.newtask import NewTask
 from service.domain.reasons import WaitKind
-from service.domain.rows import MAX_SEQ, ActiveRow, EventRow, RunnableRow, TaskRow
+from service.domain.rows import (
+    MAX_SEQ,
+    ActiveRow,
+    EventRow,
+    RunnableRow,
+    TaskRow,
+)
 from service.domain.states import RUNNABLE, WAITING, RayStatus, TaskState
 from service.domain.writes import BulkTask, CancelKind, CancelOutcome
 from service.policy.quotas import Limits, window_start_hour
@@ -25,7 +30,7 @@ from service.store.inserts import (
     insert_deps,
     insert_task,
 )
-from service.store.placement import node_of
+from service.store.placement import nodes_of_json
 from service.store.reads import (
     ACTIVE,
     Readers,
@@ -186,15 +191,8 @@ class TaskStore(Part):
         row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()
         if row is None:
             return None
-        task = task_row(row, row["queue_position"])
-        if task.latest_attempt is None:
-            return task
         # one task: its latest attempt's nodes too (a task list leaves them unread)
-        nodes = tuple(node_of(r) for r in self._reader().execute(
-            Q["attempt_nodes_of_attempt"],
-            {"task_id": task_id, "attempt_no": task.latest_attempt.attempt_no}))
-        return dataclasses.replace(
-            task, latest_attempt=dataclasses.replace(task.latest_attempt, nodes=nodes))
+        return task_row(row, row["queue_position"], nodes_of_json(row["latest_nodes"]))
 
     def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
                    before_seq: int | None = None, user: str | None = None,

@@ -51,7 +51,11 @@ SELECT {task_columns},
            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
              AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       ) END AS queue_position,
+       -- the latest attempt's nodes as a JSON array of [name, role, gpus, seen_at] (in
+       -- the primary key's order: service.store.placement orders them)
+       (SELECT json_group_array(json_array(name, role, gpus, seen_at)) FROM attempt_nodes
+        WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes
 FROM tasks t
 {latest_attempt}
 WHERE t.task_id = :task_id;
@@ -1164,10 +1168,9 @@ WHERE EXISTS (SELECT 1 FROM attempts WHERE task_id = :task_id AND attempt_no = :
 ON CONFLICT (task_id, attempt_no, name, role) DO NOTHING;
 
 -- name: attempt_nodes_of_task
-SELECT attempt_no, name, role, gpus, seen_at FROM attempt_nodes WHERE task_id = :task_id
-ORDER BY attempt_no, seen_at, role, name;
+-- In the primary key's order (service.store.placement orders each attempt's nodes).
+SELECT attempt_no, name, role, gpus, seen_at FROM attempt_nodes WHERE task_id = :task_id;
 
 -- name: attempt_nodes_of_attempt
 SELECT attempt_no, name, role, gpus, seen_at FROM attempt_nodes
-WHERE task_id = :task_id AND attempt_no = :attempt_no
-ORDER BY seen_at, role, name;
+WHERE task_id = :task_id AND attempt_no = :attempt_no;

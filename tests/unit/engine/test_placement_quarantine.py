@@ -55,7 +55,11 @@ def test_an_attempts_driver_and_gang_nodes_are_recorded_once_by_name(tmp_path: P
     assert sorted(nodes, key=lambda n: n.role) == [
         AttemptNode("gpu-bad", "driver", 0.0, T0 + 1),  # the fake's driver slot: first node
         AttemptNode("gpu-good", "gang", 4.0, T0 + 1)]
-    assert len(_placed_events(env, t)) == 2  # the driver's, then the gang's: once each
+    # one write for the tick that saw both, none after
+    (placed,) = _placed_events(env, t)
+    assert placed == {"attempt_no": 1, "nodes": [
+        {"name": "gpu-bad", "role": "driver", "gpus": 0.0},
+        {"name": "gpu-good", "role": "gang", "gpus": 4.0}]}
     latest = env.store.tasks.get_task(t).latest_attempt
     assert latest is not None and latest.nodes == env.store.attempts.get_attempt(t).nodes
     # history is never rewritten: the same rows again add nothing
