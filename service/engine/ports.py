@@ -119,9 +119,6 @@ class SchedulerNodes(Protocol):
 
 
 class SchedulerPlacement(Protocol):
-    def record(self, task_id: str, attempt_no: int,
-               nodes: Sequence[tuple[str, str, float]], now: float) -> list[AttemptNode]: ...
-
     def record_many(self, seen: Sequence[tuple[str, int, Sequence[tuple[str, str, float]]]],
                     now: float) -> dict[tuple[str, int], list[AttemptNode]]: ...
 
