@@ -126,6 +126,18 @@ class SchedulerSettings:
     # keeps one fence job on each cordoned or drained node, holding its free GPUs, CPUs and
     # driver resources so that Ray places nothing new there. 0: off.
     node_fence_every_s: float = 2.0
+    # Quarantine (issue 55, service.policy.quarantine): when attempts of
+    # ``quarantine_tasks`` different tasks fail on one node within ``quarantine_window_s``
+    # with a hardware error in their log (RUNTIME_ERROR or UNKNOWN matching CUDA/NCCL/ECC/
+    # Xid...), the node is cordoned (source quarantine; only an operator resumes it).
+    # ``quarantine_requeue``: such failed attempts go back to the queue instead of FAILED:
+    # at once and not counted once their node is quarantined; the first one on a node, in
+    # ``quarantine_retry_delay_s`` (counted against max_attempts, once per task).
+    quarantine: bool = True
+    quarantine_window_s: float = 3600.0
+    quarantine_tasks: int = 2
+    quarantine_requeue: bool = True
+    quarantine_retry_delay_s: float = 60.0
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)
     # Retry of a retryable failure: ``when_fits`` re-admits as soon as the gang fits and a

@@ -95,7 +95,8 @@ def _str(value: Any, where: str) -> str:
 
 
 _CHOICES = {"retry_backoff": ("fixed", "exponential"), "retry_mode": ("when_fits", "timer")}
-_FLAGS = ("backfill", "fair_share", "preemption", "preempt_without_checkpoint")
+_FLAGS = ("backfill", "fair_share", "preemption", "preempt_without_checkpoint", "quarantine",
+          "quarantine_requeue")
 _PRIORITIES = ("default_priority", "max_user_priority")
 
 
@@ -121,9 +122,10 @@ def _scheduler(raw: Mapping[str, Any]) -> SchedulerSettings:
         elif key in ("max_attempts", "stuck_timeout_s", "fair_share_half_life_s",
                      "default_max_runtime_s") and value is None:
             out[key] = None
-        elif key in ("max_attempts", "max_running_tasks", "reservations"):
-            out[key] = _num(value, where, minimum=1 if key == "max_attempts" else 0,
-                            integer=True)
+        elif key in ("max_attempts", "max_running_tasks", "reservations",
+                     "quarantine_tasks"):
+            out[key] = _num(value, where, integer=True,
+                            minimum=1 if key in ("max_attempts", "quarantine_tasks") else 0)
         else:
             out[key] = float(_num(value, where, minimum=0))
     sched = SchedulerSettings(**out)
@@ -146,6 +148,8 @@ def _check_scheduler(sched: SchedulerSettings) -> None:
             "priority would be above what users may ask for")
     if sched.fair_share_half_life_s is not None and sched.fair_share_half_life_s <= 0:
         raise ConfigError("v2.scheduler.fair_share_half_life_s: must be > 0 or null")
+    if sched.quarantine_window_s <= 0:
+        raise ConfigError("v2.scheduler.quarantine_window_s: must be > 0")
     if sched.default_max_runtime_s is not None and sched.default_max_runtime_s < 1:
         raise ConfigError("v2.scheduler.default_max_runtime_s: must be >= 1 (seconds) or null")
 
@@ -328,8 +332,7 @@ def _sqlite_settings(sqlite: Mapping[str, Any]) -> dict[str, Any]:
                               f"got {sqlite['synchronous']!r}")
         kw["sqlite_synchronous"] = mode
     if "lease_ttl_s" in sqlite:
-        kw["lease_ttl_s"] = float(_num(sqlite["lease_ttl_s"], "v2.sqlite.lease_ttl_s",
-                                       minimum=3))
+        kw["lease_ttl_s"] = float(_num(sqlite["lease_ttl_s"], "v2.sqlite.lease_ttl_s", minimum=3))
     return kw
 
 

@@ -142,6 +142,18 @@ class RetryAfterFailure:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeFault:
+    """A failure with a hardware error on ``nodes`` (issue 55's quarantine): re-queued
+    at once, not counted, when the nodes are quarantined; else after ``at``."""
+
+    attempt_no: int
+    failure: str  # the failure kind's value
+    nodes: str  # the node names, comma-separated
+    quarantined: bool
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Interrupted:
     attempt_no: int
     submission_id: str
@@ -169,8 +181,8 @@ class Cordoned:
 
 Details = (NoRoom | NeverFits | UserDisabled | OverGpuLimit | AtTaskLimit | AtGpuLimit
            | MaxRunning | Guard | BehindFifo | ReservedFor | PlannedAhead | Preempting
-           | Preempted | Backoff | RetryAfterFailure | Interrupted | Unreachable | Text
-           | Cordoned)
+           | Preempted | Backoff | RetryAfterFailure | NodeFault | Interrupted | Unreachable
+           | Text | Cordoned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +297,14 @@ def _details_text(d: Details) -> str:
                     "the room it needs is kept for it")
         case RetryAfterFailure(n, failure, at):
             return f"attempt {n} failed ({failure}); attempt {n + 1} not before {iso(at)}"
+        case NodeFault(n, failure, nodes, True, _):
+            return (f"attempt {n} failed ({failure}) on {nodes}, now quarantined (hardware "
+                    f"errors of several tasks there); attempt {n + 1} as soon as it fits "
+                    "elsewhere, not counted against max_attempts")
+        case NodeFault(n, failure, nodes, False, at):
+            return (f"attempt {n} failed ({failure}) with a hardware error on {nodes}; "
+                    f"attempt {n + 1} not before {iso(at)} (other tasks try the node first: "
+                    "a second task's hardware error there quarantines it)")
         case Interrupted(n, sid):
             return (f"attempt {n} never reached Ray (interrupted submit); "
                     f"it will be submitted again as {sid}")

@@ -33,6 +33,18 @@ def _decoded_spec(row: ActiveRow) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptNode:
+    """A node an attempt ran on, as the scheduler first saw it there (``attempt_nodes``):
+    ``role`` is ``driver`` (the driver's node) or ``gang`` (its placement groups hold
+    ``gpus`` GPUs there)."""
+
+    name: str
+    role: str
+    gpus: float
+    seen_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptRow:
     task_id: str
     attempt_no: int
@@ -47,6 +59,7 @@ class AttemptRow:
     exit_code: int | None
     stop_requested: bool
     preempted_for: str | None = None  # stopped for this task, or a drained node (drain_mark)
+    nodes: tuple[AttemptNode, ...] | None = None  # where it ran; None: not read
 
 
 @dataclass(frozen=True, slots=True)

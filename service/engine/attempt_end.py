@@ -23,12 +23,13 @@ import logging
 from service.cluster.boundary import Cluster, ClusterError, JobInfo, JobNotFound
 from service.config import SchedulerSettings
 from service.domain.nodes import drained_node, stopped_for
-from service.domain.reasons import Preempted, Reason, RetryAfterFailure, WaitKind
+from service.domain.reasons import NodeFault, Preempted, Reason, RetryAfterFailure, WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.engine.artifacts import Artifacts
 from service.engine.ports import SchedulerStore
+from service.engine.quarantine import Quarantine
 from service.engine.tick_report import TickReport
-from service.policy import failures, retry
+from service.policy import failures, quarantine, retry
 from service.store.writer import ActiveRow, AttemptEnd, truncate_message
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class AttemptEnder:
         self.cluster = cluster
         self.sched = sched
         self.artifacts = artifacts
+        self.quarantine = Quarantine(store, sched)  # hardware errors' evidence
 
     def stop(self, row: ActiveRow, now: float, reason: str | None = None) -> None:
         with contextlib.suppress(JobNotFound):  # job_info says so too
@@ -235,4 +237,33 @@ class AttemptEnder:
             return
         if kind.retryable:
             summary = failures.gave_up(n, budget, summary)
+        elif self._node_fault(row, end, kind, log_text, budget, now, report):
+            return
         self.finish(row, end, TaskState.FAILED, summary, now, report)
+
+    def _node_fault(self, row: ActiveRow, end: AttemptEnd, kind: FailureKind,
+                    log_text: str | None, budget: int | None, now: float,
+                    report: TickReport) -> bool:
+        """A failure with a hardware error (``service.engine.quarantine``) goes back to
+        the queue instead of FAILED, with ``quarantine_requeue``: at once and not counted
+        when its node is quarantined; else once per task, after
+        ``quarantine_retry_delay_s`` and counted. True when it was re-queued."""
+        verdict = self.quarantine.judge(row, kind, end.message, log_text, now)
+        if verdict is None or not self.sched.quarantine_requeue:
+            return False
+        quarantined = bool(verdict.quarantined)
+        n = row.attempt_no
+        if not quarantined and not (verdict.first_of_task and retry.may_retry(
+                retry.counted(n, row.preemptions), budget)):
+            return False
+        plan = quarantine.requeue_plan(
+            now, quarantined=quarantined, delay_s=self.sched.quarantine_retry_delay_s,
+            preemptions=row.preemptions, waited_s=row.waited_s)
+        nodes = ", ".join(verdict.quarantined or verdict.nodes)
+        reason = Reason(WaitKind.RETRY_BACKOFF,
+                        NodeFault(n, kind.value, nodes, quarantined, plan.next_run_at))
+        self.store.attempts.schedule_retry(row.task_id, row.state, n, end, plan, reason, now)
+        log.warning("%s: attempt %d failed with a hardware error on %s (%s): re-queued",
+                    row.task_id, n, nodes, verdict.line)
+        report.retried += 1
+        return True

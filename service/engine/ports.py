@@ -14,6 +14,7 @@ from service.domain.nodes import NodeSource, NodeStateRow
 from service.domain.reasons import Reason
 from service.domain.rows import (
     ActiveRow,
+    AttemptNode,
     Claim,
     EventRow,
     FollowState,
@@ -119,6 +120,15 @@ class SchedulerNodes(Protocol):
     def resume(self, name: str, source: NodeSource | None, by: str | None, now: float,
                reason: str) -> NodeStateRow: ...
 
+    def quarantine(self, name: str, now: float, reason: str) -> NodeStateRow: ...
+
+
+class SchedulerPlacement(Protocol):
+    def record_many(self, seen: Sequence[tuple[str, int, Sequence[tuple[str, str, float]]]],
+                    now: float) -> dict[tuple[str, int], list[AttemptNode]]: ...
+
+    def of_attempt(self, task_id: str, attempt_no: int) -> tuple[AttemptNode, ...]: ...
+
 
 class SchedulerStore(Protocol):
     """The store as the scheduler (and its parts: applier, reconcile, watch, attempt
@@ -141,6 +151,9 @@ class SchedulerStore(Protocol):
 
     @property
     def nodes(self) -> SchedulerNodes: ...
+
+    @property
+    def placement(self) -> SchedulerPlacement: ...
 
 
 class FollowerTasks(Protocol):

@@ -15,6 +15,7 @@ from service.cluster.boundary import Cluster, ClusterUnavailable, JobInfo
 from service.domain.reasons import Interrupted, Reason, WaitKind
 from service.domain.states import ON_CLUSTER, RayStatus, TaskState
 from service.engine.attempt_end import AttemptEnder
+from service.engine.placement import PlacementRecorder
 from service.engine.ports import SchedulerStore
 from service.engine.tick_report import TickReport
 from service.store.writer import ActiveRow, EventRow, StaleState, truncate_message
@@ -41,11 +42,13 @@ class Reconciler:
     """Ray's word on every attempt Argus put there, and the outage it may be in."""
 
     def __init__(self, store: SchedulerStore, cluster: Cluster, ender: AttemptEnder,
-                 on_driver_node: Callable[[str, str], None]) -> None:
+                 on_driver_node: Callable[[str, str], None],
+                 placement: PlacementRecorder | None = None) -> None:
         self.store = store
         self.cluster = cluster
         self.ender = ender
         self.on_driver_node = on_driver_node  # (submission id, node id) seen running
+        self.placement = placement  # records where each attempt ran
         # since when Ray has not answered the reconcile (a head restart), None while it does
         self.outage_since: float | None = None
 
@@ -124,6 +127,9 @@ class Reconciler:
             self.ender.lost(row, now, report)
             return
         status = RayStatus(info.status)
+        if info.driver_node_id and self.placement is not None:
+            self.placement.driver(row, info.driver_node_id, now,
+                                  ending=status.is_terminal())
         if status.is_terminal():
             self.ender.ended(row, info, now, report)
             return

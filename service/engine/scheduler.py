@@ -80,6 +80,7 @@ from collections.abc import Mapping
 from service.cluster.boundary import Cluster, ClusterSnapshot, ClusterUnavailable
 from service.config import Settings
 from service.domain.reasons import Planned, Reason, WaitKind, as_text
+from service.domain.rows import ActiveRow
 from service.domain.states import ON_CLUSTER
 from service.domain.workloads import driver
 from service.engine.applier import Applier
@@ -89,6 +90,7 @@ from service.engine.dependency_tick import DependencyStep
 from service.engine.drain_requeue import DrainRequeue
 from service.engine.fences import FenceKeeper
 from service.engine.node_health import NodeHealth
+from service.engine.placement import PlacementRecorder
 from service.engine.ports import SchedulerStore
 from service.engine.reconcile import (
     CLUSTER_BACK,
@@ -130,7 +132,9 @@ class Scheduler:
         self.dependencies = DependencyStep(store, settings)
         self.ender = AttemptEnder(store, cluster, self.sched, artifacts)
         self.watch = Watch(store, cluster, self.sched, self.ender)
-        self.reconciler = Reconciler(store, cluster, self.ender, self.watch.note_driver_node)
+        self.placement = PlacementRecorder(store)  # where each attempt ran, by name
+        self.reconciler = Reconciler(store, cluster, self.ender, self.watch.note_driver_node,
+                                     self.placement)
         self.applier = Applier(store, cluster, settings, artifacts, self.planner,
                                backfill_window)
         self.health = NodeHealth(store, settings)  # the health-driven cordon
@@ -171,10 +175,13 @@ class Scheduler:
         report.duration_s = time.perf_counter() - started
         return report
 
-    def _snapshot(self, report: TickReport) -> ClusterSnapshot | ClusterUnavailable:
+    def _snapshot(self, report: TickReport, active: list[ActiveRow] | None = None
+                  ) -> ClusterSnapshot | ClusterUnavailable:
+        """The cluster once; ``active``: the attempts on it, when the caller read them."""
+        if active is None:
+            active = self.store.tasks.active()
         try:
-            return self.cluster.snapshot(
-                [row.ray_submission_id for row in self.store.tasks.active()])
+            return self.cluster.snapshot([row.ray_submission_id for row in active])
         except ClusterUnavailable as exc:
             report.unreachable = str(exc)
             return exc
@@ -203,8 +210,10 @@ class Scheduler:
         waits = self.dependencies.run(now)
         report.released = waits.released
         report.finished += waits.canceled
-        snapshot = self._snapshot(report)
+        active = self.store.tasks.active()
+        snapshot = self._snapshot(report, active)
         if not isinstance(snapshot, ClusterUnavailable):  # step 2
+            self.placement.seen(now, snapshot, active)
             self.watch.hung(now, snapshot, report)
             self.watch.driver_nodes(now, snapshot, report)
             self.drains.run(now, snapshot, self.watch.driver_node_ids, report)

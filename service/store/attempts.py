@@ -19,6 +19,7 @@ from service.domain.states import RUNNABLE, RayStatus, TaskState, check_transiti
 from service.domain.writes import AttemptEnd, RetryPlan
 from service.scheduling.runtimes import EndedRun
 from service.store.core import Part, TaskNotFound, truncate_message
+from service.store.placement import nodes_by_attempt, nodes_of
 from service.store.reads import attempt_row
 from service.store.sql import QUERIES as Q
 
@@ -202,7 +203,8 @@ class AttemptStore(Part):
         with self._tx() as conn:
             self._end(conn, task_id, attempt_no, end)
             self._transition(conn, task_id, expected, _S.PENDING_RESOURCES, now,
-                             {"attempt_no": attempt_no, "failure_kind": end.failure_kind},
+                             {"attempt_no": attempt_no, "failure_kind": end.failure_kind,
+                              "reason": reason.text},
                              query="move_retry", next_run_at=plan.next_run_at,
                              runnable_since=plan.runnable_since,
                              retry_not_before=plan.not_before,
@@ -256,8 +258,12 @@ class AttemptStore(Part):
 
     # -- reads ---------------------------------------------------------------------------
     def list_attempts(self, task_id: str) -> list[AttemptRow]:
-        rows = self._reader().execute(Q["list_attempts"], {"task_id": task_id}).fetchall()
-        return [attempt_row(r) for r in rows]
+        """A task's attempts, each with the nodes it ran on (``Store.placement``)."""
+        with self._snapshot() as conn:
+            rows = conn.execute(Q["list_attempts"], {"task_id": task_id}).fetchall()
+            nodes = nodes_by_attempt(conn.execute(Q["attempt_nodes_of_task"],
+                                                  {"task_id": task_id}))
+        return [attempt_row(r, nodes.get(r["attempt_no"], ())) for r in rows]
 
     def get_attempt(self, task_id: str, attempt_no: int | None = None) -> AttemptRow | None:
         """Attempt ``attempt_no`` of a task, or its latest one when None."""
@@ -265,8 +271,13 @@ class AttemptStore(Part):
             query, params = "get_latest_attempt", {"task_id": task_id}
         else:
             query, params = "get_attempt", {"task_id": task_id, "attempt_no": attempt_no}
-        row = self._reader().execute(Q[query], params).fetchone()
-        return None if row is None else attempt_row(row)
+        with self._snapshot() as conn:
+            row = conn.execute(Q[query], params).fetchone()
+            if row is None:
+                return None
+            nodes = nodes_of(conn.execute(Q["attempt_nodes_of_attempt"], {
+                "task_id": task_id, "attempt_no": row["attempt_no"]}))
+        return attempt_row(row, nodes)
 
     def recent_runs(self, scan: int) -> list[EndedRun]:
         """Runs that ended on their own or at their limit, among the ``scan`` attempts that

@@ -42,10 +42,16 @@ def _event(r: sqlite3.Row) -> NodeEventRow:
                         source=NodeSource(r["source"]), by=r["by_user"], reason=r["reason"])
 
 
+def who(row: NodeStateRow) -> str:
+    """Who put the node out of admission, in words."""
+    if row.source is NodeSource.OPERATOR:
+        return row.by or "an operator"
+    return "the health check" if row.source is NodeSource.HEALTH else "the quarantine"
+
+
 def describe(row: NodeStateRow) -> str:
-    who = row.by if row.source is NodeSource.OPERATOR else "the health check"
     what = f"{row.state.value} with requeue" if row.requeue else row.state.value
-    return f"node {row.name} is already {what} (by {who}: {row.reason})"
+    return f"node {row.name} is already {what} (by {who(row)}: {row.reason})"
 
 
 class NodeStore(Part):
@@ -107,6 +113,24 @@ class NodeStore(Part):
             self._node_event(conn, row, NodeEventKind.CORDONED)
         return row
 
+    def quarantine(self, name: str, now: float, reason: str) -> NodeStateRow:
+        """Cordon a node on the evidence of failed attempts (source ``quarantine``, event
+        NODE_QUARANTINED): a node with no stored state, or one the health check cordoned
+        (its cordon becomes the quarantine's, which the health check never lifts).
+        Raises ``NodeStateConflict`` when an operator's state or a quarantine is there."""
+        row = NodeStateRow(name, NodeStateKind.CORDONED, NodeSource.QUARANTINE, None, now,
+                           reason)
+        params = {"name": name, "state": row.state.value, "source": row.source.value,
+                  "by_user": None, "at": now, "reason": reason,
+                  "from_source": NodeSource.HEALTH.value, "requeue": 0}
+        with self._tx() as conn:
+            if conn.execute(Q["node_state_insert"], params).rowcount != 1 and \
+                    conn.execute(Q["node_state_take_over"], params).rowcount != 1:
+                current = _row(conn.execute(Q["node_state"], {"name": name}).fetchone())
+                raise NodeStateConflict(name, current, describe(current))
+            self._node_event(conn, row, NodeEventKind.QUARANTINED)
+        return row
+
     def drain(self, name: str, by: str | None, now: float, reason: str, *,
               requeue: bool = False) -> NodeStateRow:
         """Drain a node (an operator's): cordon it, or turn its cordon into a drain, or (with
@@ -138,7 +162,7 @@ class NodeStore(Part):
             if current is None or cur.rowcount != 1:
                 message = (f"node {name} is not cordoned" if current is None else
                            f"node {name} was {current.state.value} by {current.source.value}"
-                           f" ({current.by or 'the health check'}), not by {source}")
+                           f" ({who(current)}), not by {source}")
                 raise NodeStateConflict(name, current, message)
             self._node_event(conn, NodeStateRow(name, current.state, source or NodeSource.OPERATOR,
                                            by, now, reason), NodeEventKind.RESUMED)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields
 
-from service.domain.rows import ActiveRow, AttemptRow, RunnableRow, TaskRow
+from service.domain.rows import ActiveRow, AttemptNode, AttemptRow, RunnableRow, TaskRow
 from service.domain.states import ON_CLUSTER, TaskState
 from service.jobspec.shown import SHOWN
 from service.store.db import connect_reader
@@ -38,7 +38,7 @@ def is_int(value: object) -> bool:
 # -- decoding rows by column name --------------------------------------------------------
 
 
-def attempt_row(r: sqlite3.Row) -> AttemptRow:
+def attempt_row(r: sqlite3.Row, nodes: tuple[AttemptNode, ...] | None = None) -> AttemptRow:
     return AttemptRow(
         task_id=r["task_id"], attempt_no=r["attempt_no"],
         ray_submission_id=r["ray_submission_id"], ray_status=r["ray_status"],
@@ -46,6 +46,7 @@ def attempt_row(r: sqlite3.Row) -> AttemptRow:
         created_at=r["attempt_created_at"], submitted_at=r["submitted_at"],
         start_time=r["start_time"], end_time=r["end_time"], exit_code=r["exit_code"],
         stop_requested=bool(r["stop_requested"]), preempted_for=r["preempted_for"],
+        nodes=nodes,
     )
 
 
@@ -58,14 +59,16 @@ _TASK_COLUMNS = tuple(f.name for f in fields(TaskRow) if f.name not in (
 _SHOWN = tuple((shown.name, shown_column(shown), shown.structured) for shown in SHOWN)
 
 
-def task_row(r: sqlite3.Row, position: int | None) -> TaskRow:
-    """The one decoder of a task read (``task_columns``), ``position`` its queue place."""
+def task_row(r: sqlite3.Row, position: int | None,
+             nodes: tuple[AttemptNode, ...] | None = None) -> TaskRow:
+    """The one decoder of a task read (``task_columns``), ``position`` its queue place,
+    ``nodes`` its latest attempt's (None: not read)."""
     spec = {}
     for name, column, structured in _SHOWN:
         value = r[column]
         spec[name] = json.loads(value) if structured and value is not None else value
     return TaskRow(**{name: r[name] for name in _TASK_COLUMNS}, state=TaskState(r["state"]),
-                   latest_attempt=None if r["attempt_no"] is None else attempt_row(r),
+                   latest_attempt=None if r["attempt_no"] is None else attempt_row(r, nodes),
                    queue_position=position, spec=spec)
 
 

@@ -13,7 +13,13 @@ from typing import Any
 from service.domain.ids import new_task_id, submission_id
 from service.domain.newtask import NewTask
 from service.domain.reasons import WaitKind
-from service.domain.rows import MAX_SEQ, ActiveRow, EventRow, RunnableRow, TaskRow
+from service.domain.rows import (
+    MAX_SEQ,
+    ActiveRow,
+    EventRow,
+    RunnableRow,
+    TaskRow,
+)
 from service.domain.states import RUNNABLE, WAITING, RayStatus, TaskState
 from service.domain.writes import BulkTask, CancelKind, CancelOutcome
 from service.policy.idempotency import IdemKey
@@ -26,6 +32,7 @@ from service.store.inserts import (
     insert_deps,
     insert_task,
 )
+from service.store.placement import nodes_of_json
 from service.store.reads import (
     ACTIVE,
     Readers,
@@ -191,7 +198,10 @@ class TaskStore(Part):
     def get_task(self, task_id: str) -> TaskRow | None:
         """One task with its latest attempt and queue position (indexed lookups)."""
         row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()
-        return None if row is None else task_row(row, row["queue_position"])
+        if row is None:
+            return None
+        # one task: its latest attempt's nodes too (a task list leaves them unread)
+        return task_row(row, row["queue_position"], nodes_of_json(row["latest_nodes"]))
 
     def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
                    before_seq: int | None = None, user: str | None = None,

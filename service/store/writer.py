@@ -74,6 +74,7 @@ from service.store.db import DEFAULT_SYNCHRONOUS, StorageUnavailable
 from service.store.lease import LeaseStore
 from service.store.nodes import NodeStore
 from service.store.pipelines import PipelineStore
+from service.store.placement import PlacementStore
 from service.store.progress import ProgressStore
 from service.store.reads import ACTIVE, Readers
 from service.store.sql import QUERIES as Q
@@ -112,6 +113,7 @@ class Store:
         self.usage = UsageReads(*parts)
         self.nodes = NodeStore(*parts)
         self.lease = LeaseStore(*parts)
+        self.placement = PlacementStore(*parts)
 
     @property
     def db_path(self) -> str:

@@ -10,7 +10,8 @@ there. A drain is a cordon whose attempts finish on their own; a drain with ``re
 (a boolean; only a drain has it) also has the scheduler stop its attempts and re-queue
 them as preemptions (``service.engine.drain_requeue``). Draining a cordoned node, or one
 drained without requeue with it, turns it into that drain; the same drain twice is a
-``Conflict``. Resume lifts any cordon, the health check's too.
+``Conflict``. Resume lifts any cordon, the health check's and a quarantine's too (the
+answer's state lifted says which).
 """
 
 from __future__ import annotations

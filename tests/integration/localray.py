@@ -157,12 +157,13 @@ class LocalRayCluster:
             "--block",
         ], nm_port
 
-    def _spawn(self, name: str, args: list[str], nm_port: int) -> RayNode:
+    def _spawn(self, name: str, args: list[str], nm_port: int,
+               extra_env: Mapping[str, str] | None = None) -> RayNode:
         log_path = self.root / f"{name}.log"
         # The venv first on PATH: job entrypoints run `python3 -m ...` as on a node image.
         path = f"{self.python_bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
         env = {**os.environ, MARKER_ENV: self.marker, "RAY_USAGE_STATS_ENABLED": "0",
-               "PATH": path}
+               "PATH": path, **(extra_env or {})}
         env.pop("RAY_ADDRESS", None)
         # `ray` of that Python too: workers and actors run on the Python of `ray start`,
         # which must be the one that has the workload (verl) installed, as on a node image.
@@ -198,30 +199,33 @@ class LocalRayCluster:
             raise type(exc)(f"{exc}\n{self._head_logs()}") from None
         wait_until(lambda: len(self.alive_nodes()) >= 1, self.ready_timeout_s, "the head node")
 
-    def add_worker(self, *, gpus: int = 4, cpus: int = 16, worker_slots: int = 100) -> str:
+    def add_worker(self, *, gpus: int = 4, cpus: int = 16, worker_slots: int = 100,
+                   env: Mapping[str, str] | None = None) -> str:
         """Start one more worker (fake GPUs) and wait until the GCS lists it alive. A
         worker whose Ray does not come up is started once more, as a node's watchdog
-        would; the first try's logs stay in the run's warnings."""
+        would; the first try's logs stay in the run's warnings. ``env``: more environment
+        for its ``ray start`` (its workers inherit it)."""
         assert self.head is not None, "start the head first"
         self._seq += 1
         name = f"w{self._seq}"
-        failure = self._start_worker(name, gpus, cpus, worker_slots)
+        failure = self._start_worker(name, gpus, cpus, worker_slots, env)
         if failure is not None:
             warnings.warn(f"worker {name} did not join on the first try, started again:\n"
                           f"{failure}", stacklevel=2)
-            failure = self._start_worker(name, gpus, cpus, worker_slots)
+            failure = self._start_worker(name, gpus, cpus, worker_slots, env)
             if failure is not None:
                 raise RuntimeError(failure)
         return name
 
-    def _start_worker(self, name: str, gpus: int, cpus: int, worker_slots: int) -> str | None:
+    def _start_worker(self, name: str, gpus: int, cpus: int, worker_slots: int,
+                      env: Mapping[str, str] | None = None) -> str | None:
         """Start worker ``name`` and wait for it: None once it joined, else why not (its
         logs included; the node is stopped)."""
         args, nm_port = self._node_args()
         resources = json.dumps({"worker_node": worker_slots})
         args = [f"--address={self.gcs_address}", f"--num-gpus={gpus}",
                 f"--num-cpus={cpus}", f"--resources={resources}", *args]
-        node = self._spawn(name, args, nm_port)
+        node = self._spawn(name, args, nm_port, env)
         self.workers[name] = node
         try:
             # Joined means this node's manager port is alive in the GCS (not "one node

@@ -71,6 +71,8 @@ class Attempt(_Model):
     submitted_at: str | None
     start_time: str | None
     end_time: str | None
+    # where it ran: [{"name", "role" (driver | gang), "gpus", "seen_at"}]; None in task lists
+    nodes: list[dict[str, Any]] | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 

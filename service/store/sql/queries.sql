@@ -66,7 +66,11 @@ SELECT {task_columns},
            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
              AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position
+       ) END AS queue_position,
+       -- the latest attempt's nodes as a JSON array of [name, role, gpus, seen_at] (in
+       -- the primary key's order: service.store.placement orders them)
+       (SELECT json_group_array(json_array(name, role, gpus, seen_at)) FROM attempt_nodes
+        WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes
 FROM tasks t
 {latest_attempt}
 WHERE t.task_id = :task_id;
@@ -1164,6 +1168,11 @@ UPDATE node_states SET state = 'drained', source = :source, by_user = :by_user, 
        reason = :reason, requeue = :requeue
 WHERE name = :name AND (state = 'cordoned' OR (state = 'drained' AND requeue = 0 AND :requeue = 1));
 
+-- name: node_state_take_over
+-- A quarantine takes over the health check's cordon (the guard: the source read).
+UPDATE node_states SET source = :source, by_user = :by_user, at = :at, reason = :reason
+WHERE name = :name AND source = :from_source;
+
 -- name: node_state_delete
 -- Resume, guarded by the source the caller read (a health resume never lifts an
 -- operator's cordon; :source NULL: any).
@@ -1215,3 +1224,19 @@ WHERE name = :name AND holder = :holder AND epoch = :epoch;
 -- A clean stop: the lease expires now, so the next instance takes it at once.
 UPDATE service_lease SET expires_at = :now, renewed_at = :now
 WHERE name = :name AND holder = :holder AND epoch = :epoch;
+
+-- name: attempt_node_insert
+-- Where an attempt ran, first seen: an existing row is kept as it is (never rewritten),
+-- and a row is written only for an attempt that exists (rowcount 0 otherwise).
+INSERT INTO attempt_nodes (task_id, attempt_no, name, role, gpus, seen_at)
+SELECT :task_id, :attempt_no, :name, :role, :gpus, :seen_at
+WHERE EXISTS (SELECT 1 FROM attempts WHERE task_id = :task_id AND attempt_no = :attempt_no)
+ON CONFLICT (task_id, attempt_no, name, role) DO NOTHING;
+
+-- name: attempt_nodes_of_task
+-- In the primary key's order (service.store.placement orders each attempt's nodes).
+SELECT attempt_no, name, role, gpus, seen_at FROM attempt_nodes WHERE task_id = :task_id;
+
+-- name: attempt_nodes_of_attempt
+SELECT attempt_no, name, role, gpus, seen_at FROM attempt_nodes
+WHERE task_id = :task_id AND attempt_no = :attempt_no;

@@ -83,6 +83,9 @@ def attempt_summary_json(attempt: AttemptRow) -> dict[str, Any]:
         "ray_status": attempt.ray_status,
         "start_time": iso(attempt.start_time),
         "end_time": iso(attempt.end_time),
+        "nodes": None if attempt.nodes is None else [
+            {"name": n.name, "role": n.role, "gpus": n.gpus, "seen_at": iso(n.seen_at)}
+            for n in attempt.nodes],
     }
 
 

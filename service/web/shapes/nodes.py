@@ -37,7 +37,8 @@ class NodeDrain(NodeChange):
 class NodeCordon(Answer):
     state: NodeState
     source: NodeStateSource
-    by: Annotated[str | None, Field(description="the admin; null: the service's health check")]
+    by: Annotated[str | None, Field(description=(
+        "the admin; null: the service (its health check, or a quarantine)"))]
     at: Timestamp
     reason: str
     requeue: Annotated[bool, Field(description=(

@@ -40,6 +40,17 @@ class Submitted(Answer):
                                                   "(dependencies)")]
 
 
+class AttemptNode(Answer):
+    """a node the attempt ran on, as the scheduler first saw it there"""
+
+    name: Annotated[str, Field(examples=["gpu-07"])]
+    role: Annotated[Literal["driver", "gang"], Field(description=(
+        "driver: the node its Ray driver ran on; gang: a node its placement groups held "
+        "GPUs on"))]
+    gpus: Annotated[float, Field(ge=0, description="GPUs held there (gang; 0 for driver)")]
+    seen_at: Timestamp = None
+
+
 class Attempt(Answer):
     attempt_no: Annotated[int, Field(ge=1)]
     ray_submission_id: Annotated[str, Field(examples=["mvp2-ppo-20251223-143201-7f3a--a01"])]
@@ -56,6 +67,9 @@ class Attempt(Answer):
     start_time: Timestamp = None
     end_time: Timestamp = None
     stop_requested: bool = False
+    nodes: Annotated[list[AttemptNode] | None, Field(description=(
+        "the nodes it ran on (driver and gang), by name, as first seen; in GET a task "
+        "(its latest attempt) and the attempts listing, null in task lists"))] = None
 
 
 class Progress(Answer):

@@ -65,6 +65,18 @@ async def test_status_table_and_json(server, tmp_path):
     assert code == 0 and json.loads(out)["desired_resources"]["total_gpus"] == 2
 
 
+async def test_status_and_attempts_show_where_the_latest_attempt_runs(server, tmp_path):
+    task_id = await submitted(server, tmp_path)
+    server.tick()
+    server.cluster.start(f"{task_id}--a01", {"n1": 2})
+    server.tick()
+    code, out = await run(server, "status", task_id)
+    rows = dict(line.split(None, 1) for line in out.splitlines())
+    assert code == 0 and rows["nodes"] == "n1 (driver), n1 (gang, 2 GPUs)", out
+    code, out = await run(server, "attempts", task_id)
+    assert code == 0 and "NODES" in out and "n1 (driver), n1 (gang, 2 GPUs)" in out, out
+
+
 async def test_status_shows_the_description(server, tmp_path):
     task_id = await submitted(server, tmp_path, description="lr sweep, run 3")
     code, out = await run(server, "status", task_id)

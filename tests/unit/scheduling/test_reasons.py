@@ -18,6 +18,7 @@ from service.domain.reasons import (
     Interrupted,
     MaxRunning,
     NeverFits,
+    NodeFault,
     NoRoom,
     OverGpuLimit,
     Planned,
@@ -74,6 +75,12 @@ RENDERED = [
      "its checkpoint)"),
     (Preempted(2, "node:gpu-07"), "attempt 2 preempted (node gpu-07 drained); attempt 3 as "
      "soon as it fits on another node (resumes from its checkpoint)"),
+    (NodeFault(1, "RUNTIME_ERROR", "gpu-07", True, T), "attempt 1 failed (RUNTIME_ERROR) on "
+     "gpu-07, now quarantined (hardware errors of several tasks there); attempt 2 as soon as "
+     "it fits elsewhere, not counted against max_attempts"),
+    (NodeFault(1, "UNKNOWN", "gpu-07", False, T), "attempt 1 failed (UNKNOWN) with a hardware "
+     "error on gpu-07; attempt 2 not before 2026-01-01T00:00:00.000Z (other tasks try the "
+     "node first: a second task's hardware error there quarantines it)"),
     (Backoff(2, T), "retry backoff: attempt 2 not before 2026-01-01T00:00:00.000Z; the room it "
      "needs is kept for it"),
     (RetryAfterFailure(1, "CLUSTER_LOST", T), "attempt 1 failed (CLUSTER_LOST); attempt 2 not "

@@ -31,7 +31,7 @@ def _cordon(node: dict[str, Any]) -> str:
     c = node.get("cordon")
     if not c:
         return "-"
-    who = c.get("by") or "health check"
+    who = c.get("by") or ("quarantine" if c.get("source") == "quarantine" else "health check")
     what = f"{c['state']} (requeue)" if c.get("requeue") else c["state"]
     return f"{what} by {who} at {c.get('at')}: {c.get('reason')}"
 

@@ -81,12 +81,21 @@ def show_task(task: dict[str, Any]) -> str:
         ("attempt", _latest(task, "attempt_no")),
         ("ray_submission_id", _latest(task, "ray_submission_id")),
         ("ray_status", _latest(task, "ray_status")),
+        ("nodes", nodes_text((task.get("latest_attempt") or {}).get("nodes"))),
         ("start_time", _latest(task, "start_time")),
         ("end_time", _latest(task, "end_time")),
         ("progress", progress_summary(task.get("progress") or {})),
         ("error_summary", task.get("error_summary")),
         *dependency_rows(task),
     ])
+
+
+def nodes_text(nodes: Sequence[dict[str, Any]] | None) -> str | None:
+    """An attempt's nodes: ``gpu-07 (gang, 4 GPUs), cpu-01 (driver)`` (None: none)."""
+    return ", ".join(
+        f"{n.get('name')} ({n.get('role')}, {n.get('gpus') or 0:g} GPUs)"
+        if n.get("role") == "gang" else f"{n.get('name')} ({n.get('role')})"
+        for n in nodes or ()) or None
 
 
 def labels_text(task: dict[str, Any]) -> str | None:
@@ -202,9 +211,11 @@ def cmd_attempts(ctx: Ctx) -> int:
     attempts = ctx.client.attempts(ctx.args.task_id)
     data = {"task_id": ctx.args.task_id, "attempts": [a.raw for a in attempts]}
     ctx.emit(data, lambda d: table(
-        ["ATTEMPT", "RAY_SUBMISSION_ID", "RAY_STATUS", "FAILURE_KIND", "START", "END", "MESSAGE"],
+        ["ATTEMPT", "RAY_SUBMISSION_ID", "RAY_STATUS", "FAILURE_KIND", "NODES", "START", "END",
+         "MESSAGE"],
         [[a.get("attempt_no"), a.get("ray_submission_id"), a.get("ray_status"),
-          a.get("failure_kind"), a.get("start_time"), a.get("end_time"),
+          a.get("failure_kind"), nodes_text(a.get("nodes")), a.get("start_time"),
+          a.get("end_time"),
           (a.get("message") or "").splitlines()[0][:80] if a.get("message") else None]
          for a in d["attempts"]],
         header=ctx.header,

@@ -24,6 +24,10 @@ from pathlib import Path
 from . import standin_checkpoint as ckpt
 
 CPUS_PER_BUNDLE = 3  # verl's default max_colocate_count
+# Set on a node's `ray start` (its workers inherit it): a planted bad GPU. A worker there
+# reports it, and the run fails at its first step with ``CUDA error: <value>`` as a GPU
+# with uncorrectable ECC errors fails a real run (the integration tier's bad node).
+GPU_FAULT_ENV = "ARGUS_STANDIN_GPU_FAULT"
 RESUME_MODES = ("auto", "disable", "resume_path")  # verl's trainer.resume_mode values
 NULLS = ("null", "~")  # Hydra's null literals (verl's defaults say null for "not set")
 
@@ -253,18 +257,27 @@ def run(cfg: RunConfig, trainer: str) -> int:
     ray.get([pg.ready() for pg in pgs])  # no timeout: verl waits forever too
 
     @ray.remote(num_cpus=1, num_gpus=1)
-    def touch() -> str:
+    def touch() -> tuple[str, str]:
+        import os
+
         ctx = ray.get_runtime_context()
-        return f"node {ctx.get_node_id()[:8]} gpu {ray.get_gpu_ids()}"
+        return (f"node {ctx.get_node_id()[:8]} gpu {ray.get_gpu_ids()}",
+                os.environ.get(GPU_FAULT_ENV, ""))
 
     refs = [
         touch.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
             pg, placement_group_bundle_index=i)).remote()
         for pg in pgs for i in range(cfg.n_gpus_per_node)
     ]
-    for line in ray.get(refs):
+    faults = []
+    for line, fault in ray.get(refs):
         _say(trainer, f"worker ready: {line}")
+        if fault:
+            faults.append(fault)
     _say(trainer, f"Total training steps: {cfg.total_steps}")  # verl's trainer says so too
+    if faults:  # a planted bad GPU: the first step never ends well
+        time.sleep(cfg.step_s)
+        raise RuntimeError(f"CUDA error: {faults[0]}")
     try:
         train(cfg, lambda text: _say(trainer, text))
     except ResumeError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.domain.reasons import Planned
-from service.domain.rows import AttemptRow, EventRow, TaskRow
+from service.domain.rows import AttemptNode, AttemptRow, EventRow, TaskRow
 from service.domain.states import TaskState
 from service.domain.timefmt import iso
 from service.store.writer import MAX_SEQ
@@ -83,7 +83,7 @@ def test_task_json_with_an_attempt_hides_next_run_at_once_not_runnable() -> None
     assert body["reason_kind"] is None  # only a waiting task has a reason
     assert body["latest_attempt"] == {
         "attempt_no": 1, "ray_submission_id": TID + "--a01", "ray_status": "RUNNING",
-        "start_time": iso(T + 2), "end_time": iso(T + 3),
+        "start_time": iso(T + 2), "end_time": iso(T + 3), "nodes": None,
     }
 
 
@@ -93,7 +93,13 @@ def test_attempt_json() -> None:
         "start_time": "2025-12-23T14:32:03.500Z", "end_time": "2025-12-23T14:32:04.500Z",
         "failure_kind": "INSUFFICIENT_RESOURCES", "message": "m", "message_hidden": False,
         "submitted_at": "2025-12-23T14:32:02.500Z", "exit_code": 1, "stop_requested": False,
+        "nodes": None,
     }
+    placed = attempt(nodes=(AttemptNode("gpu-07", "gang", 4.0, T + 3),
+                            AttemptNode("cpu-01", "driver", 0.0, T + 2)))
+    assert attempt_json(placed, job_output=False)["nodes"] == [
+        {"name": "gpu-07", "role": "gang", "gpus": 4.0, "seen_at": iso(T + 3)},
+        {"name": "cpu-01", "role": "driver", "gpus": 0.0, "seen_at": iso(T + 2)}]
     assert attempt_json(attempt(start_time=None, end_time=None),
                         job_output=True)["end_time"] is None
 

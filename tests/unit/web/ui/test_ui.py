@@ -331,6 +331,11 @@ async def test_task_page_shows_attempts_events_and_the_log(client, env):
     html = await page(client, f"/ui/tasks/{task_id}")
     assert sid in html and "CREATED" in html and "workload: ppo" in html
     assert 'id="task-limit"' not in html  # no limit, no line
+    # where the attempt runs: its gang's node by name, in the summary and the attempts
+    nodes = re.search(r'id="task-nodes">(.*?)</dd>', html, re.S)
+    assert nodes and 'data-role="gang">n1</span> <span class="muted">(gang, 2 GPU)' in \
+        nodes.group(1), html
+    assert html.count('data-role="gang">n1<') == 2
     limited = await submit(client, env, max_runtime_s=5400)
     assert 'id="task-limit">1h 30m per attempt' in await page(client, f"/ui/tasks/{limited}")
     log = await page(client, f"/ui/tasks/{task_id}/log")
