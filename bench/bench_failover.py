@@ -370,8 +370,11 @@ def standin_outcome(client: ArgusClient, task_id: str, steps: int, timeout_s: fl
     except TimeoutError as exc:
         return str(exc)
     state = state_of(client, task_id)
-    tries = [a.attempt_no for a in client.attempts(task_id)]
-    text = client.logs(task_id, attempt=1, tail=100000).text
+    try:
+        tries = [a.attempt_no for a in client.attempts(task_id)]
+        text = client.logs(task_id, attempt=1, tail=100000).text
+    except Exception as exc:  # the run's verdict needs both: a failure, said as such
+        return f"its attempts or log could not be read: {classify(exc)}"
     logged = [int(s) for s in re.findall(r"\] step:(\d+) - ", text)]
     problems = []
     if state != "SUCCEEDED":
