@@ -23,6 +23,7 @@ from service.config import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_MODES
 from service.store.sql import MIGRATIONS_DIR, SCHEMA_FILE
 
 BUSY_TIMEOUT_MS = 10_000
+AUTOCHECKPOINT_PAGES = 1000  # SQLite's default: a commit past it checkpoints the WAL
 
 # primary result codes (the low byte of an extended code) -> what the storage did
 _SQLITE_FAULTS = {

@@ -311,11 +311,11 @@ class TaskStore(Part):
         A tick asks five times (resolve SUBMITTING, reconcile, snapshot, watch, admit),
         most often with nothing written in between, and a read costs about 13 us a running
         task (with 48 running, 3.2 ms of a 3.5 ms tick). So the rows are read again only
-        when ``PRAGMA data_version`` says a commit (by this process's writer or any other
-        connection) came since this thread's last read; the rows are frozen, so sharing
-        them is safe."""
+        when the engine's ``data_version`` (SQLite's ``PRAGMA data_version``) says a commit
+        (by this process's writer or any other connection) came since this thread's last
+        read; the rows are frozen, so sharing them is safe."""
         conn = self._reader()
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        version = self._reads.engine.data_version(conn)
         seen = getattr(self._reads.local, "active", None)
         if seen is None or seen[0] != version:
             cur = conn.execute(Q["active"])
