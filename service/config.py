@@ -15,6 +15,8 @@ Shape::
             max_connections: 512}
       auth: {token_env: ARGUS_API_TOKEN}
       sqlite: {db_path: /private/common/db/mvp_v2.sqlite3, synchronous: NORMAL}
+      store: {url: null}                  # postgresql://user@host:port/db; null: the
+                                          # SQLite file above (also sqlite:///path)
       scheduler: {tick_s: 1, retry_interval_s: 60, max_running_tasks: 0, ...}
       users:
         bootstrap_admin: admin            # who the token in token_env signs in as
@@ -220,6 +222,7 @@ class Settings:
     token_env: str = "ARGUS_API_TOKEN"
     db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
     sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
+    store_url: str | None = None  # v2.store.url; None: the SQLite file (resolved_db_path)
     task_id_prefix: str = "mvp2"
     allowed_roots: tuple[str, ...] = ()  # default: (shared_root,)
     max_body_bytes: int = 256 << 10  # a real JobSpec is a few KiB; overrides fit many times over
@@ -235,6 +238,11 @@ class Settings:
     @property
     def resolved_db_path(self) -> str:
         return self.db_path or os.path.join(self.shared_root, "common", "db", "mvp_v2.sqlite3")
+
+    @property
+    def resolved_store(self) -> str:
+        """What the store opens: ``v2.store.url``, else the SQLite file."""
+        return self.store_url or self.resolved_db_path
 
     @property
     def resolved_allowed_roots(self) -> tuple[str, ...]:

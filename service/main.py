@@ -41,6 +41,7 @@ from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler, SchedulerLoop
 from service.store.checkpointer import Checkpointer
 from service.store.db import SchemaError
+from service.store.dialect import StoreOpenError, StoreUrlError, redacted
 from service.store.writer import Store
 from service.web.app import create_app
 from service.web.http_server import ServerLimits, run
@@ -137,8 +138,9 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     """Store + artifacts + scheduler loop + API (+ the webhook delivery worker) on
     ``cluster``; the loops start with the app and stop (then the store closes) on
     shutdown."""
-    store = Store(settings.resolved_db_path, synchronous=settings.sqlite_synchronous)
-    checkpointer = Checkpointer(store)  # no commit pays for copying the WAL
+    store = Store(settings.resolved_store, synchronous=settings.sqlite_synchronous)
+    # SQLite: no commit pays for copying the WAL (PostgreSQL checkpoints by itself)
+    checkpointer = Checkpointer(store) if store.engine_name == "sqlite" else None
     artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
     metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console)
@@ -154,7 +156,8 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
         webhook_delivery.attach(app, store, settings.webhooks)
 
     async def start_loop(_: web.Application) -> None:
-        checkpointer.start()
+        if checkpointer is not None:
+            checkpointer.start()
         loop.start()
         if settings.progress.enabled:
             follower.start()
@@ -162,7 +165,8 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     async def stop_loop(_: web.Application) -> None:
         loop.stop()
         follower.stop()
-        checkpointer.stop()
+        if checkpointer is not None:
+            checkpointer.stop()
         store.close()
 
     app.on_startup.append(start_loop)
@@ -255,10 +259,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     cluster = RayCluster(settings)
     try:
         app = build_service(settings, token, cluster)
-    except (OSError, sqlite3.Error, SchemaError) as exc:
-        _fail(f"cannot open the database {settings.resolved_db_path}: {exc}")
+    except StoreOpenError as exc:  # already names the server (never its password)
+        _fail(str(exc))
+    except (OSError, sqlite3.Error, SchemaError, StoreUrlError) as exc:
+        _fail(f"cannot open the database {redacted(settings.resolved_store)}: {exc}")
     log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
-             settings.resolved_db_path, settings.head_json or settings.ray_address)
+             redacted(settings.resolved_store), settings.head_json or settings.ray_address)
     serve(app, settings.api_host, settings.api_port, ServerLimits.from_settings(settings))
     cluster.close()
     _exit_past_stuck_threads(EXIT_GRACE_S)

@@ -37,9 +37,8 @@ class PostgresEngine:
         try:
             return pg.PgConnection(self.target, self._texts)
         except psycopg.Error as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
             raise StoreOpenError(f"cannot connect to PostgreSQL at {redacted(self.target)}: "
-                                 f"{first}") from exc
+                                 f"{one_line(exc)}") from exc
 
     def connect(self) -> pg.PgConnection:
         return self._open()
@@ -47,34 +46,43 @@ class PostgresEngine:
     def connect_reader(self) -> pg.PgConnection:
         return self._open()
 
-    def initialize(self, conn: pg.PgConnection) -> int:
+    def initialize(self, conn: pg.PgConnection, *, from_schema: bool = True) -> int:
         """Create or upgrade the schema; the resulting version (``SchemaError``: newer than
-        this code, or tables of something else)."""
+        this code, or tables of something else). An empty database is built from
+        ``schema.sql`` (``from_schema``) or by every migration from the baseline."""
         latest = len(migration_files())
-        conn.execute("SELECT pg_advisory_lock(:k)", {"k": pg.WRITE_LOCK})
         try:
-            return self._initialize(conn, latest)
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(:k)", {"k": pg.WRITE_LOCK})
+            conn.execute("SELECT pg_advisory_lock(:k)", {"k": pg.WRITE_LOCK})
+            try:
+                return self._initialize(conn, latest, from_schema)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(:k)", {"k": pg.WRITE_LOCK})
+        except psycopg.Error as exc:  # no right to create tables, the server gone...
+            raise StoreOpenError(f"cannot set up the schema in PostgreSQL at "
+                                 f"{redacted(self.target)}: {one_line(exc)}") from exc
 
-    def _initialize(self, conn: pg.PgConnection, latest: int) -> int:
+    def _initialize(self, conn: pg.PgConnection, latest: int, from_schema: bool) -> int:
         version = schema_version(conn)
         if version > latest:
             raise SchemaError(f"database schema version {version} is newer than this code "
                               f"({latest})")
-        if version == 0:
-            if conn.execute(_TABLES).fetchone()["n"] > 0:
-                raise SchemaError("database has tables but no schema version: not an Argus "
-                                  "database")
+        if version == 0 and conn.execute(_TABLES).fetchone()["n"] > 0:
+            raise SchemaError("database has tables but no schema version: not an Argus "
+                              "database")
+        if version == 0 and from_schema:
             script = pg.SCHEMA_FILE.read_text(encoding="utf-8")
             conn.script(f"BEGIN;\n{script}\nINSERT INTO argus_schema (version) "
                         f"VALUES ({latest});\nCOMMIT;")
             return latest
-        for number, path in pg.migration_files():
+        files = pg.migration_files()
+        if version and version < files[0][0] - 1:
+            raise SchemaError(f"database schema version {version} is older than PostgreSQL's "
+                              f"baseline ({files[0][0]})")
+        for number, path in files:
             if number > version:
                 script = path.read_text(encoding="utf-8")
-                conn.script(f"BEGIN;\n{script}\nUPDATE argus_schema SET version = {number};"
-                            "\nCOMMIT;")
+                conn.script(f"BEGIN;\n{script}\nDELETE FROM argus_schema;\n"
+                            f"INSERT INTO argus_schema (version) VALUES ({number});\nCOMMIT;")
         return schema_version(conn)
 
     def begin(self, conn: pg.PgConnection) -> None:
@@ -102,6 +110,12 @@ class PostgresEngine:
 
     def automatic_checkpoints(self, conn: Any, on: bool) -> None:
         """Nothing: PostgreSQL checkpoints by itself."""
+
+
+def one_line(exc: BaseException) -> str:
+    """psycopg's message, on one line."""
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return text or type(exc).__name__
 
 
 def schema_version(conn: pg.PgConnection) -> int:

@@ -2,14 +2,15 @@
 
 ``PgServer.start()`` runs Debian's ``postgresql`` package binaries (``initdb`` and
 ``pg_ctl``, under ``/usr/lib/postgresql/<version>/bin``; ``scripts/bootstrap.sh`` installs
-the package) in a temporary directory: trust authentication, a Unix socket in that
-directory and TCP on 127.0.0.1 at a free port, durability off (a test database need not
-survive a power cut). PostgreSQL refuses to run as root, so as root the server runs as the
-package's ``postgres`` user (``runuser``); as anyone else, as that user. ``stop()`` stops it
-and removes the directory.
+the package) in a temporary directory: a password for TCP on 127.0.0.1 at a free port (so
+a wrong one is refused, as in production), trust on the Unix socket in that directory,
+durability off (a test database need not survive a power cut). PostgreSQL refuses to run
+as root, so as root the server runs as the package's ``postgres`` user (``runuser``); as
+anyone else, as that user. ``stop()`` stops it and removes the directory.
 
 ``database()`` makes a fresh, empty database per test (``CREATE DATABASE`` from
-``template0``: a few milliseconds) and returns its URL, ``postgresql://postgres@...``.
+``template0``: a few milliseconds) and returns its URL,
+``postgresql://postgres:<password>@127.0.0.1:<port>/<name>``.
 
 ``binaries()`` is None only when the package is truly absent: the fixtures skip then,
 saying so; anywhere the package is installed (CI, a bootstrapped machine) the tests run.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import glob
 import itertools
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -55,6 +57,7 @@ class PgServer:
         self.data = self.root / "data"
         self.port = _free_port()
         self.user = "postgres"
+        self.password = secrets.token_hex(8)
         self._names = itertools.count(1)
         self._as_root = os.geteuid() == 0
 
@@ -73,11 +76,15 @@ class PgServer:
                                f"{done.stdout}{done.stderr}{tail}")
 
     def start(self) -> PgServer:
+        pwfile = self.root / "pw"
+        pwfile.write_text(self.password)
         if self._as_root:
             shutil.chown(self.root, "postgres", "postgres")
+            shutil.chown(pwfile, "postgres", "postgres")
         self._check("initdb", self._run(
-            "initdb", "-D", str(self.data), "-U", self.user, "-A", "trust", "-E", "UTF8",
-            "--no-sync", "--locale=C"))
+            "initdb", "-D", str(self.data), "-U", self.user, "--auth-local=trust",
+            "--auth-host=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8", "--no-sync",
+            "--locale=C"))
         options = (f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 "
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                    "-c max_connections=200")
@@ -93,8 +100,9 @@ class PgServer:
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def url(self, dbname: str = "postgres") -> str:
-        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{dbname}"
+    def url(self, dbname: str = "postgres", password: str | None = None) -> str:
+        secret = self.password if password is None else password
+        return f"postgresql://{self.user}:{secret}@127.0.0.1:{self.port}/{dbname}"
 
     def sql(self, statement: str) -> None:
         """One statement as the superuser in the ``postgres`` database (autocommit)."""

@@ -11,7 +11,8 @@ RETURNING id;
 
 -- name: set_user_enabled
 UPDATE users SET enabled = :enabled,
-                 disabled_at = CASE WHEN CAST(:enabled AS bigint) <> 0 THEN NULL ELSE :now END
+                 disabled_at = CASE WHEN CAST(:enabled AS bigint) <> 0 THEN NULL
+                               ELSE CAST(:now AS double precision) END
 WHERE name = :name AND enabled != :enabled;
 
 -- JSON: SQLite's json_each(:array) is jsonb_array_elements_text(CAST(:array AS jsonb))
