@@ -8,9 +8,10 @@ Rows come back as ``sqlite3.Row`` on every connection made here: callers read co
 name, so adding a column can never shift what another one means.
 
 Storage faults (disk full, a read-only file or file system, the lock held past the busy
-timeout, an I/O error) are told apart from every other SQLite error by
-``storage_fault``: they are nobody's request's fault and pass once the storage is back,
-so the API answers them 503 and the scheduler reports itself degraded.
+timeout, an I/O error; on PostgreSQL, the server gone or out of room: ``pg.storage_fault``)
+are told apart from every other database error by ``storage_fault``: they are nobody's
+request's fault and pass once the storage is back, so the API answers them 503 and the
+scheduler reports itself degraded.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def storage_fault(exc: BaseException) -> str | None:
         return None if code is None else _SQLITE_FAULTS.get(code & 0xFF)
     if isinstance(exc, OSError):
         return _OS_FAULTS.get(exc.errno)
+    if type(exc).__module__.startswith("psycopg"):  # the PostgreSQL engine's (pg.py)
+        from service.store.pg import storage_fault as postgres_fault
+
+        return postgres_fault(exc)
     return None
 
 

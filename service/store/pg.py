@@ -143,7 +143,20 @@ class PgConnection:
 
     def execute(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None
                 ) -> PgCursor:
-        return PgCursor(self._conn.execute(self._text(sql), params))  # type: ignore[arg-type]
+        # never None: psycopg leaves a statement without parameters as it is, and the
+        # rewrite has doubled its literal %
+        text, values = self._text(sql), () if params is None else params
+        self.reopen_if_lost()
+        idle = not self.in_transaction
+        try:
+            return PgCursor(self._conn.execute(text, values))  # type: ignore[arg-type]
+        except psycopg.OperationalError:
+            if not (idle and self._conn.closed):
+                raise
+        # the server dropped the connection before this statement, which ran outside any
+        # transaction (a read, or a write's BEGIN): once more on a new connection
+        self.reopen_if_lost()
+        return PgCursor(self._conn.execute(text, values))  # type: ignore[arg-type]
 
     def executemany(self, sql: str, params: Iterable[Mapping[str, Any]]) -> PgCursor:
         cur = self._conn.cursor()

@@ -85,13 +85,24 @@ class PgServer:
             "initdb", "-D", str(self.data), "-U", self.user, "--auth-local=trust",
             "--auth-host=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8", "--no-sync",
             "--locale=C"))
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start the server (again, after ``halt``) on the same port and data."""
         options = (f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 "
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
                    "-c max_connections=200")
         self._check("start", self._run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w",
             "-t", str(START_TIMEOUT_S), "-o", options, "start"))
-        return self
+
+    def halt(self) -> None:
+        """Stop the server (every connection dropped), keeping its data: a fast shutdown,
+        which writes what was committed (durability is off: an immediate one would lose
+        the last commits)."""
+        self._check("stop", self._run("pg_ctl", "-D", str(self.data), "-m", "fast",
+                                      "-w", "stop"))
 
     def stop(self) -> None:
         try:
