@@ -33,6 +33,7 @@ Precedence: defaults < file < environment (``ARGUS_*``) < command-line flags.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -260,3 +261,16 @@ class Settings:
     def with_overrides(self, **changes: Any) -> Settings:
         """Copy with some top-level fields replaced (None values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+_STORE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
+
+
+def check_store_url(url: str, where: str) -> str:
+    """``v2.store.url`` / ``ARGUS_STORE_URL``: ``sqlite:///path`` or ``postgresql://...``
+    (whether the server answers is found at start, by the store)."""
+    if not url.startswith(_STORE_SCHEMES):
+        shown = re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+        raise ConfigError(f"{where}: sqlite:///absolute/path or "
+                          f"postgresql://user@host:port/db, got {shown!r}")
+    return url

@@ -25,6 +25,7 @@ from service.config import (
     SchedulerSettings,
     Settings,
     UserSettings,
+    check_store_url,
     freeze,
 )
 from service.domain.users import name_problem
@@ -220,9 +221,8 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     if "token_env" in auth:
         kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")
     kw |= _sqlite_settings(_section(v2, "sqlite", "v2."))
-    store = _section(v2, "store", "v2.")
-    if store.get("url"):
-        kw["store_url"] = store_url(_str(store["url"], "v2.store.url"), "v2.store.url")
+    if url := _section(v2, "store", "v2.").get("url"):
+        kw["store_url"] = check_store_url(_str(url, "v2.store.url"), "v2.store.url")
     if "task_id_prefix" in v2:
         prefix = _str(v2["task_id_prefix"], "v2.task_id_prefix")
         if not re.fullmatch(r"[a-z0-9]{1,32}", prefix):
@@ -317,19 +317,6 @@ def _ui_settings(ui: Mapping[str, Any]) -> dict[str, Any]:
     if "secure_cookie" in ui:
         kw["ui_secure_cookie"] = _flag(ui["secure_cookie"], "v2.ui.secure_cookie")
     return kw
-
-
-_STORE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
-
-
-def store_url(url: str, where: str) -> str:
-    """``v2.store.url`` / ``ARGUS_STORE_URL``: ``sqlite:///path`` or ``postgresql://...``
-    (whether the server answers is found at start, by the store)."""
-    if not url.startswith(_STORE_SCHEMES):
-        shown = re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
-        raise ConfigError(f"{where}: sqlite:///absolute/path or "
-                          f"postgresql://user@host:port/db, got {shown!r}")
-    return url
 
 
 def _sqlite_settings(sqlite: Mapping[str, Any]) -> dict[str, Any]:
@@ -459,5 +446,5 @@ def load_settings(path: str | os.PathLike[str] | None,
     if "head_json" in changes:
         _head_json(changes["head_json"], "ARGUS_HEAD_IP_FILE")
     if "store_url" in changes:
-        store_url(changes["store_url"], "ARGUS_STORE_URL")
+        check_store_url(changes["store_url"], "ARGUS_STORE_URL")
     return settings.with_overrides(**changes)

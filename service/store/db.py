@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import sqlite3
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from service.config import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_MODES
 from service.store.sql import MIGRATIONS_DIR, SCHEMA_FILE
@@ -45,6 +46,21 @@ _OS_FAULTS = {
 
 class SchemaError(Exception):
     """The database cannot be used by this code (foreign, newer, or broken migrations)."""
+
+
+class StoreOpenError(Exception):
+    """The store's database cannot be reached or used at start (one line, no secret)."""
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (for logs and errors)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
 
 
 class StorageUnavailable(Exception):

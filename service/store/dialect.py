@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import sqlite3
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from service.store import db
+from service.store.db import StoreOpenError, redacted
+
+__all__ = ["Engine", "SqliteEngine", "StoreOpenError", "StoreUrlError", "engine_for",
+           "is_postgres", "redacted", "sqlite_path", "unique_violation"]
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 
 
 class StoreUrlError(ValueError):
     """A store setting that names no engine this code has (said in one line)."""
-
-
-class StoreOpenError(Exception):
-    """The store's database cannot be reached or used at start (one line, no secret)."""
 
 
 class Engine(Protocol):
@@ -45,16 +44,6 @@ class Engine(Protocol):
     def data_version(self, conn: Any) -> object: ...
     def checkpoint(self, conn: Any) -> None: ...
     def automatic_checkpoints(self, conn: Any, on: bool) -> None: ...
-
-
-def redacted(url: str) -> str:
-    """The URL without its password (for logs and errors)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def is_postgres(target: str) -> bool:

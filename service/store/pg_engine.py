@@ -14,8 +14,7 @@ from typing import Any
 import psycopg
 
 from service.store import pg
-from service.store.db import SchemaError, migration_files
-from service.store.dialect import StoreOpenError, redacted
+from service.store.db import SchemaError, StoreOpenError, migration_files, redacted
 
 _VERSION = "SELECT version FROM argus_schema"
 _HAS_VERSION = "SELECT to_regclass('argus_schema') IS NOT NULL AS present"
