@@ -71,11 +71,20 @@ class Row(tuple):
         return list(self._index)
 
 
+_ROW_CLASSES: dict[tuple[str, ...], type[Row]] = {}
+
+
 def _row_factory(cursor: psycopg.Cursor[Any]):  # type: ignore[no-untyped-def]
-    if cursor.description is None:
+    """A ``Row`` class per column list, made once (the names read from the result itself:
+    ``cursor.description`` builds an object per column on every call)."""
+    result = cursor.pgresult
+    if result is None or not result.nfields:
         return tuple
-    index = {c.name: i for i, c in enumerate(cursor.description)}
-    cls = type("Row", (Row,), {"_index": index})
+    names = tuple((result.fname(i) or b"").decode() for i in range(result.nfields))
+    cls = _ROW_CLASSES.get(names)
+    if cls is None:
+        index = {name: i for i, name in enumerate(names)}
+        cls = _ROW_CLASSES.setdefault(names, type("Row", (Row,), {"_index": index}))
     return cls
 
 
