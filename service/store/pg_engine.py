@@ -9,6 +9,7 @@ instances starting at once build it once: the building holds ``WRITE_LOCK``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
@@ -16,9 +17,15 @@ import psycopg
 from service.store import pg
 from service.store.db import SchemaError, StoreOpenError, migration_files, redacted
 
+log = logging.getLogger(__name__)
+
 _VERSION = "SELECT version FROM argus_schema"
 _HAS_VERSION = "SELECT to_regclass('argus_schema') IS NOT NULL AS present"
 _TABLES = "SELECT count(*) AS n FROM pg_tables WHERE schemaname = current_schema()"
+_COLLATION = """SELECT datlocprovider AS provider, datcollate AS collate,
+                       coalesce(daticulocale, '') AS icu
+                FROM pg_database WHERE datname = current_database()"""
+_BYTEWISE = {"C", "POSIX", "C.UTF-8", "C.utf8"}
 
 
 class PostgresEngine:
@@ -61,6 +68,7 @@ class PostgresEngine:
                                  f"{redacted(self.target)}: {one_line(exc)}") from exc
 
     def _initialize(self, conn: pg.PgConnection, latest: int, from_schema: bool) -> int:
+        warn_of_collation(conn, self.target)
         version = schema_version(conn)
         if version > latest:
             raise SchemaError(f"database schema version {version} is newer than this code "
@@ -109,6 +117,18 @@ class PostgresEngine:
 
     def automatic_checkpoints(self, conn: Any, on: bool) -> None:
         """Nothing: PostgreSQL checkpoints by itself."""
+
+
+def warn_of_collation(conn: pg.PgConnection, url: str) -> bool:
+    """Log once at start when the database sorts text otherwise than byte by byte (as
+    SQLite does: names, keys and the skip scans' order); True when it does."""
+    row = conn.execute(_COLLATION).fetchone()
+    if row["provider"] == "c" and row["collate"] in _BYTEWISE:
+        return False
+    log.warning("PostgreSQL database %s sorts text by %s, not byte by byte as SQLite: lists "
+                "ordered by name may differ (create it with TEMPLATE template0 LC_COLLATE "
+                "'C' LOCALE_PROVIDER libc)", redacted(url), row["icu"] or row["collate"])
+    return True
 
 
 def one_line(exc: BaseException) -> str:

@@ -139,3 +139,14 @@ def test_a_wrong_password_is_one_line_without_it(pg_server: PgServer) -> None:
     with pytest.raises(StoreOpenError, match="password authentication failed") as caught:
         Store(pg_server.url(password="wrong-one"))
     assert "wrong-one" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_database_that_does_not_sort_bytewise_is_told_at_start(pg_server: PgServer,
+                                                                  caplog) -> None:
+    Store(pg_server.database()).close()  # the session's server: locale C
+    assert "not byte by byte" not in caplog.text
+    pg_server.sql("CREATE DATABASE icu_sorted TEMPLATE template0 LOCALE_PROVIDER icu "
+                  "ICU_LOCALE 'en-US'")
+    Store(pg_server.url("icu_sorted")).close()
+    assert "sorts text by en-US, not byte by byte as SQLite" in caplog.text
+    assert pg_server.password not in caplog.text
