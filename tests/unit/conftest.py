@@ -1,6 +1,7 @@
-"""The store tests' engines: a test that takes ``store_url`` runs once on SQLite (a file in
-its tmp_path) and once on PostgreSQL (a fresh database on the session's throwaway server,
-``tests/support/postgres.py``; marked ``postgres``)."""
+"""The unit tier's store engines: a test that takes ``store_url`` runs once on SQLite (a file
+in its tmp_path) and once on PostgreSQL (a fresh database on the session's throwaway
+server, ``tests/support/postgres.py``; marked ``postgres``). The store's tests
+(``tests/unit/store``) and the scheduler's (``tests/unit/engine``'s ``env``) take it."""
 
 from __future__ import annotations
 
