@@ -674,3 +674,17 @@ def test_the_usage_owners_and_longest_span_are_index_seeks(store: Store, name: s
                                                            index: str) -> None:
     plan = _plan(store, QUERIES[name], {})
     assert f"USING {index}" in plan and "SCAN task_usage" not in plan, plan
+
+
+
+def test_a_label_asked_with_two_values_lists_nothing(store: Store) -> None:
+    """The API asks for NUL when one key is asked twice (no task has both): no stored
+    label holds one (a JobSpec's strings are printable), and the store answers without a
+    query (PostgreSQL's jsonb could not read it)."""
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="raw\n",
+                                    spec={"labels": {"team": "nlp"}}, nnodes=1,
+                                    n_gpus_per_node=1, user="alice", created_at=100.0,
+                                    priority=0), task_id=tid(1))
+    assert [r.task_id for r in store.tasks.list_tasks(labels={"team": "nlp"})[0]] == [tid(1)]
+    assert store.tasks.list_tasks(labels={"team": "\x00"}) == ([], None)
+    assert store.tasks.list_tasks(labels={"team": "nlp", "run": "\x00"}) == ([], None)
