@@ -7,9 +7,11 @@ handed the SQLite text (``sql.QUERIES``) and runs the PostgreSQL text of the sam
 a statement that is no named query (a test's) is rewritten on first use. A query that has
 no PostgreSQL text yet raises ``NotImplementedError`` naming it: never a wrong answer.
 
-Parameters are bound on the client (``psycopg.ClientCursor``): a value becomes a literal
-whose type PostgreSQL infers from where it stands, as SQLite's dynamic typing lets a
-statement like ``:since IS NULL OR at > :since`` be written once for both engines.
+Parameters are bound on the server, and a statement a connection runs often is prepared
+there (``PREPARE_THRESHOLD``); the few queries whose parameters PostgreSQL cannot type by
+themselves (``:since IS NULL`` alone, say: SQLite's dynamic typing lets one text serve
+both engines) are bound on the client (``psycopg.ClientCursor``), each value a literal
+typed by where it stands: ``CLIENT_BOUND``, learnt at start.
 
 Rows are ``Row``: read by column name like ``sqlite3.Row`` and by position like a tuple.
 An integral ``numeric`` (PostgreSQL's ``sum`` of integers) is read as an int, another as a
@@ -44,6 +46,11 @@ from service.store.sql.translate import Unported, to_postgres
 
 WRITE_LOCK = 0x4152_4755  # "ARGU": the advisory lock every write transaction takes
 CONNECT_TIMEOUT_S = 5
+PREPARE_THRESHOLD = 2  # a statement run this often on a connection is prepared there
+# The queries whose parameters PostgreSQL cannot type by themselves (one only ever tested
+# IS NULL, say): bound on the client instead (learn_client_bound)
+CLIENT_BOUND: set[str] = set()
+_LEARNED = threading.Event()
 SCHEMA_FILE = POSTGRES_DIR / "schema.sql"
 MIGRATIONS_DIR = POSTGRES_DIR / "migrations"
 
@@ -158,18 +165,26 @@ class PgConnection:
         self.reopen_if_lost()
         idle = not self.in_transaction
         try:
-            return PgCursor(self._conn.execute(text, values))  # type: ignore[arg-type]
+            return self._run(text, values)
         except psycopg.OperationalError:
             if not (idle and self._conn.closed):
                 raise
         # the server dropped the connection before this statement, which ran outside any
         # transaction (a read, or a write's BEGIN): once more on a new connection
         self.reopen_if_lost()
+        return self._run(text, values)
+
+    def _run(self, text: str, values: Any) -> PgCursor:
+        if text in CLIENT_BOUND:
+            cur: psycopg.Cursor[Any] = psycopg.ClientCursor(self._conn)
+            return PgCursor(cur.execute(text, values))  # type: ignore[arg-type]
         return PgCursor(self._conn.execute(text, values))  # type: ignore[arg-type]
 
     def executemany(self, sql: str, params: Iterable[Mapping[str, Any]]) -> PgCursor:
-        cur = self._conn.cursor()
-        cur.executemany(self._text(sql), list(params))  # type: ignore[arg-type]
+        text = self._text(sql)
+        cur = (psycopg.ClientCursor(self._conn) if text in CLIENT_BOUND
+               else self._conn.cursor())
+        cur.executemany(text, list(params))  # type: ignore[arg-type]
         return PgCursor(cur)
 
     def script(self, text: str) -> None:
@@ -217,7 +232,7 @@ def _adhoc(sql: str) -> str:
 
 def _connect(url: str) -> psycopg.Connection[Any]:
     conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                           row_factory=_row_factory, cursor_factory=psycopg.ClientCursor)
+                           row_factory=_row_factory, prepare_threshold=PREPARE_THRESHOLD)
     conn.adapters.register_loader("numeric", _NumericLoader)
     conn.adapters.register_dumper(bool, _BoolAsInt)
     return conn
@@ -235,6 +250,32 @@ def texts() -> Mapping[str, str | None]:
             pg = postgres_queries()
             _TEXTS = {QUERIES[name]: text for name, text in pg.items()}
         return _TEXTS
+
+
+def learn_client_bound(conn: PgConnection) -> None:
+    """Which named queries PostgreSQL cannot prepare with every parameter untyped (as a
+    None or a str is sent): ``CLIENT_BOUND``, learnt once per process against the schema
+    (``PREPARE`` each, then ``DEALLOCATE``). The others are bound on the server and
+    prepared once run ``PREPARE_THRESHOLD`` times on a connection."""
+    if _LEARNED.is_set():
+        return
+    from psycopg._queries import PostgresQuery
+    from psycopg.adapt import Transformer
+
+    found = set()
+    for i, text in enumerate(t for t in texts().values() if t is not None):
+        names = dict.fromkeys(re.findall(r"%\((\w+)\)s", text))
+        query = PostgresQuery(Transformer())
+        query.convert(text, dict.fromkeys(names))  # type: ignore[arg-type]
+        try:
+            conn._conn.execute(b"PREPARE argus_probe_%d AS " % i + query.query)
+            conn._conn.execute(f"DEALLOCATE argus_probe_{i}")  # type: ignore[arg-type]
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error:  # a parameter or an operator it cannot type without values
+            found.add(text)
+    CLIENT_BOUND.update(found)
+    _LEARNED.set()
 
 
 def storage_fault(exc: BaseException) -> str | None:

@@ -60,7 +60,10 @@ class PostgresEngine:
         try:
             conn.execute("SELECT pg_advisory_lock(:k)", {"k": pg.WRITE_LOCK})
             try:
-                return self._initialize(conn, latest, from_schema)
+                version = self._initialize(conn, latest, from_schema)
+                if version == latest:
+                    pg.learn_client_bound(conn)
+                return version
             finally:
                 conn.execute("SELECT pg_advisory_unlock(:k)", {"k": pg.WRITE_LOCK})
         except psycopg.Error as exc:  # no right to create tables, the server gone...

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from service.domain.nodes import NodeSource
 from service.store import pg
 from service.store.db import SchemaError
 from service.store.db import migration_files as sqlite_migrations
@@ -150,3 +151,22 @@ def test_a_database_that_does_not_sort_bytewise_is_told_at_start(pg_server: PgSe
     Store(pg_server.url("icu_sorted")).close()
     assert "sorts text by en-US, not byte by byte as SQLite" in caplog.text
     assert pg_server.password not in caplog.text
+
+
+def test_statements_run_often_are_prepared_and_untypable_ones_bound_on_the_client(
+        pg_server: PgServer) -> None:
+    store = Store(pg_server.database())
+    try:
+        for _ in range(pg.PREPARE_THRESHOLD + 1):
+            store.tasks.get_task("mvp2-ppo-20251223-143201-0001")
+        reader = store.reads.reader()
+        prepared = reader.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+        assert any("FROM tasks t" in row[0] for row in prepared), prepared
+        names = {name for name, text in postgres_queries().items() if text in pg.CLIENT_BOUND}
+        assert "node_state_delete" in names and "get_task" not in names
+        assert len(names) < 20, names  # the exception, not the rule
+        store.nodes.cordon("w1", NodeSource.OPERATOR, "root", 1.0, "bad fan")
+        store.nodes.resume("w1", None, "root", 2.0, "fixed")  # client-bound: source None
+        assert store.nodes.state("w1") is None
+    finally:
+        store.close()
