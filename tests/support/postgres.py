@@ -5,8 +5,8 @@
 the package) in a temporary directory: a password for TCP on 127.0.0.1 at a free port (so
 a wrong one is refused, as in production), trust on the Unix socket in that directory,
 durability off (a test database need not survive a power cut). PostgreSQL refuses to run
-as root, so as root the server runs as the package's ``postgres`` user (``runuser``); as
-anyone else, as that user. ``stop()`` stops it and removes the directory.
+as root, so as root the server runs as the package's ``postgres`` user (``runuser``); run
+by any other user, under that user's own id. ``stop()`` stops it and removes the directory.
 
 ``database()`` makes a fresh, empty database per test (``CREATE DATABASE`` from
 ``template0``: a few milliseconds) and returns its URL,
