@@ -172,6 +172,8 @@ class TaskStore(Part):
 
     # -- reads ---------------------------------------------------------------------------
     def task_exists(self, task_id: str) -> bool:
+        if "\x00" in task_id:  # no id holds NUL (PostgreSQL's text could not even hold it)
+            return False
         row = self._reader().execute(Q["task_exists"], {"task_id": task_id}).fetchone()
         return row is not None
 
@@ -180,7 +182,10 @@ class TaskStore(Part):
         return row is not None and row["cancel_requested_at"] is not None
 
     def get_task(self, task_id: str) -> TaskRow | None:
-        """One task with its latest attempt and queue position (indexed lookups)."""
+        """One task with its latest attempt and queue position (indexed lookups); None for
+        an id no task has (one holding NUL included: PostgreSQL's text cannot hold it)."""
+        if "\x00" in task_id:
+            return None
         row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()
         return None if row is None else task_row(row, row["queue_position"])
 

@@ -688,3 +688,10 @@ def test_a_label_asked_with_two_values_lists_nothing(store: Store) -> None:
     assert [r.task_id for r in store.tasks.list_tasks(labels={"team": "nlp"})[0]] == [tid(1)]
     assert store.tasks.list_tasks(labels={"team": "\x00"}) == ([], None)
     assert store.tasks.list_tasks(labels={"team": "nlp", "run": "\x00"}) == ([], None)
+
+
+def test_an_id_holding_nul_is_no_task(store: Store) -> None:
+    """What a hostile URL asks for (``/ui/tasks/a%00b``): not found, on either engine."""
+    add(store, 1)
+    assert store.tasks.get_task(tid(1) + "\x00") is None
+    assert not store.tasks.task_exists("a\x00b")
