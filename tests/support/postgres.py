@@ -9,7 +9,8 @@ as root, so as root the server runs as the package's ``postgres`` user (``runuse
 by any other user, under that user's own id. ``stop()`` stops it and removes the directory.
 
 ``database()`` makes a fresh, empty database per test (``CREATE DATABASE`` from
-``template0``: a few milliseconds) and returns its URL,
+``template0``: a few milliseconds), ``store_database()`` one with the store's schema built
+(a copy of one built once), and each returns its URL,
 ``postgresql://postgres:<password>@127.0.0.1:<port>/<name>``.
 
 ``binaries()`` is None only when the package is truly absent: the fixtures skip then,
@@ -60,6 +61,7 @@ class PgServer:
         self.password = secrets.token_hex(8)
         self._names = itertools.count(1)
         self._as_root = os.geteuid() == 0
+        self._template: str | None = None
 
     def _run(self, *argv: str) -> subprocess.CompletedProcess[str]:
         cmd = [str(self.bindir / argv[0]), *argv[1:]]
@@ -122,8 +124,19 @@ class PgServer:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(statement)  # type: ignore[arg-type]
 
-    def database(self) -> str:
-        """A fresh empty database; its URL."""
+    def database(self, template: str = "template0") -> str:
+        """A fresh database (empty: a copy of ``template0``); its URL."""
         name = f"t{os.getpid()}_{next(self._names)}_{int(time.time() * 1000) % 100000}"
-        self.sql(f"CREATE DATABASE {name} TEMPLATE template0")
+        self.sql(f"CREATE DATABASE {name} TEMPLATE {template}")
         return self.url(name)
+
+    def store_database(self) -> str:
+        """A fresh database with the store's schema already built (a copy of one the
+        store built once for the session: copying is faster than building); its URL."""
+        if self._template is None:
+            from service.store.writer import Store
+
+            url = self.database()
+            Store(url).close()
+            self._template = url.rsplit("/", 1)[1]
+        return self.database(self._template)

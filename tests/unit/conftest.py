@@ -30,7 +30,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The store's setting for this run: a SQLite file or a fresh PostgreSQL database."""
     if request.param == "sqlite":
         return str(tmp_path / "db.sqlite3")
-    return request.getfixturevalue("pg_server").database()
+    return request.getfixturevalue("pg_server").store_database()
 
 
 def pytest_configure(config: pytest.Config) -> None:
