@@ -64,7 +64,8 @@ def main() -> None:
                 attempt_span=None if waiting else (T0 - n + i, T0 - n + i + 100))
 
         store.tasks.bulk_load(task(i) for i in range(n))
-        metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console)
+        metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console,
+                                 nodes=store.nodes)
         metrics.render()  # the first read warms SQLite's page cache
         waiting = sum(1 for i in range(n) if i % args.waiting_every == 0)
         print(host_line())

@@ -205,6 +205,8 @@ class SimCluster(FakeCluster):
     # -- jobs ------------------------------------------------------------------------------
     def submit(self, req: SubmitRequest) -> None:
         super().submit(req)
+        if "argus_task_id" not in req.metadata:
+            return  # a fence (service.cluster.fence): the fake holds its node, nothing to run
         task = self.tasks[req.metadata["argus_task_id"]]
         attempt = int(req.metadata["argus_attempt"])
         fail_fast = task.cls.fail_fast and attempt == 1
@@ -413,7 +415,8 @@ class Simulation:
                  root: Path, *, step_s: float = 10.0,
                  startup_s: float | Mapping[str, float] = 0.0,
                  align_s: float | None = None, load: float = math.nan,
-                 shape: Shape = Shape(), limits: bool = True) -> None:
+                 shape: Shape = Shape(), limits: bool = True,
+                 cluster: SimCluster | None = None) -> None:
         self.trace = list(trace)
         self.shape = shape
         self.policy = policy
@@ -422,8 +425,8 @@ class Simulation:
         self.align_s = align_s  # ticks only on this grid (the real loop's tick_s)
         self.settings = Settings(shared_root=str(root), scheduler=settings)
         self.store = Store(str(root / f"{policy.name}.sqlite3"))
-        self.cluster = SimCluster({t.task_id: t for t in self.trace}, startup_s=startup_s,
-                                  shape=shape)
+        self.cluster = cluster or SimCluster({t.task_id: t for t in self.trace},
+                                             startup_s=startup_s, shape=shape)
         self.scheduler = Scheduler(self.store, self.cluster, self.settings,
                                    NullArtifacts(root), backfill_window=policy.backfill_window)
         self.driver = driver(self.settings.entrypoint_resources,

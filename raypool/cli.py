@@ -8,6 +8,7 @@
     argus-node health [--json]          run this node's health checks once and print them
                                         (exit 1 when unhealthy; nothing is published)
     argus-node head-watchdog | head-publisher | worker-watchdog | node-health | fatal-listener
+    argus-node api-service              the task service (the head, ARGUS_API_CONFIG set)
     argus-node local up|down|status|pids|exec|move-head   local multi-node launcher
 """
 
@@ -22,7 +23,7 @@ import time
 import xmlrpc.client
 from typing import Any
 
-from raypool import discovery, supervisor
+from raypool import apiservice, discovery, supervisor
 from raypool.config import NodeSettings, SettingsError, load_node_settings
 from raypool.headrecord import HeadRecord, judge
 from raypool.health import HealthError, gcs_alive, is_registered, list_nodes
@@ -45,7 +46,15 @@ def supervisord_executable() -> str:
 
 def cmd_run(_args: argparse.Namespace) -> int:
     settings = _settings()
+    problem = apiservice.token_problem(settings, os.environ)
+    if problem:
+        print(f"argus-node: invalid node settings:\n  {problem}", file=sys.stderr)
+        return 2
     conf = supervisor.write_config(settings)
+    if settings.api_config:  # the token leaves the environment Ray and the rest inherit
+        apiservice.keep_token(settings, os.environ)
+    else:
+        os.environ.pop(settings.api_token_env, None)
     os.environ[NODE_TAG_ENV] = settings.node_tag
     exe = supervisord_executable()
     print(f"argus-node: {settings.role} {settings.node_name} ip={settings.node_ip} "
@@ -95,8 +104,11 @@ def node_status(settings: NodeSettings) -> dict[str, Any]:
             out["ray"] = "joined" if joined else "not joined"
         except HealthError as exc:
             out["ray"] = f"head unreachable: {exc}"
-    out["ok"] = (bool(out["programs"]) and all(v == "RUNNING" for v in out["programs"].values())
-                 and fresh and out["ray"] in ("healthy", "joined"))
+    # the task service stopped on purpose (scripts/21_stop_api.sh) leaves the node healthy
+    running = all(state == "RUNNING" or (name, state) == (supervisor.API_PROGRAM, "STOPPED")
+                  for name, state in out["programs"].items())
+    out["ok"] = (bool(out["programs"]) and running and fresh
+                 and out["ray"] in ("healthy", "joined"))
     return out
 
 
@@ -207,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     health = sub.add_parser("health", help="run this node's health checks once and print them")
     health.add_argument("--json", action="store_true")
     for name in ("head-watchdog", "head-publisher", "worker-watchdog", "node-health",
-                 "fatal-listener"):
+                 "fatal-listener", "api-service"):
         sub.add_parser(name, help=f"supervisord program: {name}")
     from raypool.local.cli import add_local_parser
     add_local_parser(sub)
@@ -231,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         return listener_main()
     if args.command == "local":
         return args.func(args)
+    if args.command == "api-service":
+        return apiservice.exec_service(_settings())
     return _program(args.command)
 
 

@@ -98,6 +98,10 @@ class NodeSettings:
     health_cmd: tuple[str, ...] = ()
     health_ignore_xids: frozenset[int] = APPLICATION_XIDS
     fake_gpus: str = ""  # "" real GPUs, "1" fake (no nvidia-smi), "standin" fake + stand-in
+    # the task service as a program of the head's supervisord (raypool/apiservice.py)
+    api_config: str = ""  # ARGUS_API_CONFIG: "" = not run by the node
+    api_repo: str = "/workspace/argus"
+    api_token_env: str = "ARGUS_API_TOKEN"
 
     @property
     def node_tag(self) -> str:
@@ -275,6 +279,23 @@ class _Reader:
             self.bad(name, value, "an integer >= 0, or empty for Ray's autodetection")
             return None
         return int(value)
+
+
+def _api_settings(r: _Reader, role: str) -> dict[str, str]:
+    """``ARGUS_API_CONFIG`` (the service's config, relative to ``ARGUS_API_REPO``) makes the
+    head's supervisord run the task service. Its token is checked by ``argus-node run``
+    alone (``raypool/apiservice.py``): the programs read these settings after the token
+    left the environment."""
+    config = r.raw("ARGUS_API_CONFIG")
+    repo = r.path("ARGUS_API_REPO", "/workspace/argus")
+    token_env = r.raw("ARGUS_API_TOKEN_ENV", "ARGUS_API_TOKEN")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token_env):
+        r.bad("ARGUS_API_TOKEN_ENV", token_env, "an environment variable name")
+    if config and role != "head":
+        r.bad("ARGUS_API_CONFIG", config, "unset on a worker (the head runs the task service)")
+    elif config and any(ord(c) < 32 for c in config):
+        r.bad("ARGUS_API_CONFIG", config, "a path without control characters")
+    return {"api_config": config, "api_repo": repo, "api_token_env": token_env}
 
 
 def _health_settings(r: _Reader) -> dict[str, object]:
@@ -489,6 +510,7 @@ def load_node_settings(env: Mapping[str, str] | None = None,
         stop_timeout_s=r.seconds("ARGUS_STOP_TIMEOUT_S", 10),
         ray_labels=MappingProxyType(labels),
         **_health_settings(r),  # type: ignore[arg-type]
+        **_api_settings(r, role),
     )
     if len(os.path.join(settings.run_dir, SOCKET_NAME)) > 100:
         r.bad("ARGUS_RUN_DIR", settings.run_dir,

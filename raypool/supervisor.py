@@ -9,6 +9,12 @@ Stop semantics: ``stopasgroup=false`` so only the watchdog gets SIGTERM and stop
 order (a TERM to the whole group reaches the GCS before the drain and makes the head take
 30+ s to stop); ``killasgroup=true`` so a watchdog that overruns ``stopwaitsecs`` is
 SIGKILLed with everything under it.
+
+The head also runs the task service when ``ARGUS_API_CONFIG`` is set
+(``raypool/apiservice.py``): the program ``argus_api``, stopped and killed as a group, its
+log in ``<node log dir>/argus-api.log`` (``supervisorctl tail argus_api``), restarted like
+every program (at once after a crash; a failing start after 1, 2, 3 ... s, and after FATAL
+by the fatal listener).
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ PROGRAMS = {
 }
 # Both roles, unless ARGUS_HEALTH_INTERVAL_S=0 (raypool/nodehealth.py).
 HEALTH_PROGRAM = "argus_node_health"
+API_PROGRAM = "argus_api"  # the head, with ARGUS_API_CONFIG (raypool/apiservice.py)
 SUBCOMMANDS = {
     "argus_head_watchdog": "head-watchdog",
     "argus_head_publisher": "head-publisher",
     "argus_worker_watchdog": "worker-watchdog",
     "argus_fatal_listener": "fatal-listener",
     HEALTH_PROGRAM: "node-health",
+    API_PROGRAM: "api-service",
 }
 PROGRAM_BLOCK = Template("""
 [program:${name}]
@@ -49,6 +57,22 @@ killasgroup=true
 redirect_stderr=true
 stdout_logfile=/dev/fd/1
 stdout_logfile_maxbytes=0
+""")
+API_BLOCK = Template("""
+[program:${name}]
+command=${command}
+autostart=true
+autorestart=true
+startsecs=3
+startretries=5
+stopsignal=TERM
+stopwaitsecs=15
+stopasgroup=true
+killasgroup=true
+redirect_stderr=true
+stdout_logfile=${logfile}
+stdout_logfile_maxbytes=50MB
+stdout_logfile_backups=3
 """)
 
 
@@ -75,16 +99,22 @@ def program_command(program: str, python: str = sys.executable) -> str:
 
 def programs(settings: NodeSettings) -> tuple[str, ...]:
     health = (HEALTH_PROGRAM,) if settings.health_interval_s > 0 else ()
-    return PROGRAMS[settings.role] + health
+    api = (API_PROGRAM,) if settings.role == "head" and settings.api_config else ()
+    return PROGRAMS[settings.role] + health + api
+
+
+def _block(name: str, settings: NodeSettings, python: str) -> str:
+    if name == API_PROGRAM:
+        return API_BLOCK.substitute(
+            name=name, command=program_command(name, python),
+            logfile=_ini(os.path.join(settings.node_log_dir, "argus-api.log")))
+    return PROGRAM_BLOCK.substitute(
+        name=name, command=program_command(name, python), startsecs=3,
+        stopwaitsecs=int(settings.stop_timeout_s) + 15)
 
 
 def render(settings: NodeSettings, python: str = sys.executable) -> str:
-    blocks = "".join(
-        PROGRAM_BLOCK.substitute(
-            name=name, command=program_command(name, python), startsecs=3,
-            stopwaitsecs=int(settings.stop_timeout_s) + 15)
-        for name in programs(settings)
-    )
+    blocks = "".join(_block(name, settings, python) for name in programs(settings))
     with open(template_path()) as f:
         template = Template(f.read())
     return template.substitute(

@@ -2,7 +2,7 @@
 # One command on a fresh clone: a working local Argus and a demo task through the queue.
 #
 #   scripts/quickstart.sh          bring everything up, run the demo task, leave it running
-#   scripts/quickstart.sh down     stop the service and every Ray node it started
+#   scripts/quickstart.sh down     stop the service (and its supervisord) and every Ray node it started
 #   scripts/quickstart.sh head-fault   on the running quick start: a 60-step run whose head
 #                                  GCS is SIGKILLed at step 5 by scripts/fault_kill_head_ray.sh;
 #                                  exit 0 only if it ends SUCCEEDED on attempt 1, every
@@ -13,7 +13,8 @@
 #   2. `argus-node local up`: a Ray head (0 CPU, 0 GPU) and 2 workers (4 fake GPUs, 16 CPUs,
 #      worker_node=100 each), every node its own supervisord + watchdogs, found through
 #      head.json on the local "shared storage" (.argus/quickstart/shared),
-#   3. scripts/20_start_api.sh --local: argus-api on SQLite under that shared root (its
+#   3. scripts/20_start_api.sh --local: argus-api on SQLite under that shared root, under a
+#      supervisord of its own that restarts it when it exits (its
 #      webhooks may call this host: 127.0.0.0/8 allowed), and examples/*.yaml with that
 #      root in place of @SHARED@ in <dir>/examples/, ready to submit,
 #   4. submits examples/demo-ppo.yaml (a 1x4 PPO JobSpec whose code_path is the verl

@@ -125,6 +125,10 @@ class SchedulerSettings:
     # health) and resumed after ``node_health_passes`` healthy checks in a row. 0: off.
     node_health_every_s: float = 10.0
     node_health_passes: int = 3
+    # The Ray-side fence (service.engine.fences): every ``node_fence_every_s`` the tick
+    # keeps one fence job on each cordoned or drained node, holding its free GPUs, CPUs and
+    # driver resources so that Ray places nothing new there. 0: off.
+    node_fence_every_s: float = 2.0
     cpus_per_gpu: float = 3.0  # verl's bundle: {"CPU": 3, "GPU": 1}
     pending_recheck_s: float = 0.0  # PENDING_RESOURCES re-check delay (0 = every tick)
     # Retry of a retryable failure: ``when_fits`` re-admits as soon as the gang fits and a
@@ -178,6 +182,9 @@ class ProgressSettings:
     max_read_chars: int = 1 << 20  # at most this much of one log per read
 
 
+_STORE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
+
+
 @dataclass(frozen=True)
 class Settings:
     # Ray section
@@ -224,6 +231,7 @@ class Settings:
     db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
     sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
     store_url: str | None = None  # v2.store.url; None: the SQLite file (resolved_db_path)
+    lease_ttl_s: float = 15.0  # the database lease: one instance per database
     task_id_prefix: str = "mvp2"
     allowed_roots: tuple[str, ...] = ()  # default: (shared_root,)
     max_body_bytes: int = 256 << 10  # a real JobSpec is a few KiB; overrides fit many times over
@@ -259,18 +267,18 @@ class Settings:
         return f"{host}:6379"
 
     def with_overrides(self, **changes: Any) -> Settings:
-        """Copy with some top-level fields replaced (None values are ignored)."""
+        """Copy with some top-level fields replaced (None values are ignored); a store URL
+        (from ``ARGUS_STORE_URL``) is checked."""
+        if changes.get("store_url"):
+            self.checked_store_url(changes["store_url"], "ARGUS_STORE_URL")
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
-
-_STORE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
-
-
-def check_store_url(url: str, where: str) -> str:
-    """``v2.store.url`` / ``ARGUS_STORE_URL``: ``sqlite:///path`` or ``postgresql://...``
-    (whether the server answers is found at start, by the store)."""
-    if not url.startswith(_STORE_SCHEMES):
-        shown = re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
-        raise ConfigError(f"{where}: sqlite:///absolute/path or "
-                          f"postgresql://user@host:port/db, got {shown!r}")
-    return url
+    @staticmethod
+    def checked_store_url(url: str, where: str) -> str:
+        """``v2.store.url`` / ``ARGUS_STORE_URL``: ``sqlite:///path`` or
+        ``postgresql://...`` (whether the server answers is found at start, by the store)."""
+        if not url.startswith(_STORE_SCHEMES):
+            shown = re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+            raise ConfigError(f"{where}: sqlite:///absolute/path or "
+                              f"postgresql://user@host:port/db, got {shown!r}")
+        return url

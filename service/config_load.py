@@ -25,7 +25,6 @@ from service.config import (
     SchedulerSettings,
     Settings,
     UserSettings,
-    check_store_url,
     freeze,
 )
 from service.domain.users import name_problem
@@ -222,7 +221,7 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
         kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")
     kw |= _sqlite_settings(_section(v2, "sqlite", "v2."))
     if url := _section(v2, "store", "v2.").get("url"):
-        kw["store_url"] = check_store_url(_str(url, "v2.store.url"), "v2.store.url")
+        kw["store_url"] = Settings.checked_store_url(_str(url, "v2.store.url"), "v2.store.url")
     if "task_id_prefix" in v2:
         prefix = _str(v2["task_id_prefix"], "v2.task_id_prefix")
         if not re.fullmatch(r"[a-z0-9]{1,32}", prefix):
@@ -320,7 +319,7 @@ def _ui_settings(ui: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _sqlite_settings(sqlite: Mapping[str, Any]) -> dict[str, Any]:
-    """``v2.sqlite``: the database's path and durability."""
+    """``v2.sqlite``: the database's path, durability and lease."""
     kw: dict[str, Any] = {}
     if sqlite.get("db_path"):
         kw["db_path"] = _str(sqlite["db_path"], "v2.sqlite.db_path")
@@ -330,6 +329,9 @@ def _sqlite_settings(sqlite: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"v2.sqlite.synchronous: one of {', '.join(SYNCHRONOUS_MODES)}, "
                               f"got {sqlite['synchronous']!r}")
         kw["sqlite_synchronous"] = mode
+    if "lease_ttl_s" in sqlite:
+        kw["lease_ttl_s"] = float(_num(sqlite["lease_ttl_s"], "v2.sqlite.lease_ttl_s",
+                                       minimum=3))
     return kw
 
 
@@ -445,6 +447,4 @@ def load_settings(path: str | os.PathLike[str] | None,
             changes[attr] = int(env[var]) if attr == "api_port" else env[var]
     if "head_json" in changes:
         _head_json(changes["head_json"], "ARGUS_HEAD_IP_FILE")
-    if "store_url" in changes:
-        check_store_url(changes["store_url"], "ARGUS_STORE_URL")
     return settings.with_overrides(**changes)

@@ -2,6 +2,7 @@
 
     argus-api --config FILE [--host H] [--port P] [--db PATH]
               [--ray-address URL] [--shared-root DIR]
+    argus-api db backup --to PATH [--config FILE] [--db PATH]
 
 Precedence: defaults < config file < ``ARGUS_*`` environment < flags. The service refuses
 to start (exit 2) without an API token in the environment variable named by
@@ -18,6 +19,7 @@ import ctypes
 import gc
 import logging
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -37,8 +39,10 @@ from service.config_load import load_settings
 from service.domain.users import MAX_TOKEN_LEN, presentable
 from service.engine import webhook_delivery
 from service.engine.artifacts import Artifacts
+from service.engine.lease_keeper import LeaseHeld, LeaseKeeper, this_instance
 from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler, SchedulerLoop
+from service.store.backup import BackupError, backup
 from service.store.checkpointer import Checkpointer
 from service.store.db import SchemaError
 from service.store.dialect import StoreOpenError, StoreUrlError, redacted
@@ -50,11 +54,14 @@ from service.web.metrics import MeteredScheduler, ServiceMetrics
 log = logging.getLogger("argus.api")
 
 EXIT_GRACE_S = 2.0
+LOOPS_STOP_S = 6.0  # the loops' share of a stop (supervisors wait 10 s, then KILL)
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="argus-api", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="argus-api", description=__doc__.split("\n\n")[0],
+                                epilog="argus-api db backup --to PATH: a consistent copy "
+                                       "of the live database (argus-api db --help)")
     p.add_argument("--config", required=True, metavar="FILE", help="service YAML config")
     p.add_argument("--host", help="listen address (v2.api.host)")
     p.add_argument("--port", type=int, help="listen port (v2.api.port)")
@@ -139,16 +146,25 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     ``cluster``; the loops start with the app and stop (then the store closes) on
     shutdown."""
     store = Store(settings.resolved_store, synchronous=settings.sqlite_synchronous)
+    lease = LeaseKeeper(store.lease, this_instance(settings.api_port), settings.lease_ttl_s,
+                        on_lost=_stop_process)
+    try:
+        lease.acquire()  # before any loop: one instance per database
+    except BaseException:
+        store.close()
+        raise
     # SQLite: no commit pays for copying the WAL (PostgreSQL checkpoints by itself)
     checkpointer = Checkpointer(store) if store.engine_name == "sqlite" else None
     artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
-    metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console)
+    metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console,
+                             nodes=store.nodes)
     loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s,
                          storage=store)
     metrics.watch_loop(loop)
+    metrics.watch_lease(lease)
     app = create_app(settings, store, cluster, artifacts, token=token,
-                     scheduler_loop=loop, metrics=metrics)
+                     scheduler_loop=loop, metrics=metrics, lease=lease)
     follower = FollowerLoop(LogFollower(
         store, cluster, artifacts, max_points=settings.progress.max_points,
         max_read_chars=settings.progress.max_read_chars), settings.progress.poll_s)
@@ -156,6 +172,7 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
         webhook_delivery.attach(app, store, settings.webhooks)
 
     async def start_loop(_: web.Application) -> None:
+        lease.start()
         if checkpointer is not None:
             checkpointer.start()
         loop.start()
@@ -163,10 +180,19 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
             follower.start()
 
     async def stop_loop(_: web.Application) -> None:
-        loop.stop()
-        follower.stop()
+        # Within a supervisor's stop grace: a tick blocked in a Ray call is not waited for
+        # past LOOPS_STOP_S (the store stays open for it; the exit does not wait either).
+        deadline = time.monotonic() + LOOPS_STOP_S
+        loop.stop(LOOPS_STOP_S)
+        follower.stop(max(0.0, deadline - time.monotonic()))
         if checkpointer is not None:
             checkpointer.stop()
+        lease.stop()
+        if loop.alive or follower.alive:
+            log.warning("stopping with a loop still in a call (scheduler alive: %s, log "
+                        "follower alive: %s); its writes are each one transaction",
+                        loop.alive, follower.alive)
+            return
         store.close()
 
     app.on_startup.append(start_loop)
@@ -237,12 +263,48 @@ def serve(app: web.Application, host: str, port: int,
         access_log=logging.getLogger("argus.access"))
 
 
+def _stop_process(why: str) -> None:
+    """The lease was taken over: stop as on SIGTERM (the supervisor restarts the service,
+    which then waits for the lease like any second instance)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _fail(message: str) -> None:
     print(f"argus-api: {message}", file=sys.stderr)
     raise SystemExit(2)
 
 
+def db_main(argv: Sequence[str]) -> int:
+    """``argus-api db backup --to PATH [--config FILE] [--db PATH]``: a consistent copy of
+    the database (``service.store.backup``), checked, and what it holds printed. Exit 2
+    for a configuration error, 1 when no backup was made."""
+    p = argparse.ArgumentParser(prog="argus-api db", description="the service's database")
+    sub = p.add_subparsers(dest="action", required=True)
+    b = sub.add_parser("backup", help="a consistent copy of the live SQLite database "
+                                      "(SQLite's online backup; the service may keep running)")
+    b.add_argument("--to", required=True, metavar="PATH",
+                   help="the backup file to write; it must not exist")
+    b.add_argument("--config", metavar="FILE", help="service YAML config (where the database is)")
+    b.add_argument("--db", metavar="PATH",
+                   help="the database (v2.sqlite.db_path); default: the config's")
+    args = p.parse_args(argv)
+    try:
+        source = load_settings(args.config).with_overrides(db_path=args.db).resolved_db_path
+    except ConfigError as exc:
+        _fail(str(exc))
+    try:
+        report = backup(source, args.to)
+    except BackupError as exc:
+        print(f"argus-api db backup: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(report.lines()))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["db"]:
+        raise SystemExit(db_main(argv[1:]))
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
     try:
@@ -263,6 +325,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         _fail(str(exc))
     except (OSError, sqlite3.Error, SchemaError, StoreUrlError) as exc:
         _fail(f"cannot open the database {redacted(settings.resolved_store)}: {exc}")
+    except LeaseHeld as exc:
+        _fail(f"the database {redacted(settings.resolved_store)} is in use by another Argus "
+              f"instance: {exc}")
     log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
              redacted(settings.resolved_store), settings.head_json or settings.ray_address)
     serve(app, settings.api_host, settings.api_port, ServerLimits.from_settings(settings))

@@ -103,6 +103,17 @@ class JobInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class FenceJob:
+    """One of Argus's own Ray jobs that holds an out-of-admission node's free resources
+    (``service.cluster.fence``): never a task's attempt. ``status`` is Ray's word on it."""
+
+    submission_id: str
+    node_name: str
+    node_id: str
+    status: RayStatus = RayStatus.PENDING
+
+
+@dataclass(frozen=True, slots=True)
 class LogChunk:
     """Part of a driver log: ``text`` starts at the offset asked for (in characters) and
     ends at ``end``; ``size`` is the whole log's length when read (``end < size``: more
@@ -147,6 +158,12 @@ class Cluster(Protocol):
 
     def logs(self, submission_id: str) -> str:
         """Driver log text so far. Raises JobNotFound, ClusterUnavailable."""
+        ...
+
+    def fences(self) -> list[FenceJob]:
+        """The fence jobs Ray has that have not ended (one listing of every job: read when
+        the service starts, to keep or stop what a previous run left). Raises
+        ClusterUnavailable."""
         ...
 
     def log_since(self, submission_id: str, offset: int, max_chars: int) -> LogChunk:

@@ -3,7 +3,10 @@
 It keeps per-node capacities and allocations so tests can script exactly the situations
 the scheduler must handle: a driver that takes its ``worker_node`` slot on submit, a job
 that grabs its gang when it starts running, GPUs taken by someone outside Argus, a head
-restart that forgets every job, and an unreachable cluster.
+restart that forgets every job, and an unreachable cluster. A fence job
+(``service.cluster.fence``) runs at once and holds its node's free resources of the kinds
+it names, taking more as they free (each snapshot, before it is read), as the real
+fence's driver does every second.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from service.cluster.boundary import (
     ClusterSnapshot,
     ClusterUnavailable,
+    FenceJob,
     JobAlreadyExists,
     JobInfo,
     JobNotFound,
@@ -23,6 +27,7 @@ from service.cluster.boundary import (
     SubmitRequest,
     chunk_of,
 )
+from service.cluster.fence import META_HOLDS, META_NODE_ID, fence_of
 from service.domain.states import RayStatus
 
 
@@ -78,7 +83,8 @@ class FakeCluster:
         self.jobs: dict[str, FakeJob] = {}
         self.unreachable = False
         self.reject_next: str | None = None
-        self.submit_calls: list[str] = []
+        self.submit_calls: list[str] = []  # the attempts' submits
+        self.fence_calls: list[str] = []  # the fences' (service.cluster.fence)
         self.stop_calls: list[str] = []
         self.log_reads: list[tuple[str, int]] = []  # (submission id, offset) per log_since
         self.clock = clock
@@ -155,9 +161,44 @@ class FakeCluster:
         if self.unreachable:
             raise ClusterUnavailable("fake cluster is unreachable")
 
+    def _fence_of(self, job: FakeJob) -> FenceJob | None:
+        return fence_of(job.req.submission_id, job.req.metadata, job.status)
+
+    def _grow_fences(self) -> None:
+        """Each running fence takes what is free of its kinds on its node."""
+        for job in self.jobs.values():
+            fence = self._fence_of(job)
+            if fence is None or job.status is not RayStatus.RUNNING:
+                continue
+            node = self.nodes.get(fence.node_id)
+            if node is None:
+                continue
+            kinds = job.req.metadata.get(META_HOLDS, "").split(",")
+            free = node.free()
+            grab = {k: free[k] for k in kinds if free.get(k, 0.0) > 0}
+            node.take(grab)
+            held = job.holds.setdefault(node.node_id, {})
+            for k, v in grab.items():
+                held[k] = held.get(k, 0.0) + v
+
+    def fence_holds(self, node_id: str) -> dict[str, float]:
+        """What the running fences hold on ``node_id`` (for tests)."""
+        out: dict[str, float] = {}
+        for job in self.jobs.values():
+            if self._fence_of(job) is not None:
+                for k, v in job.holds.get(node_id, {}).items():
+                    out[k] = out.get(k, 0.0) + v
+        return out
+
     # -- Cluster protocol --------------------------------------------------------
+    def fences(self) -> list[FenceJob]:
+        self._check()
+        found = (self._fence_of(job) for job in self.jobs.values())
+        return [f for f in found if f is not None and not f.status.is_terminal()]
+
     def snapshot(self, submission_ids: Collection[str]) -> ClusterSnapshot:
         self._check()
+        self._grow_fences()
         nodes = tuple(
             NodeResources(n.node_id, f"10.0.0.{i + 1}", n.free(), dict(n.capacity), n.name)
             for i, n in enumerate(self.nodes.values())
@@ -172,13 +213,20 @@ class FakeCluster:
 
     def submit(self, req: SubmitRequest) -> None:
         self._check()
-        self.submit_calls.append(req.submission_id)
+        is_fence = bool(req.metadata.get(META_NODE_ID))
+        (self.fence_calls if is_fence else self.submit_calls).append(req.submission_id)
         if req.submission_id in self.jobs:
             raise JobAlreadyExists(f"Job with submission_id {req.submission_id} already exists")
         if self.reject_next is not None:
             msg, self.reject_next = self.reject_next, None
             raise SubmitRejected(msg)
         job = FakeJob(req=req)
+        if is_fence and self._fence_of(job) is not None:
+            job.status = RayStatus.RUNNING  # on the head: it takes nothing to start
+            job.start_time = self.clock
+            self.jobs[req.submission_id] = job
+            self._grow_fences()
+            return
         driver = {"worker_node": 1.0, **dict(req.entrypoint_resources)}
         if req.entrypoint_num_cpus:
             driver["CPU"] = float(req.entrypoint_num_cpus)

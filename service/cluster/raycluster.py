@@ -52,6 +52,7 @@ from service.cluster.address import RayAddress, address_source
 from service.cluster.boundary import (
     ClusterSnapshot,
     ClusterUnavailable,
+    FenceJob,
     JobInfo,
     JobNotFound,
     LogChunk,
@@ -59,6 +60,7 @@ from service.cluster.boundary import (
     SubmitRequest,
     chunk_of,
 )
+from service.cluster.fence import fence_of
 from service.cluster.jobreads import JobReadCosts
 from service.cluster.logtail import LogTails
 from service.cluster.mapping import (
@@ -72,6 +74,7 @@ from service.cluster.mapping import (
 )
 from service.config import Settings, thaw
 from service.domain.nodes import unique_names
+from service.domain.states import RayStatus
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -283,6 +286,16 @@ class RayCluster:
         with self._lock:
             if self._target_now == target:
                 note(self._read_costs, seconds)
+
+    def fences(self) -> list[FenceJob]:
+        """The fences among every job the head lists, those not ended."""
+        out = []
+        for d in self._jobs_call(self._target(), "list_jobs", "list_jobs"):
+            status = RayStatus(str(getattr(d.status, "value", d.status)))
+            fence = fence_of(d.submission_id or "", getattr(d, "metadata", None), status)
+            if fence is not None and not status.is_terminal():
+                out.append(fence)
+        return out
 
     def stop(self, submission_id: str) -> None:
         self._jobs_call(self._target(), "stop", "stop_job", submission_id, sid=submission_id)

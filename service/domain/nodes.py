@@ -40,6 +40,9 @@ class NodeStateRow:
     by: str | None
     at: float
     reason: str
+    # a drain whose attempts are stopped and re-queued (as a preemption) instead of
+    # finishing there; only a drained node has it
+    requeue: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,35 @@ class NodeEventRow:
     source: NodeSource
     by: str | None
     reason: str
+
+
+# ``attempts.preempted_for`` names what an attempt is stopped for: a task (a preemption
+# makes room for it) or, with this mark before a node's name, a drained node whose attempts
+# are re-queued. A task id never holds ':' before its first '-' (``service.domain.ids``).
+DRAIN_MARK = "node:"
+
+
+def drain_mark(name: str) -> str:
+    """``preempted_for`` of an attempt stopped because node ``name`` is drained (requeue)."""
+    return f"{DRAIN_MARK}{name}"
+
+
+def drained_node(preempted_for: str | None) -> str | None:
+    """The node whose drain stops the attempt (None: no drain stops it)."""
+    if preempted_for is not None and preempted_for.startswith(DRAIN_MARK):
+        return preempted_for[len(DRAIN_MARK):]
+    return None
+
+
+def preemptor_task(preempted_for: str | None) -> str | None:
+    """The task the attempt is stopped to make room for (None: none, or a drain)."""
+    return None if drained_node(preempted_for) is not None else preempted_for
+
+
+def stopped_for(preempted_for: str) -> str:
+    """What stops a preempted attempt, in words: "preempted for t-1", "node gpu-07 drained"."""
+    node = drained_node(preempted_for)
+    return f"preempted for {preempted_for}" if node is None else f"node {node} drained"
 
 
 def reason_problem(reason: object, *, required: bool) -> str | None:

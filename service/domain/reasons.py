@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from service.domain.nodes import drained_node
 from service.domain.timefmt import iso
 
 
@@ -123,7 +124,8 @@ class Preempting:
 @dataclass(frozen=True, slots=True)
 class Preempted:
     attempt_no: int
-    by: str | None
+    by: str | None  # ``attempts.preempted_for``: a task, or a drained node's mark
+    note: str | None = None  # a drained node's reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +272,12 @@ def _details_text(d: Details) -> str:
         case Preempting(victims, grace_s):
             return (f"preempting {victims} to make room (waited past "
                     f"preemption_grace_s={grace_s:g})")
-        case Preempted(n, by):
+        case Preempted(n, by, note):
+            node = drained_node(by)
+            if node is not None:
+                why = f"node {node} drained" + (f": {note}" if note else "")
+                return (f"attempt {n} preempted ({why}); attempt {n + 1} as soon as it fits "
+                        "on another node (resumes from its checkpoint)")
             return (f"attempt {n} preempted for {by}; attempt {n + 1} "
                     "as soon as it fits again (resumes from its checkpoint)")
         case Backoff(n, not_before):

@@ -46,7 +46,7 @@ class AttemptRow:
     end_time: float | None
     exit_code: int | None
     stop_requested: bool
-    preempted_for: str | None = None  # stopped by Argus to make room for this task
+    preempted_for: str | None = None  # stopped for this task, or a drained node (drain_mark)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +192,7 @@ class ActiveRow:
     preemptions: int = 0  # earlier attempts preempted (not counted against max_attempts)
     resource_failures: int = 0  # consecutive INSUFFICIENT_RESOURCES failures before this
     checkpointing: bool = False  # the JobSpec's save_freq >= 1: a restart resumes
-    preempted_for: str | None = None  # being stopped to make room for this task
+    preempted_for: str | None = None  # stopped for this task, or a drained node (drain_mark)
     max_runtime_s: float | None = None  # time limit of the attempt (None: none)
     # how long the task had waited when this attempt was claimed (a retry keeps it)
     waited_s: float = 0.0

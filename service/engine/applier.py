@@ -87,10 +87,12 @@ class Applier:
         self._runtimes: tuple[float, RuntimeModel] | None = None  # (read at, model)
 
     def admit(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable,
-               report: TickReport) -> None:
+               report: TickReport, hold: Reason | None = None) -> None:
         """Apply the planner's decisions: submit what starts, record why the rest waits,
         stop the victims of a preemption. A submit Ray refuses leaves its room unused
-        until the next tick; Ray not answering makes every later task wait."""
+        until the next tick; Ray not answering makes every later task wait. ``hold``: why
+        nothing may start this tick (a fence that does not hold its node yet): what would
+        start waits with it, and nobody is preempted."""
         candidates = self.store.tasks.runnable(now, self.backfill_window,
                                                per_user=self.sched.fair_share)
         active = self.store.tasks.active()
@@ -112,6 +114,8 @@ class Applier:
         for step in plan.steps:
             if down is not None:
                 waits.append((step.cand, down))
+            elif hold is not None and not isinstance(step, Wait):
+                waits.append((step.cand, hold))
             elif isinstance(step, Wait):  # the gang is worked out only with a node out
                 waits.append((step.cand, step.why if not cordoned else explain(
                     step.why, self.planner.gang(step.cand), cordoned, states)))
@@ -121,7 +125,7 @@ class Applier:
                     report.submitted += 1
                 elif outcome is _Submit.UNAVAILABLE:
                     down = unreachable(report.unreachable)
-        if plan.preemption is not None and down is None:
+        if plan.preemption is not None and down is None and hold is None:
             self._preempt(plan.preemption, active, now, report)
         self.reservation = plan.kept
         self.reserved = plan.reserved

@@ -22,6 +22,7 @@ import logging
 
 from service.cluster.boundary import Cluster, ClusterError, JobInfo, JobNotFound
 from service.config import SchedulerSettings
+from service.domain.nodes import drained_node, stopped_for
 from service.domain.reasons import Preempted, Reason, RetryAfterFailure, WaitKind
 from service.domain.states import FailureKind, RayStatus, TaskState
 from service.engine.artifacts import Artifacts
@@ -99,7 +100,7 @@ class AttemptEnder:
         past_limit = row.past_deadline(now)
         if row.cancel_requested or row.preempted_for is not None or past_limit:
             why = ("canceled" if row.cancel_requested else
-                   f"preempted for {row.preempted_for}" if row.preempted_for is not None
+                   stopped_for(row.preempted_for) if row.preempted_for is not None
                    else "time limit")
             self.artifacts.request_driver_stop(row.task_id, row.user, why)
             if past_limit and not row.stop_requested:
@@ -173,7 +174,7 @@ class AttemptEnder:
         elif row.preempted_for is not None:
             kind = FailureKind.PREEMPTED
             end = AttemptEnd(**base, failure_kind=kind.value)
-            self.failed(row, end, kind, f"preempted for {row.preempted_for}", now, report)
+            self.failed(row, end, kind, stopped_for(row.preempted_for), now, report)
         elif ran_past_limit(row, info, now):
             kind = FailureKind.TIME_LIMIT
             text = f"ran past its max_runtime_s ({row.max_runtime_s:g} s): stopped"
@@ -204,6 +205,14 @@ class AttemptEnder:
                                            summary, now)
         report.finished += 1
 
+    def _preempted(self, row: ActiveRow) -> Preempted:
+        """Why a preempted attempt's task waits: the task it made room for, or the drained
+        node it left, with the drain's reason while the node is drained still."""
+        node = drained_node(row.preempted_for)
+        state = None if node is None else self.store.nodes.state(node)
+        return Preempted(row.attempt_no, row.preempted_for,
+                         None if state is None else state.reason)
+
     def failed(self, row: ActiveRow, end: AttemptEnd, kind: FailureKind,
                 log_text: str | None, now: float, report: TickReport) -> None:
         """Retry a retryable failure while attempts are left; otherwise FAILED."""
@@ -218,7 +227,7 @@ class AttemptEnder:
                               preemptions=row.preemptions, waited_s=row.waited_s)
             at = max(plan.next_run_at, plan.not_before or 0.0)
             if kind is FailureKind.PREEMPTED:
-                reason = Reason(WaitKind.PREEMPTION, Preempted(n, row.preempted_for))
+                reason = Reason(WaitKind.PREEMPTION, self._preempted(row))
             else:
                 reason = Reason(WaitKind.RETRY_BACKOFF, RetryAfterFailure(n, kind.value, at))
             self.store.attempts.schedule_retry(row.task_id, row.state, n, end, plan, reason, now)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from service.cluster.sharedfs import SharedTree
 from service.config import Settings
@@ -47,6 +48,8 @@ class NodeHealth:
         self.memory = HealthMemory()
         self._last_run: float | None = None
         self._ignored: dict[str, str] = {}  # node -> why its file was last ignored
+        # the usable reports of the last run by node (/metrics' argus_node_health)
+        self.reports: Mapping[str, HealthReport] = MappingProxyType({})
 
     @property
     def enabled(self) -> bool:
@@ -63,6 +66,7 @@ class NodeHealth:
             report = self._read(name, now)
             if report is not None:
                 reports[name] = report
+        self.reports = MappingProxyType(reports)
         states = {row.name: row for row in self.store.nodes.states()}
         actions = decide(reports, states, self.memory, self.passes)
         cordoned = resumed = 0

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable, NodeResources
 from service.domain.reasons import Planned
 from service.domain.resources import CPU, GPU
+from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
 
 
@@ -37,6 +38,19 @@ class Observed:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: Seen | None = None
+        self._health: Mapping[str, HealthReport] = MappingProxyType({})
+
+    def record_health(self, reports: Mapping[str, HealthReport]) -> None:
+        """The health reports the scheduler's last health read used (node -> report; a
+        node without a usable report is absent)."""
+        frozen = MappingProxyType(dict(reports))
+        with self._lock:
+            self._health = frozen
+
+    @property
+    def health(self) -> Mapping[str, HealthReport]:
+        with self._lock:
+            return self._health
 
     def record(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
                shares: Mapping[str | None, Share] | None = None,

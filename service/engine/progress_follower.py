@@ -216,6 +216,10 @@ class FollowerLoop:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self.run_once()

@@ -11,7 +11,13 @@ A tick, in order:
    PENDING_RESOURCES with ``next_run_at = now + delay``. A job Ray no longer knows is
    CLUSTER_LOST. Ray unreachable leaves every row as it is.
 2. **Snapshot** the cluster once; **watch hung attempts** (RUNNING with a placement group
-   unplaced for ``stuck_timeout_s``: stop, INSUFFICIENT_RESOURCES, retry).
+   unplaced for ``stuck_timeout_s``: stop, INSUFFICIENT_RESOURCES, retry); stop the
+   attempts on a node drained with requeue (``service.engine.drain_requeue``: they end
+   PREEMPTED and are re-queued); the health files read (``service.engine.node_health``);
+   the **fences** kept (``service.engine.fences``): a Ray job on each cordoned or drained
+   node holds its free resources, so Ray places nothing new there; a resumed node's is
+   stopped (and the snapshot read again); while a fence just started does not hold its
+   node yet (seconds), step 3 waits.
 3. **Plan, then submit**: ``service.scheduling.planner`` decides from a snapshot (pure:
    runnable tasks, attempts on the cluster, free resources, fair shares) which tasks start,
    why the others wait, which nodes are kept, whom to preempt (the queue policy below); the
@@ -67,17 +73,21 @@ Queue policy
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Mapping
 
 from service.cluster.boundary import Cluster, ClusterSnapshot, ClusterUnavailable
 from service.config import Settings
-from service.domain.reasons import Planned
+from service.domain.reasons import Planned, Reason, WaitKind, as_text
 from service.domain.states import ON_CLUSTER
 from service.domain.workloads import driver
 from service.engine.applier import Applier
 from service.engine.artifacts import Artifacts
 from service.engine.attempt_end import AttemptEnder
 from service.engine.dependency_tick import DependencyStep
+from service.engine.drain_requeue import DrainRequeue
+from service.engine.fences import FenceKeeper
 from service.engine.node_health import NodeHealth
 from service.engine.ports import SchedulerStore
 from service.engine.reconcile import (
@@ -89,6 +99,7 @@ from service.engine.reconcile import (
 from service.engine.scheduler_loop import SchedulerLoop, StorageHealth
 from service.engine.tick_report import TickReport
 from service.engine.watch import DRIVER_NODE_GONE_S, Watch
+from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
 from service.scheduling.planner import Planner
 
@@ -97,6 +108,7 @@ __all__ = ["BACKFILL_WINDOW", "CLUSTER_BACK", "CLUSTER_UNREACHABLE", "DRIVER_NOD
            "Scheduler", "SchedulerLoop", "StorageHealth", "TickReport", "open_outage_since"]
 
 BACKFILL_WINDOW = 500
+log = logging.getLogger(__name__)
 
 
 class Scheduler:
@@ -122,6 +134,9 @@ class Scheduler:
         self.applier = Applier(store, cluster, settings, artifacts, self.planner,
                                backfill_window)
         self.health = NodeHealth(store, settings)  # the health-driven cordon
+        self.drains = DrainRequeue(store, cluster)  # drain --requeue stops what is there
+        self.fences = FenceKeeper(store, cluster, settings)  # the cordon on Ray's side
+        self._fence_wait: tuple[str, ...] = ()  # nodes whose new fence admission waits for
         # the last tick's cluster view (or why Ray did not answer), for /metrics and the
         # console's cluster page, which never call Ray themselves
         self.last_snapshot: ClusterSnapshot | ClusterUnavailable | None = None
@@ -135,6 +150,11 @@ class Scheduler:
     def last_estimates(self) -> dict[str, Planned]:
         """Task id -> its start estimate, from the last plan."""
         return self.applier.last_estimates
+
+    @property
+    def last_health(self) -> Mapping[str, HealthReport]:
+        """The usable health reports of the last health read, by node."""
+        return self.health.reports
 
     # -- entry points ----------------------------------------------------------------------
     def startup(self, now: float) -> TickReport:
@@ -151,6 +171,29 @@ class Scheduler:
         report.duration_s = time.perf_counter() - started
         return report
 
+    def _snapshot(self, report: TickReport) -> ClusterSnapshot | ClusterUnavailable:
+        try:
+            return self.cluster.snapshot(
+                [row.ray_submission_id for row in self.store.tasks.active()])
+        except ClusterUnavailable as exc:
+            report.unreachable = str(exc)
+            return exc
+
+    def _fence_hold(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable
+                    ) -> Reason | None:
+        """Why nothing may start while a fence just started does not hold its node yet (a
+        few seconds): Ray could place the new attempt on that node. None: admit."""
+        if isinstance(snapshot, ClusterUnavailable):
+            return None
+        waiting = self.fences.settling(now, snapshot.nodes)
+        if waiting and waiting != self._fence_wait:
+            log.info("admission waits for the fence to hold node(s) %s", ", ".join(waiting))
+        self._fence_wait = waiting
+        if not waiting:
+            return None
+        return as_text(f"waiting for Ray-side fence to hold node(s) {', '.join(waiting)} "
+                       "(just taken out of admission)", WaitKind.RESOURCES)
+
     def tick(self, now: float) -> TickReport:
         report = TickReport()
         started = time.perf_counter()
@@ -160,20 +203,18 @@ class Scheduler:
         waits = self.dependencies.run(now)
         report.released = waits.released
         report.finished += waits.canceled
-        snapshot: ClusterSnapshot | ClusterUnavailable
-        try:
-            snapshot = self.cluster.snapshot(
-                [row.ray_submission_id for row in self.store.tasks.active()])
-        except ClusterUnavailable as exc:
-            snapshot = exc
-            report.unreachable = str(exc)
-        else:  # step 2
+        snapshot = self._snapshot(report)
+        if not isinstance(snapshot, ClusterUnavailable):  # step 2
             self.watch.hung(now, snapshot, report)
             self.watch.driver_nodes(now, snapshot, report)
+            self.drains.run(now, snapshot, self.watch.driver_node_ids, report)
         self.last_snapshot = snapshot
         if not isinstance(snapshot, ClusterUnavailable) and self.health.due(now):
             # unhealthy nodes out of admission before this tick's plan (node_health)
             self.health.run(now, [n.display_name for n in snapshot.nodes])
-        self.applier.admit(now, snapshot, report)  # step 3
+        if not isinstance(snapshot, ClusterUnavailable) and self.fences.run(now, snapshot.nodes)[1]:
+            snapshot = self._snapshot(report)  # a fence stopped: its node is free again
+            self.last_snapshot = snapshot
+        self.applier.admit(now, snapshot, report, self._fence_hold(now, snapshot))  # step 3
         report.duration_s = time.perf_counter() - started
         return report

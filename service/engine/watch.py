@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 
 from service.cluster.boundary import Cluster, ClusterSnapshot, ClusterUnavailable, JobNotFound
 from service.config import SchedulerSettings
@@ -44,6 +45,11 @@ class Watch:
     def note_driver_node(self, submission_id: str, node_id: str) -> None:
         """Where Ray says an attempt's driver runs (the reconcile tells, every tick)."""
         self._driver_node[submission_id] = node_id
+
+    @property
+    def driver_node_ids(self) -> Mapping[str, str]:
+        """Submission id -> the node id its driver runs on, as Ray last said."""
+        return self._driver_node
 
     # -- step 2: attempts whose driver's node is gone -------------------------------------------
     def driver_nodes(self, now: float, snapshot: ClusterSnapshot,

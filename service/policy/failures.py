@@ -179,6 +179,7 @@ _ID = r"[A-Za-z0-9_.:-]{1,200}"
 _KIND_SENTENCES = (
     (FailureKind.TIME_LIMIT, re.compile(r"ran past its max_runtime_s \([0-9.e+]+ s\): stopped")),
     (FailureKind.PREEMPTED, re.compile(rf"preempted for {_ID}")),
+    (FailureKind.PREEMPTED, re.compile(rf"node {_ID} drained")),
     (FailureKind.CLUSTER_LOST, re.compile(rf"Ray no longer knows job {_ID} \(head restarted\?\)")),
 )
 # (kind, the start of Argus's sentence before it quotes Ray or the job): that start alone

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from service.cluster.boundary import ClusterSnapshot
+from service.domain.nodes import preemptor_task
 from service.domain.reasons import BehindFifo, Guard, MaxRunning, Reason, WaitKind
 from service.domain.resources import GPU
 from service.domain.rows import ActiveRow, RunnableRow
@@ -103,8 +104,10 @@ class BasePass:
             inp.snapshot, [InFlight(r.ray_submission_id, rules.gang(r)) for r in inp.active])
         self.running = len(inp.active)
         self.loads = load_by_user((r.user, r.total_gpus) for r in inp.active)
-        # tasks whose lower-priority victims are being stopped for them
-        self.preempting = {r.preempted_for for r in inp.active if r.preempted_for is not None}
+        # tasks whose lower-priority victims are being stopped for them (an attempt stopped
+        # for a drained node's requeue makes room for no task)
+        self.preempting = {t for r in inp.active
+                           if (t := preemptor_task(r.preempted_for)) is not None}
         self.steps: list[Start | Wait] = []
         self.starving: list[tuple[RunnableRow, Gang]] = []  # may preempt (waited past grace)
         self.seen = Seen(self.sched.fair_share)

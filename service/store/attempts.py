@@ -12,6 +12,7 @@ from typing import Any
 
 from service.domain.ids import submission_id
 from service.domain.newtask import stored_spec
+from service.domain.nodes import drain_mark
 from service.domain.reasons import Reason
 from service.domain.rows import AttemptRow, Claim
 from service.domain.states import RUNNABLE, RayStatus, TaskState, check_transition
@@ -231,6 +232,26 @@ class AttemptStore(Part):
                                 {"attempt_no": attempt_no, "for": preemptor, **extra})
             if marked:
                 self._event(conn, preemptor, now, "PREEMPTING", {"victims": marked, **extra})
+        return marked
+
+    def request_drain_requeue(self, victims: Iterable[tuple[str, int]], node: str,
+                              reason: str, now: float) -> list[str]:
+        """Mark the attempts ``(task_id, attempt_no)`` as stopped because node ``node`` is
+        drained with requeue (``preempted_for`` holds the node's mark: they end PREEMPTED
+        and are re-queued), in one transaction with a PREEMPTION_REQUESTED event on each.
+        An attempt that ended or is being stopped already is skipped. Returns the tasks
+        marked."""
+        marked: list[str] = []
+        mark = drain_mark(node)
+        with self._tx() as conn:
+            for task_id, attempt_no in victims:
+                cur = conn.execute(Q["request_preemption"], {
+                    "task_id": task_id, "attempt_no": attempt_no, "preempted_for": mark})
+                if cur.rowcount:
+                    marked.append(task_id)
+                    self._event(conn, task_id, now, "PREEMPTION_REQUESTED",
+                                {"attempt_no": attempt_no, "for": mark, "node": node,
+                                 "reason": reason})
         return marked
 
     # -- reads ---------------------------------------------------------------------------

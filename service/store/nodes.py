@@ -18,6 +18,7 @@ from service.domain.nodes import (
     NodeStateRow,
 )
 from service.store.core import Part, StoreError
+from service.store.outbox import enqueue_node
 from service.store.sql import QUERIES as Q
 
 
@@ -33,12 +34,18 @@ class NodeStateConflict(StoreError):
 def _row(r: sqlite3.Row) -> NodeStateRow:
     return NodeStateRow(name=r["name"], state=NodeStateKind(r["state"]),
                         source=NodeSource(r["source"]), by=r["by_user"], at=r["at"],
-                        reason=r["reason"])
+                        reason=r["reason"], requeue=bool(r["requeue"]))
+
+
+def _event(r: sqlite3.Row) -> NodeEventRow:
+    return NodeEventRow(name=r["name"], ts=r["ts"], kind=NodeEventKind(r["kind"]),
+                        source=NodeSource(r["source"]), by=r["by_user"], reason=r["reason"])
 
 
 def describe(row: NodeStateRow) -> str:
     who = row.by if row.source is NodeSource.OPERATOR else "the health check"
-    return f"node {row.name} is already {row.state.value} (by {who}: {row.reason})"
+    what = f"{row.state.value} with requeue" if row.requeue else row.state.value
+    return f"node {row.name} is already {what} (by {who}: {row.reason})"
 
 
 class NodeStore(Part):
@@ -52,17 +59,38 @@ class NodeStore(Part):
         return None if r is None else _row(r)
 
     def events(self, name: str) -> list[NodeEventRow]:
-        return [NodeEventRow(name=r["name"], ts=r["ts"], kind=NodeEventKind(r["kind"]),
-                             source=NodeSource(r["source"]), by=r["by_user"],
-                             reason=r["reason"])
-                for r in self._reader().execute(Q["node_events_of"], {"name": name})]
+        return [_event(r) for r in self._reader().execute(Q["node_events_of"], {"name": name})]
+
+    def latest_events(self, name: str, limit: int) -> list[NodeEventRow]:
+        """The newest ``limit`` events of node ``name``, newest first."""
+        return [_event(r) for r in self._reader().execute(
+            Q["node_events_latest"], {"name": name, "limit": limit})]
+
+    def observed(self, after: int = 0) -> tuple[list[NodeStateRow], dict[tuple[str, str], int],
+                                                int]:
+        """The stored states, the count of node events after id ``after`` by (kind,
+        source), and the last event id counted (``after`` when none), read in one
+        snapshot (``/metrics``: it passes the last id back, so a scrape reads only the
+        events written since the one before)."""
+        with self._snapshot() as conn:
+            states = [_row(r) for r in conn.execute(Q["node_states"])]
+            counts, last = {}, after
+            for r in conn.execute(Q["node_event_counts"], {"after": after}):
+                counts[(r["kind"], r["source"])] = r["n"]
+                last = max(last, r["last"])
+        return states, counts, last
 
     @staticmethod
     def _node_event(conn: sqlite3.Connection, row: NodeStateRow,
                kind: NodeEventKind) -> None:
-        conn.execute(Q["node_event_insert"], {
+        """The event of ``row``'s change and, in the same transaction, the webhook
+        deliveries it causes (admins' hooks that follow its type)."""
+        cur = conn.execute(Q["node_event_insert"], {
             "name": row.name, "ts": row.at, "kind": kind.value, "source": row.source.value,
             "by_user": row.by, "reason": row.reason})
+        assert cur.lastrowid is not None
+        enqueue_node(conn, cur.lastrowid, NodeEventRow(
+            row.name, row.at, kind, row.source, row.by, row.reason))
 
     def cordon(self, name: str, source: NodeSource, by: str | None, now: float,
                reason: str) -> NodeStateRow:
@@ -72,19 +100,23 @@ class NodeStore(Part):
         with self._tx() as conn:
             cur = conn.execute(Q["node_state_insert"], {
                 "name": name, "state": row.state.value, "source": source.value,
-                "by_user": by, "at": now, "reason": reason})
+                "by_user": by, "at": now, "reason": reason, "requeue": 0})
             if cur.rowcount != 1:
                 current = _row(conn.execute(Q["node_state"], {"name": name}).fetchone())
                 raise NodeStateConflict(name, current, describe(current))
             self._node_event(conn, row, NodeEventKind.CORDONED)
         return row
 
-    def drain(self, name: str, by: str | None, now: float, reason: str) -> NodeStateRow:
-        """Drain a node (an operator's): cordon it, or turn its cordon into a drain. Raises
-        ``NodeStateConflict`` when it is drained already."""
-        row = NodeStateRow(name, NodeStateKind.DRAINED, NodeSource.OPERATOR, by, now, reason)
+    def drain(self, name: str, by: str | None, now: float, reason: str, *,
+              requeue: bool = False) -> NodeStateRow:
+        """Drain a node (an operator's): cordon it, or turn its cordon into a drain, or (with
+        ``requeue``) a drain without requeue into one with it: the scheduler then stops the
+        attempts there and re-queues them. Raises ``NodeStateConflict`` when it is drained
+        already (with requeue, or ``requeue`` is not asked)."""
+        row = NodeStateRow(name, NodeStateKind.DRAINED, NodeSource.OPERATOR, by, now, reason,
+                           requeue)
         params = {"name": name, "state": row.state.value, "source": row.source.value,
-                  "by_user": by, "at": now, "reason": reason}
+                  "by_user": by, "at": now, "reason": reason, "requeue": int(requeue)}
         with self._tx() as conn:
             if conn.execute(Q["node_state_insert"], params).rowcount != 1 and \
                     conn.execute(Q["node_state_drain"], params).rowcount != 1:

@@ -2,7 +2,8 @@
 transaction (``core.WriteCore.event``): a state change and the deliveries it causes
 commit together or not at all. For an event kind that ``webhooks.events.SOURCES`` does not
 name it costs a dictionary lookup; for one it names, the task's row by key and an indexed
-look at its owner's hooks."""
+look at its owner's hooks. A node event (``enqueue_node``) goes to the admins' hooks
+that follow its type, and to no one else's."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from service.domain.nodes import NodeEventRow
 from service.store.sql import QUERIES as Q
-from service.webhooks.events import EventType, TaskFacts, task_data, webhook_type
+from service.webhooks.events import (
+    EventType,
+    TaskFacts,
+    node_data,
+    node_event_type,
+    task_data,
+    webhook_type,
+)
 
 
 def enqueue(conn: sqlite3.Connection, event_id: int, task_id: str, now: float, kind: str,
@@ -32,3 +41,12 @@ def enqueue(conn: sqlite3.Connection, event_id: int, task_id: str, now: float, k
     conn.execute(Q["webhook_enqueue"], {
         "event_id": event_id, "event_type": event_type.value, "now": now, "owner": owner,
         "data_json": json.dumps(data, sort_keys=True, default=str)})
+
+
+def enqueue_node(conn: sqlite3.Connection, event_id: int, row: NodeEventRow) -> None:
+    """The outbox rows of one node event (inside its transaction): a delivery to each hook
+    of an enabled admin that subscribed to its type."""
+    event_type = node_event_type(row.kind)
+    conn.execute(Q["webhook_enqueue_admins"], {
+        "event_id": event_id, "event_type": event_type.value, "now": row.ts,
+        "data_json": json.dumps(node_data(event_id, row), sort_keys=True)})

@@ -117,6 +117,8 @@ class PgCursor:
 
     def __init__(self, cur: psycopg.Cursor[Any]) -> None:
         self._cur = cur
+        self._id: Any = None
+        self._read_id = False
         self.row_factory = None  # accepted and ignored: a Row also unpacks as a tuple
 
     @property
@@ -125,9 +127,11 @@ class PgCursor:
 
     @property
     def lastrowid(self) -> Any:
-        """The first column of the statement's ``RETURNING`` row."""
-        row = self._cur.fetchone()
-        return None if row is None else row[0]
+        """The first column of the statement's ``RETURNING`` row (read once, kept)."""
+        if not self._read_id:
+            row = self._cur.fetchone()
+            self._id, self._read_id = None if row is None else row[0], True
+        return self._id
 
     def fetchone(self) -> Any:
         return self._cur.fetchone() if self._cur.description is not None else None

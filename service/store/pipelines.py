@@ -25,9 +25,11 @@ from service.domain.newtask import NewTask, spec_json
 from service.domain.rows import PipelineRow, StageRow, TaskRow
 from service.domain.states import PipelineState, TaskState
 from service.policy.dependencies import Condition, Dep
+from service.policy.idempotency import IdemKey
 from service.policy.pipelines import derive_state
 from service.policy.quotas import Limits, window_start_hour
 from service.store.core import Part
+from service.store.idempotency import check_key, record_key
 from service.store.inserts import (
     DependencyError as DependencyError,  # raised by create_pipeline: importable here
 )
@@ -105,14 +107,16 @@ class PipelineStore(Part):
     # -- writes ------------------------------------------------------------------------
     def create_pipeline(self, *, pipeline_id: str, name: str, user: str, document: str,
                         stages: Sequence[NewStage], now: float, admin: bool = False,
-                        quota: Limits | None = None) -> None:
+                        quota: Limits | None = None, key: IdemKey | None = None) -> None:
         """The pipeline and all its stages' tasks in one transaction (``stages`` parents
         first): any failure writes nothing. With ``quota`` (the owner's limits) the
         pipeline counts as one submission: refused (``QuotaExceeded``) when the owner
         already has ``max_waiting_tasks`` waiting, and the document's bytes count against
-        ``max_spec_bytes_per_day``."""
+        ``max_spec_bytes_per_day``. ``key``: its ``Idempotency-Key``, checked first and
+        kept with the pipeline (``TaskStore.create_task`` says how)."""
         size = len(document.encode("utf-8"))
         with self._tx() as conn:
+            check_key(conn, key)
             if quota is not None:
                 check_quota(conn, user, quota, size, now, window_start_hour(now))
             add_spec_bytes(conn, user, now, size)
@@ -133,6 +137,8 @@ class PipelineStore(Part):
                 self._event(conn, stage.task_id, now, "CREATED", {
                     "state": task.state.value, "priority": task.priority, "by": user,
                     "pipeline_id": pipeline_id, "stage": stage.stage})
+            record_key(conn, key, {"pipeline_id": pipeline_id,
+                                   "stages": {s.stage: s.task_id for s in stages}}, now)
 
     def release_blocked(self, task_id: str, now: float,
                         spec: Mapping[str, Any] | None = None) -> None:

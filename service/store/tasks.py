@@ -16,8 +16,10 @@ from service.domain.reasons import WaitKind
 from service.domain.rows import MAX_SEQ, ActiveRow, EventRow, RunnableRow, TaskRow
 from service.domain.states import RUNNABLE, WAITING, RayStatus, TaskState
 from service.domain.writes import BulkTask, CancelKind, CancelOutcome
+from service.policy.idempotency import IdemKey
 from service.policy.quotas import Limits, window_start_hour
 from service.store.core import Part, StaleState, TaskNotFound, WriteCore, by_field
+from service.store.idempotency import check_key, record_key
 from service.store.inserts import (
     add_spec_bytes,
     check_quota,
@@ -61,7 +63,8 @@ class TaskStore(Part):
                            lambda c: c in taken or self.task_exists(c), user=user)
 
     def create_task(self, task: NewTask, *, task_id: str | None = None,
-                    quota: Limits | None = None, admin: bool = False) -> str:
+                    quota: Limits | None = None, admin: bool = False,
+                    key: IdemKey | None = None) -> str:
         """Insert ``task`` (QUEUED, runnable at once; or BLOCKED with its dependencies,
         whose parents must exist and be its owner's, any task's for an ``admin``:
         DependencyError else) and its CREATED event, under ``task_id`` or a fresh id
@@ -72,6 +75,10 @@ class TaskStore(Part):
         ``QuotaExceeded`` and nothing is written. The bytes are added to the owner's
         hourly bucket (hours out of the window are dropped as it goes).
 
+        With ``key`` (its owner's ``Idempotency-Key``), a key seen before raises
+        ``KeyReplayed`` (the same request: its task) or ``KeyMismatch`` before anything is
+        written; a new one is kept in the same transaction as the task.
+
         Builds no row on purpose: the API answers a submit with the id and QUEUED, and
         the full row (queue position included) would cost every POST a count over the
         queue."""
@@ -80,6 +87,7 @@ class TaskStore(Part):
         size, user, now = task.stored_bytes, task.user, task.created_at
         first_hour = window_start_hour(now)
         with self._tx() as conn:
+            check_key(conn, key)
             if quota is not None and user is not None:
                 check_quota(conn, user, quota, size, now, first_hour)
             insert_task(conn, task_id, task)
@@ -91,6 +99,7 @@ class TaskStore(Part):
                              {"user": user, "hour": first_hour})
             self._event(conn, task_id, now, "CREATED", {
                 "state": task.state.value, "priority": task.priority, **by_field(user)})
+            record_key(conn, key, {"task_id": task_id, "state": task.state.value}, now)
         return task_id
 
     def set_priority(self, task_id: str, priority: int, now: float, by: str | None = None

@@ -4,10 +4,11 @@
   the scheduler's runnable/active reads), ``store.attempts`` (the scheduler's attempt
   writes, attempt reads), ``store.users`` (users, tokens, console sessions),
   ``store.pipelines`` (dependencies, BLOCKED tasks, pipelines), ``store.webhooks`` (hooks,
-  deliveries), ``store.progress`` (training progress and curves), ``store.console`` (the
-  console's and the metrics' reads, queue samples) and ``store.usage`` (GPU time over a
-  window, the ledger); and the core's own: ``close``, ``write_fault``, ``probe_write``,
-  ``automatic_checkpoints``, ``change_seq``.
+  deliveries), ``store.nodes`` (cordons and drains), ``store.lease`` (which
+  instance holds the database), ``store.progress`` (training progress and curves),
+  ``store.console`` (the console's and the metrics' reads, queue samples) and
+  ``store.usage`` (GPU time over a window, the ledger); and the core's own: ``close``,
+  ``write_fault``, ``probe_write``, ``automatic_checkpoints``, ``change_seq``.
 * Each aggregate (``core.Part``) is given the one ``core.WriteCore`` and the one
   ``reads.Readers`` explicitly, and nothing else. The core: one writing connection behind
   one lock, each write a ``BEGIN IMMEDIATE`` transaction: exactly one writer. Every state
@@ -71,6 +72,7 @@ from service.store.core import (
 )
 from service.store.db import DEFAULT_SYNCHRONOUS, StorageUnavailable
 from service.store.dialect import engine_for
+from service.store.lease import LeaseStore
 from service.store.nodes import NodeStore
 from service.store.pipelines import PipelineStore
 from service.store.progress import ProgressStore
@@ -113,6 +115,7 @@ class Store:
         self.console = ConsoleReads(*parts)
         self.usage = UsageReads(*parts)
         self.nodes = NodeStore(*parts)
+        self.lease = LeaseStore(*parts)
 
     @property
     def db_path(self) -> str:

@@ -1,13 +1,16 @@
 """The cluster's nodes by name, and an admin's cordon, drain and resume (issue 55). The
-rules once, for the API and the CLI (and the console when it gets buttons).
+rules once, for the API, the CLI and the console's buttons.
 
 A node is known when Ray lists it (the scheduler's last snapshot, which the caller hands
 in: no Ray call here) or it has a stored state. Reading is for any signed-in user; a
 change is for admins (``Forbidden`` otherwise). A cordon or drain needs a reason (at most
 ``REASON_MAX`` printable characters; ``Rejected`` otherwise); cordoning a node that is out
 of admission already, or resuming one that is not, is a ``Conflict`` naming who put it
-there. A drain is a cordon whose attempts finish on their own: nothing is stopped or
-requeued (``--requeue`` is not there yet). Resume lifts any cordon, the health check's too.
+there. A drain is a cordon whose attempts finish on their own; a drain with ``requeue``
+(a boolean; only a drain has it) also has the scheduler stop its attempts and re-queue
+them as preemptions (``service.engine.drain_requeue``). Draining a cordoned node, or one
+drained without requeue with it, turns it into that drain; the same drain twice is a
+``Conflict``. Resume lifts any cordon, the health check's too.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any, Protocol
 from service.cluster.boundary import NodeResources
 from service.cluster.sharedfs import SharedTree
 from service.config import Settings
-from service.domain.nodes import NodeSource, NodeStateRow, reason_problem
+from service.domain.nodes import NodeEventRow, NodeSource, NodeStateRow, reason_problem
 from service.domain.resources import GPU
 from service.domain.users import Principal
 from service.policy.nodehealth import HEALTH_MAX_BYTES, HealthReport, health_dir, parse_report
@@ -101,22 +104,40 @@ async def list_nodes(deps: NodeDeps, ray_nodes: Sequence[NodeResources] | None
     return views
 
 
-async def cordons(deps: NodeDeps) -> dict[str, NodeStateRow]:
-    """The stored states by node name (the console's cluster page)."""
-    return {row.name: row for row in await deps.store.read(lambda s: s.nodes.states())}
+EVENTS_MAX = 1000  # a node's events one read returns at most
 
 
-def _check(who: Principal, doc: Mapping[str, Any], required: bool) -> str:
+async def events_of(deps: NodeDeps, name: str, limit: int,
+                    ray_nodes: Sequence[NodeResources] | None) -> list[NodeEventRow]:
+    """Node ``name``'s newest ``limit`` events (1..``EVENTS_MAX``), newest first, for any
+    signed-in user. ``NotFound`` for a node Ray does not list with no state and no
+    events."""
+    if not 1 <= limit <= EVENTS_MAX:
+        raise Rejected("invalid node events request", [
+            {"field": "limit", "message": f"must be 1..{EVENTS_MAX}, got {limit}"}])
+    rows = await deps.store.read(lambda s: s.nodes.latest_events(name, limit))
+    if not rows:
+        await _known(deps, name, ray_nodes)
+    return rows
+
+
+def _check(who: Principal, doc: Mapping[str, Any], action: str) -> tuple[str, bool]:
+    """The request's reason and requeue, or ``Forbidden`` / ``Rejected`` (every problem)."""
     if not who.is_admin:
         raise Forbidden("only an admin may cordon, drain or resume a node")
-    unknown = sorted(set(doc) - {"reason"})
-    problems = [{"field": k, "message": "unknown field"} for k in unknown]
-    problem = reason_problem(doc.get("reason"), required=required)
+    fields = {"reason", "requeue"} if action == "drain" else {"reason"}
+    unknown = sorted(set(doc) - fields)
+    problems = [{"field": k, "message": "unknown field" if k != "requeue" else
+                 "only a drain re-queues its attempts"} for k in unknown]
+    problem = reason_problem(doc.get("reason"), required=action != "resume")
     if problem:
         problems.append({"field": "reason", "message": problem})
+    requeue = doc.get("requeue", False)
+    if "requeue" in fields and not isinstance(requeue, bool):
+        problems.append({"field": "requeue", "message": "requeue must be true or false"})
     if problems:
         raise Rejected("invalid node request", problems)
-    return str(doc.get("reason") or "")
+    return str(doc.get("reason") or ""), requeue is True
 
 
 async def _known(deps: NodeDeps, name: str, ray_nodes: Sequence[NodeResources] | None
@@ -125,7 +146,8 @@ async def _known(deps: NodeDeps, name: str, ray_nodes: Sequence[NodeResources] |
         return
     if await deps.store.read(lambda s: s.nodes.state(name)) is None:
         raise NotFound("node", name, f"node {name} not found: Ray does not list it "
-                       "(as of the scheduler's last tick) and it has no stored state")
+                       "(as of the scheduler's last tick) and it has no stored state or "
+                       "events")
 
 
 async def change(deps: NodeDeps, who: Principal, name: str, action: str,
@@ -134,7 +156,7 @@ async def change(deps: NodeDeps, who: Principal, name: str, action: str,
     """``action`` (cordon, drain, resume) on node ``name`` for ``who``; the state written
     (for a resume: the state lifted). Refuses with Forbidden, Rejected, NotFound,
     Conflict; a refusal writes nothing."""
-    reason = _check(who, doc, required=action != "resume")
+    reason, requeue = _check(who, doc, action)
     await _known(deps, name, ray_nodes)
     now = deps.clock()
     try:
@@ -142,12 +164,14 @@ async def change(deps: NodeDeps, who: Principal, name: str, action: str,
             row = await deps.store.write(lambda s: s.nodes.cordon(
                 name, NodeSource.OPERATOR, who.name, now, reason))
         elif action == "drain":
-            row = await deps.store.write(lambda s: s.nodes.drain(name, who.name, now, reason))
+            row = await deps.store.write(lambda s: s.nodes.drain(name, who.name, now, reason,
+                                                                 requeue=requeue))
         else:
             row = await deps.store.write(lambda s: s.nodes.resume(
                 name, None, who.name, now, reason))
     except NodeStateConflict as exc:
         raise Conflict(str(exc)) from exc
-    log.warning("node %s: %s by %s (%s)", name, action, who.name, reason or "no reason")
+    log.warning("node %s: %s%s by %s (%s)", name, action, " with requeue" if requeue else "",
+                who.name, reason or "no reason")
     return row
 

@@ -20,6 +20,7 @@ from service.domain.layout import attempt_dir, checkpoint_dir
 from service.domain.newtask import new_task
 from service.jobspec.model import JobSpecError
 from service.jobspec.spec import validate_document
+from service.policy.idempotency import IdemKey
 from service.policy.pipelines import PipelineDoc, PipelineError, substitute
 from service.policy.priorities import allowance_problem
 from service.store.pipelines import NewStage
@@ -73,11 +74,11 @@ def build_stages(doc: PipelineDoc, stage_tasks: Mapping[str, str], settings: Set
 
 
 def submit_pipeline(store: UseCaseStore, doc: PipelineDoc, document: str, settings: Settings,
-                    user: str, now: float, *, is_admin: bool = False
-                    ) -> tuple[str, dict[str, str]]:
+                    user: str, now: float, *, is_admin: bool = False,
+                    key: IdemKey | None = None) -> tuple[str, dict[str, str]]:
     """Create the pipeline: ``(pipeline_id, {stage: task_id})``. Raises PipelineError
-    (400) or the store's errors (QuotaExceeded: the owner's limits; admins have none);
-    writes nothing then."""
+    (400) or the store's errors (QuotaExceeded: the owner's limits; admins have none;
+    ``key``'s KeyReplayed or KeyMismatch); writes nothing then."""
     stage_tasks: dict[str, str] = {}
     for stage in doc.stages:
         workload = stage.jobspec.get("workload")
@@ -90,5 +91,6 @@ def submit_pipeline(store: UseCaseStore, doc: PipelineDoc, document: str, settin
                               store.pipelines.pipeline_exists, user=user)
     store.pipelines.create_pipeline(
         pipeline_id=pipeline_id, name=doc.name, user=user, document=document, stages=stages,
-        now=now, admin=is_admin, quota=None if is_admin else settings.users.limits_for(user))
+        now=now, admin=is_admin, quota=None if is_admin else settings.users.limits_for(user),
+        key=key)
     return pipeline_id, stage_tasks

@@ -9,17 +9,29 @@ from service.domain.rows import PipelineRow
 from service.domain.users import Principal
 from service.domain.writes import CancelKind
 from service.policy.pipelines import parse_pipeline
+from service.store.idempotency import KeyMismatch, KeyReplayed
 from service.store.pipelines import DependencyError, PipelineNotFound, PipelineView
 from service.store.writer import QuotaExceeded
+from service.usecases.idempotency import submit_key
 from service.usecases.pipeline_submit import submit_pipeline as create_pipeline
-from service.usecases.ports import BadDependencies, NotFound, NotOwner, OverQuota, TaskDeps
+from service.usecases.ports import (
+    BadDependencies,
+    KeyReused,
+    NotFound,
+    NotOwner,
+    OverQuota,
+    TaskDeps,
+)
 from service.usecases.tasks import cancel_one
+
+SUBMIT_ROUTE = "POST /api/v2/pipelines"
 
 
 @dataclass(frozen=True, slots=True)
 class PipelineSubmitted:
     pipeline_id: str
     stages: dict[str, str]  # stage -> its task's id
+    replayed: bool = False  # the answer to an earlier request with this Idempotency-Key
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,19 +40,29 @@ class PipelineCanceled:
     canceled: list[str]  # the stages' tasks this request canceled or asked to stop
 
 
-async def submit_pipeline(deps: TaskDeps, who: Principal, text: str) -> PipelineSubmitted:
+async def submit_pipeline(deps: TaskDeps, who: Principal, text: str, *, as_json: bool = False,
+                          key: str | None = None) -> PipelineSubmitted:
     """Create the pipeline document ``text`` as ``who``'s (parsed on the work lane:
     ``PipelineError`` with every problem), its stages' tasks under the owner's quota
-    (``OverQuota``; admins are exempt), then wake the scheduler."""
-    doc = await deps.work.run(parse_pipeline, text)
-    try:
-        pipeline_id, stages = await deps.store.write(
-            lambda s: create_pipeline(s, doc, text, deps.settings, who.name, deps.clock(),
-                                      is_admin=who.is_admin))
-    except QuotaExceeded as exc:
-        raise OverQuota(exc.refusal) from exc
-    except DependencyError as exc:  # pragma: no cover - stages name only new stages
-        raise BadDependencies(exc.problems) from exc
+    (``OverQuota``; admins are exempt), then wake the scheduler. ``key``: the request's
+    ``Idempotency-Key``, as ``tasks.submit`` takes it (``as_json``: how the body is
+    compared)."""
+    idem = submit_key(who.name, key, SUBMIT_ROUTE, text, as_json=as_json)
+    with deps.in_flight.hold(idem):
+        doc = await deps.work.run(parse_pipeline, text)
+        try:
+            pipeline_id, stages = await deps.store.write(
+                lambda s: create_pipeline(s, doc, text, deps.settings, who.name,
+                                          deps.clock(), is_admin=who.is_admin, key=idem))
+        except KeyReplayed as exc:
+            return PipelineSubmitted(exc.result["pipeline_id"], dict(exc.result["stages"]),
+                                     replayed=True)
+        except KeyMismatch as exc:
+            raise KeyReused(exc.key.key, SUBMIT_ROUTE) from exc
+        except QuotaExceeded as exc:
+            raise OverQuota(exc.refusal) from exc
+        except DependencyError as exc:  # pragma: no cover - stages name only new stages
+            raise BadDependencies(exc.problems) from exc
     deps.waker.wake()
     return PipelineSubmitted(pipeline_id, stages)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from service.cluster.boundary import Cluster, ClusterUnavailable
@@ -23,10 +24,17 @@ from service.store.offload import Offload
 
 if TYPE_CHECKING:
     from service.domain.rows import PipelineRow
+    from service.policy.idempotency import IdemKey
     from service.store.pipelines import NewStage, PipelineView
 
 T = TypeVar("T")
 S_co = TypeVar("S_co", covariant=True)
+
+
+class HoldsKeys(Protocol):
+    """``service.usecases.idempotency.KeysInFlight``: the keys of requests in progress."""
+
+    def hold(self, key: IdemKey | None) -> AbstractContextManager[None]: ...
 
 
 class Wakes(Protocol):
@@ -47,7 +55,8 @@ class UseCaseTasks(Protocol):
                taken: Iterable[str] = ()) -> str: ...
 
     def create_task(self, task: NewTask, *, task_id: str | None = None,
-                    quota: Limits | None = None, admin: bool = False) -> str: ...
+                    quota: Limits | None = None, admin: bool = False,
+                    key: IdemKey | None = None) -> str: ...
 
     def set_priority(self, task_id: str, priority: int, now: float, by: str | None = None
                      ) -> TaskRow: ...
@@ -60,7 +69,8 @@ class UseCaseTasks(Protocol):
 class UseCasePipelines(Protocol):
     def create_pipeline(self, *, pipeline_id: str, name: str, user: str, document: str,
                         stages: Sequence[NewStage], now: float, admin: bool = False,
-                        quota: Limits | None = None) -> None: ...
+                        quota: Limits | None = None, key: IdemKey | None = None
+                        ) -> None: ...
 
     def flag_pipeline_cancel(self, pipeline_id: str, now: float) -> PipelineRow: ...
 
@@ -130,6 +140,9 @@ class TaskDeps(Protocol):
 
     @property
     def metrics(self) -> SubmitMetrics: ...
+
+    @property
+    def in_flight(self) -> HoldsKeys: ...
 
 
 async def on_cluster(deps: TaskDeps, fn: Callable[..., T], *args: Any) -> T:
@@ -213,6 +226,25 @@ class BadDependencies(UseCaseError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+
+
+class KeyReused(UseCaseError):
+    """An ``Idempotency-Key`` used before for another request (another body or route)."""
+
+    def __init__(self, key: str, route: str) -> None:
+        super().__init__(f"Idempotency-Key {key!r} was used before with a different request; "
+                         f"send a new key for a new {route} (a retry must send the same "
+                         "body as the first request)")
+        self.key = key
+
+
+class KeyInUse(UseCaseError):
+    """The first request with this ``Idempotency-Key`` is still being processed."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"a request with Idempotency-Key {key!r} is still being processed; "
+                         "retry after it (the retry gets its answer)")
+        self.key = key
 
 
 class Forbidden(UseCaseError):

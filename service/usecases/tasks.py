@@ -21,11 +21,14 @@ from service.domain.writes import CancelKind, CancelOutcome
 from service.jobspec.model import JobSpec
 from service.jobspec.spec import parse_jobspec, parse_jobspec_json
 from service.policy.priorities import allowance_problem, range_problem
+from service.store.idempotency import KeyMismatch, KeyReplayed
 from service.store.pipelines import DependencyError
 from service.store.writer import QuotaExceeded, StaleState, TaskNotFound
+from service.usecases.idempotency import submit_key
 from service.usecases.ports import (
     BadDependencies,
     Invalid,
+    KeyReused,
     NotAllowed,
     NotFound,
     NotOwner,
@@ -37,11 +40,14 @@ from service.usecases.ports import (
 
 log = logging.getLogger(__name__)
 
+SUBMIT_ROUTE = "POST /api/v2/tasks"
+
 
 @dataclass(frozen=True, slots=True)
 class Submitted:
     task_id: str
     state: TaskState  # QUEUED, or BLOCKED behind the tasks it names in ``after``
+    replayed: bool = False  # the answer to an earlier request with this Idempotency-Key
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,23 +87,36 @@ async def parse(deps: TaskDeps, text: str, who: Principal, *, as_json: bool) -> 
     return await deps.work.run(fn, text, deps.settings, who.name)
 
 
-async def submit(deps: TaskDeps, who: Principal, text: str, *, as_json: bool
-                 ) -> Submitted:
+async def submit(deps: TaskDeps, who: Principal, text: str, *, as_json: bool,
+                 key: str | None = None) -> Submitted:
     """Store the JobSpec ``text`` (stored as sent, YAML or JSON: the console shows it so)
     as a new task of ``who``: parsed (``JobSpecError``), the configured defaults for what
     it leaves out, the caller's priority allowance, the owner's quota (admins are exempt),
-    its dependencies; then wake the scheduler."""
-    spec = await parse(deps, text, who, as_json=as_json)
-    task = new_task(spec, deps.settings, who.name, deps.clock(), text=text)
-    _allowance(who, deps, task.priority)
-    quota = None if who.is_admin else deps.settings.users.limits_for(who.name)
-    try:
-        task_id = await deps.store.write(
-            lambda s: s.tasks.create_task(task, quota=quota, admin=who.is_admin))
-    except DependencyError as exc:
-        raise BadDependencies(exc.problems) from exc
-    except QuotaExceeded as exc:
-        raise OverQuota(exc.refusal) from exc
+    its dependencies; then wake the scheduler.
+
+    ``key``: the request's ``Idempotency-Key`` (valid: ``policy.idempotency.parse_key``).
+    The same key and body as an earlier submit of ``who`` answer that submit's task again
+    (``replayed``; nothing new is written); another body is ``KeyReused``; while the first
+    is still being processed, ``KeyInUse``."""
+    idem = submit_key(who.name, key, SUBMIT_ROUTE, text, as_json=as_json)
+    with deps.in_flight.hold(idem):
+        spec = await parse(deps, text, who, as_json=as_json)
+        task = new_task(spec, deps.settings, who.name, deps.clock(), text=text)
+        _allowance(who, deps, task.priority)
+        quota = None if who.is_admin else deps.settings.users.limits_for(who.name)
+        try:
+            task_id = await deps.store.write(
+                lambda s: s.tasks.create_task(task, quota=quota, admin=who.is_admin,
+                                              key=idem))
+        except KeyReplayed as exc:
+            return Submitted(exc.result["task_id"], TaskState(exc.result["state"]),
+                             replayed=True)
+        except KeyMismatch as exc:
+            raise KeyReused(exc.key.key, SUBMIT_ROUTE) from exc
+        except DependencyError as exc:
+            raise BadDependencies(exc.problems) from exc
+        except QuotaExceeded as exc:
+            raise OverQuota(exc.refusal) from exc
     deps.metrics.submits.inc()
     deps.waker.wake()
     return Submitted(task_id, task.state)

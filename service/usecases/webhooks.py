@@ -20,6 +20,7 @@ from service.domain.users import Principal
 from service.store.webhooks import TooManyWebhooks, WebhookOwnerUnknown
 from service.usecases.ports import Conflict, Forbidden, NotFound, Rejected, ServiceDeps
 from service.usecases.shapes import check_shape
+from service.webhooks.events import ADMIN_ONLY
 from service.webhooks.schemas import NewWebhook
 from service.webhooks.transport import registration_problem
 
@@ -30,13 +31,19 @@ class HookDeps(ServiceDeps, Protocol):
     """The parts of the service the webhook use cases touch."""
 
 
-async def register(deps: HookDeps, owner: str, doc: Mapping[str, Any]) -> WebhookRow:
-    """Register ``doc`` (url, events, format) for ``owner``. Refuses with ``Rejected``
-    (bad input, or a target the SSRF rules refuse), ``Conflict`` (the per-user limit) or
-    ``NotFound`` (no such owner)."""
+async def register(deps: HookDeps, owner: str, doc: Mapping[str, Any], *,
+                   admin: bool = False) -> WebhookRow:
+    """Register ``doc`` (url, events, format) for ``owner`` (``admin``: an admin's, who
+    may follow the node events). Refuses with ``Rejected`` (bad input, or a target the
+    SSRF rules refuse), ``Forbidden`` (a node event for a non-admin), ``Conflict`` (the
+    per-user limit) or ``NotFound`` (no such owner)."""
     new, errors = check_shape(NewWebhook, doc)
     if new is None:
         raise Rejected("invalid webhook", errors)
+    admins_only = sorted(t.value for t in set(new.events) & ADMIN_ONLY)
+    if admins_only and not admin:
+        raise Forbidden(f"only an admin may subscribe to the node events {admins_only}: "
+                        "nodes are cluster-wide")
     url, fmt = new.url, new.format
     problem = await registration_problem(url, deps.settings.webhooks.allow_networks)
     if problem:

@@ -29,7 +29,7 @@ from service.web.api.body import expect_continue
 from service.web.api.deps import DEPS, AppDeps, SchedulerLoopView
 from service.web.api.middlewares import MIDDLEWARES
 from service.web.api.waker import Waker
-from service.web.metrics import ServiceMetrics
+from service.web.metrics import LeaseHolder, ServiceMetrics
 from service.web.openapi import build_openapi
 from service.web.routes import ROUTES, path_template
 
@@ -53,6 +53,7 @@ def create_app(
     clock: Callable[[], float] = time.time,
     metrics: ServiceMetrics | None = None,
     wake_interval_s: float = WAKE_INTERVAL_S,
+    lease: LeaseHolder | None = None,
 ) -> web.Application:
     """Build the API application. ``token`` (the bootstrap admin's) must be non-empty
     (the service refuses to run open). Before anything is served, the bootstrap admin
@@ -60,8 +61,8 @@ def create_app(
     default user (``Store.users.ensure_users``). ``metrics`` may be passed in so the process
     wiring can also feed it scheduler ticks; by default the app makes its own.
     ``wake_interval_s`` bounds how often requests wake the scheduler loop (see
-    ``Waker``). The app's thread pools stop on cleanup; the ``store`` stays open (its
-    owner closes it)."""
+    ``Waker``); ``lease``: this instance's database lease, shown by ``/readyz``. The app's
+    thread pools stop on cleanup; the ``store`` stays open (its owner closes it)."""
     if not token:
         raise ValueError("an API token is required")
     users = settings.users
@@ -80,12 +81,14 @@ def create_app(
         access=access,
         scheduler_loop=scheduler_loop, clock=clock,
         metrics=metrics or ServiceMetrics(store.tasks.counts_by_state, scheduler_loop, users=store,
-                                          queue=store.console, clock=clock),
+                                          queue=store.console, nodes=store.nodes,
+                                          clock=clock),
         openapi_body=json.dumps(build_openapi()).encode(),
         waker=Waker(scheduler_loop, wake_interval_s),
         cluster_pool=ThreadPoolExecutor(CLUSTER_THREADS, "argus-cluster"),
         work=Offload("argus-api-work", WORK_THREADS, per_party=1, share=share),
         auth_guard=FailureGuard(clock, failure_guard.API),
+        lease=lease,
     )
     app[DEPS] = deps
     for method, path, handler, _ in ROUTES:

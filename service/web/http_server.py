@@ -39,9 +39,9 @@ that serves the app through them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -329,27 +329,56 @@ class ArgusRunner(web.AppRunner):
                            handler_kwargs=self._handler_kwargs)
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SHUTDOWN_TIMEOUT_S = 5.0  # in-flight requests finish within this after a stop signal
+
+
 async def serve_forever(runner: ArgusRunner, host: str, port: int, *, backlog: int = 128,
-                        started: Callable[[ArgusRunner], None] | None = None) -> None:
-    """Set up ``runner``, listen on ``host:port`` until cancelled, then clean up (the
-    app's cleanup hooks run)."""
-    await runner.setup()
+                        started: Callable[[ArgusRunner], None] | None = None,
+                        stop: asyncio.Event | None = None) -> None:
+    """Set up ``runner``, listen on ``host:port`` until ``stop`` is set (by SIGTERM or
+    SIGINT, whose handlers this installs) or the task is cancelled, then clean up (the
+    app's cleanup hooks run).
+
+    The signal only sets an event: the cleanup runs here, in this task, while the loop and
+    the app's background tasks (the console's change feed, webhook deliveries) still run,
+    so each cleanup context stops its own task and every hook after it (the scheduler
+    loop's stop, the store's close) runs. aiohttp's own signal handling raises
+    ``GracefulExit`` out of the loop instead; ``asyncio.run`` then cancels every task
+    before the cleanup, whose contexts meet their tasks already cancelled and fail
+    (``CleanupError: [CancelledError(), CancelledError()]``), and the hooks after them
+    never run."""
+    stop = stop if stop is not None else asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, _stopping, stop, signum)
     try:
-        site = web.TCPSite(runner, host, port, backlog=backlog)
-        await site.start()
-        if started is not None:
-            started(runner)
-        await asyncio.Event().wait()  # until cancelled (SIGTERM/SIGINT: GracefulExit)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, host, port, backlog=backlog)
+            await site.start()
+            if started is not None:
+                started(runner)
+            await stop.wait()
+        finally:
+            await runner.cleanup()
     finally:
-        await runner.cleanup()
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
+def _stopping(stop: asyncio.Event, signum: int) -> None:
+    if not stop.is_set():
+        log.info("%s: stopping (in-flight requests get %.0f s, then the loops stop and the "
+                 "store closes)", signal.Signals(signum).name, SHUTDOWN_TIMEOUT_S)
+    stop.set()
 
 
 def run(app: web.Application, host: str, port: int, limits: ServerLimits, *,
         access_log_class: type[AbstractAccessLogger] = web.AccessLogger,
         access_log: logging.Logger | None = None) -> None:
     """Serve ``app`` until SIGTERM/SIGINT, then shut down gracefully (like
-    ``web.run_app``)."""
-    runner = ArgusRunner(app, limits, handle_signals=True, access_log_class=access_log_class,
-                         access_log=access_log)
-    with contextlib.suppress(web.GracefulExit, KeyboardInterrupt):
-        asyncio.run(serve_forever(runner, host, port))
+    ``web.run_app``, without its ``GracefulExit``: see ``serve_forever``)."""
+    runner = ArgusRunner(app, limits, handle_signals=False, access_log_class=access_log_class,
+                         access_log=access_log, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+    asyncio.run(serve_forever(runner, host, port))

@@ -15,8 +15,10 @@ one process independent. Families:
   last cluster snapshot, ``observed.Observed``): the admission wait-time histogram by
   workload and user (fed after each tick with the attempts claimed in it), pending tasks
   by reason kind (``reasons.WaitKind``), the oldest pending task's age, GPUs/CPUs in use
-  and free per node as
-  admission saw them at the last tick (never a Ray call per scrape).
+  and free per node (``node``: its name) as
+  admission saw them at the last tick (never a Ray call per scrape);
+- the nodes' states, health, GPUs and events by node name (``node_metrics``, one store
+  read per scrape).
 
 The ``user`` label's values are the users' names: users are created by admins, a few to
 some hundreds, so the label stays bounded (users x 8 states for the task counts).
@@ -51,13 +53,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable
+from service.domain.lease import LeaseRow
 from service.domain.reasons import Planned, WaitKind
 from service.domain.rows import PendingGroup, UserRow
 from service.domain.states import TaskState
 from service.engine.observed import RESOURCES, Observed, total_of
 from service.engine.sampling import Sampler, SampleStore
+from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
 from service.store.db import storage_fault
+from service.web.node_metrics import NodeCollector, NodeStatsSource
 
 if TYPE_CHECKING:
     from service.engine.tick_report import TickReport
@@ -84,6 +89,16 @@ class LoopCounters(Protocol):
 
     @property
     def errors(self) -> int: ...
+
+
+class LeaseHolder(Protocol):
+    """This instance's database lease (``engine.lease_keeper.LeaseKeeper``)."""
+
+    @property
+    def lease(self) -> LeaseRow | None: ...
+
+    @property
+    def lost(self) -> str | None: ...
 
 
 class _UserList(Protocol):
@@ -167,14 +182,14 @@ def _node_families(snapshot: ClusterSnapshot | None) -> Iterator[GaugeMetricFami
     families = {
         (res, kind): GaugeMetricFamily(
             f"argus_node_{res.lower()}s_{kind}",
-            f"{res}s {kind.replace('_', ' ')} per alive node, as admission saw them at the "
-            "scheduler's last tick.", labels=["node", "node_ip"])
+            f"{res}s {kind.replace('_', ' ')} per alive node (node: its name), as admission "
+            "saw them at the scheduler's last tick.", labels=["node", "node_ip", "node_id"])
         for res in RESOURCES for kind in ("in_use", "free")
     }
     for node in () if snapshot is None else snapshot.nodes:
         for res in RESOURCES:
             free = node.get(res)
-            labels = [node.node_id, node.node_ip]
+            labels = [node.display_name, node.node_ip, node.node_id]
             families[(res, "free")].add_metric(labels, free)
             families[(res, "in_use")].add_metric(labels, max(0.0, total_of(node, res) - free))
     yield from families.values()
@@ -244,6 +259,30 @@ class _SchedulerLoopCollector(Collector):
         )
 
 
+class _LeaseCollector(Collector):
+    """This instance's database lease at scrape time: who leads, since when, its epoch."""
+
+    def __init__(self, keeper: LeaseHolder) -> None:
+        self._keeper = keeper
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        row = self._keeper.lease
+        if row is None:
+            return
+        held = 0.0 if self._keeper.lost is not None else 1.0
+        family = GaugeMetricFamily(
+            "argus_instance_leader", "1 while this instance holds the database lease.",
+            labels=["instance", "address"])
+        family.add_metric([row.holder.holder, row.holder.address], held)
+        yield family
+        yield GaugeMetricFamily("argus_leader_since_seconds",
+                                "When this instance took the database lease (epoch s).",
+                                value=row.acquired_at)
+        yield GaugeMetricFamily("argus_leader_epoch",
+                                "The database lease's epoch (+1 at every change of holder).",
+                                value=float(row.epoch))
+
+
 class ServiceMetrics:
     """Every metric family of one app; :meth:`render` gives the exposition text."""
 
@@ -254,6 +293,7 @@ class ServiceMetrics:
         *,
         users: UserStatsSource | None = None,
         queue: QueueStatsSource | None = None,
+        nodes: NodeStatsSource | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.registry = CollectorRegistry()
@@ -286,7 +326,8 @@ class ServiceMetrics:
         )
         self.preemptions = Counter(
             "argus_preemptions", "Running attempts stopped to make room for a "
-            "higher-priority gang (each is re-queued and resumes from its checkpoint).",
+            "higher-priority gang, or because their node was drained with requeue (each "
+            "is re-queued and resumes from its checkpoint).",
             registry=self.registry,
         )
         self.tick_duration = Histogram(
@@ -308,12 +349,18 @@ class ServiceMetrics:
         self.registry.register(self.admission_wait)  # after the queue: see _QueueCollector
         if users is not None:
             self.registry.register(_UserCollector(users))
+        if nodes is not None:
+            self.registry.register(NodeCollector(nodes, self.observed))
         if scheduler_loop is not None:
             self.watch_loop(scheduler_loop)
 
     def watch_loop(self, scheduler_loop: LoopCounters) -> None:
         """Export the loop's tick and error counters (once per app)."""
         self.registry.register(_SchedulerLoopCollector(scheduler_loop))
+
+    def watch_lease(self, keeper: LeaseHolder) -> None:
+        """Export the database lease this instance holds (once per app)."""
+        self.registry.register(_LeaseCollector(keeper))
 
     def observe_request(self, method: str, route: str, status: int) -> None:
         self.http_requests.labels(method, route, str(status)).inc()
@@ -324,7 +371,7 @@ class ServiceMetrics:
         self.tick_duration.observe(report.duration_s)
         self.ray_submits.inc(report.submitted)
         self.retries.inc(report.retried)
-        self.preemptions.inc(report.preempted)
+        self.preemptions.inc(report.preempted + report.requeued)
 
     def after_tick(self, now: float, snapshot: ClusterSnapshot | ClusterUnavailable | None,
                    shares: Mapping[str | None, Share] | None = None,
@@ -366,6 +413,9 @@ class Ticking(Protocol):
     @property
     def last_estimates(self) -> dict[str, Planned]: ...
 
+    @property
+    def last_health(self) -> Mapping[str, HealthReport]: ...
+
     def startup(self, now: float) -> TickReport: ...
 
     def tick(self, now: float) -> TickReport: ...
@@ -388,6 +438,7 @@ class MeteredScheduler:
     def tick(self, now: float) -> TickReport:
         report = self._scheduler.tick(now)
         self._metrics.observe_tick(report)
+        self._metrics.observed.record_health(self._scheduler.last_health)
         self._metrics.after_tick(now, self._scheduler.last_snapshot,
                                  self._scheduler.last_shares, self._scheduler.last_estimates)
         return report

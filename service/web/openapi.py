@@ -104,6 +104,8 @@ def _operation(op: Op, path: str, access: str) -> dict[str, Any]:
               for name in re.findall(r"\{(\w+)\}", path)]
     params += [{"name": q.name, "in": "query", "required": False, "schema": q.schema,
                 "description": q.description} for q in op.query]
+    params += [{"name": h.name, "in": "header", "required": False, "schema": h.schema,
+                "description": h.description} for h in op.headers]
     if params:
         out["parameters"] = params
     if op.body is not None:

@@ -45,6 +45,15 @@ class Query:
 
 
 @dataclass(frozen=True)
+class Header:
+    """A request header an operation reads."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str
+
+
+@dataclass(frozen=True)
 class Op:
     id: str
     tag: str
@@ -53,6 +62,7 @@ class Op:
     errors: tuple[str, ...] = ()
     access: str | None = None  # owner or self: the handler's check beyond the route's
     query: tuple[Query, ...] = ()
+    headers: tuple[Header, ...] = ()
     body: Schema | None = None
     body_types: tuple[str, ...] = ("application/json",)
     body_required: bool = True
@@ -112,6 +122,27 @@ _LOG_QUERY = (
           "the UTF-8 bytes of the log from this offset (an earlier answer's "
           "X-Argus-Log-End) instead of its last lines; tail is then ignored"),
 )
+IDEMPOTENCY_KEY = Header(
+    "Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": 255,
+                        "pattern": "^ *[!-~][ -~]*$"},
+    "Makes a retry safe (draft-ietf-httpapi-idempotency-key-header): a new key per "
+    "submit, e.g. a UUID, sent again with the same body on a retry. The same key and "
+    "body (JSON compared canonically, YAML as sent) from the same user within 24 h answer "
+    "the first answer again (Idempotent-Replayed: true); the same key with another body "
+    "is a 422; while the first request is still being processed, a 409 with Retry-After. "
+    "Printable ASCII, at most 255 characters, bare or as a quoted string")
+_REPLAYED = {"Idempotent-Replayed": {
+    "schema": {"type": "string", "const": "true"},
+    "description": "present when this is the answer of an earlier request with the same "
+                   "Idempotency-Key and body (nothing new was created)"}}
+_KEY_ERRORS = ("409:Conflict", "422:UnprocessableContent")
+
+
+def created(shape: Schema, description: str) -> dict[str, Reply]:
+    """A submit's 201, with the replay marker of an idempotent retry."""
+    return {"201": Reply(shape, description, headers=_REPLAYED)}
+
+
 _TASKS = "/api/v2/tasks"
 _TASK = "/api/v2/tasks/{task_id}"
 _USER = "/api/v2/users/{name}"
@@ -121,9 +152,9 @@ TASK_OPERATIONS: dict[tuple[str, str], Op] = {
     ("post", _TASKS): Op(
         "submitTask", "tasks",
         "Submit a task (a JobSpec as YAML, or the same fields as a JSON object)",
-        ok(t.Submitted, "Accepted and queued", "201"),
-        (*BODY_ERRORS, "403:Forbidden", "429:TooManyRequests"),
-        body={"$ref": "#/components/schemas/JobSpec"},
+        created(t.Submitted, "Accepted and queued (or, replayed, accepted before)"),
+        (*BODY_ERRORS, "403:Forbidden", *_KEY_ERRORS, "429:TooManyRequests"),
+        headers=(IDEMPOTENCY_KEY,), body={"$ref": "#/components/schemas/JobSpec"},
         body_types=("application/json", *YAML_TYPES)),
     ("get", _TASKS): Op(
         "listTasks", "tasks", "List tasks, newest first", ok(t.TaskList, "One page of tasks"),
@@ -224,7 +255,8 @@ OTHER_OPERATIONS: dict[tuple[str, str], Op] = {
     ("post", "/api/v2/pipelines"): Op(
         "submitPipeline", "pipelines",
         "Submit a pipeline: a DAG of stages, each a JobSpec, created atomically",
-        ok(pl.PipelineCreated, "Created", "201"), (*BODY_ERRORS, "429:TooManyRequests"),
+        created(pl.PipelineCreated, "Created (or, replayed, created before)"),
+        (*BODY_ERRORS, *_KEY_ERRORS, "429:TooManyRequests"), headers=(IDEMPOTENCY_KEY,),
         body=pl.PipelineDocument, body_types=(*YAML_TYPES, "application/json")),
     ("get", "/api/v2/pipelines"): Op(
         "listPipelines", "pipelines",
@@ -260,6 +292,11 @@ OTHER_OPERATIONS: dict[tuple[str, str], Op] = {
         "listNodes", "nodes",
         "The cluster's nodes by name: alive or dead, GPUs, cordon (who, when, why), health",
         ok(nd.NodeList, "Every node Ray lists or that has a stored state")),
+    ("get", f"{_NODE}/events"): Op(
+        "listNodeEvents", "nodes",
+        "A node's events, newest first: cordoned, drained, resumed, quarantined (who, when, "
+        "why)", ok(nd.NodeEventList, "Events"), ("400:BadRequest", "404:NotFound"),
+        query=(limit(1000, 100, "how many"),)),
     ("post", f"{_NODE}:cordon"): Op(
         "cordonNode", "nodes",
         "Cordon a node: no new attempt is placed there; what runs there goes on",
@@ -267,9 +304,10 @@ OTHER_OPERATIONS: dict[tuple[str, str], Op] = {
         body=nd.NodeChange),
     ("post", f"{_NODE}:drain"): Op(
         "drainNode", "nodes",
-        "Drain a node: cordoned, and the attempts on it finish on their own (not requeued)",
+        "Drain a node: cordoned, and the attempts on it finish on their own, or with "
+        "requeue are stopped and re-queued to resume from their checkpoint elsewhere",
         ok(nd.NodeChanged, "Drained"), (*BODY_ERRORS, "404:NotFound", "409:Conflict"),
-        body=nd.NodeChange),
+        body=nd.NodeDrain),
     ("post", f"{_NODE}:resume"): Op(
         "resumeNode", "nodes",
         "Resume a cordoned or drained node (the health check's cordon too)",
@@ -321,7 +359,11 @@ ERRORS = {
     "MethodNotAllowed": "Not possible on this resource (the message says why)",
     "Conflict": "The task is already terminal (or, for a priority change, no longer "
                 "waiting); the user exists or is disabled; too many tokens or webhooks; the "
-                "node is already cordoned or drained (by whom), or is not",
+                "node is already cordoned or drained (by whom), or is not; a submit's "
+                "Idempotency-Key whose first request is still being processed "
+                "(idempotency_key_in_use: retry after Retry-After seconds)",
+    "UnprocessableContent": "A submit's Idempotency-Key was used before with another "
+                            "request (idempotency_key_reused): send a new key",
     "PayloadTooLarge": "Body over the configured size limit",
     "RequestTimeout": "Body not received within the body timeout",
     "UnsupportedMediaType": "Body is not of the accepted content type (YAML for a JobSpec, "

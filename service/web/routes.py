@@ -62,6 +62,7 @@ ROUTES: tuple[tuple[str, str, Handler, Access], ...] = (
     ("DELETE", f"{API}/webhooks/{HOOK_ID}", wh.delete_webhook, U),
     ("GET", f"{API}/webhooks/{HOOK_ID}/deliveries", wh.list_deliveries, U),
     ("GET", f"{API}/nodes", nd.list_nodes, U),
+    ("GET", f"{API}/nodes/{NODE}/events", nd.node_events, U),
     ("POST", f"{API}/nodes/{NODE}:cordon", nd.cordon_node, ADMIN),
     ("POST", f"{API}/nodes/{NODE}:drain", nd.drain_node, ADMIN),
     ("POST", f"{API}/nodes/{NODE}:resume", nd.resume_node, ADMIN),

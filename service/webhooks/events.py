@@ -5,6 +5,12 @@ payload that names its webhook event type, or None when that event is not one. T
 consults it for every event it writes (``service.store.outbox.enqueue``), so a new kind of event
 becomes subscribable with one line here; a kind that names its owner in the payload
 (``owner``) needs no task behind it.
+
+A node event (``service.domain.nodes.NodeEventKind``: a cordon, a drain, a resume, a
+quarantine) is cluster-wide: its type is ``node.<kind>`` (``NODE_DRAINED`` ->
+``node.drained``, ``node_event_type``), only an admin may subscribe to one
+(``ADMIN_ONLY``), and its deliveries go to the hooks of admins only
+(``service.store.outbox.enqueue_node``).
 """
 
 from __future__ import annotations
@@ -15,19 +21,34 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from service.domain.nodes import NodeEventKind, NodeEventRow
 from service.domain.states import FailureKind, TaskState
 from service.domain.timefmt import iso
 
 
-class EventType(StrEnum):
-    TASK_SUCCEEDED = "task.succeeded"
-    TASK_FAILED = "task.failed"
-    TASK_CANCELED = "task.canceled"
-    TASK_PREEMPTED = "task.preempted"
-    TASK_TIME_LIMIT = "task.time_limit"
-    TASK_RETRIED = "task.retried"
-    PIPELINE_ENDED = "pipeline.ended"
+def _node_type(kind: NodeEventKind) -> str:
+    return f"node.{kind.value.removeprefix('NODE_').lower()}"
 
+
+# The task and pipeline types, then one node type per NodeEventKind (made from the kinds, so
+# a kind added there is subscribable with no change here): NODE_CORDONED = "node.cordoned".
+EventType = StrEnum("EventType", {  # type: ignore[misc]
+    "TASK_SUCCEEDED": "task.succeeded",
+    "TASK_FAILED": "task.failed",
+    "TASK_CANCELED": "task.canceled",
+    "TASK_PREEMPTED": "task.preempted",
+    "TASK_TIME_LIMIT": "task.time_limit",
+    "TASK_RETRIED": "task.retried",
+    "PIPELINE_ENDED": "pipeline.ended",
+    **{f"NODE_{kind.name}": _node_type(kind) for kind in NodeEventKind},
+}, module=__name__)
+
+_NODE_ABOUT = {
+    "NODE_CORDONED": "a node was cordoned: no new attempts there",
+    "NODE_DRAINED": "a node was drained: cordoned, its attempts finish or are re-queued",
+    "NODE_RESUMED": "a cordoned or drained node is back in admission",
+    "NODE_QUARANTINED": "the service cordoned a node on the evidence of failed attempts",
+}
 
 DESCRIPTIONS: Mapping[EventType, str] = {
     EventType.TASK_SUCCEEDED: "the task ended SUCCEEDED",
@@ -38,7 +59,18 @@ DESCRIPTIONS: Mapping[EventType, str] = {
     EventType.TASK_TIME_LIMIT: "the task ran past its max_runtime_s and ended FAILED",
     EventType.TASK_RETRIED: "an attempt failed retryably; the next one is scheduled",
     EventType.PIPELINE_ENDED: "a pipeline reached its final state",
+    **{EventType(_node_type(kind)): "(admins) " + _NODE_ABOUT.get(
+        kind.value, f"a node event {kind.value}") for kind in NodeEventKind},
 }
+
+
+def node_event_type(kind: NodeEventKind) -> EventType:
+    """The webhook type of a node event: ``NODE_X`` -> ``node.x``."""
+    return EventType(_node_type(kind))
+
+
+# the types only an admin may subscribe to (and only admins' hooks receive)
+ADMIN_ONLY: frozenset[EventType] = frozenset(node_event_type(k) for k in NodeEventKind)
 
 _ENDED = {TaskState.SUCCEEDED.value: EventType.TASK_SUCCEEDED,
           TaskState.FAILED.value: EventType.TASK_FAILED,
@@ -114,10 +146,17 @@ def task_data(event_type: EventType, event_id: int, task_id: str,
     return data
 
 
+def node_data(event_id: int, row: NodeEventRow) -> dict[str, Any]:
+    """The ``data`` of a node event's delivery."""
+    return {"event_id": event_id, "node": row.name, "kind": row.kind.value,
+            "source": row.source.value, "by": row.by, "reason": row.reason,
+            "at": iso(row.ts)}
+
+
 def _slack_text(event_type: str, data: Mapping[str, Any]) -> str:
-    what = data.get("task_id") or data.get("pipeline_id") or "?"
+    what = data.get("task_id") or data.get("pipeline_id") or data.get("node") or "?"
     parts = [f"*{event_type}* {what}"]
-    for key in ("state", "owner", "attempt", "reason"):
+    for key in ("state", "owner", "attempt", "source", "by", "reason"):
         if data.get(key) is not None:
             parts.append(f"{key}: {str(data[key])[:300]}")
     return " | ".join(parts)

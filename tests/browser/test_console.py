@@ -1,7 +1,8 @@
 """The web console in a real headless Chromium, against a real argus-api on a scripted
 FakeCluster: sign-in, the queue with three tasks in three states and their reasons, a
 state change arriving live, cancel through the button, an override with ``<script>``
-shown as text, a priority changed through its form, sign-out and the redirect of a
+shown as text, a priority changed through its form, a node cordoned and resumed through
+the cluster page's buttons, sign-out and the redirect of a
 signed-out visit. Each page is saved as a screenshot. The tests run in order and share one
 browser session (the tier stays short).
 """
@@ -171,10 +172,37 @@ def test_cluster_and_charts_pages(browser, service, screenshots):
     shot(browser, screenshots, "11-charts")
 
 
+def _node_cell(browser, node: str) -> str:
+    rows = browser.find_elements(By.ID, f"node-{node}")
+    return rows[0].text if rows else ""
+
+
+def test_cordon_then_resume_a_node_through_the_buttons(browser, service, screenshots):
+    browser.get(f"{service.url}/ui/cluster")
+    assert "schedulable" in _node_cell(browser, "node-a")
+    browser.find_element(By.CSS_SELECTOR, '#node-node-a a[href$="/cordon"]').click()
+    wait_for("the cordon form", lambda: browser.current_url.endswith("/nodes/node-a/cordon"))
+    browser.find_element(By.ID, "node-reason").send_keys("fan <b>noise</b>")
+    shot(browser, screenshots, "12-node-cordon-form")
+    browser.find_element(By.ID, "confirm-node-cordon").click()
+    wait_for("the cluster page with node-a cordoned", lambda: browser.current_url.endswith(
+        "/ui/cluster") and "cordoned by admin" in _node_cell(browser, "node-a"))
+    assert "fan <b>noise</b>" in _node_cell(browser, "node-a")  # the reason, as text
+    assert not browser.find_elements(By.CSS_SELECTOR, '#node-node-a a[href$="/cordon"]')
+    shot(browser, screenshots, "13-node-cordoned")
+    browser.find_element(By.CSS_SELECTOR, '#node-node-a a[href$="/resume"]').click()
+    wait_for("the resume form", lambda: browser.current_url.endswith("/nodes/node-a/resume"))
+    assert "NODE_CORDONED" in browser.find_element(By.ID, "node-events").text
+    browser.find_element(By.ID, "confirm-node-resume").click()
+    wait_for("node-a schedulable again", lambda: browser.current_url.endswith("/ui/cluster")
+             and "schedulable" in _node_cell(browser, "node-a"))
+    shot(browser, screenshots, "14-node-resumed")
+
+
 def test_sign_out_then_a_visit_redirects(browser, service, screenshots):
     browser.get(f"{service.url}/ui/queue")
     browser.find_element(By.ID, "signout").click()
     wait_for("the sign-in page", lambda: "/ui/signin" in browser.current_url)
     browser.get(f"{service.url}/ui/tasks/{TASKS['failed']}")
     assert browser.current_url.startswith(f"{service.url}/ui/signin?next=")
-    shot(browser, screenshots, "12-signed-out")
+    shot(browser, screenshots, "15-signed-out")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 
 import pytest
 import requests
@@ -79,8 +80,10 @@ def test_generated_valid_jobspecs_are_accepted(argus, api_schema):
     @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck),
               database=None, derandomize=DERANDOMIZE)
     def submit(case) -> None:
+        # a fresh Idempotency-Key each: a drawn one may repeat with another body (a 422)
         resp = case.call(base_url=f"http://127.0.0.1:{argus.port}", session=session,
-                         headers={"Authorization": f"Bearer {argus.token}"}, timeout=30)
+                         headers={"Authorization": f"Bearer {argus.token}",
+                                  "Idempotency-Key": str(uuid.uuid4())}, timeout=30)
         assert resp.status_code < 500, resp.text
         statuses.append(resp.status_code)
 

@@ -74,8 +74,11 @@ def ensure_workers(cluster: LocalRayCluster, count: int) -> list[str]:
 class GpuHolder:
     """A separate Ray driver (tests/integration/gpu_holder.py) holding GPUs on nodes."""
 
-    def __init__(self, cluster: LocalRayCluster, holds: dict[str, float]) -> None:
-        args = [f"{node}:{gpus}" for node, gpus in holds.items()]
+    def __init__(self, cluster: LocalRayCluster, holds: dict[str, float],
+                 cpus: dict[str, float] | None = None) -> None:
+        """``holds``: node id -> GPUs; ``cpus``: node id -> CPUs held beside them."""
+        args = [f"{node}:{gpus}" + (f":{cpus[node]}" if cpus and node in cpus else "")
+                for node, gpus in holds.items()]
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("gpu_holder.py")),
              cluster.gcs_address, *args],
@@ -108,8 +111,8 @@ class GpuHolder:
 def hold_gpus(ray_cluster: LocalRayCluster) -> Iterator[Any]:
     holders: list[GpuHolder] = []
 
-    def take(holds: dict[str, float]) -> GpuHolder:
-        holder = GpuHolder(ray_cluster, holds)
+    def take(holds: dict[str, float], cpus: dict[str, float] | None = None) -> GpuHolder:
+        holder = GpuHolder(ray_cluster, holds, cpus)
         holders.append(holder)
         return holder
 

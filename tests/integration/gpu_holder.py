@@ -1,10 +1,11 @@
 """Take GPUs outside Argus: a separate Ray driver holding ``num_gpus`` with plain actors.
 
-    python gpu_holder.py <gcs_address> <node_id>:<gpus> [<node_id>:<gpus> ...]
+    python gpu_holder.py <gcs_address> <node_id>:<gpus>[:<cpus>] [...]
 
-Each actor asks for ``num_gpus`` (no CPUs) pinned to its node. Once every actor runs it
-prints ``HOLDING`` and keeps the GPUs until its standard input closes, then exits (Ray
-frees the GPUs when the driver goes). Another user's job looks exactly like this to Argus.
+Each actor asks for ``num_gpus`` (and ``cpus``, none by default) pinned to its node. Once
+every actor runs it prints ``HOLDING`` and keeps the GPUs until its standard input closes,
+then exits (Ray frees the GPUs when the driver goes). Another user's job looks exactly
+like this to Argus.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ def main(argv: list[str]) -> int:
 
     actors = []
     for item in holds:
-        node_id, _, gpus = item.rpartition(":")
+        node_id, gpus, *cpus = item.split(":")
         actors.append(Holder.options(
-            num_gpus=float(gpus),
+            num_gpus=float(gpus), num_cpus=float(cpus[0]) if cpus else 0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
         ).remote())
     ray.get([a.ready.remote() for a in actors])

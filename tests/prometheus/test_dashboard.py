@@ -1,7 +1,7 @@
 """Every expression of ``deploy/grafana/argus.json`` through a real Prometheus that
 scraped a real ``argus-api`` during a scripted scenario: four users (one who never
 submits), tasks that run and succeed, fail, are canceled while running and while waiting,
-and one that waits for room and is admitted once it frees.
+and one that waits for room and is admitted once it frees; then an admin cordons a node.
 
 None may be empty or fail; the usage panels must equal the API: GPUs in use per user
 while tasks run, and GPU-hours per user over 7 days against ``GET /api/v2/usage`` once
@@ -26,6 +26,7 @@ from .conftest import SCRAPE_S, Argus, Prometheus, wait_for
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "argus.json"
 GPUS_BY_USER = "GPUs in use by user"
 GPU_HOURS = "GPU-hours per user, last 7 days"
+NODES_BY_STATE = "Nodes by state"
 USERS = ("alice", "bob", "carol", "dan")
 DAN_ADMITTED = 'argus_admission_wait_seconds_count{user="dan"}'
 
@@ -153,6 +154,18 @@ def test_every_dashboard_expression_is_true_against_a_real_prometheus(
     hours = {r["metric"]["user"]: float(r["value"][1])
              for r in prometheus.instant(expr_of(GPU_HOURS), at=at)}
     assert _close({u: h * 3600 for u, h in hours.items()}, expected), (hours, usage)
+
+    # An admin cordons n2: the node panels show it by name, and its event is counted.
+    argus.call("POST", "/api/v2/nodes/n2:cordon", {"reason": "swap GPU 3"})
+    wait_for("n2 cordoned in Prometheus", lambda: prometheus.values(
+        'argus_node_state{state!="schedulable"} == 1', "node") == {"n2": 1.0})
+    nodes_by_state = next(t for panel, t in targets() if panel == NODES_BY_STATE)
+    by_state = prometheus.values(expression(nodes_by_state, 0), "state")
+    assert by_state == {"schedulable": 1.0, "cordoned": 1.0, "drained": 0.0}
+    wait_for("the cordon counted", lambda: prometheus.values(
+        'argus_node_events_total{source="operator"}', "kind") == {
+            "NODE_CORDONED": 1.0, "NODE_DRAINED": 0.0, "NODE_RESUMED": 0.0,
+            "NODE_QUARANTINED": 0.0})
 
     # The range queries' last step must come after the last scrape of the scenario (its
     # steps are a 1 s grid from `started`): wait for one more scrape.

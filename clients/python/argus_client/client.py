@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from argus_client.models import (
     NewToken,
     NewWebhook,
     NodeChanged,
+    NodeEventList,
     NodeList,
     Pipeline,
     PipelineList,
@@ -45,7 +47,7 @@ from argus_client.models import (
     UserStatus,
     WebhookList,
 )
-from argus_client.retry import OnRetry, retrying
+from argus_client.retry import OnRetry, retrying, submit_transient
 from argus_client.transport import Opener, Transport
 
 API = "/api/v2"
@@ -53,6 +55,9 @@ YAML = "application/yaml"
 JSON = "application/json"
 LOG_ATTEMPT_HEADER = "X-Argus-Attempt"
 LOG_END_HEADER = "X-Argus-Log-End"
+KEY_HEADER = "Idempotency-Key"
+SUBMIT_ATTEMPTS = 8  # tries of one submit, in all (1 + 7 retries: 0.5, 1, 2, 4, 8, 8, 8 s)
+SUBMIT_PATIENCE_S = 120.0  # and no retry begins later than this after the first try
 JobSpecInput = Mapping[str, Any] | str | bytes | os.PathLike[str]
 
 
@@ -96,12 +101,14 @@ def jobspec_body(spec: JobSpecInput) -> tuple[bytes, str]:
 class ArgusClient:
     """A client of one Argus service. ``url`` and ``token`` default to ``$ARGUS_URL``
     (else http://127.0.0.1:8080) and ``$ARGUS_API_TOKEN``. ``sleep``/``clock`` are what
-    ``wait`` and ``follow_logs`` wait with (tests inject their own)."""
+    ``wait``, ``follow_logs`` and a submit's retries wait with (tests inject their own).
+    ``submit_attempts``: the tries of one submit in all (1: never retried)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  timeout: float = 30.0, opener: Opener | None = None,
                  sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 submit_attempts: int = SUBMIT_ATTEMPTS) -> None:
         url = url or os.environ.get(URL_ENV) or DEFAULT_URL
         token = token if token is not None else os.environ.get(TOKEN_ENV, "").strip()
         if not token:
@@ -109,6 +116,9 @@ class ArgusClient:
         self.http = Transport(url, token, timeout=timeout, opener=opener)
         self.sleep = sleep
         self.clock = clock
+        if submit_attempts < 1:
+            raise UsageError(f"submit_attempts must be at least 1, got {submit_attempts}")
+        self.submit_attempts = submit_attempts
 
     @property
     def url(self) -> str:
@@ -123,11 +133,29 @@ class ArgusClient:
 
     # -- tasks -----------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpecInput) -> Submitted:
-        """Submit a JobSpec: a dict (sent as JSON), a YAML string, or a file path."""
+    def submit(self, spec: JobSpecInput, *, idempotency_key: str | None = None,
+               on_retry: OnRetry | None = None) -> Submitted:
+        """Submit a JobSpec: a dict (sent as JSON), a YAML string, or a file path.
+
+        Lands exactly once: sent with an ``Idempotency-Key`` (``idempotency_key``, else a
+        fresh UUID) and sent again with the same key and body through connection errors,
+        503s (at least their ``Retry-After``) and the API's 409 for a first try still in
+        progress, up to ``submit_attempts`` tries; the service answers a retry of a
+        submit that did land with the task it created."""
         body, content_type = jobspec_body(spec)
-        return Submitted.from_json(self.http.json("POST", f"{API}/tasks", body=body,
-                                                  content_type=content_type))
+        return Submitted.from_json(self._submit(f"{API}/tasks", body, content_type,
+                                                idempotency_key, on_retry))
+
+    def _submit(self, path: str, body: bytes, content_type: str, key: str | None,
+                on_retry: OnRetry | None) -> Any:
+        """POST a submit's ``body`` with its key, retried as ``submit`` says."""
+        headers = {KEY_HEADER: key or str(uuid.uuid4())}
+        return retrying(
+            lambda: self.http.json("POST", path, body=body, content_type=content_type,
+                                   headers=headers),
+            deadline=self.clock() + SUBMIT_PATIENCE_S, clock=self.clock, sleep=self.sleep,
+            on_retry=on_retry, first=0.5, cap=8.0, transient=submit_transient,
+            attempts=self.submit_attempts)
 
     def get(self, task_id: str) -> Task:
         return Task.from_json(self.http.json("GET", _task_path(task_id)))
@@ -348,12 +376,14 @@ class ArgusClient:
 
     # -- pipelines (docs/pipelines.md) -------------------------------------------------------
 
-    def submit_pipeline(self, document: JobSpecInput) -> PipelineSubmitted:
+    def submit_pipeline(self, document: JobSpecInput, *, idempotency_key: str | None = None,
+                        on_retry: OnRetry | None = None) -> PipelineSubmitted:
         """Submit a pipeline document (a dict, a YAML string, a file path or bytes, as
-        ``submit`` takes a JobSpec): every stage a task, created at once."""
+        ``submit`` takes a JobSpec): every stage a task, created at once; exactly once,
+        with a key and retries as ``submit``."""
         body, content_type = jobspec_body(document)
-        return PipelineSubmitted.from_json(self.http.json(
-            "POST", f"{API}/pipelines", body=body, content_type=content_type))
+        return PipelineSubmitted.from_json(self._submit(
+            f"{API}/pipelines", body, content_type, idempotency_key, on_retry))
 
     def pipeline(self, pipeline_id: str) -> Pipeline:
         """A pipeline with its stages (task ids, states) and edges."""
@@ -407,11 +437,23 @@ class ArgusClient:
         """The cluster's nodes by name: alive or dead, GPUs, cordon, health."""
         return NodeList.from_json(self.http.json("GET", f"{API}/nodes"))
 
-    def change_node(self, name: str, action: str, reason: str | None = None) -> NodeChanged:
+    def node_events(self, name: str, limit: int = 100) -> NodeEventList:
+        """Node ``name``'s events, newest first: cordons, drains, resumes, quarantines
+        (who, when, why)."""
+        return NodeEventList.from_json(self.http.json(
+            "GET", f"{API}/nodes/{quote(name, safe='')}/events", query={"limit": limit}))
+
+    def change_node(self, name: str, action: str, reason: str | None = None, *,
+                    requeue: bool = False) -> NodeChanged:
         """``action`` cordon, drain or resume on node ``name`` (admins; a reason is
-        required for cordon and drain)."""
+        required for cordon and drain). ``requeue`` (a drain only): the attempts on the
+        node are stopped and re-queued, to resume from their checkpoint elsewhere."""
         if action not in ("cordon", "drain", "resume"):
             raise UsageError(f"unknown node action {action!r}: cordon, drain or resume")
-        body = {} if reason is None else {"reason": reason}
+        if requeue and action != "drain":
+            raise UsageError("only a drain re-queues the attempts on the node")
+        body: dict[str, Any] = {} if reason is None else {"reason": reason}
+        if requeue:
+            body["requeue"] = True
         return NodeChanged.from_json(self.request_json(
             "POST", f"{API}/nodes/{quote(name, safe='')}:{action}", body=body))

@@ -464,7 +464,8 @@ class LogChunk:
 @dataclass(frozen=True)
 class Node(_Model):
     """A cluster node by name: ``state`` alive or dead, ``schedulable``, its GPUs,
-    ``cordon`` (``{state, source, by, at, reason}``, None when schedulable) and ``health``
+    ``cordon`` (``{state, source, by, at, reason, requeue}``, None when schedulable) and
+    ``health``
     (``{state, detail, checked_at}``)."""
 
     name: str
@@ -487,6 +488,30 @@ class NodeList(_Model):
     observed_at: str | None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     _lists = {"nodes": Node}
+
+
+@dataclass(frozen=True)
+class NodeEvent(_Model):
+    """One event of a node: ``kind`` (NODE_CORDONED, NODE_DRAINED, NODE_RESUMED,
+    NODE_QUARANTINED), ``source`` (operator, health, quarantine), ``by`` (None: the
+    service), ``at``, ``reason``."""
+
+    at: str | None
+    kind: str
+    source: str
+    by: str | None
+    reason: str
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class NodeEventList(_Model):
+    """A node's events, newest first."""
+
+    name: str
+    events: list[NodeEvent]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _lists = {"events": NodeEvent}
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,8 @@ class Transport:
         self._open = opener or urllib.request.urlopen
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
-                body: bytes | None = None, content_type: str | None = None) -> Response:
+                body: bytes | None = None, content_type: str | None = None,
+                headers: Mapping[str, str] | None = None) -> Response:
         url = self.url + urllib.parse.quote(path, safe="/:")
         params = {k: v for k, v in (query or {}).items() if v is not None}
         if params:
@@ -74,6 +75,8 @@ class Transport:
         req.add_header("Accept", "application/json, text/plain")
         if content_type:
             req.add_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            req.add_header(name, value)
         try:
             with self._open(req, timeout=self.timeout) as resp:
                 return Response(resp.status, dict(resp.headers.items()), resp.read())

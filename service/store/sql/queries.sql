@@ -39,6 +39,21 @@ INSERT INTO tasks (task_id, workload, state, jobspec_yaml, spec_json, nnodes, n_
 VALUES (:task_id, :workload, :state, :jobspec_yaml, :spec_json, :nnodes, :n_gpus_per_node,
         :user, :now, :now, :now, :now, :priority, :max_runtime_s);
 
+-- name: idempotency_key
+-- An Idempotency-Key of a user (service.store.idempotency), in the submit's transaction.
+SELECT fingerprint, result_json, created_at FROM idempotency_keys
+WHERE user = :user AND key = :key;
+
+-- name: insert_idempotency_key
+INSERT INTO idempotency_keys (user, key, fingerprint, result_json, created_at)
+VALUES (:user, :key, :fingerprint, :result_json, :created_at);
+
+-- name: purge_idempotency_keys
+-- Keys past their retention, a bounded batch at a time (each new key purges up to
+-- :limit: the purge keeps ahead of the inserts without one long transaction).
+DELETE FROM idempotency_keys WHERE (user, key) IN (
+    SELECT user, key FROM idempotency_keys WHERE created_at < :before LIMIT :limit);
+
 -- name: task_exists
 SELECT 1 AS found FROM tasks WHERE task_id = :task_id;
 
@@ -382,7 +397,9 @@ UPDATE attempts SET stop_requested = 1
 WHERE task_id = :task_id AND attempt_no = :attempt_no AND stop_requested = 0;
 
 -- name: request_preemption
--- The attempt is stopped to make room for :preempted_for (zero rows: it was already).
+-- The attempt is stopped to make room for :preempted_for, a task, or because its node is
+-- drained with requeue (the node's mark, service.domain.nodes.drain_mark; zero rows: it
+-- is being stopped already).
 UPDATE attempts SET preempted_for = :preempted_for
 WHERE task_id = :task_id AND attempt_no = :attempt_no AND preempted_for IS NULL
   AND end_time IS NULL;
@@ -910,6 +927,15 @@ FROM webhooks AS h INDEXED BY webhooks_owner
 WHERE h.owner = :owner
   AND EXISTS (SELECT 1 FROM json_each(h.events) WHERE json_each.value = :event_type);
 
+-- A node event: the hooks of enabled admins that follow its type (cluster-wide events are
+-- for admins only).
+-- name: webhook_enqueue_admins
+INSERT INTO webhook_deliveries (hook_id, event_id, event_type, event_ts, data_json, next_at)
+SELECT h.hook_id, :event_id, :event_type, :now, :data_json, :now
+FROM users AS u JOIN webhooks AS h INDEXED BY webhooks_owner ON h.owner = u.name
+WHERE u.role = 'admin' AND u.enabled = 1
+  AND EXISTS (SELECT 1 FROM json_each(h.events) WHERE json_each.value = :event_type);
+
 -- name: webhook_next_due
 SELECT min(next_at) AS next_at FROM webhook_deliveries INDEXED BY webhook_deliveries_due
 WHERE state = 'PENDING';
@@ -1120,22 +1146,23 @@ WHERE pipeline_id = :pipeline_id AND state = 'RUNNING' AND cancel_requested_at I
 -- nodes: cordon, drain, resume (service/store/nodes.py) -----------------------------------
 
 -- name: node_states
-SELECT name, state, source, by_user, at, reason FROM node_states ORDER BY name;
+SELECT name, state, source, by_user, at, reason, requeue FROM node_states ORDER BY name;
 
 -- name: node_state
-SELECT name, state, source, by_user, at, reason FROM node_states WHERE name = :name;
+SELECT name, state, source, by_user, at, reason, requeue FROM node_states WHERE name = :name;
 
 -- name: node_state_insert
 -- Guarded: a node already out of admission keeps its row (rowcount 0: the caller says so).
-INSERT INTO node_states (name, state, source, by_user, at, reason)
-VALUES (:name, :state, :source, :by_user, :at, :reason)
+INSERT INTO node_states (name, state, source, by_user, at, reason, requeue)
+VALUES (:name, :state, :source, :by_user, :at, :reason, :requeue)
 ON CONFLICT (name) DO NOTHING;
 
 -- name: node_state_drain
--- A cordoned node drained (the guard: it is cordoned now).
+-- A cordoned node drained, or a drain turned into one that re-queues (the guard: it is
+-- cordoned now, or drained without requeue and :requeue is 1).
 UPDATE node_states SET state = 'drained', source = :source, by_user = :by_user, at = :at,
-       reason = :reason
-WHERE name = :name AND state = 'cordoned';
+       reason = :reason, requeue = :requeue
+WHERE name = :name AND (state = 'cordoned' OR (state = 'drained' AND requeue = 0 AND :requeue = 1));
 
 -- name: node_state_delete
 -- Resume, guarded by the source the caller read (a health resume never lifts an
@@ -1149,3 +1176,42 @@ VALUES (:name, :ts, :kind, :source, :by_user, :reason);
 -- name: node_events_of
 SELECT name, ts, kind, source, by_user, reason FROM node_events WHERE name = :name
 ORDER BY ts, id;
+
+-- The newest :limit events of a node, newest first.
+-- name: node_events_latest
+SELECT id, name, ts, kind, source, by_user, reason FROM node_events INDEXED BY node_events_name
+WHERE name = :name ORDER BY ts DESC, id DESC LIMIT :limit;
+
+-- Node events after id :after by kind and source, and the last id of each group (/metrics
+-- adds them to its running counts: a scrape reads only the rows written since the last).
+-- name: node_event_counts
+SELECT kind, source, count(*) AS n, max(id) AS last FROM node_events
+WHERE id > :after GROUP BY kind, source;
+
+-- name: lease_get
+SELECT name, holder, host, pid, address, epoch, acquired_at, renewed_at, expires_at
+FROM service_lease WHERE name = :name;
+
+-- name: lease_insert
+-- The first take of a lease: nobody ever held it (rowcount 0: someone took it first).
+INSERT INTO service_lease (name, holder, host, pid, address, epoch, acquired_at,
+                           renewed_at, expires_at)
+VALUES (:name, :holder, :host, :pid, :address, 1, :now, :now, :expires_at)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: lease_take
+-- A take from the holder the caller read, guarded by its epoch (a renewal or another
+-- take in between moves nothing).
+UPDATE service_lease SET holder = :holder, host = :host, pid = :pid, address = :address,
+       epoch = epoch + 1, acquired_at = :now, renewed_at = :now, expires_at = :expires_at
+WHERE name = :name AND epoch = :seen_epoch AND holder = :seen_holder;
+
+-- name: lease_renew
+-- Guarded by holder and epoch: a deposed holder renews nothing.
+UPDATE service_lease SET renewed_at = :now, expires_at = :expires_at
+WHERE name = :name AND holder = :holder AND epoch = :epoch;
+
+-- name: lease_release
+-- A clean stop: the lease expires now, so the next instance takes it at once.
+UPDATE service_lease SET expires_at = :now, renewed_at = :now
+WHERE name = :name AND holder = :holder AND epoch = :epoch;

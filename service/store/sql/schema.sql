@@ -404,3 +404,23 @@ CREATE TABLE node_events (
     reason    TEXT NOT NULL
 );
 CREATE INDEX node_events_name ON node_events (name, ts);
+CREATE TABLE service_lease (
+    name         TEXT    NOT NULL PRIMARY KEY,
+    holder       TEXT    NOT NULL,
+    host         TEXT    NOT NULL,
+    pid          INTEGER NOT NULL,
+    address      TEXT    NOT NULL,
+    epoch        INTEGER NOT NULL CHECK (epoch >= 1),
+    acquired_at  REAL    NOT NULL,
+    renewed_at   REAL    NOT NULL,
+    expires_at   REAL    NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE idempotency_keys (
+    user         TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    fingerprint  TEXT NOT NULL,
+    result_json  TEXT NOT NULL,
+    created_at   REAL NOT NULL,
+    PRIMARY KEY (user, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from aiohttp import web
@@ -16,9 +16,10 @@ from service.engine.artifacts import Artifacts
 from service.policy.failure_guard import FailureGuard
 from service.store.aio import AsyncStore
 from service.store.offload import Offload
+from service.usecases.idempotency import KeysInFlight
 from service.web.api.auth import Access, Authenticator
 from service.web.api.waker import Waker
-from service.web.metrics import ServiceMetrics
+from service.web.metrics import LeaseHolder, ServiceMetrics
 
 
 class SchedulerLoopView(Protocol):
@@ -65,6 +66,9 @@ class AppDeps:
     cluster_pool: ThreadPoolExecutor  # blocking Ray calls, each bounded by ray_timeout_s
     work: Offload  # CPU or file work of a request: JobSpec parsing, logs, metrics
     auth_guard: FailureGuard  # failed bearer checks per address: backoff, then 429
+    lease: LeaseHolder | None = None  # this instance's database lease (None: not held here)
+    # the Idempotency-Keys of submits in progress (a second request meanwhile: 409)
+    in_flight: KeysInFlight = field(default_factory=KeysInFlight)
 
 
 DEPS = web.AppKey("argus_deps", AppDeps)

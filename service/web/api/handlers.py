@@ -35,6 +35,7 @@ from service.usecases import reads, tasks
 from service.usecases.ports import UseCaseError
 from service.web.api.body import JSON_CONTENT_TYPE, read_body, read_shape
 from service.web.api.deps import AppDeps, deps_of, principal_of
+from service.web.api.idempotency import replay_headers, request_key
 from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
 from service.web.api.params import parse_labels, parse_reason, parse_uint
@@ -146,6 +147,7 @@ async def submit_task(request: web.Request) -> web.Response:
     charset = request.charset
     if charset is not None and charset.lower() not in UTF8_CHARSETS:
         raise ApiError(415, f"charset {charset!r} is not accepted; send UTF-8")
+    key = request_key(request)
     raw = await read_body(request, deps.settings.max_body_bytes,
                           deps.settings.api_body_timeout_s)
     try:
@@ -156,7 +158,8 @@ async def submit_task(request: web.Request) -> web.Response:
             details=[{"field": "body", "message": f"invalid byte at offset {exc.start}"}],
         ) from exc
     try:
-        done = await tasks.submit(deps, principal_of(request), text, as_json=as_json)
+        done = await tasks.submit(deps, principal_of(request), text, as_json=as_json,
+                                  key=key)
     except JobSpecError as exc:
         status = exc.status if exc.status in (400, 413) else 400
         raise ApiError(
@@ -165,7 +168,7 @@ async def submit_task(request: web.Request) -> web.Response:
     except UseCaseError as exc:
         raise api_error(exc) from exc
     return web.json_response({"task_id": done.task_id, "state": done.state.value},
-                             status=201)
+                             status=201, headers=replay_headers(done.replayed))
 
 
 async def list_tasks(request: web.Request) -> web.Response:

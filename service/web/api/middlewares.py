@@ -39,6 +39,7 @@ ERROR_CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     417: "expectation_failed",
+    422: "unprocessable_content",
     429: "too_many_requests",
     500: "internal_error",
     503: "unavailable",

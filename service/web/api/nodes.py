@@ -8,12 +8,14 @@ from typing import Any
 
 from aiohttp import web
 
-from service.domain.nodes import NodeStateRow
+from service.domain.nodes import NodeEventRow, NodeStateRow
 from service.domain.timefmt import iso
 from service.usecases import nodes
 from service.usecases.ports import UseCaseError
 from service.web.api.body import read_json_object
 from service.web.api.deps import AppDeps, deps_of, principal_of
+from service.web.api.handlers import int_param
+from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
 
 
@@ -24,7 +26,7 @@ def _ray_nodes(deps: AppDeps) -> tuple[Any, ...] | None:
 
 def cordon_json(row: NodeStateRow) -> dict[str, Any]:
     return {"state": row.state.value, "source": row.source.value, "by": row.by,
-            "at": iso(row.at), "reason": row.reason}
+            "at": iso(row.at), "reason": row.reason, "requeue": row.requeue}
 
 
 def node_json(view: nodes.NodeView) -> dict[str, Any]:
@@ -46,6 +48,25 @@ async def list_nodes(request: web.Request) -> web.Response:
     observed = None if seen is None or seen.snapshot is None else iso(seen.at)
     return web.json_response({"nodes": [node_json(v) for v in views],
                               "observed_at": observed})
+
+
+def event_json(row: NodeEventRow) -> dict[str, Any]:
+    return {"at": iso(row.ts), "kind": row.kind.value, "source": row.source.value,
+            "by": row.by, "reason": row.reason}
+
+
+async def node_events(request: web.Request) -> web.Response:
+    deps = deps_of(request)
+    name = request.match_info["node"]
+    errors: list[dict[str, Any]] = []
+    limit = int_param(request, "limit", 100, 1, nodes.EVENTS_MAX, errors)
+    if errors:
+        raise ApiError(400, "invalid query parameters", details=errors)
+    try:
+        rows = await nodes.events_of(deps, name, limit, _ray_nodes(deps))
+    except UseCaseError as exc:
+        raise api_error(exc) from exc
+    return web.json_response({"name": name, "events": [event_json(r) for r in rows]})
 
 
 async def _change(request: web.Request, action: str) -> web.Response:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from service.policy.idempotency import HEADER, IN_USE_RETRY_S
 from service.usecases.ports import (
     BadDependencies,
     Conflict,
     Forbidden,
     Invalid,
+    KeyInUse,
+    KeyReused,
     NotAllowed,
     NotFound,
     NotOwner,
@@ -24,8 +27,15 @@ T = TypeVar("T")
 
 
 def api_error(exc: UseCaseError) -> ApiError:
-    """The answer for ``exc``: 404, 403, 400, 409 or 429 (with ``Retry-After``)."""
+    """The answer for ``exc``: 404, 403, 400, 409, 422 or 429 (with ``Retry-After``)."""
     match exc:
+        case KeyReused():
+            return ApiError(422, exc.message, code="idempotency_key_reused",
+                            details=[{"field": HEADER, "message": exc.message}])
+        case KeyInUse():
+            return ApiError(409, exc.message, code="idempotency_key_in_use",
+                            details=[{"field": HEADER, "message": exc.message}],
+                            headers={"Retry-After": str(IN_USE_RETRY_S)})
         case NotFound():
             return ApiError(404, exc.message)
         case NotOwner() | Forbidden():

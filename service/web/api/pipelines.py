@@ -23,6 +23,7 @@ from service.usecases.pipelines import owned_pipeline, submit_pipeline
 from service.usecases.ports import UseCaseError
 from service.web.api.body import read_body
 from service.web.api.deps import deps_of, principal_of
+from service.web.api.idempotency import replay_headers, request_key
 from service.web.api.middlewares import ApiError
 from service.web.api.outcomes import api_error
 from service.web.api.params import parse_uint
@@ -65,6 +66,7 @@ async def create_pipeline(request: web.Request) -> web.Response:
     if request.content_type not in CONTENT_TYPES:
         raise ApiError(415, f"content type {request.content_type!r} is not accepted; send "
                             "the pipeline as " + " or ".join(sorted(CONTENT_TYPES)))
+    key = request_key(request)
     raw = await read_body(request, deps.settings.max_body_bytes * BODY_FACTOR,
                           deps.settings.api_body_timeout_s)
     try:
@@ -72,7 +74,9 @@ async def create_pipeline(request: web.Request) -> web.Response:
     except UnicodeDecodeError as exc:
         raise ApiError(400, "request body is not valid UTF-8") from exc
     try:
-        done = await submit_pipeline(deps, principal_of(request), text)
+        done = await submit_pipeline(deps, principal_of(request), text,
+                                     as_json=request.content_type == "application/json",
+                                     key=key)
     except PipelineError as exc:
         raise ApiError(400, "invalid pipeline", details=exc.details) from exc
     except UseCaseError as exc:
@@ -82,7 +86,8 @@ async def create_pipeline(request: web.Request) -> web.Response:
     # no stage has started yet: shown WAITING, as a read of it now says
     return web.json_response({"pipeline_id": done.pipeline_id,
                               "state": PipelineState.WAITING.value,
-                              "stages": done.stages}, status=201)
+                              "stages": done.stages}, status=201,
+                             headers=replay_headers(done.replayed))
 
 
 async def list_pipelines(request: web.Request) -> web.Response:

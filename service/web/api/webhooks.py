@@ -49,7 +49,8 @@ def delivery_json(d: DeliveryRow) -> dict[str, Any]:
 async def create_webhook(request: web.Request) -> web.Response:
     doc = await read_json_object(request, required=True)
     try:
-        hook = await webhooks.register(deps_of(request), principal_of(request).name, doc)
+        who = principal_of(request)
+        hook = await webhooks.register(deps_of(request), who.name, doc, admin=who.is_admin)
     except UseCaseError as exc:
         raise api_error(exc) from exc
     return web.json_response({**webhook_json(hook), "secret": hook.secret}, status=201)

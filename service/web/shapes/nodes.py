@@ -8,11 +8,12 @@ from typing import Annotated
 
 from pydantic import Field
 
-from service.domain.nodes import REASON_MAX, NodeSource, NodeStateKind
+from service.domain.nodes import REASON_MAX, NodeEventKind, NodeSource, NodeStateKind
 from service.web.shapes.common import Answer, Request, Timestamp, at
 
 NodeState = enum.StrEnum("NodeState", {k.name: k.value for k in NodeStateKind})
 NodeStateSource = enum.StrEnum("NodeStateSource", {k.name: k.value for k in NodeSource})
+NodeEventType = enum.StrEnum("NodeEventType", {k.name: k.value for k in NodeEventKind})
 HealthState = enum.StrEnum("HealthState", {v.upper(): v for v in ("healthy", "unhealthy",
                                                                    "unknown")})
 
@@ -24,12 +25,23 @@ class NodeChange(Request):
         f"why, at most {REASON_MAX} printable characters (no newline)"))] = None
 
 
+class NodeDrain(NodeChange):
+    """A drain: a reason, and whether its attempts are stopped and re-queued."""
+
+    requeue: Annotated[bool, Field(description=(
+        "stop the attempts on the node and re-queue them, as a preemption: they resume "
+        "from their checkpoint elsewhere, not charged to their retries (false: they "
+        "finish there). A drain without requeue may be drained again with it"))] = False
+
+
 class NodeCordon(Answer):
     state: NodeState
     source: NodeStateSource
     by: Annotated[str | None, Field(description="the admin; null: the service's health check")]
     at: Timestamp
     reason: str
+    requeue: Annotated[bool, Field(description=(
+        "a drain whose attempts are stopped and re-queued (until the node is resumed)"))] = False
 
 
 class NodeHealth(Answer):
@@ -61,3 +73,17 @@ class NodeChanged(Answer):
     name: str
     action: Annotated[str, Field(description="cordon, drain or resume")]
     cordon: Annotated[NodeCordon, Field(description="the state written (resume: lifted)")]
+
+
+class NodeEvent(Answer):
+    at: Timestamp
+    kind: NodeEventType
+    source: NodeStateSource
+    by: Annotated[str | None, Field(description="the admin; null: the service (health "
+                                                "check, quarantine)")]
+    reason: str
+
+
+class NodeEventList(Answer):
+    name: str
+    events: Annotated[list[NodeEvent], Field(description="newest first")]

@@ -258,6 +258,14 @@ class Health(Answer):
     scheduler: SchedulerHealth | None
 
 
+class ServingInstance(Answer):
+    holder: Annotated[str, Field(description="this instance: host:pid:random, per start")]
+    address: Annotated[str, Field(description="host:port it serves on")]
+    leader_since: Annotated[float, Field(description="when it took the lease (epoch s)")]
+    epoch: Annotated[int, Field(description=(
+        "the lease's epoch: +1 at every change of holder"))]
+
+
 class Readiness(Answer):
     status: Literal["ready", "not ready"]
     reasons: list[str]
@@ -266,3 +274,6 @@ class Readiness(Answer):
         "failed)"))]
     work_s: Annotated[float | None, Field(
         description="a no-op's latency through the work lane")]
+    instance: Annotated[ServingInstance | None, Field(description=(
+        "the instance that answered and its database lease (null: an app run without "
+        "one, as in tests)"))] = None

@@ -18,12 +18,22 @@ from aiohttp import web
 from service.policy.failure_guard import FailureGuard
 from service.usecases import reads
 from service.web.api.deps import DEPS
-from service.web.ui import cluster_view, live, pages, pipeline_view, signin, webhooks_view
+from service.web.ui import (
+    cluster_view,
+    live,
+    nodes_view,
+    pages,
+    pipeline_view,
+    signin,
+    webhooks_view,
+)
 from service.web.ui.changes import ChangeFeed
 from service.web.ui.sessions import fingerprint
 from service.web.ui.slots import StreamSlots
 
 TASK = "{task_id:[^/:]+}"
+NODE = "{node:[^/:]+}"
+NODE_ACTION = "{action:cordon|drain|resume}"
 POLL_S = 1.0  # how often the process reads the tasks' change sequence
 
 STATIC_TYPES = {"console.css": "text/css", "console.js": "text/javascript"}
@@ -64,6 +74,8 @@ ROUTES: tuple[tuple[str, str, pages.PageHandler], ...] = (
     ("POST", f"/ui/tasks/{TASK}/priority", pages.set_priority),
     ("GET", "/ui/pipelines/{pipeline_id:[^/:]+}", pipeline_view.pipeline_page),
     ("GET", "/ui/cluster", cluster_view.cluster_page),
+    ("GET", f"/ui/nodes/{NODE}/{NODE_ACTION}", nodes_view.action_form),
+    ("POST", f"/ui/nodes/{NODE}/{NODE_ACTION}", nodes_view.act),
     ("GET", "/ui/charts", cluster_view.charts_page),
     ("GET", "/ui/webhooks", webhooks_view.webhooks_page),
     ("POST", "/ui/webhooks", webhooks_view.create),

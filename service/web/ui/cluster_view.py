@@ -41,16 +41,17 @@ async def cluster_page(request: web.Request) -> web.Response:
     deps = deps_of(request)
     now = deps.clock()
     seen = deps.metrics.observed.last
+    alive = {} if seen is None or seen.snapshot is None else {
+        n.display_name: n for n in seen.snapshot.nodes}
     nodes = []
-    states = await node_cases.cordons(deps)
-    if seen is not None and seen.snapshot is not None:
-        for n in seen.snapshot.nodes:
-            state = states.get(n.display_name)
-            nodes.append({
-                "id": n.node_id, "ip": n.node_ip, "name": n.display_name,
-                "cordon": None if state is None else f"{state.state.value}: {state.reason}",
-                "gpus_free": n.get("GPU"), "gpus_total": total_of(n, "GPU"),
-                "cpus_free": n.get("CPU"), "cpus_total": total_of(n, "CPU")})
+    for view in await node_cases.list_nodes(deps, list(alive.values()) if alive else None):
+        n = alive.get(view.name)
+        nodes.append({
+            "view": view, "id": view.node_id or "", "ip": view.node_ip or "",
+            "name": view.name, "gpus_free": view.gpus_free or 0.0,
+            "gpus_total": view.gpus_total or 0.0,
+            "cpus_free": n.get("CPU") if n else None,
+            "cpus_total": total_of(n, "CPU") if n else None})
     head = None
     if deps.settings.head_json:
         head = await deps.work.run(_head, deps.settings.head_json, now)

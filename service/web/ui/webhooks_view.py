@@ -12,17 +12,18 @@ from aiohttp import web
 
 from service.domain.rows import WebhookRow
 from service.usecases import webhooks
-from service.usecases.ports import Conflict, NotFound, Rejected, UseCaseError
+from service.usecases.ports import Conflict, Forbidden, NotFound, Rejected, UseCaseError
 from service.web.api.deps import deps_of
 from service.web.ui import pages
 from service.web.ui.sessions import csrf_ok
-from service.webhooks.events import DESCRIPTIONS, EventType
+from service.webhooks.events import ADMIN_ONLY, DESCRIPTIONS, EventType
 from service.webhooks.schemas import FORMATS
 
 DELIVERIES_SHOWN = 10
 PAGE = "/ui/webhooks"
 # a registration refused: the status of the page that says why
-REFUSAL_STATUS: dict[type[UseCaseError], int] = {Rejected: 400, Conflict: 409, NotFound: 404}
+REFUSAL_STATUS: dict[type[UseCaseError], int] = {Rejected: 400, Conflict: 409, NotFound: 404,
+                                                  Forbidden: 403}
 
 
 async def _page(request: web.Request, *, status: int = 200, created: WebhookRow | None = None,
@@ -35,7 +36,8 @@ async def _page(request: web.Request, *, status: int = 200, created: WebhookRow 
         request, "webhooks.html", status=status, nav="webhooks",
         hooks=hooks, created=created,
         errors=errors or [], form=form or {"url": "", "events": [], "format": "standard"},
-        event_types=[(t.value, DESCRIPTIONS[t]) for t in EventType], formats=FORMATS,
+        event_types=[(t.value, DESCRIPTIONS[t]) for t in EventType
+                     if who.is_admin or t not in ADMIN_ONLY], formats=FORMATS,
         limit=deps.settings.webhooks.max_per_user)
 
 
@@ -80,9 +82,9 @@ async def create(request: web.Request) -> web.StreamResponse:
         "format": next((v for k, v in raw if k == "format"), "standard"),
     }
     try:
-        hook = await webhooks.register(deps_of(request), request[pages.SIGNED].principal.name,
-                                       doc)
-    except (Rejected, Conflict, NotFound) as exc:
+        who = request[pages.SIGNED].principal
+        hook = await webhooks.register(deps_of(request), who.name, doc, admin=who.is_admin)
+    except (Rejected, Conflict, NotFound, Forbidden) as exc:
         details = exc.details if isinstance(exc, Rejected | Conflict) else []
         errors = [f"{d['field']}: {d['message']}" for d in details] or [exc.message]
         return await _page(request, status=REFUSAL_STATUS[type(exc)], errors=errors,

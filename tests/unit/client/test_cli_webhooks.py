@@ -125,3 +125,11 @@ async def test_the_sdk_answers_with_frozen_dataclasses(server: tuple[str, Store]
         deliveries.deliveries[0].outcome = "DELIVERED"  # type: ignore[misc]
     gone = await asyncio.to_thread(client.delete_webhook, hook.id)
     assert isinstance(gone, DeletedWebhook) and gone.deleted == hook.id
+
+
+def test_the_cli_knows_every_event_type_the_server_has() -> None:
+    from argus_client.cli.webhooks import EVENT_TYPES, NODE_EVENT_TYPES
+    from service.webhooks.events import ADMIN_ONLY, EventType
+
+    assert set(EVENT_TYPES) | set(NODE_EVENT_TYPES) == {t.value for t in EventType}
+    assert set(NODE_EVENT_TYPES) == {t.value for t in ADMIN_ONLY}

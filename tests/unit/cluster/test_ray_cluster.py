@@ -545,3 +545,21 @@ def test_pg_reserved_per_node_and_bound():
     outside = NodeResources("n2", "10.0.0.2", {"GPU": 1.0}, {"GPU": 4.0, "CPU": 8.0})
     # another user's plain actors hold 2 more GPUs: the view is the tighter bound there
     assert bound_by_placement([outside], reserved)[0].free == {"GPU": 1.0}
+
+
+def test_the_fences_are_the_listed_jobs_of_argus_that_have_not_ended(make_ray):
+    from service.cluster.boundary import FenceJob
+
+    def job(sid, status, metadata):
+        return SimpleNamespace(submission_id=sid, status=SimpleNamespace(value=status),
+                               metadata=metadata)
+
+    fence_meta = {"argus_fence": "w1", "argus_fence_node_id": "ff"}
+    jobs = [job("argus-fence-w1-00", "RUNNING", fence_meta),
+            job("argus-fence-w1-01", "STOPPED", fence_meta),  # ended: not a fence now
+            job("argus-fence-w1-02", "PENDING", {"argus_task_id": "t"}),  # not ours
+            job("t--a01", "RUNNING", {"argus_task_id": "t"}),
+            job(None, "RUNNING", None)]  # a driver started without the job server
+    ray = make_ray(Source(HEAD_1))
+    ray._make_jobs_client = lambda _target: SimpleNamespace(list_jobs=lambda: jobs)
+    assert ray.fences() == [FenceJob("argus-fence-w1-00", "w1", "ff", RayStatus.RUNNING)]

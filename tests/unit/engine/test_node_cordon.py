@@ -30,7 +30,8 @@ def test_a_cordon_moves_work_to_the_other_nodes(env: Env) -> None:
     env.cluster.add_node("w2", gpus=4, cpus=16)
     env.store.nodes.drain("w1", "root", T0, "maintenance")
     a, b = env.add(), env.add()
-    assert env.tick(T0).submitted == 1  # only w2's 4 GPUs count
+    assert env.tick(T0).submitted == 0  # the fence on w1 starts; nothing starts before it holds
+    assert env.tick(T0 + 1).submitted == 1  # only w2's 4 GPUs count
     assert (env.state(a), env.state(b)) == (S.SUBMITTED, S.PENDING_RESOURCES)
     assert "w1 is drained: maintenance" in env.store.tasks.get_task(b).pending_reason
 

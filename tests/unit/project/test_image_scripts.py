@@ -1,13 +1,16 @@
-"""scripts/20_start_api.sh, 21_stop_api.sh, 22_status_api.sh in host mode (--local).
+"""scripts/20_start_api.sh, 21_stop_api.sh, 22_status_api.sh in host mode (--local): the
+service under a supervisord of its own (the real one, from the lock).
 
 Most tests put a small stand-in ``argus-api`` first on PATH (it serves /healthz, or
-fails, or never answers, or ignores SIGTERM) so the scripts' own logic is tested in a
-second each; the ``integration`` test at the end runs the real service. Every wait is a
-poll with a deadline.
+fails, or never answers, or ignores SIGTERM, or crashes at start while a file exists) so
+the scripts' own logic and the supervision are tested in seconds each; the
+``integration`` test at the end runs the real service. Every wait is a poll with a
+deadline.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -30,12 +33,13 @@ TOKEN = "test-token-不是秘密"
 
 FAKE_API = f"""#!{sys.executable}
 # Stand-in argus-api: FAKE_API_MODE = serve | exit | mute | stubborn
+# (any mode: exits at once while the file FAKE_API_CRASH names exists)
 import http.server, os, signal, sys, time
 args = sys.argv[1:]
 host, port = args[args.index("--host") + 1], int(args[args.index("--port") + 1])
 mode = os.environ.get("FAKE_API_MODE", "serve")
 print("fake argus-api pid", os.getpid(), " ".join(args), flush=True)
-if mode == "exit":
+if mode == "exit" or os.path.exists(os.environ.get("FAKE_API_CRASH", "/nonexistent")):
     sys.exit("fake argus-api: refusing to start")
 if mode == "stubborn":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -115,6 +119,8 @@ class Env:
             "ARGUS_SHARED_ROOT": str(tmp / "shared"),
             "ARGUS_API_START_TIMEOUT_S": "30",
             "ARGUS_API_STOP_TIMEOUT_S": "10",
+            # this checkout's service, whatever checkout a shared .venv was installed from
+            "PYTHONPATH": str(REPO),
         }
         if fake_mode is not None:
             self.vars["FAKE_API_MODE"] = fake_mode
@@ -124,7 +130,16 @@ class Env:
         return self.run_dir / "argus-api.pid"
 
     def pid(self) -> int:
+        """The service's supervisord (what the pid file names)."""
         return int(self.pid_file.read_text().split()[0])
+
+    def service_pid(self) -> int | None:
+        """The service's pid under its supervisord (None while it does not run)."""
+        out = subprocess.run([str(REPO / ".venv" / "bin" / "supervisorctl"), "-c",
+                              str(self.run_dir / "argus-api-supervisord.conf"), "pid",
+                              "argus_api"], capture_output=True, text=True, timeout=30)
+        pid = out.stdout.strip()
+        return int(pid) if pid.isdigit() and pid != "0" else None
 
     def run(self, script: Path, *args: str, **overrides: str | None):
         env = dict(self.vars)
@@ -138,10 +153,11 @@ class Env:
 
     def cleanup(self) -> None:
         if self.pid_file.exists():
-            pid = self.pid()
-            if alive(pid):
-                os.killpg(pid, 9)
-                wait_gone(pid)
+            pid, service = self.pid(), self.service_pid() if alive(self.pid()) else None
+            for gone in (pid, service):
+                if gone is not None and alive(gone):
+                    os.killpg(gone, 9)
+                    wait_gone(gone)
 
 
 @pytest.fixture
@@ -286,7 +302,7 @@ def test_the_docker_branch_reruns_the_script_inside_the_container(make_env) -> N
     over = {"PATH": path, "ARGUS_API_REPO_IN_CONTAINER": str(REPO)}
     start = env.run(START, **over)
     assert start.returncode == 0, start.stderr
-    assert f"running (pid {env.pid()})" in start.stdout
+    assert f"supervised by supervisord (pid {env.pid()};" in start.stdout
     log = (env.tmp / "docker.log").read_text()
     assert "docker exec -i -e ARGUS_CONFIG -e ARGUS_API_HOST -e ARGUS_API_PORT" in log
     assert f"argus-ray-head bash {REPO}/scripts/20_start_api.sh --local" in log
@@ -328,26 +344,32 @@ def test_start_status_stop(make_env) -> None:
     env = make_env("serve")
     proc = env.run(START, "--local")
     assert proc.returncode == 0, proc.stderr
-    assert f"running (pid {env.pid()}) at http://127.0.0.1:{env.port}" in proc.stdout
+    sup, pid = env.pid(), env.service_pid()
+    assert pid is not None and pid != sup
+    assert f"running (pid {pid}) at http://127.0.0.1:{env.port}" in proc.stdout
+    assert f"supervised by supervisord (pid {sup};" in proc.stdout
     assert '"fake": true' in proc.stdout
-    pid = env.pid()
-    assert alive(pid)
+    assert alive(pid) and alive(sup)
     log = (env.run_dir / "argus-api.log").read_text()
     assert f"--config {env.vars['ARGUS_CONFIG']} --host 127.0.0.1 --port {env.port}" in log
+    assert TOKEN not in (env.run_dir / "argus-api-supervisord.conf").read_text(), \
+        "the token reaches the service through the environment only"
 
     again = env.run(START, "--local")
     assert again.returncode == 0
     assert f"already running (pid {pid})" in again.stdout
+    assert f"supervised by supervisord (pid {sup})" in again.stdout
 
     status = env.run(STATUS, "--local")
     assert status.returncode == 0
     assert f"running (pid {pid})" in status.stdout
+    assert f"supervised by supervisord (pid {sup})" in status.stdout
     assert '"status": "ok"' in status.stdout
 
     stop = env.run(STOP, "--local", ARGUS_API_STOP_TIMEOUT_S="5")
     assert stop.returncode == 0, stop.stderr
-    assert f"stopped (pid {pid})" in stop.stdout
-    assert wait_gone(pid)
+    assert f"stopped (pid {pid}) and its supervisord (pid {sup})" in stop.stdout
+    assert wait_gone(pid) and wait_gone(sup)
     assert not env.pid_file.exists()
 
     status = env.run(STATUS, "--local")
@@ -379,12 +401,58 @@ def test_start_gives_up_on_a_service_that_never_answers(make_env) -> None:
 
 def test_stop_kills_a_service_that_ignores_term(make_env) -> None:
     env = make_env("stubborn")
-    assert env.run(START, "--local").returncode == 0
-    pid = env.pid()
+    assert env.run(START, "--local", ARGUS_API_STOP_TIMEOUT_S="1").returncode == 0
+    pid = env.service_pid()
+    assert pid is not None
     stop = env.run(STOP, "--local", ARGUS_API_STOP_TIMEOUT_S="1")
     assert stop.returncode == 0, stop.stderr
-    assert "sending KILL" in stop.stderr
     assert wait_gone(pid)
+    sup_log = (env.run_dir / "argus-api-supervisord.log").read_text()
+    assert f"killing 'argus_api' ({pid}) with SIGKILL" in sup_log
+
+
+def poll(predicate, timeout_s: float, what: str) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(0.1)
+    pytest.fail(f"not within {timeout_s:g}s: {what}")
+
+
+def test_a_killed_service_is_restarted_by_its_supervisord(make_env) -> None:
+    env = make_env("serve")
+    assert env.run(START, "--local").returncode == 0
+    pid = env.service_pid()
+    assert pid is not None
+    os.kill(pid, 9)
+    poll(lambda: env.service_pid() not in (None, pid) and env.run(STATUS, "--local")
+         .returncode == 0, 15, "the service back under a new pid")
+    assert f"running (pid {env.service_pid()})" in env.run(STATUS, "--local").stdout
+
+
+def test_a_crash_at_start_up_is_retried_with_a_growing_pause(make_env) -> None:
+    env = make_env("serve")
+    crash = env.tmp / "crash"
+    env.vars["FAKE_API_CRASH"] = str(crash)
+    assert env.run(START, "--local").returncode == 0
+    pid = env.service_pid()
+    assert pid is not None
+    crash.touch()  # from now on every start fails at once
+    os.kill(pid, 9)
+    sup_log = env.run_dir / "argus-api-supervisord.log"
+    poll(lambda: sup_log.read_text().count("spawned: 'argus_api'") >= 5, 30,
+         "four restarts that fail")
+    status = env.run(STATUS, "--local")
+    assert status.returncode == 1 and "BACKOFF under supervisord" in status.stdout
+    spawned = [line.split(" INFO")[0] for line in sup_log.read_text().splitlines()
+               if "spawned: 'argus_api'" in line]
+    times = [time.mktime(time.strptime(t.split(",")[0], "%Y-%m-%d %H:%M:%S"))
+             + int(t.split(",")[1]) / 1000 for t in spawned[1:5]]
+    pauses = [b - a for a, b in itertools.pairwise(times)]
+    assert pauses == sorted(pauses) and pauses[-1] >= pauses[0] + 1.5, pauses
+    crash.unlink()
+    poll(lambda: env.run(STATUS, "--local").returncode == 0, 30, "the service back")
 
 
 def test_a_reused_pid_is_not_mistaken_for_the_service(make_env) -> None:
@@ -408,7 +476,7 @@ def test_without_a_head_container_the_scripts_fall_back_to_this_host(make_env, m
     path = fake_docker_path(env, mode)
     proc = env.run(START, PATH=path)
     assert proc.returncode == 0, proc.stderr
-    assert f"running (pid {env.pid()})" in proc.stdout
+    assert f"supervised by supervisord (pid {env.pid()};" in proc.stdout
     assert env.run(STOP, PATH=path).returncode == 0
     assert "docker exec" not in (env.tmp / "docker.log").read_text()
 
@@ -423,7 +491,7 @@ def test_real_api_starts_without_ray_and_stops(make_env) -> None:
     log = env.run_dir / "argus-api.log"
     assert proc.returncode == 0, proc.stderr + (log.read_text() if log.exists() else "")
     assert '"status": "ok"' in proc.stdout
-    pid = env.pid()
+    pid = env.service_pid()
 
     status = env.run(STATUS, "--local")
     assert status.returncode == 0, status.stdout
@@ -433,6 +501,8 @@ def test_real_api_starts_without_ray_and_stops(make_env) -> None:
     assert stop.returncode == 0, stop.stderr
     assert f"stopped (pid {pid})" in stop.stdout
     assert wait_gone(pid)
+    log = (env.run_dir / "argus-api.log").read_text()
+    assert "Traceback" not in log and " ERROR " not in log, log
     assert env.run(STATUS, "--local").returncode == 3
 
 

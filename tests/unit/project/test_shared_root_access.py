@@ -61,6 +61,16 @@ ELSEWHERE: dict[tuple[str, str, str], str] = {
     ("service/store/sql/__init__.py", "postgres_queries", ".read_text"): CODE,
     ("service/store/pg.py", "migration_files", ".glob"): CODE,
     ("service/store/pg_engine.py", "_initialize", ".read_text"): CODE,
+    **dict.fromkeys([("service/store/backup.py", "backup", c) for c in (
+        ".exists", ".is_symlink", ".is_dir", ".is_file", "os.link", ".unlink", ".stat")],
+        "argus-api db backup: the database and the backup file the operator names: "
+        + OPERATOR),
+    ("service/store/backup.py", "_copy", "sqlite3.connect"):
+        "the database and its backup (argus-api db backup): " + OPERATOR,
+    ("service/store/backup.py", "_check", "sqlite3.connect"):
+        "the backup just written, read-only: " + OPERATOR,
+    ("service/store/backup.py", "_sync", "os.open"):
+        "the backup just written and its directory, to fsync: " + OPERATOR,
     ("service/web/ui/__init__.py", "_static", ".read_bytes"): CODE,
     ("raypool/atomicfile.py", "write_atomic", "tempfile.mkstemp"): NODE,
     ("raypool/atomicfile.py", "write_atomic", "os.replace"): NODE,
@@ -108,6 +118,10 @@ ELSEWHERE: dict[tuple[str, str, str], str] = {
     ("raypool/procs.py", "tagged_processes", "open"): PROC,
     ("raypool/supervisor.py", "render", "open"): CODE,
     ("raypool/supervisor.py", "write_config", "os.makedirs"): NODE,
+    ("raypool/apiservice.py", "keep_token", "os.makedirs"):
+        "the node's run dir (ARGUS_RUN_DIR, in the container), never the shared root",
+    ("raypool/apiservice.py", "service_env", "open"):
+        "the token file in the node's run dir (ARGUS_RUN_DIR, in the container)",
     ("raypool/watchdog.py", "ray_executable", "os.access"): "an executable's path",
     ("raypool/watchdog.py", "ray_executable", "shutil.which"): "an executable's path",
 }

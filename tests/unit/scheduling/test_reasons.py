@@ -69,6 +69,11 @@ RENDERED = [
      "(waited past preemption_grace_s=600)"),
     (Preempted(1, "t-1"), "attempt 1 preempted for t-1; attempt 2 as soon as it fits again "
      "(resumes from its checkpoint)"),
+    (Preempted(1, "node:gpu-07", "replacing GPU 3"), "attempt 1 preempted (node gpu-07 "
+     "drained: replacing GPU 3); attempt 2 as soon as it fits on another node (resumes from "
+     "its checkpoint)"),
+    (Preempted(2, "node:gpu-07"), "attempt 2 preempted (node gpu-07 drained); attempt 3 as "
+     "soon as it fits on another node (resumes from its checkpoint)"),
     (Backoff(2, T), "retry backoff: attempt 2 not before 2026-01-01T00:00:00.000Z; the room it "
      "needs is kept for it"),
     (RetryAfterFailure(1, "CLUSTER_LOST", T), "attempt 1 failed (CLUSTER_LOST); attempt 2 not "

@@ -50,3 +50,19 @@ def test_refusals_write_nothing(store: Store) -> None:
         store.nodes.resume("w1", NodeSource.HEALTH, None, 6.0, "healthy")
     assert store.nodes.state("w1").reason == "d"
     assert len(store.nodes.events("w1")) == 2 and store.nodes.events("w9") == []
+
+
+def test_a_drain_with_requeue_is_stored_and_a_drain_without_it_upgraded(store: Store) -> None:
+    store.nodes.drain("w1", "root", 1.0, "swap")
+    assert store.nodes.state("w1").requeue is False
+    row = store.nodes.drain("w1", "ops", 2.0, "replacing GPU 3", requeue=True)
+    assert store.nodes.state("w1") == row and (row.requeue, row.by) == (True, "ops")
+    for requeue in (True, False):  # drained with requeue already: nothing to upgrade
+        with pytest.raises(NodeStateConflict, match="already drained with requeue"):
+            store.nodes.drain("w1", "x", 3.0, "again", requeue=requeue)
+    assert store.nodes.states() == [row]
+    store.nodes.resume("w1", None, "ops", 4.0, "done")
+    store.nodes.cordon("w1", OP, "root", 5.0, "look")
+    assert store.nodes.drain("w1", "root", 6.0, "bad", requeue=True).requeue is True
+    assert [e.kind.value for e in store.nodes.events("w1")] == [
+        "NODE_DRAINED", "NODE_DRAINED", "NODE_RESUMED", "NODE_CORDONED", "NODE_DRAINED"]

@@ -28,6 +28,7 @@ from service.store.aio import AsyncStore
 from service.store.offload import Offload
 from service.store.writer import Store
 from service.usecases import pipelines, tasks
+from service.usecases.idempotency import KeysInFlight
 from service.usecases.pipeline_submit import submit_pipeline
 from service.usecases.ports import (
     BadDependencies,
@@ -76,6 +77,7 @@ class Deps:
     clock: object
     metrics: Metrics
     sync: Store  # the same store, for a test's own setup and checks
+    in_flight: KeysInFlight = field(default_factory=KeysInFlight)
 
 
 @pytest.fixture

@@ -37,6 +37,14 @@ def add_parsable(parser: argparse.ArgumentParser) -> None:
                         help="print the id alone, even on a terminal")
 
 
+def add_key_option(parser: argparse.ArgumentParser) -> None:
+    """A submit's ``--idempotency-key`` (default: a fresh one per run)."""
+    parser.add_argument("--idempotency-key", metavar="KEY",
+                        help="the submit's Idempotency-Key (default: a fresh one each run): "
+                             "run again with the same key and file within 24 h, it prints "
+                             "the same id instead of submitting again")
+
+
 def add_wait_options(parser: argparse.ArgumentParser, *, with_flag: bool = False,
                      interval: float = 2.0) -> None:
     """``--timeout`` and ``--interval`` of a wait (``with_flag``: and ``--wait``, for a

@@ -9,9 +9,14 @@ from typing import Any
 
 from argus_client.cli.context import AddParser, Ctx
 from argus_client.cli.exits import Exit
-from argus_client.cli.options import add_parsable, add_table_options, add_wait_options
+from argus_client.cli.options import (
+    add_key_option,
+    add_parsable,
+    add_table_options,
+    add_wait_options,
+)
 from argus_client.cli.output import table
-from argus_client.cli.waiting import follow
+from argus_client.cli.waiting import follow, retry_note
 
 
 def dependency_rows(task: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -48,7 +53,9 @@ def cmd_submit(ctx: Ctx) -> int:
     """The pipeline's id alone where stdout is not a terminal (or ``-q``), else with its
     stages' tasks; ``--wait``: then follow it as ``pipeline wait`` does."""
     a = ctx.args
-    created = ctx.client.submit_pipeline(sys.stdin.buffer.read() if a.file == "-" else a.file)
+    created = ctx.client.submit_pipeline(sys.stdin.buffer.read() if a.file == "-" else a.file,
+                                         idempotency_key=a.idempotency_key,
+                                         on_retry=retry_note(ctx))
     if not (a.wait and ctx.as_json):  # with --wait, --json prints the ended pipeline only
         ctx.emit(created.raw, lambda d: d["pipeline_id"] if ctx.parsable else
                  f"{d['pipeline_id']}  {d['state']}\n"
@@ -98,6 +105,7 @@ def register(sub: Any, add_parser: AddParser) -> None:
                         "prints its id (alone where stdout is not a terminal)")
     submit.add_argument("file", help="pipeline file, or - for stdin")
     add_parsable(submit)
+    add_key_option(submit)
     add_wait_options(submit, with_flag=True, interval=5.0)
     submit.set_defaults(run=cmd_submit)
     for name, fn, help_ in (("status", cmd_status, "show a pipeline's stages and edges"),

@@ -14,6 +14,7 @@ from typing import Any
 from argus_client.cli.context import AddParser, Command, Ctx, error_json, isatty, report
 from argus_client.cli.exits import Exit, exit_for
 from argus_client.cli.options import (
+    add_key_option,
     add_parsable,
     add_table_options,
     add_wait_options,
@@ -180,7 +181,9 @@ def cmd_submit(ctx: Ctx) -> int:
     """The new task's id alone where stdout is not a terminal (or ``-q``), else with its
     state; ``--wait``: then follow it as ``wait`` does (and exit as it does)."""
     a = ctx.args
-    submitted = ctx.client.submit(sys.stdin.buffer.read() if a.file == "-" else Path(a.file))
+    submitted = ctx.client.submit(sys.stdin.buffer.read() if a.file == "-" else Path(a.file),
+                                  idempotency_key=a.idempotency_key,
+                                  on_retry=retry_note(ctx))
     if not (a.wait and ctx.as_json):  # with --wait, --json prints the ended task only
         ctx.emit(submitted.raw, lambda d: d["task_id"] if ctx.parsable
                  else f"{d['task_id']}  {d['state']}")
@@ -366,6 +369,7 @@ def register(sub: Any, add_parser: AddParser) -> None:
     submit.add_argument(
         "file", help="JobSpec file (*.json: sent as JSON; else YAML), or - for YAML on stdin")
     add_parsable(submit)
+    add_key_option(submit)
     add_wait_options(submit, with_flag=True)
     add("status", cmd_status, "show one task")
     add_table_options(add("attempts", cmd_attempts, "list the attempts of a task"))

@@ -21,6 +21,8 @@ from argus_client.cli.output import table
 
 EVENT_TYPES = ("task.succeeded", "task.failed", "task.canceled", "task.preempted",
                "task.time_limit", "task.retried", "pipeline.ended")
+# cluster-wide, for admins only (the server refuses them to anyone else)
+NODE_EVENT_TYPES = ("node.cordoned", "node.drained", "node.resumed", "node.quarantined")
 
 
 def _events(text: str) -> list[str]:
@@ -86,7 +88,8 @@ def register(sub: Any, add_parser: AddParser) -> None:
     # dest "target": "url" is the global --url (the API's address)
     add.add_argument("target", metavar="URL", help="http(s) URL the events are POSTed to")
     add.add_argument("--events", type=_events, required=True, metavar="E1,E2",
-                     help=f"comma-separated, or all: {', '.join(EVENT_TYPES)}")
+                     help=f"comma-separated, or all: {', '.join(EVENT_TYPES)}; admins "
+                          f"also: {', '.join(NODE_EVENT_TYPES)}")
     add.add_argument("--format", choices=("standard", "slack"), default="standard",
                      help="body: standard {type, timestamp, data} or slack {text}")
     add.set_defaults(run=cmd_add)

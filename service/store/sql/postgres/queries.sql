@@ -238,3 +238,16 @@ ON CONFLICT (task_id) DO UPDATE SET
     attempts = attempts + 1,
     first_start = min(first_start, excluded.first_start),
     last_end = max(last_end, excluded.last_end);
+
+-- name: webhook_enqueue_admins
+INSERT INTO webhook_deliveries (hook_id, event_id, event_type, event_ts, data_json, next_at)
+SELECT h.hook_id, :event_id, :event_type, :now, :data_json, :now
+FROM users AS u JOIN webhooks AS h ON h.owner = u.name
+WHERE u.role = 'admin' AND u.enabled = 1
+  AND jsonb_exists(CAST(h.events AS jsonb), CAST(:event_type AS text));
+
+-- name: node_event_insert
+-- the new id comes back by RETURNING (SQLite's cursor.lastrowid)
+INSERT INTO node_events (name, ts, kind, source, by_user, reason)
+VALUES (:name, :ts, :kind, :source, :by_user, :reason)
+RETURNING id;

@@ -364,3 +364,24 @@ CREATE TABLE node_events (
     reason    text NOT NULL
 );
 CREATE INDEX node_events_name ON node_events (name, ts);
+
+CREATE TABLE service_lease (
+    name         text   NOT NULL PRIMARY KEY,
+    holder       text   NOT NULL,
+    host         text   NOT NULL,
+    pid          bigint NOT NULL,
+    address      text   NOT NULL,
+    epoch        bigint NOT NULL CHECK (epoch >= 1),
+    acquired_at  double precision NOT NULL,
+    renewed_at   double precision NOT NULL,
+    expires_at   double precision NOT NULL
+);
+CREATE TABLE idempotency_keys (
+    "user"       text NOT NULL,
+    key          text NOT NULL,
+    fingerprint  text NOT NULL,
+    result_json  text NOT NULL,
+    created_at   double precision NOT NULL,
+    PRIMARY KEY ("user", key)
+);
+CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);

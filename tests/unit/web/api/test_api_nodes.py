@@ -58,12 +58,55 @@ async def test_bad_requests_write_nothing(client, env) -> None:
         ("w1", {"reason": "   "}, 400, "a reason is required"),
         ("w1", {"reason": "x" * 201}, 400, "at most 200"),
         ("w1", {"reason": "two\nlines"}, 400, "printable"),
-        ("w1", {"reason": "x", "requeue": True}, 400, "unknown field"),
+        ("w1", {"reason": "x", "requeue": True}, 400, "only a drain re-queues"),
+        ("w1", {"reason": "x", "other": 1}, 400, "unknown field"),
     ]
     for name, doc, status, text in cases:
         resp = await client.post(f"/api/v2/nodes/{name}:cordon", json=doc, headers=AUTH)
         assert resp.status == status, (doc, await resp.text())
         assert text in json.dumps(await resp.json()), doc
+    assert env.store.nodes.states() == [] and env.store.nodes.events("w1") == []
+
+
+async def test_drain_with_requeue_is_stored_shown_upgraded_and_resumed(client, env) -> None:
+    env.cluster.add_node("id-w1", gpus=4, cpus=16, name="gpu-07")
+    _observe(env)
+
+    async def post(action: str, doc: dict | None = None):
+        resp = await client.post(f"/api/v2/nodes/gpu-07:{action}", json=doc, headers=AUTH)
+        return resp.status, await resp.json()
+
+    assert (await post("drain", {"reason": "swap"}))[1]["cordon"]["requeue"] is False
+    status, body = await post("drain", {"reason": "replacing GPU 3", "requeue": True})
+    assert status == 200, body  # a drain turned into one that re-queues
+    assert (body["cordon"]["state"], body["cordon"]["requeue"]) == ("drained", True)
+    (node,) = (await get_json(client, "/api/v2/nodes"))["nodes"]
+    assert node["cordon"]["requeue"] is True and node["cordon"]["reason"] == "replacing GPU 3"
+    for doc in ({"reason": "again", "requeue": True}, {"reason": "again"}):
+        status, body = await post("drain", doc)
+        assert status == 409, body
+        assert "already drained with requeue (by admin: replacing GPU 3)" in \
+            body["error"]["message"]
+    assert (await post("resume"))[0] == 200
+    assert env.store.nodes.state("gpu-07") is None
+    await post("cordon", {"reason": "looking"})
+    status, body = await post("drain", {"reason": "bad GPU", "requeue": True})
+    assert status == 200 and body["cordon"]["requeue"] is True  # a cordon upgraded
+    kinds = [e.kind.value for e in env.store.nodes.events("gpu-07")]
+    assert kinds == ["NODE_DRAINED", "NODE_DRAINED", "NODE_RESUMED", "NODE_CORDONED",
+                     "NODE_DRAINED"]
+
+
+async def test_requeue_must_be_a_boolean(client, env) -> None:
+    env.cluster.add_node("w1")
+    _observe(env)
+    for bad in ("yes", 1, None, [], {"a": 1}):
+        resp = await client.post("/api/v2/nodes/w1:drain",
+                                 json={"reason": "x", "requeue": bad}, headers=AUTH)
+        assert resp.status == 400, (bad, await resp.text())
+        err = assert_error(await resp.json(), "bad_request")
+        assert {"field": "requeue", "message": "requeue must be true or false"} in \
+            err["details"], err
     assert env.store.nodes.states() == [] and env.store.nodes.events("w1") == []
 
 
@@ -101,3 +144,56 @@ async def test_the_health_summary_comes_from_the_node_file(client, env) -> None:
     (node,) = (await get_json(client, "/api/v2/nodes"))["nodes"]
     assert node["health"] == {"state": "unhealthy", "detail": "ecc: 2 uncorrectable",
                               "checked_at": "2025-12-17T19:33:15.000Z"}
+
+
+def _bob(env) -> dict[str, str]:
+    env.store.users.create_user("bob", Role.USER, T0)
+    token = env.store.users.create_token("bob", "t", None, T0, max_live=5).secret
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_a_nodes_events_newest_first_for_any_user(client, env) -> None:
+    env.cluster.add_node("w1")
+    _observe(env)
+    for action, doc in (("cordon", {"reason": "fan"}), ("drain", {"reason": "swap"}),
+                        ("resume", {})):
+        resp = await client.post(f"/api/v2/nodes/w1:{action}", json=doc, headers=AUTH)
+        assert resp.status == 200, await resp.text()
+    resp = await client.get("/api/v2/nodes/w1/events", headers=_bob(env))
+    assert resp.status == 200, await resp.text()
+    body = await resp.json()
+    assert body["name"] == "w1"
+    assert [(e["kind"], e["source"], e["by"], e["reason"]) for e in body["events"]] == [
+        ("NODE_RESUMED", "operator", "admin", ""), ("NODE_DRAINED", "operator", "admin", "swap"),
+        ("NODE_CORDONED", "operator", "admin", "fan")]
+    assert body["events"][0]["at"].endswith("Z")
+    one = await get_json(client, "/api/v2/nodes/w1/events", limit=1)
+    assert [e["kind"] for e in one["events"]] == ["NODE_RESUMED"]
+
+
+async def test_node_events_refusals(client, env) -> None:
+    env.cluster.add_node("w1")
+    _observe(env)
+    assert (await get_json(client, "/api/v2/nodes/w1/events"))["events"] == []
+    resp = await client.get("/api/v2/nodes/w9/events", headers=AUTH)
+    assert resp.status == 404 and "node w9 not found" in await resp.text()
+    for bad in ("0", "1001", "x"):
+        resp = await client.get(f"/api/v2/nodes/w1/events?limit={bad}", headers=AUTH)
+        assert resp.status == 400, bad
+        assert "limit" in await resp.text()
+    env.store.nodes.cordon("gone", NodeSource.HEALTH, None, T0, "xid 79")
+    env.store.nodes.resume("gone", None, "admin", T0 + 1, "")
+    gone = await get_json(client, "/api/v2/nodes/gone/events")  # no state, Ray lost it
+    assert [e["kind"] for e in gone["events"]] == ["NODE_RESUMED", "NODE_CORDONED"]
+
+
+async def test_only_admins_subscribe_to_node_events(client, env) -> None:
+    doc = {"url": "https://93.184.215.14/hook", "events": ["task.failed", "node.cordoned"]}
+    resp = await client.post("/api/v2/webhooks", json=doc, headers=_bob(env))
+    assert resp.status == 403, await resp.text()
+    assert "only an admin may subscribe to the node events ['node.cordoned']" in \
+        (await resp.json())["error"]["message"]
+    assert env.store.webhooks.list_webhooks(None) == []
+    resp = await client.post("/api/v2/webhooks", json=doc, headers=AUTH)
+    assert resp.status == 201, await resp.text()
+    assert (await resp.json())["events"] == ["node.cordoned", "task.failed"]

@@ -17,6 +17,8 @@ from aiohttp import web
 from service import main as main_mod
 from service.cluster.fake import FakeCluster
 from service.config import ConfigError
+from service.domain.lease import LEADER, Instance
+from service.store.writer import Store
 from service.web.http_server import ServerLimits
 
 TOKEN = "s3cret-token"
@@ -244,6 +246,23 @@ def test_a_store_url_that_cannot_be_used_exits_2_with_one_line(
     assert run_app_calls == []
 
 
+def test_a_second_instance_on_the_database_exits_2_naming_the_holder(
+        tmp_path, monkeypatch, capsys, fake_ray, run_app_calls):
+    monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
+    db = tmp_path / "db.sqlite3"
+    store = Store(str(db))
+    holder = Instance("other:4242:abcdef", "other-host", 4242, "other-host:8080")
+    store.lease.take(LEADER, holder, None, time.time(), 3600.0)
+    store.close()
+    with pytest.raises(SystemExit) as exc:
+        main_mod.main(["--config", str(write_config(tmp_path)), "--db", str(db)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "is in use by another Argus instance" in err and "other:4242:abcdef" in err
+    assert "pid 4242 on other-host" in err
+    assert run_app_calls == []
+
+
 async def test_built_service_runs_the_scheduler_loop(tmp_path, aiohttp_client):
     """The app starts the real scheduler loop on start-up and stops it on shutdown."""
     settings = main_mod.load_settings(write_config(tmp_path), environ={})
@@ -273,7 +292,54 @@ async def test_built_service_runs_the_scheduler_loop(tmp_path, aiohttp_client):
     assert state == "PENDING_RESOURCES"
     health = await (await client.get("/healthz")).json()
     assert health["scheduler"]["ticks"] >= 1
+    ready = await (await client.get("/readyz")).json()
+    db = Store(settings.resolved_db_path)
+    try:
+        held = db.lease.get(LEADER)
+    finally:
+        db.close()
+    assert ready["instance"] == {"holder": held.holder.holder, "address": held.holder.address,
+                                 "leader_since": held.acquired_at, "epoch": 1}
+    text = await (await client.get("/metrics", headers=auth)).text()
+    assert f'argus_instance_leader{{address="{held.holder.address}",' \
+           f'instance="{held.holder.holder}"}} 1.0' in text
 
+
+
+async def test_a_stop_does_not_wait_past_its_share_for_a_tick_stuck_in_ray(
+        tmp_path, aiohttp_client, monkeypatch, caplog):
+    """A tick blocked in a Ray call holds the stop for ``LOOPS_STOP_S`` at most (the
+    supervisor KILLs after its grace); the store stays open for the blocked thread."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    class StuckCluster(FakeCluster):
+        def snapshot(self, submission_ids=()):
+            entered.set()
+            release.wait(30)
+            return super().snapshot(submission_ids)
+
+    monkeypatch.setattr(main_mod, "LOOPS_STOP_S", 0.2)
+    settings = main_mod.load_settings(write_config(tmp_path), environ={})
+    app = main_mod.build_service(settings, TOKEN, StuckCluster())
+    client = await aiohttp_client(app)
+    shared = tmp_path / "shared"
+    (shared / "code").mkdir(parents=True)
+    body = (f"workload: sft\ncode_path: {shared}/code\nmodel_id: org/model\n"
+            f"train_file: {shared}/train.parquet\nval_file: null\nnnodes: 1\n"
+            "n_gpus_per_node: 1\n")
+    resp = await client.post("/api/v2/tasks", data=body, headers={
+        "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/yaml"})
+    assert resp.status == 201, await resp.text()
+    assert await asyncio.to_thread(entered.wait, 10), "the tick reached the cluster"
+    try:
+        started = time.monotonic()
+        await client.close()  # the app's cleanup: the loops' stop
+        assert time.monotonic() - started < 5
+        assert "stopping with a loop still in a call (scheduler alive: True" in caplog.text
+    finally:
+        release.set()
 
 
 @pytest.mark.parametrize("status, seconds, logged", [

@@ -25,6 +25,7 @@ from service.domain.writes import Sample
 from service.engine.artifacts import Artifacts
 from service.engine.sampling import Sampler
 from service.engine.scheduler import Scheduler
+from service.policy.nodehealth import HealthReport
 from service.store.sql import MIGRATIONS_DIR
 from service.store.writer import Store
 from service.web.metrics import MeteredScheduler, ServiceMetrics
@@ -46,7 +47,8 @@ class World:
         self.cluster = FakeCluster(clock=T0)
         self.now = T0
         self.metrics = ServiceMetrics(self.store.tasks.counts_by_state, users=self.store,
-                                      queue=self.store.console, clock=lambda: self.now)
+                                      queue=self.store.console, nodes=self.store.nodes,
+                                      clock=lambda: self.now)
         self.scheduler = MeteredScheduler(
             Scheduler(self.store, self.cluster, self.settings, Artifacts(str(self.shared))),
             self.metrics)
@@ -101,7 +103,7 @@ def test_queue_families_after_ticks(world):
     assert set(pending) == {k.value for k in WaitKind}
     assert pending["resources"] == 1 and pending["never_fits"] == 1
     assert got["argus_oldest_pending_task_age_seconds"] == [({}, 5.0)]
-    node = {"node": "n1", "node_ip": "10.0.0.1"}
+    node = {"node": "n1", "node_ip": "10.0.0.1", "node_id": "n1"}
     assert (node, 0.0) in got["argus_node_gpus_free"]
     assert (node, 4.0) in got["argus_node_gpus_in_use"]
     assert (node, 13.0) in got["argus_node_cpus_in_use"]  # 4 GPUs x 3 CPUs + the driver
@@ -129,6 +131,7 @@ def test_the_dashboard_names_only_metrics_that_exist(world):
     world.tick(2)
     world.metrics.observe_request("GET", "/healthz", 200)
     world.metrics.retries.inc(0)
+    world.metrics.observed.record_health({"n1": HealthReport("n1", False, "xid 79", T0, 30)})
     exposed = set(world.samples())
     doc = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
@@ -137,7 +140,8 @@ def test_the_dashboard_names_only_metrics_that_exist(world):
     assert named and named <= exposed, sorted(named - exposed)
     for needed in ("argus_admission_wait_seconds_bucket", "argus_pending_tasks",
                    "argus_oldest_pending_task_age_seconds", "argus_node_gpus_in_use",
-                   "argus_node_gpus_free", "argus_node_cpus_in_use", "argus_node_cpus_free"):
+                   "argus_node_gpus_free", "argus_node_cpus_in_use", "argus_node_cpus_free",
+                   "argus_node_state", "argus_node_health", "argus_node_events_total"):
         assert needed in named
 
 

@@ -349,7 +349,11 @@ async def test_cluster_page_and_charts_read_the_last_tick(client, env):
     assert task_id in html
     env.store.nodes.cordon("n1", NodeSource.OPERATOR, "admin", env.clock.now, "bad <fan>")
     html = await page(client, "/ui/cluster")  # nodes by name, with their cordon
-    assert "cordoned: bad &lt;fan&gt;" in html
+    assert "cordoned</span> by admin" in html
+    assert '<span class="node-reason">bad &lt;fan&gt;</span>' in html
+    env.store.nodes.drain("n1", "admin", env.clock.now, "new fan", requeue=True)
+    html = await page(client, "/ui/cluster")
+    assert "drained (requeue)</span>" in html and "new fan" in html
     env.tick(120)
     charts = await page(client, "/ui/charts")
     assert charts.count("<svg") >= 4 and "<polyline" in charts

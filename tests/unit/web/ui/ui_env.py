@@ -68,7 +68,7 @@ def make_env(tmp_path: Path, settings: Settings, store_url: str | None = None) -
     cluster = FakeCluster(clock=T0)
     clock = Clock(T0)
     metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console,
-                             clock=clock)
+                             nodes=store.nodes, clock=clock)
     scheduler = MeteredScheduler(Scheduler(store, cluster, settings, Artifacts(str(shared))),
                                  metrics)
     return Env(shared, settings, store, cluster, scheduler, metrics, clock)

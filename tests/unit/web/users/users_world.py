@@ -112,6 +112,7 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("DELETE", "/api/v2/webhooks/{hook_id}"): OWNER,  # alice's hook
     ("GET", "/api/v2/webhooks/{hook_id}/deliveries"): OWNER,
     ("GET", "/api/v2/nodes"): OK_ALL,
+    ("GET", "/api/v2/nodes/{node}/events"): OK_ALL,
     ("POST", "/api/v2/nodes/{node}:cordon"): ADMIN,
     ("POST", "/api/v2/nodes/{node}:drain"): ADMIN,
     ("POST", "/api/v2/nodes/{node}:resume"): ADMIN,  # a node cordoned before

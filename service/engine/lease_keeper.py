@@ -1,0 +1,138 @@
+"""Holding the service's lease (issue 54; ``service.domain.lease``, ``Store.lease``).
+
+``LeaseKeeper.acquire`` runs at start, before any loop: it takes the ``leader`` lease or
+raises ``LeaseHeld`` with a line naming the instance that holds it. A lease that is not
+renewed (its holder gone on another host) is waited for until it expires, at most its
+TTL; one that is renewed meanwhile refuses at once. ``start`` renews it every third of
+its TTL in a thread; when another instance took it over (only possible after this one
+missed its renewals for a whole TTL: a stopped process, a database unwritable that long)
+``on_lost`` is called once (the service then stops: its supervisor restarts it, and it
+waits for the lease like any second instance). ``stop`` releases it, so the next start
+takes it at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from secrets import token_hex
+
+from service.domain.lease import LEADER, Instance, LeaseRow, free_to_take, held_by
+from service.store.db import StorageUnavailable
+from service.store.lease import LeaseLost, LeaseStore
+
+log = logging.getLogger(__name__)
+
+
+class LeaseHeld(Exception):
+    """Another live instance holds the lease (the message names it)."""
+
+
+def this_instance(port: int) -> Instance:
+    """This process: a holder id unique per start, its host, pid and ``host:port``."""
+    host = socket.gethostname()
+    return Instance(holder=f"{host}:{os.getpid()}:{token_hex(3)}", host=host,
+                    pid=os.getpid(), address=f"{host}:{port}")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+class LeaseKeeper:
+    """Takes, renews and releases this instance's lease (see the module docstring)."""
+
+    def __init__(self, leases: LeaseStore, me: Instance, ttl_s: float, *,
+                 clock: Callable[[], float] = time.time,
+                 wait: Callable[[float], object] | None = None,
+                 alive: Callable[[int], bool] = pid_alive,
+                 on_lost: Callable[[str], None] | None = None) -> None:
+        self.leases = leases
+        self.me = me
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._stop = threading.Event()
+        self.wait = wait or self._stop.wait
+        self.alive = alive
+        self.on_lost = on_lost
+        self.lease: LeaseRow | None = None
+        self.lost: str | None = None  # why the lease was lost, once it was
+        self._thread: threading.Thread | None = None
+
+    def _holder_alive(self, row: LeaseRow | None) -> bool | None:
+        if row is None or row.holder.host != self.me.host:
+            return None
+        if row.holder.pid == self.me.pid:
+            return False  # a former start of this very process id (a container restart)
+        return self.alive(row.holder.pid)
+
+    def acquire(self) -> LeaseRow:
+        """Take the lease, waiting at most one TTL for one that is not renewed; raises
+        ``LeaseHeld`` naming the holder of a live one."""
+        deadline = self.clock() + self.ttl_s + 1.0
+        renewed: float | None = None
+        while True:
+            now = self.clock()
+            row = self.leases.get(LEADER)
+            if free_to_take(row, self.me, now, self._holder_alive(row)):
+                try:
+                    self.lease = self.leases.take(LEADER, self.me, row, now, self.ttl_s)
+                except LeaseLost:
+                    continue  # someone moved first: read again
+                log.info("took the database lease (epoch %d) as %s%s", self.lease.epoch,
+                         self.me.holder, "" if row is None or row.holder == self.me else
+                         f", after {row.holder.holder}")
+                return self.lease
+            assert row is not None
+            if (renewed is not None and row.renewed_at != renewed) or \
+                    row.expires_at > deadline:
+                raise LeaseHeld(held_by(row, now))
+            renewed = row.renewed_at
+            self.wait(min(self.ttl_s / 3, max(0.05, row.expires_at - now)))
+
+    def renew_once(self) -> bool:
+        """One renewal; False (and ``on_lost``) when the lease was taken over."""
+        assert self.lease is not None
+        try:
+            self.lease = self.leases.renew(self.lease, self.clock(), self.ttl_s)
+        except StorageUnavailable as exc:
+            log.warning("could not renew the database lease: %s", exc)
+            return True  # the guard holds on the next try unless someone took it
+        except LeaseLost as exc:
+            holder = exc.current.holder.holder if exc.current is not None else "nobody"
+            self.lost = f"the database lease was taken over by {holder}"
+            log.critical("%s: this instance stops", self.lost)
+            if self.on_lost is not None:
+                self.on_lost(self.lost)
+            return False
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ttl_s / 3):
+            if not self.renew_once():
+                return
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop renewing and release the lease (a clean stop)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+        if self.lease is not None and self.lost is None:
+            try:
+                self.leases.release(self.lease, self.clock())
+            except StorageUnavailable as exc:
+                log.warning("could not release the database lease: %s", exc)

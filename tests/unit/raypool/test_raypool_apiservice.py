@@ -1,0 +1,108 @@
+"""The task service as a program of the head's supervisord (raypool/apiservice.py): one
+variable turns it on, the token never reaches Ray's environment, the program becomes the
+service from the mounted repository."""
+
+from __future__ import annotations
+
+import configparser
+import os
+import shlex
+import stat
+
+import pytest
+
+from raypool import apiservice, supervisor
+from raypool.config import SettingsError, load_node_settings
+
+TOKEN = "a t0ken, with \"quotes\" and %(percent)s"
+
+
+def settings(tmp_path, role: str = "head", **extra: str):
+    return load_node_settings({
+        "ARGUS_ROLE": role, "ARGUS_NODE_IP": "10.0.0.3", "ARGUS_NODE_NAME": "n1",
+        "ARGUS_SHARED_ROOT": str(tmp_path / "shared"), "ARGUS_RUN_DIR": str(tmp_path / "run"),
+        **extra,
+    })
+
+
+def programs(conf_text: str) -> configparser.RawConfigParser:
+    parser = configparser.RawConfigParser()
+    parser.read_string(conf_text)
+    return parser
+
+
+def test_off_unless_the_head_is_given_a_config(tmp_path):
+    conf = programs(supervisor.render(settings(tmp_path)))
+    assert "program:argus_api" not in conf.sections()
+
+
+def test_the_head_runs_the_service_when_given_a_config(tmp_path):
+    s = settings(tmp_path, ARGUS_API_CONFIG="configs/dev.yaml", ARGUS_API_TOKEN=TOKEN)
+    conf = programs(supervisor.render(s, python="/usr/bin/python3"))
+    section = conf["program:argus_api"]
+    assert shlex.split(section["command"]) == ["/usr/bin/python3", "-m", "raypool.cli",
+                                               "api-service"]
+    assert section["autostart"] == section["autorestart"] == "true"
+    assert section["stopasgroup"] == section["killasgroup"] == "true"
+    assert int(section["startretries"]) >= 3 and int(section["startsecs"]) >= 1
+    assert section["stdout_logfile"] == os.path.join(s.node_log_dir, "argus-api.log")
+    assert "environment" not in section, "the token is in no config"
+    assert TOKEN not in supervisor.render(s)
+    assert apiservice.config_path(s) == "/workspace/argus/configs/dev.yaml"
+
+
+@pytest.mark.parametrize(("environ", "problem"), [
+    ({}, "token in ARGUS_API_TOKEN"),
+    ({"ARGUS_API_TOKEN": "  "}, "token in ARGUS_API_TOKEN"),
+    ({"ARGUS_API_TOKEN_ENV": "MY_TOKEN", "ARGUS_API_TOKEN": "x"}, "token in MY_TOKEN"),
+])
+def test_the_node_refuses_to_start_the_service_without_its_token(tmp_path, environ, problem):
+    """Checked by `argus-node run` only: the programs read the settings after the token
+    left the environment (a check there would stop every program of the head)."""
+    env = {"ARGUS_API_CONFIG": "configs/dev.yaml", **environ}
+    s = settings(tmp_path, **env)
+    assert problem in (apiservice.token_problem(s, env) or "")
+    assert apiservice.token_problem(settings(tmp_path), {}) is None, "off: nothing needed"
+
+
+def test_the_programs_read_their_settings_without_the_token(tmp_path):
+    s = settings(tmp_path, ARGUS_API_CONFIG="configs/dev.yaml")
+    assert s.api_config == "configs/dev.yaml"
+
+
+@pytest.mark.parametrize(("extra", "problem"), [
+    ({"ARGUS_API_TOKEN_ENV": "NOT A NAME"}, "an environment variable name"),
+    ({"ARGUS_API_REPO": "relative/repo"}, "ARGUS_API_REPO='relative/repo'"),
+])
+def test_bad_settings_are_refused_with_the_variable_named(tmp_path, extra, problem):
+    with pytest.raises(SettingsError) as err:
+        settings(tmp_path, **extra)
+    assert problem in str(err.value)
+
+
+def test_a_worker_never_runs_the_service(tmp_path):
+    with pytest.raises(SettingsError) as err:
+        settings(tmp_path, role="worker", ARGUS_API_CONFIG="c.yaml",
+                 ARGUS_HEAD_IP_FILE=str(tmp_path / "head.json"))
+    assert "ARGUS_API_CONFIG='c.yaml': expected unset on a worker" in str(err.value)
+
+
+def test_the_token_moves_from_the_environment_into_a_private_file(tmp_path):
+    s = settings(tmp_path, ARGUS_API_CONFIG="/etc/argus.yaml", ARGUS_API_TOKEN=TOKEN,
+                 ARGUS_API_REPO=str(tmp_path / "repo"))
+    environ = {"ARGUS_API_TOKEN": TOKEN, "PATH": "/bin", "PYTHONPATH": "/opt/argus"}
+    apiservice.keep_token(s, environ)
+    assert "ARGUS_API_TOKEN" not in environ, "supervisord, Ray and the watchdogs never hold it"
+    mode = stat.S_IMODE(os.stat(apiservice.token_path(s)).st_mode)
+    assert mode == 0o600
+    env = apiservice.service_env(s, environ)
+    assert env["ARGUS_API_TOKEN"] == TOKEN
+    assert env["PYTHONPATH"] == f"{tmp_path / 'repo'}{os.pathsep}/opt/argus"
+    assert apiservice.service_argv(s, "/usr/bin/python3") == [
+        "/usr/bin/python3", "-m", "service.main", "--config", "/etc/argus.yaml"]
+
+
+def test_without_its_token_file_the_program_says_so(tmp_path, capsys):
+    s = settings(tmp_path, ARGUS_API_CONFIG="c.yaml", ARGUS_API_TOKEN="x")
+    assert apiservice.exec_service(s) == 2
+    assert "no token file" in capsys.readouterr().err
