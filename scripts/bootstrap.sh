@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything Argus needs on a fresh machine: Debian tools the node runtime and its
 # tests use (ip, unshare), chromium + chromium-driver for the browser tier, prometheus (and
-# its promtool) for the Prometheus tier, and a virtualenv at .venv with the project and
+# its promtool) for the Prometheus tier, PostgreSQL's server binaries (initdb, pg_ctl: the
+# store's tests start a throwaway server of their own), and a virtualenv at .venv with the project and
 # its dev extras at the versions uv.lock pins.
 # Idempotent: a second run only checks.
 set -euo pipefail
@@ -24,6 +25,9 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 # the Prometheus tier (tests/prometheus) and promtool's checks in the unit tier
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || need_apt+=(prometheus)
+# the store on PostgreSQL (tests/support/postgres.py): Debian keeps initdb and pg_ctl off the
+# PATH, under /usr/lib/postgresql/<version>/bin
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "bootstrap: installing Debian packages: ${need_apt[*]}"

@@ -15,6 +15,8 @@ Shape::
             max_connections: 512}
       auth: {token_env: ARGUS_API_TOKEN}
       sqlite: {db_path: /private/common/db/mvp_v2.sqlite3, synchronous: NORMAL}
+      store: {url: null}                  # postgresql://user@host:port/db; null: the
+                                          # SQLite file above (also sqlite:///path)
       scheduler: {tick_s: 1, retry_interval_s: 60, max_running_tasks: 0, ...}
       users:
         bootstrap_admin: admin            # who the token in token_env signs in as
@@ -31,6 +33,7 @@ Precedence: defaults < file < environment (``ARGUS_*``) < command-line flags.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -191,6 +194,9 @@ class ProgressSettings:
     max_read_chars: int = 1 << 20  # at most this much of one log per read
 
 
+_STORE_SCHEMES = ("sqlite:///", "postgresql://", "postgres://")
+
+
 @dataclass(frozen=True)
 class Settings:
     # Ray section
@@ -236,6 +242,7 @@ class Settings:
     token_env: str = "ARGUS_API_TOKEN"
     db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
     sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
+    store_url: str | None = None  # v2.store.url; None: the SQLite file (resolved_db_path)
     lease_ttl_s: float = 15.0  # the database lease: one instance per database
     task_id_prefix: str = "mvp2"
     allowed_roots: tuple[str, ...] = ()  # default: (shared_root,)
@@ -254,6 +261,11 @@ class Settings:
         return self.db_path or os.path.join(self.shared_root, "common", "db", "mvp_v2.sqlite3")
 
     @property
+    def resolved_store(self) -> str:
+        """What the store opens: ``v2.store.url``, else the SQLite file."""
+        return self.store_url or self.resolved_db_path
+
+    @property
     def resolved_allowed_roots(self) -> tuple[str, ...]:
         return self.allowed_roots or (self.shared_root,)
 
@@ -267,5 +279,18 @@ class Settings:
         return f"{host}:6379"
 
     def with_overrides(self, **changes: Any) -> Settings:
-        """Copy with some top-level fields replaced (None values are ignored)."""
+        """Copy with some top-level fields replaced (None values are ignored); a store URL
+        (from ``ARGUS_STORE_URL``) is checked."""
+        if changes.get("store_url"):
+            self.checked_store_url(changes["store_url"], "ARGUS_STORE_URL")
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    @staticmethod
+    def checked_store_url(url: str, where: str) -> str:
+        """``v2.store.url`` / ``ARGUS_STORE_URL``: ``sqlite:///path`` or
+        ``postgresql://...`` (whether the server answers is found at start, by the store)."""
+        if not url.startswith(_STORE_SCHEMES):
+            shown = re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
+            raise ConfigError(f"{where}: sqlite:///absolute/path or "
+                              f"postgresql://user@host:port/db, got {shown!r}")
+        return url

@@ -224,6 +224,8 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     if "token_env" in auth:
         kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")
     kw |= _sqlite_settings(_section(v2, "sqlite", "v2."))
+    if url := _section(v2, "store", "v2.").get("url"):
+        kw["store_url"] = Settings.checked_store_url(_str(url, "v2.store.url"), "v2.store.url")
     if "task_id_prefix" in v2:
         prefix = _str(v2["task_id_prefix"], "v2.task_id_prefix")
         if not re.fullmatch(r"[a-z0-9]{1,32}", prefix):
@@ -423,6 +425,7 @@ _ENV = {
     "ARGUS_DB_PATH": "db_path",
     "ARGUS_API_HOST": "api_host",
     "ARGUS_API_PORT": "api_port",
+    "ARGUS_STORE_URL": "store_url",
 }
 
 

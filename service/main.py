@@ -45,6 +45,7 @@ from service.engine.scheduler import Scheduler, SchedulerLoop
 from service.store.backup import BackupError, backup
 from service.store.checkpointer import Checkpointer
 from service.store.db import SchemaError
+from service.store.dialect import StoreOpenError, StoreUrlError, redacted
 from service.store.writer import Store
 from service.web.app import create_app
 from service.web.http_server import ServerLimits, run
@@ -144,7 +145,7 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     """Store + artifacts + scheduler loop + API (+ the webhook delivery worker) on
     ``cluster``; the loops start with the app and stop (then the store closes) on
     shutdown."""
-    store = Store(settings.resolved_db_path, synchronous=settings.sqlite_synchronous)
+    store = Store(settings.resolved_store, synchronous=settings.sqlite_synchronous)
     lease = LeaseKeeper(store.lease, this_instance(settings.api_port), settings.lease_ttl_s,
                         on_lost=_stop_process)
     try:
@@ -152,7 +153,8 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     except BaseException:
         store.close()
         raise
-    checkpointer = Checkpointer(store)  # no commit pays for copying the WAL
+    # SQLite: no commit pays for copying the WAL (PostgreSQL checkpoints by itself)
+    checkpointer = Checkpointer(store) if store.engine_name == "sqlite" else None
     artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
     metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console,
@@ -171,7 +173,8 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
 
     async def start_loop(_: web.Application) -> None:
         lease.start()
-        checkpointer.start()
+        if checkpointer is not None:
+            checkpointer.start()
         loop.start()
         if settings.progress.enabled:
             follower.start()
@@ -182,7 +185,8 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
         deadline = time.monotonic() + LOOPS_STOP_S
         loop.stop(LOOPS_STOP_S)
         follower.stop(max(0.0, deadline - time.monotonic()))
-        checkpointer.stop()
+        if checkpointer is not None:
+            checkpointer.stop()
         lease.stop()
         if loop.alive or follower.alive:
             log.warning("stopping with a loop still in a call (scheduler alive: %s, log "
@@ -317,13 +321,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     cluster = RayCluster(settings)
     try:
         app = build_service(settings, token, cluster)
-    except (OSError, sqlite3.Error, SchemaError) as exc:
-        _fail(f"cannot open the database {settings.resolved_db_path}: {exc}")
+    except StoreOpenError as exc:  # already names the server (never its password)
+        _fail(str(exc))
+    except (OSError, sqlite3.Error, SchemaError, StoreUrlError) as exc:
+        _fail(f"cannot open the database {redacted(settings.resolved_store)}: {exc}")
     except LeaseHeld as exc:
-        _fail(f"the database {settings.resolved_db_path} is in use by another Argus "
+        _fail(f"the database {redacted(settings.resolved_store)} is in use by another Argus "
               f"instance: {exc}")
     log.info("listening on %s:%d, db %s, ray %s", settings.api_host, settings.api_port,
-             settings.resolved_db_path, settings.head_json or settings.ray_address)
+             redacted(settings.resolved_store), settings.head_json or settings.ray_address)
     serve(app, settings.api_host, settings.api_port, ServerLimits.from_settings(settings))
     cluster.close()
     _exit_past_stuck_threads(EXIT_GRACE_S)

@@ -23,13 +23,8 @@ from typing import Any
 
 from service.domain.states import TaskState, check_transition
 from service.policy.quotas import QuotaRefusal
-from service.store.db import (
-    DEFAULT_SYNCHRONOUS,
-    StorageUnavailable,
-    connect,
-    initialize,
-    storage_fault,
-)
+from service.store.db import DEFAULT_SYNCHRONOUS, StorageUnavailable
+from service.store.dialect import Engine, engine_for
 from service.store.outbox import enqueue as enqueue_webhooks
 from service.store.reads import Readers
 from service.store.sql import QUERIES as Q
@@ -38,7 +33,6 @@ MESSAGE_HEAD = 1_000
 # After a storage fault, every commit for this long is followed by a checkpoint (below)
 RECOVERY_WINDOW_S = 60.0
 MESSAGE_TAIL = 3_000
-AUTOCHECKPOINT_PAGES = 1000  # SQLite's default: a commit past it checkpoints the WAL
 
 _S = TaskState
 
@@ -138,14 +132,17 @@ def truncate_message(text: str | None) -> str | None:
 class WriteCore:
     """The writing connection and the helpers every write uses."""
 
-    def __init__(self, db_path: str, *, synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
-        self.db_path = db_path
+    def __init__(self, db_path: str | Engine, *,
+                 synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
+        self.engine = (engine_for(db_path, synchronous=synchronous)
+                       if isinstance(db_path, str) else db_path)
+        self.db_path = self.engine.target
         self._lock = threading.RLock()
-        self._conn = connect(db_path, synchronous=synchronous)
+        self._conn = self.engine.connect()
         self._write_fault: str | None = None
         self._fault_at = float("-inf")  # monotonic time of the last storage fault
         try:
-            initialize(self._conn)
+            self.engine.initialize(self._conn)
         except BaseException:
             self._conn.close()
             raise
@@ -162,7 +159,7 @@ class WriteCore:
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction on the one writing connection.
+        """A write transaction on the one writing connection (``Engine.begin``).
 
         Whatever fails (the body, or the COMMIT itself) leaves no transaction open: a
         connection left inside a failed transaction would refuse every later write, long
@@ -170,15 +167,15 @@ class WriteCore:
         """
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self.engine.begin(self._conn)
                 try:
                     yield self._conn
                     self._conn.execute("COMMIT")
                 except BaseException:
                     self._rollback()
                     raise
-            except sqlite3.Error as exc:
-                fault = storage_fault(exc)
+            except self.engine.errors as exc:
+                fault = self.engine.storage_fault(exc)
                 if fault is None:
                     raise
                 self._fault(fault, exc)
@@ -189,7 +186,7 @@ class WriteCore:
             if time.monotonic() - self._fault_at < RECOVERY_WINDOW_S:
                 self.checkpoint()
 
-    def _fault(self, fault: str, exc: sqlite3.Error) -> None:
+    def _fault(self, fault: str, exc: Exception) -> None:
         """Record a storage fault (logged once until writes work again) and checkpoint.
 
         Why checkpoint: a WAL that has not reached its checkpoint size must grow to take
@@ -211,17 +208,17 @@ class WriteCore:
         """Whether a commit that takes the WAL past ``AUTOCHECKPOINT_PAGES`` checkpoints it
         (off while ``checkpointer.Checkpointer`` does it on its own thread)."""
         with self._lock:
-            self._conn.execute(f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_PAGES if on else 0}")
+            self.engine.automatic_checkpoints(self._conn, on)
 
     def checkpoint(self) -> None:
-        with suppress(sqlite3.Error):
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        with suppress(*self.engine.errors):
+            self.engine.checkpoint(self._conn)
 
     def _rollback(self) -> None:
         """Roll back if a transaction is still open (SQLite ends some failed ones itself);
         a rollback that fails too leaves the connection as SQLite left it."""
         if self._conn.in_transaction:
-            with suppress(sqlite3.Error):
+            with suppress(*self.engine.errors):
                 self._conn.execute("ROLLBACK")
 
     def probe_write(self) -> None:
@@ -229,8 +226,7 @@ class WriteCore:
         it needs what any write needs (the lock, room in the WAL), so it tells whether
         writes work again. Raises ``StorageUnavailable`` while they do not."""
         with self.tx() as conn:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            conn.execute(f"PRAGMA user_version = {int(version)}")
+            self.engine.probe(conn)
 
     # -- write helpers (inside a transaction) ------------------------------------------
     @staticmethod

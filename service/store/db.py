@@ -8,9 +8,10 @@ Rows come back as ``sqlite3.Row`` on every connection made here: callers read co
 name, so adding a column can never shift what another one means.
 
 Storage faults (disk full, a read-only file or file system, the lock held past the busy
-timeout, an I/O error) are told apart from every other SQLite error by
-``storage_fault``: they are nobody's request's fault and pass once the storage is back,
-so the API answers them 503 and the scheduler reports itself degraded.
+timeout, an I/O error; on PostgreSQL, the server gone or out of room: ``pg.storage_fault``)
+are told apart from every other database error by ``storage_fault``: they are nobody's
+request's fault and pass once the storage is back, so the API answers them 503 and the
+scheduler reports itself degraded.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from __future__ import annotations
 import errno
 import sqlite3
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from service.config import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_MODES
 from service.store.sql import MIGRATIONS_DIR, SCHEMA_FILE
 
 BUSY_TIMEOUT_MS = 10_000
+AUTOCHECKPOINT_PAGES = 1000  # SQLite's default: a commit past it checkpoints the WAL
 
 # primary result codes (the low byte of an extended code) -> what the storage did
 _SQLITE_FAULTS = {
@@ -45,6 +48,21 @@ class SchemaError(Exception):
     """The database cannot be used by this code (foreign, newer, or broken migrations)."""
 
 
+class StoreOpenError(Exception):
+    """The store's database cannot be reached or used at start (one line, no secret)."""
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (for logs and errors)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+
 class StorageUnavailable(Exception):
     """A write failed because of the database's storage (``storage_fault``), not because
     of what was written: the same write may succeed once the storage is back."""
@@ -64,6 +82,10 @@ def storage_fault(exc: BaseException) -> str | None:
         return None if code is None else _SQLITE_FAULTS.get(code & 0xFF)
     if isinstance(exc, OSError):
         return _OS_FAULTS.get(exc.errno)
+    if type(exc).__module__.startswith("psycopg"):  # the PostgreSQL engine's (pg.py)
+        from service.store.pg import storage_fault as postgres_fault
+
+        return postgres_fault(exc)
     return None
 
 

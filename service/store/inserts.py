@@ -12,6 +12,7 @@ from service.domain.states import TaskState
 from service.policy.dependencies import Condition, depth_problem
 from service.policy.quotas import HOUR_S, Limits, submit_refusal
 from service.store.core import QuotaExceeded, TaskExists
+from service.store.dialect import unique_violation
 from service.store.sql import QUERIES as Q
 
 
@@ -28,8 +29,8 @@ def insert_task(conn: sqlite3.Connection, task_id: str, task: NewTask,
     """The task's row (``TaskExists`` when the id is taken); no event (the caller's)."""
     try:
         conn.execute(Q["insert_task"], task.row(task_id, state))
-    except sqlite3.IntegrityError as exc:
-        if "UNIQUE" in str(exc):
+    except Exception as exc:
+        if unique_violation(exc):
             raise TaskExists(task_id) from exc
         raise
 

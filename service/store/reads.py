@@ -23,7 +23,7 @@ from dataclasses import fields
 from service.domain.rows import ActiveRow, AttemptNode, AttemptRow, RunnableRow, TaskRow
 from service.domain.states import ON_CLUSTER, TaskState
 from service.jobspec.shown import SHOWN
-from service.store.db import connect_reader
+from service.store.dialect import Engine, engine_for
 from service.store.sql import shown_column
 
 ACTIVE: frozenset[TaskState] = frozenset({TaskState.SUBMITTING, *ON_CLUSTER})
@@ -106,11 +106,11 @@ def active_row(r: tuple) -> ActiveRow:
 class Readers:
     """The reading connections, one per thread (see the module docstring)."""
 
-    def __init__(self, db_path: str) -> None:
-        if db_path == ":memory:" or db_path.startswith("file::memory:"):
-            raise ValueError("the store needs a database file: each thread reads through "
-                             "a connection of its own")
-        self.db_path = db_path
+    def __init__(self, db_path: str | Engine) -> None:
+        # a SQLite engine refuses an in-memory database: each thread reads through a
+        # connection of its own
+        self.engine = engine_for(db_path) if isinstance(db_path, str) else db_path
+        self.db_path = self.engine.target
         # per-thread state: the connection, and what a reader caches on it (tasks.active)
         self.local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -132,7 +132,7 @@ class Readers:
             with self._readers_lock:
                 if self._closed:
                     raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-                conn = connect_reader(self.db_path)
+                conn = self.engine.connect_reader()
                 self._readers.append(conn)
             self.local.conn = conn
         return conn
@@ -141,7 +141,7 @@ class Readers:
     def snapshot(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every statement inside sees the same committed state."""
         conn = self.reader()
-        conn.execute("BEGIN")
+        self.engine.begin_snapshot(conn)
         try:
             yield conn
         finally:

@@ -188,6 +188,8 @@ class TaskStore(Part):
 
     # -- reads ---------------------------------------------------------------------------
     def task_exists(self, task_id: str) -> bool:
+        if "\x00" in task_id:  # no id holds NUL (PostgreSQL's text could not even hold it)
+            return False
         row = self._reader().execute(Q["task_exists"], {"task_id": task_id}).fetchone()
         return row is not None
 
@@ -196,7 +198,10 @@ class TaskStore(Part):
         return row is not None and row["cancel_requested_at"] is not None
 
     def get_task(self, task_id: str) -> TaskRow | None:
-        """One task with its latest attempt and queue position (indexed lookups)."""
+        """One task with its latest attempt and queue position (indexed lookups); None for
+        an id no task has (one holding NUL included: PostgreSQL's text cannot hold it)."""
+        if "\x00" in task_id:
+            return None
         row = self._reader().execute(Q["get_task"], {"task_id": task_id}).fetchone()
         if row is None:
             return None
@@ -227,6 +232,10 @@ class TaskStore(Part):
             query = "list_tasks_by_reason"
             params.update(reason=WaitKind(reason).value, user=user,
                           state=None if state is None else TaskState(state).value)
+        if labels and any("\x00" in value for value in labels.values()):
+            # the API's "no task has both" (one key asked twice); no stored label holds NUL
+            # (a JobSpec's labels are printable), and PostgreSQL's jsonb could not read it
+            return [], None
         if labels:
             query = "list_tasks_by_labels"
             params.update(labels=json.dumps(dict(labels)), user=user,
@@ -330,11 +339,11 @@ class TaskStore(Part):
         A tick asks five times (resolve SUBMITTING, reconcile, snapshot, watch, admit),
         most often with nothing written in between, and a read costs about 13 us a running
         task (with 48 running, 3.2 ms of a 3.5 ms tick). So the rows are read again only
-        when ``PRAGMA data_version`` says a commit (by this process's writer or any other
-        connection) came since this thread's last read; the rows are frozen, so sharing
-        them is safe."""
+        when the engine's ``data_version`` (SQLite's ``PRAGMA data_version``) says a commit
+        (by this process's writer or any other connection) came since this thread's last
+        read; the rows are frozen, so sharing them is safe."""
         conn = self._reader()
-        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        version = self._reads.engine.data_version(conn)
         seen = getattr(self._reads.local, "active", None)
         if seen is None or seen[0] != version:
             cur = conn.execute(Q["active"])

@@ -24,6 +24,7 @@ from service.store.core import (
     UserExists,
     UserNotFound,
 )
+from service.store.dialect import unique_violation
 from service.store.reads import ACTIVE
 from service.store.sql import QUERIES as Q
 
@@ -100,8 +101,8 @@ class UserStore(Part):
             try:
                 conn.execute(Q["insert_user"], {"name": name, "role": Role(role).value,
                                                 "now": now})
-            except sqlite3.IntegrityError as exc:
-                if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
+            except Exception as exc:
+                if unique_violation(exc):
                     raise UserExists(name) from exc
                 raise
         return UserRow(name=name, role=Role(role), enabled=True, created_at=now,

@@ -71,6 +71,7 @@ from service.store.core import (
     truncate_message,
 )
 from service.store.db import DEFAULT_SYNCHRONOUS, StorageUnavailable
+from service.store.dialect import engine_for
 from service.store.lease import LeaseStore
 from service.store.nodes import NodeStore
 from service.store.pipelines import PipelineStore
@@ -100,8 +101,11 @@ class Store:
     """Thread-safe access to the service database (see the module docstring)."""
 
     def __init__(self, db_path: str, *, synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
-        self.reads = Readers(db_path)  # raises for an in-memory database, before opening
-        self.core = WriteCore(db_path, synchronous=synchronous)
+        """``db_path``: the store's setting, a SQLite file or a store URL
+        (``service.store.dialect.engine_for``: ``sqlite:///path``, ``postgresql://...``)."""
+        engine = engine_for(db_path, synchronous=synchronous)  # refuses ":memory:" first
+        self.reads = Readers(engine)
+        self.core = WriteCore(engine)
         parts = (self.core, self.reads)
         self.tasks = TaskStore(*parts)
         self.attempts = AttemptStore(*parts)
@@ -118,6 +122,11 @@ class Store:
     @property
     def db_path(self) -> str:
         return self.reads.db_path
+
+    @property
+    def engine_name(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.core.engine.name
 
     @property
     def write_fault(self) -> str | None:

@@ -24,15 +24,18 @@ SQL_DIR = Path(__file__).parent
 SCHEMA_FILE = SQL_DIR / "schema.sql"
 MIGRATIONS_DIR = SQL_DIR / "migrations"
 QUERIES_FILE = SQL_DIR / "queries.sql"
+POSTGRES_DIR = SQL_DIR / "postgres"
 
 _NAME_LINE = re.compile(r"--\s*(?P<kind>name|fragment):\s*(?P<name>\S+)\s*")
 _PLACEHOLDER = re.compile(r"\{(?P<name>[a-z][a-z0-9_]*)\}")
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 
 
-def parse_queries(text: str, generated: Mapping[str, str] | None = None) -> dict[str, str]:
+def parse_queries(text: str, generated: Mapping[str, str] | None = None, *,
+                  fragments_out: dict[str, str] | None = None) -> dict[str, str]:
     """``{name: statement}`` from the text of a queries file (see the module docstring);
-    ``generated``: fragments made in Python, named as the file's are."""
+    ``generated``: fragments made in Python, named as the file's are (the file's own are
+    put in ``fragments_out`` when given)."""
     queries: dict[str, list[str]] = {}
     fragments: dict[str, list[str]] = {}
     current: list[str] | None = None
@@ -53,6 +56,8 @@ def parse_queries(text: str, generated: Mapping[str, str] | None = None) -> dict
             current.append(line.rstrip())
     shared = {**(generated or {}),
               **{name: "\n".join(lines).strip() for name, lines in fragments.items()}}
+    if fragments_out is not None:
+        fragments_out.update(shared)
 
     def fill(name: str, statement: str) -> str:
         def one(match: re.Match[str]) -> str:
@@ -83,6 +88,37 @@ def shown_spec() -> str:
     ``TaskRow.spec``): made from their declaration, no line here per field."""
     return ", ".join(f"json_extract(t.spec_json, '$.{shown.name}') AS {shown_column(shown)}"
                      for shown in SHOWN)
+
+
+def shown_spec_postgres() -> str:
+    """``shown_spec`` on PostgreSQL: a scalar as its JSON value (psycopg decodes jsonb), a
+    map or a list as JSON text, as SQLite's ``json_extract`` gives them."""
+    return ", ".join(
+        f"(t.spec_json::jsonb -> '{shown.name}'){'::text' if shown.structured else ''} "
+        f"AS {shown_column(shown)}" for shown in SHOWN)
+
+
+def postgres_queries() -> dict[str, str | None]:
+    """Every named query's PostgreSQL text, made once when a PostgreSQL store opens: the
+    hand-written text of ``postgres/queries.sql`` where it has one, else the SQLite text
+    rewritten (``translate.to_postgres``); None for a query that has neither yet. The
+    hand-written text may name queries.sql's fragments, and gets the same rewrite (which
+    leaves PostgreSQL's own spelling as it is)."""
+    from service.store.sql.translate import Unported, to_postgres
+
+    shared = {"shown_spec": shown_spec_postgres()}
+    base = parse_queries(QUERIES_FILE.read_text(encoding="utf-8"), shared, fragments_out=shared)
+    own = parse_queries((POSTGRES_DIR / "queries.sql").read_text(encoding="utf-8"), shared)
+    unknown = sorted(set(own) - set(base))
+    if unknown:
+        raise ValueError(f"postgres/queries.sql names queries queries.sql lacks: {unknown}")
+    out: dict[str, str | None] = {}
+    for name, text in base.items():
+        try:
+            out[name] = to_postgres(name, own.get(name, text))
+        except Unported:
+            out[name] = None
+    return out
 
 
 QUERIES: Mapping[str, str] = MappingProxyType(

@@ -9,7 +9,8 @@ from scheduler_env import Env
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Env:
-    e = Env(tmp_path)
+def env(tmp_path: Path, store_url: str) -> Env:
+    """The scheduler on a real store, on each engine (``store_url``)."""
+    e = Env(tmp_path, store_url=store_url)
     yield e
     e.store.close()

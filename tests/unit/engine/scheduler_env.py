@@ -30,12 +30,15 @@ VERL_GPU_ERROR = "ValueError: Total available GPUs 2.0 is less than total desire
 
 
 class Env:
-    def __init__(self, root: Path, users: UserSettings | None = None, **sched: object) -> None:
+    def __init__(self, root: Path, users: UserSettings | None = None, *,
+                 store_url: str | None = None, **sched: object) -> None:
+        """``store_url``: the store's database (default: a SQLite file in ``root``)."""
         self.root = root
+        self.store_url = store_url or str(root / "db.sqlite3")
         self.settings = Settings(shared_root=str(root),
                                  scheduler=SchedulerSettings(**sched),  # type: ignore[arg-type]
                                  users=users or UserSettings())
-        self.store = Store(str(root / "db.sqlite3"))
+        self.store = Store(self.store_url)
         self.cluster = FakeCluster(clock=T0)
         self.cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
         self.cluster.add_node("w1", gpus=4, cpus=16)
@@ -67,7 +70,7 @@ class Env:
     def reopen(self) -> None:
         """The service died and starts again on the same database."""
         self.store.close()
-        self.store = Store(str(self.root / "db.sqlite3"))
+        self.store = Store(self.store_url)
         self.sched = Scheduler(self.store, self.cluster, self.settings, self.artifacts)
 
 

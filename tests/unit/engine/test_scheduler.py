@@ -79,8 +79,8 @@ def test_in_flight_task_keeps_its_gpus_reserved_until_it_holds_them(env: Env) ->
     assert env.cluster.submit_calls == [sid(a)]
 
 
-def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
-    env = Env(tmp_path, starvation_guard_s=100.0, reservations=0)
+def test_backfill_then_starvation_guard(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, starvation_guard_s=100.0, reservations=0)
     env.cluster.occupy("w1", GPU=2, CPU=6)  # another user's job: 2 of the 4 GPUs
     big = env.add(nnodes=1, g=4)  # fits an idle w1, not now
     small = env.add(nnodes=1, g=1)
@@ -100,9 +100,9 @@ def test_backfill_then_starvation_guard(tmp_path: Path) -> None:
     assert env.store.tasks.get_task(late).pending_reason.startswith("needs 1x1 GPUs")
 
 
-def test_the_guard_keeps_only_the_nodes_the_gang_needs(tmp_path: Path) -> None:
+def test_the_guard_keeps_only_the_nodes_the_gang_needs(tmp_path: Path, store_url: str) -> None:
     """Backfill goes on where the starving gang cannot or will not run."""
-    env = Env(tmp_path, starvation_guard_s=100.0)
+    env = Env(tmp_path, store_url=store_url, starvation_guard_s=100.0)
     env.cluster.add_node("w2", gpus=4, cpus=16)
     env.cluster.add_node("small", gpus=2, cpus=8)  # too small for a 1x4 gang
     env.cluster.occupy("w1", GPU=1, CPU=3)
@@ -115,8 +115,8 @@ def test_the_guard_keeps_only_the_nodes_the_gang_needs(tmp_path: Path) -> None:
     assert [env.state(t) for t in late] == [S.SUBMITTED] * 4  # 2 on w2, 2 on small
 
 
-def test_the_guard_keeps_the_same_nodes_while_they_drain(tmp_path: Path) -> None:
-    env = Env(tmp_path, starvation_guard_s=0.0, reservations=0)
+def test_the_guard_keeps_the_same_nodes_while_they_drain(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, starvation_guard_s=0.0, reservations=0)
     env.cluster.add_node("w2", gpus=4, cpus=16)
     env.cluster.occupy("w1", GPU=2, CPU=6)
     env.cluster.occupy("w2", GPU=3, CPU=9)
@@ -131,8 +131,8 @@ def test_the_guard_keeps_the_same_nodes_while_they_drain(tmp_path: Path) -> None
     assert env.state(big) is S.SUBMITTED
 
 
-def test_backfill_off_is_first_come_first_served(tmp_path: Path) -> None:
-    env = Env(tmp_path, backfill=False)
+def test_backfill_off_is_first_come_first_served(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, backfill=False)
     env.cluster.occupy("w1", GPU=2, CPU=6)
     big = env.add(nnodes=1, g=4)
     small = env.add(nnodes=1, g=1)
@@ -142,9 +142,10 @@ def test_backfill_off_is_first_come_first_served(tmp_path: Path) -> None:
         f"waiting behind {big} (priority 0): first come, first served (backfill off)")
 
 
-def test_a_gang_that_can_never_fit_says_so_and_does_not_hold_the_guard(tmp_path: Path
+def test_a_gang_that_can_never_fit_says_so_and_does_not_hold_the_guard(tmp_path: Path,
+                                                                        store_url: str
                                                                         ) -> None:
-    env = Env(tmp_path, starvation_guard_s=100.0)
+    env = Env(tmp_path, store_url=store_url, starvation_guard_s=100.0)
     huge = env.add(nnodes=1, g=8)  # w1 has 4 GPUs in all
     env.tick(T0)
     reason = env.store.tasks.get_task(huge).pending_reason
@@ -158,8 +159,8 @@ def test_a_gang_that_can_never_fit_says_so_and_does_not_hold_the_guard(tmp_path:
     assert env.state(huge) is S.SUBMITTED
 
 
-def test_guard_not_yet_reached_allows_backfill(tmp_path: Path) -> None:
-    env = Env(tmp_path, starvation_guard_s=100.0)
+def test_guard_not_yet_reached_allows_backfill(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, starvation_guard_s=100.0)
     big = env.add(nnodes=2, g=4)
     env.tick(T0)
     late = env.add(nnodes=1, g=1, now=T0 + 99)
@@ -167,9 +168,10 @@ def test_guard_not_yet_reached_allows_backfill(tmp_path: Path) -> None:
     assert env.state(big) is S.PENDING_RESOURCES and env.state(late) is S.SUBMITTED
 
 
-def test_insufficient_resources_retries_after_the_delay_and_not_before(tmp_path: Path) -> None:
+def test_insufficient_resources_retries_after_the_delay_and_not_before(tmp_path: Path,
+                                                                       store_url: str) -> None:
     """``timer`` mode (the seeds'): out of the scan for retry_interval_s."""
-    env = Env(tmp_path, retry_mode="timer")
+    env = Env(tmp_path, store_url=store_url, retry_mode="timer")
     t = env.add()
     env.tick(T0)
     env.cluster.start(sid(t))
@@ -195,8 +197,8 @@ def _fail_insufficient(env: Env, t: str, n: int, now: float) -> None:
     env.tick(now)
 
 
-def test_exponential_backoff_with_cap(tmp_path: Path) -> None:
-    env = Env(tmp_path, retry_mode="timer", retry_backoff="exponential",
+def test_exponential_backoff_with_cap(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, retry_mode="timer", retry_backoff="exponential",
               retry_interval_s=10.0, retry_max_interval_s=25.0)
     t = env.add()
     env.tick(T0)
@@ -210,8 +212,8 @@ def test_exponential_backoff_with_cap(tmp_path: Path) -> None:
     assert delays == [10.0, 20.0, 25.0]
 
 
-def test_max_attempts(tmp_path: Path) -> None:
-    env = Env(tmp_path, max_attempts=2, retry_interval_s=5.0)
+def test_max_attempts(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, max_attempts=2, retry_interval_s=5.0)
     t = env.add()
     env.tick(T0)
     _fail_insufficient(env, t, 1, T0 + 1)
@@ -225,10 +227,10 @@ def test_max_attempts(tmp_path: Path) -> None:
     assert env.cluster.submit_calls == [sid(t), sid(t, 2)]
 
 
-def test_a_task_s_own_max_attempts(tmp_path: Path) -> None:
+def test_a_task_s_own_max_attempts(tmp_path: Path, store_url: str) -> None:
     """A task with max_attempts=1 gives up after its first retryable failure; another,
     with none of its own, keeps the configured budget (3)."""
-    env = Env(tmp_path, max_attempts=3, retry_interval_s=5.0)
+    env = Env(tmp_path, store_url=store_url, max_attempts=3, retry_interval_s=5.0)
     own = env.add(g=2, max_attempts=1)
     default = env.add(g=2)
     env.tick(T0)
@@ -257,8 +259,8 @@ def test_non_retryable_failure_stays_failed(env: Env) -> None:
     assert env.cluster.submit_calls == [sid(t)]
 
 
-def test_cluster_lost_requeues_and_resubmits(tmp_path: Path) -> None:
-    env = Env(tmp_path, retry_mode="timer")
+def test_cluster_lost_requeues_and_resubmits(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, retry_mode="timer")
     t = env.add()
     env.tick(T0)
     env.cluster.start(sid(t), {"w1": 4})
@@ -762,8 +764,8 @@ def test_submit_rejected_fails_and_already_exists_counts_as_submitted(env: Env) 
     assert env.cluster.submit_calls.count(sid(c)) == 2  # the second got "already exists"
 
 
-def test_hung_attempt_is_stopped_and_retried(tmp_path: Path) -> None:
-    env = Env(tmp_path, stuck_timeout_s=300.0, retry_mode="timer")
+def test_hung_attempt_is_stopped_and_retried(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, stuck_timeout_s=300.0, retry_mode="timer")
     t = env.add()
     env.tick(T0)
     env.cluster.hang(sid(t), since=T0 + 1)
@@ -777,8 +779,8 @@ def test_hung_attempt_is_stopped_and_retried(tmp_path: Path) -> None:
     assert env.state(t) is S.PENDING_RESOURCES
 
 
-def test_max_running_tasks(tmp_path: Path) -> None:
-    env = Env(tmp_path, max_running_tasks=1)
+def test_max_running_tasks(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, max_running_tasks=1)
     a, b = env.add(g=1), env.add(g=1)
     env.tick(T0)
     assert env.state(a) is S.SUBMITTED and env.state(b) is S.PENDING_RESOURCES
@@ -798,10 +800,10 @@ def test_unchanged_waits_are_not_rewritten(env: Env) -> None:
     assert (env.store.tasks.get_task(t).updated_at, len(env.store.tasks.events(t))) == before
 
 
-def test_backfill_window_bounds_the_work(tmp_path: Path) -> None:
+def test_backfill_window_bounds_the_work(tmp_path: Path, store_url: str) -> None:
     """Without fair share the window bounds the whole scan (with it, each user's share
     of the window, at least ``store_tasks.MIN_PER_USER``: test_store)."""
-    env = Env(tmp_path, fair_share=False)
+    env = Env(tmp_path, store_url=store_url, fair_share=False)
     env.sched = Scheduler(env.store, env.cluster, env.settings, env.artifacts,
                           backfill_window=2)
     ids = [env.add(nnodes=2) for _ in range(3)]
@@ -878,8 +880,8 @@ def test_loop_reports_failed_when_its_thread_dies_and_not_when_stopped() -> None
     assert not stopped.alive and not stopped.failed
 
 
-def test_pending_recheck_defers_the_next_look(tmp_path: Path) -> None:
-    env = Env(tmp_path, pending_recheck_s=30.0)
+def test_pending_recheck_defers_the_next_look(tmp_path: Path, store_url: str) -> None:
+    env = Env(tmp_path, store_url=store_url, pending_recheck_s=30.0)
     t = env.add(nnodes=2)  # cannot fit
     env.tick(T0)
     assert env.store.tasks.get_task(t).next_run_at == T0 + 30
@@ -891,9 +893,9 @@ def test_pending_recheck_defers_the_next_look(tmp_path: Path) -> None:
 
 
 def test_a_tick_writes_a_bounded_number_of_reasons_the_head_of_the_queue_first(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_url: str) -> None:
     monkeypatch.setattr(applier, "REASON_WRITES", 3)
-    env = Env(tmp_path)
+    env = Env(tmp_path, store_url=store_url)
     tasks = [env.add(nnodes=2) for _ in range(7)]  # none fits
     for i, want in enumerate((3, 6, 7)):
         report = env.tick(T0 + i)

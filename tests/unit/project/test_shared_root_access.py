@@ -58,6 +58,9 @@ ELSEWHERE: dict[tuple[str, str, str], str] = {
         f"the database (v2.sqlite.db_path, by default <root>/common/db): {OPERATOR}",
     ("service/store/db.py", "connect", ".mkdir"): "the database's directory: " + OPERATOR,
     ("service/store/sql/__init__.py", "<module>", ".read_text"): CODE,
+    ("service/store/sql/__init__.py", "postgres_queries", ".read_text"): CODE,
+    ("service/store/pg.py", "migration_files", ".glob"): CODE,
+    ("service/store/pg_engine.py", "_initialize", ".read_text"): CODE,
     **dict.fromkeys([("service/store/backup.py", "backup", c) for c in (
         ".exists", ".is_symlink", ".is_dir", ".is_file", "os.link", ".unlink", ".stat")],
         "argus-api db backup: the database and the backup file the operator names: "

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from service.domain.nodes import NodeSource, NodeStateKind
@@ -14,8 +12,8 @@ OP = NodeSource.OPERATOR
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(str(tmp_path / "db.sqlite3"))
+def store(store_url: str) -> Store:
+    s = Store(store_url)
     yield s
     s.close()
 

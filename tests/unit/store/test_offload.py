@@ -148,14 +148,14 @@ async def _read_as(party: str, call):
     return await call
 
 
-async def test_the_stores_read_lane_runs_one_call_per_party_at_a_time(tmp_path) -> None:
+async def test_the_stores_read_lane_runs_one_call_per_party_at_a_time(store_url: str) -> None:
     """A user's reads queue behind each other on the store's read lane (three threads):
     only one of them holds a thread and its CPU at a time, and another user's read runs
     meanwhile."""
     from service.store.aio import AsyncStore
     from service.store.writer import Store
 
-    store = Store(str(tmp_path / "db.sqlite3"))
+    store = Store(store_url)
     reads = AsyncStore(store)
     gate = threading.Event()
     running = most = 0

@@ -33,9 +33,9 @@ def _doc(root: Path) -> str:
 
 
 @pytest.fixture
-def world(tmp_path: Path):
+def world(tmp_path: Path, store_url: str):
     settings = Settings(shared_root=str(tmp_path))
-    store = Store(str(tmp_path / "db.sqlite3"))
+    store = Store(store_url)
     cluster = FakeCluster(clock=T0)
     cluster.add_node("w1", gpus=4, cpus=16)
     sched = Scheduler(store, cluster, settings, Artifacts(settings.shared_root))

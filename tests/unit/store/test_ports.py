@@ -5,7 +5,6 @@ Protocols otherwise), and the store's shape stays the documented one."""
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from typing import get_type_hints
 
 import pytest
@@ -22,8 +21,8 @@ AGGREGATES = ("tasks", "attempts", "users", "pipelines", "webhooks", "progress",
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = Store(str(tmp_path / "db.sqlite3"))
+def store(store_url: str):
+    s = Store(store_url)
     yield s
     s.close()
 

@@ -38,8 +38,8 @@ def tid(i: int) -> str:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(str(tmp_path / "db.sqlite3"))
+def store(store_url: str) -> Store:
+    s = Store(store_url)
     yield s
     s.close()
 
@@ -308,7 +308,21 @@ def test_active_rows_decode_every_column_of_the_query_by_position(store: Store) 
     assert row.stop_requested is bool(named["stop_requested"])
 
 
-def test_active_rows_are_read_again_only_after_a_commit(store: Store, tmp_path: Path) -> None:
+def _write_from_another_connection(store: Store, sql: str, params: tuple) -> None:
+    """A commit by a connection that is not the store's (as another process would)."""
+    if store.engine_name == "sqlite":
+        other = sqlite3.connect(store.db_path)
+        with other:
+            other.execute(sql, params)
+        other.close()
+        return
+    import psycopg
+
+    with psycopg.connect(store.db_path, autocommit=True) as conn:
+        conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+
+
+def test_active_rows_are_read_again_only_after_a_commit(store: Store) -> None:
     """Nothing committed since this thread's last read: the same rows, not read again. A
     commit of the store's own writer, or of another connection (another process), is
     seen at once."""
@@ -321,10 +335,8 @@ def test_active_rows_are_read_again_only_after_a_commit(store: Store, tmp_path: 
     store.attempts.claim_for_submit(b, S.QUEUED, 102.0)
     assert [r.task_id for r in store.tasks.active()] == [a, b]
     assert [r.task_id for r in store.tasks.active([S.SUBMITTING])] == [a, b]
-    other = sqlite3.connect(str(tmp_path / "db.sqlite3"))
-    with other:
-        other.execute("UPDATE tasks SET priority = 9 WHERE task_id = ?", (a,))
-    other.close()
+    _write_from_another_connection(store, "UPDATE tasks SET priority = 9 WHERE task_id = ?",
+                                   (a,))
     assert [(r.task_id, r.priority) for r in store.tasks.active()] == [(a, 9), (b, 0)]
     assert store.tasks.active([S.RUNNING]) == []
     seen: list[list[str]] = []
@@ -391,6 +403,7 @@ def test_a_list_page_ranks_the_queue_once_not_per_row(store: Store) -> None:
         t: store.tasks.get_task(t).queue_position for t in ids}  # the single read agrees
 
 
+@pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")
 @pytest.mark.parametrize("name", sorted(HOT_QUERIES))
 def test_queries_use_the_partial_indexes(store: Store, name: str) -> None:
     """Cost must not grow with finished tasks: the hot queries scan runnable/active rows."""
@@ -408,6 +421,7 @@ def _index_terms(store: Store) -> dict[str, str]:
     return {r["name"]: " ".join(r["sql"].split(" WHERE ", 1)[1].split()) for r in rows}
 
 
+@pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")
 def test_partial_index_terms_are_repeated_literally_and_mirror_the_states(store) -> None:
     """SQLite uses a partial index only when the query repeats its term: every query that
     names one (INDEXED BY) spells its term out, and the terms list exactly the runnable
@@ -427,6 +441,7 @@ def test_partial_index_terms_are_repeated_literally_and_mirror_the_states(store)
             assert term in " ".join(QUERIES[name].split()), (name, term)
 
 
+@pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")
 def test_mark_pending_finds_rows_by_task_id(store: Store) -> None:
     """The batch update looks each id up (task_id index), never walks the runnable rows."""
     plan = _plan(store, QUERIES["mark_pending"], {
@@ -436,6 +451,7 @@ def test_mark_pending_finds_rows_by_task_id(store: Store) -> None:
     assert "tasks_runnable" not in plan and "tasks_state_seq" not in plan, plan
 
 
+@pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")
 def test_list_queries_walk_an_index_newest_first(store: Store) -> None:
     plan = _plan(store, QUERIES["list_tasks_in_state"],
                  {"state": "QUEUED", "before_seq": MAX_SEQ, "limit": 3})
@@ -468,6 +484,7 @@ class _AnyParams(dict):
         return None
 
 
+@pytest.mark.sqlite_only("compiled by SQLite; PostgreSQL's: test_postgres_queries.py")
 def test_every_named_query_compiles_against_the_schema(store: Store) -> None:
     assert len(QUERIES) >= 30
     for name, sql in QUERIES.items():
@@ -637,6 +654,7 @@ WINDOW = {"from": 100.0, "to": 200.0, "now": 200.0}
     ("usage_top_whole_range_of_user", "COVERING INDEX task_usage_user",
      {"user": "u", "limit": 5}, True),
 ])
+@pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")
 def test_windowed_usage_reads_the_running_totals_by_index(
         store: Store, name: str, index: str, params: dict[str, object], sorted_: bool
         ) -> None:
@@ -651,7 +669,29 @@ def test_windowed_usage_reads_the_running_totals_by_index(
 
 @pytest.mark.parametrize(("name", "index"), [("usage_owners", "COVERING INDEX task_usage_user"),
                                              ("usage_longest_span", "INDEX task_usage_length")])
+@pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")
 def test_the_usage_owners_and_longest_span_are_index_seeks(store: Store, name: str,
                                                            index: str) -> None:
     plan = _plan(store, QUERIES[name], {})
     assert f"USING {index}" in plan and "SCAN task_usage" not in plan, plan
+
+
+
+def test_a_label_asked_with_two_values_lists_nothing(store: Store) -> None:
+    """The API asks for NUL when one key is asked twice (no task has both): no stored
+    label holds one (a JobSpec's strings are printable), and the store answers without a
+    query (PostgreSQL's jsonb could not read it)."""
+    store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="raw\n",
+                                    spec={"labels": {"team": "nlp"}}, nnodes=1,
+                                    n_gpus_per_node=1, user="alice", created_at=100.0,
+                                    priority=0), task_id=tid(1))
+    assert [r.task_id for r in store.tasks.list_tasks(labels={"team": "nlp"})[0]] == [tid(1)]
+    assert store.tasks.list_tasks(labels={"team": "\x00"}) == ([], None)
+    assert store.tasks.list_tasks(labels={"team": "nlp", "run": "\x00"}) == ([], None)
+
+
+def test_an_id_holding_nul_is_no_task(store: Store) -> None:
+    """What a hostile URL asks for (``/ui/tasks/a%00b``): not found, on either engine."""
+    add(store, 1)
+    assert store.tasks.get_task(tid(1) + "\x00") is None
+    assert not store.tasks.task_exists("a\x00b")

@@ -4,8 +4,6 @@ tasks by the default user, deletion."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from service.domain.states import TaskState
 from service.store.writer import BulkTask, Store
 
@@ -25,8 +23,8 @@ def _by_state(store: Store) -> dict[str, int]:
     return out
 
 
-def test_counts_follow_every_change_of_the_tasks_table(tmp_path: Path) -> None:
-    store = Store(str(tmp_path / "db.sqlite3"))
+def test_counts_follow_every_change_of_the_tasks_table(store_url: str) -> None:
+    store = Store(store_url)
     try:
         states = [TaskState.QUEUED, TaskState.SUCCEEDED, TaskState.FAILED, TaskState.RUNNING]
         store.tasks.bulk_load(BulkTask(task_id=f"mvp2-ppo-20251223-000000-{i:04x}", workload="ppo",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -25,8 +24,8 @@ TID = "mvp2-ppo-20251223-143201-7f3a"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(str(tmp_path / "db.sqlite3"))
+def store(store_url: str) -> Iterator[Store]:
+    s = Store(store_url)
     s.users.ensure_users(bootstrap_admin="admin", default_user="admin", now=1.0)
     for name in ("alice", "bob"):
         s.users.create_user(name, "user", 1.0)  # type: ignore[arg-type]
@@ -203,6 +202,7 @@ def _plan(store: Store, name: str, params: dict) -> str:
     return " | ".join(r["detail"] for r in rows)
 
 
+@pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")
 def test_the_outbox_and_the_worker_read_by_index(store: Store) -> None:
     enqueue = _plan(store, "webhook_enqueue", {"event_id": 1, "event_type": "task.failed",
                                                "now": 1.0, "owner": "a", "data_json": "{}"})

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -46,8 +45,8 @@ class Deps:
 
 
 @pytest.fixture
-def deps(tmp_path: Path) -> Iterator[Deps]:
-    store = Store(str(tmp_path / "db.sqlite3"))
+def deps(store_url: str) -> Iterator[Deps]:
+    store = Store(store_url)
     store.users.create_user("alice", Role.USER, T0)
     lanes = AsyncStore(store)
     yield Deps(Counted(lanes), store)

@@ -81,9 +81,9 @@ class Deps:
 
 
 @pytest.fixture
-def deps(tmp_path: Path) -> Iterator[Deps]:
+def deps(tmp_path: Path, store_url: str) -> Iterator[Deps]:
     settings = Settings(shared_root=str(tmp_path / "shared"), ray_timeout_s=5.0)
-    store = Store(str(tmp_path / "db.sqlite3"))
+    store = Store(store_url)
     for name in ("alice", "bob"):
         store.users.create_user(name, Role.USER, T0)
     pool, work = ThreadPoolExecutor(1), Offload("test-work", 1)

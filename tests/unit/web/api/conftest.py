@@ -21,10 +21,11 @@ from service.web.metrics import MeteredScheduler, ServiceMetrics
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Env:
+def env(tmp_path: Path, store_url: str) -> Env:
+    """The API on a real store, on each engine (``store_url``)."""
     shared = tmp_path / "shared"
     settings = Settings(shared_root=str(shared), max_body_bytes=4096, ray_timeout_s=5.0)
-    store = Store(str(tmp_path / "db.sqlite3"))
+    store = Store(store_url)
     cluster = FakeCluster(clock=T0)
     artifacts = Artifacts(settings.shared_root)
     metrics = ServiceMetrics(store.tasks.counts_by_state)

@@ -32,8 +32,8 @@ def shared(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = Store(str(tmp_path / "db.sqlite3"))
+def store(store_url: str):
+    s = Store(store_url)
     yield s
     s.close()
 

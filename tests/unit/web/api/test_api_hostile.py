@@ -33,8 +33,8 @@ TASK = "mvp2-sft-20250101-000000-beef"
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = Store(str(tmp_path / "db.sqlite3"))
+def store(store_url: str):
+    s = Store(store_url)
     s.tasks.create_task(NewTask(id_prefix="", workload="sft", text="x: 1\n", spec={}, nnodes=1,
                                 n_gpus_per_node=1, user=None, created_at=1_700_000_000.0,
                                 priority=0), task_id=TASK)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 
 import pytest
 import yaml
@@ -28,9 +27,9 @@ def task_count(env) -> int:
 
 
 def keys(env) -> list[tuple]:
-    with sqlite3.connect(env.store.db_path) as conn:
-        return [tuple(r) for r in conn.execute(
-            "SELECT user, key, result_json FROM idempotency_keys ORDER BY created_at")]
+    """The stored keys, read through the store's reader (either engine)."""
+    return [tuple(r) for r in env.store.reads.reader().execute(
+        "SELECT user, key, result_json FROM idempotency_keys ORDER BY created_at")]
 
 
 async def test_the_same_key_and_body_answer_the_first_answer_again(client, env):

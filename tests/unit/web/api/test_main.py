@@ -228,6 +228,24 @@ def test_database_of_a_newer_version_exits_2(tmp_path, monkeypatch, capsys, fake
     assert run_app_calls == []
 
 
+@pytest.mark.parametrize("url, said", [
+    ("postgresql://argus:pw@127.0.0.1:1/argus",
+     "argus-api: cannot connect to PostgreSQL at postgresql://argus:***@127.0.0.1:1/argus: "),
+    ("mysql://argus:pw@db/argus", "argus-api: ARGUS_STORE_URL: sqlite:///absolute/path or "
+     "postgresql://user@host:port/db, got 'mysql://argus:***@db/argus'"),
+])
+def test_a_store_url_that_cannot_be_used_exits_2_with_one_line(
+        url, said, tmp_path, monkeypatch, capsys, fake_ray, run_app_calls):
+    monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)
+    monkeypatch.setenv("ARGUS_STORE_URL", url)
+    with pytest.raises(SystemExit) as exc:
+        main_mod.main(["--config", str(write_config(tmp_path))])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said) and err.count("\n") == 1 and ":pw@" not in err, err
+    assert run_app_calls == []
+
+
 def test_a_second_instance_on_the_database_exits_2_naming_the_holder(
         tmp_path, monkeypatch, capsys, fake_ray, run_app_calls):
     monkeypatch.setenv("ARGUS_API_TOKEN", TOKEN)

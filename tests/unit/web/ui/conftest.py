@@ -13,8 +13,10 @@ from service.web.app import create_app
 
 
 @pytest.fixture
-def env(tmp_path: Path):
-    e = make_env(tmp_path, Settings(shared_root=str(tmp_path / "shared"), ray_timeout_s=5.0))
+def env(tmp_path: Path, store_url: str):
+    """The console on a real store, on each engine (``store_url``)."""
+    e = make_env(tmp_path, Settings(shared_root=str(tmp_path / "shared"), ray_timeout_s=5.0),
+                 store_url)
     yield e
     e.store.close()
 

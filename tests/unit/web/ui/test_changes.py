@@ -23,8 +23,8 @@ def _create(store: Store, task_id: str, user: str = "alice") -> None:
                                     priority=0), task_id=task_id)
 
 
-def test_the_sequence_grows_with_every_created_or_moved_task(tmp_path: Path) -> None:
-    store = Store(str(tmp_path / "db.sqlite3"))
+def test_the_sequence_grows_with_every_created_or_moved_task(store_url: str) -> None:
+    store = Store(store_url)
     try:
         first = store.change_seq()
         _create(store, "t-1")

@@ -59,11 +59,12 @@ class Env:
         self.scheduler.tick(self.clock.now)
 
 
-def make_env(tmp_path: Path, settings: Settings) -> Env:
+def make_env(tmp_path: Path, settings: Settings, store_url: str | None = None) -> Env:
     """A store, a fake cluster, a metered scheduler and a clock at ``T0`` under ``tmp_path``
-    (``settings.shared_root`` is the shared tree); the caller closes ``env.store``."""
+    (``settings.shared_root`` is the shared tree; ``store_url``: the store's database, a
+    SQLite file in ``tmp_path`` by default); the caller closes ``env.store``."""
     shared = Path(settings.shared_root)
-    store = Store(str(tmp_path / "db.sqlite3"))
+    store = Store(store_url or str(tmp_path / "db.sqlite3"))
     cluster = FakeCluster(clock=T0)
     clock = Clock(T0)
     metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console,

@@ -23,12 +23,12 @@ from service.store.writer import Store
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> World:
+def world(tmp_path: Path, store_url: str) -> World:
     shared = tmp_path / "shared"
     settings = Settings(shared_root=str(shared), users=UserSettings(
         bootstrap_admin="root", default_user="root",
         per_user={"alice": Limits(max_gpus=4)}))
-    store = Store(str(tmp_path / "db.sqlite3"))
+    store = Store(store_url)
     cluster = FakeCluster(clock=T0)
     cluster.add_node("n1", gpus=8, cpus=32)
     clock = Clock()

@@ -694,9 +694,9 @@ async def test_a_submit_flood_stops_at_the_quota_with_429_and_loses_nothing(aioh
     assert world.store.tasks.get_task(bob[0]).state != TaskState.QUEUED
     await submit_as(client, world, "bob")
     # the byte quota: three of these JobSpecs fit in 1200 bytes, the fourth does not
-    one = world.store.reads.reader().execute(
-        "SELECT length(CAST(jobspec_yaml AS BLOB)) + length(CAST(spec_json AS BLOB)) "
-        "FROM tasks WHERE task_id = ?", (bob[0],)).fetchone()[0]
+    stored = world.store.reads.reader().execute(
+        "SELECT jobspec_yaml, spec_json FROM tasks WHERE task_id = ?", (bob[0],)).fetchone()
+    one = len(stored[0].encode()) + len(stored[1].encode())
     accepted = 0
     while True:
         resp = await client.post("/api/v2/tasks", data=jobspec(world.shared), headers={

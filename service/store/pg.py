@@ -1,0 +1,311 @@
+"""The store on PostgreSQL (``v2.store.url: postgresql://user@host:port/db``): connections
+that look to the store's code like its SQLite ones, the schema, and storage faults.
+
+The aggregates run the same named queries on either engine. ``PgConnection.execute`` is
+handed the SQLite text (``sql.QUERIES``) and runs the PostgreSQL text of the same name
+(``sql.postgres_queries``: hand-written, or rewritten by ``sql.translate`` once at load);
+a statement that is no named query (a test's) is rewritten on first use. A query that has
+no PostgreSQL text yet raises ``NotImplementedError`` naming it: never a wrong answer.
+
+Parameters are bound on the server, and a statement a connection runs often is prepared
+there (``PREPARE_THRESHOLD``); the few queries whose parameters PostgreSQL cannot type by
+themselves (``:since IS NULL`` alone, say: SQLite's dynamic typing lets one text serve
+both engines) are bound on the client (``psycopg.ClientCursor``), each value a literal
+typed by where it stands: ``CLIENT_BOUND``, learnt at start.
+
+Rows are ``Row``: read by column name like ``sqlite3.Row`` and by position like a tuple.
+An integral ``numeric`` (PostgreSQL's ``sum`` of integers) is read as an int, another as a
+float, as SQLite gives them; a Python bool is written as 0 or 1 (the columns are integers,
+as on SQLite).
+
+Writes: every write transaction first takes one transaction-level advisory lock
+(``WRITE_LOCK``), the equivalent of SQLite's ``BEGIN IMMEDIATE``: one writer at a time
+across every connection and every instance, so a write that reads then writes (an id found
+free, a quota, the next attempt number) sees nothing change under it, exactly as on SQLite;
+the guarded compare-and-sets (``UPDATE ... WHERE state = :expected``) stay the guard.
+Reads run in autocommit (each statement its own snapshot); a read of several statements
+runs in one ``REPEATABLE READ READ ONLY`` transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg.adapt import Dumper, Loader
+from psycopg.pq import TransactionStatus
+
+from service.store.sql import POSTGRES_DIR, QUERIES, postgres_queries
+from service.store.sql.translate import Unported, to_postgres
+
+WRITE_LOCK = 0x4152_4755  # "ARGU": the advisory lock every write transaction takes
+CONNECT_TIMEOUT_S = 5
+PREPARE_THRESHOLD = 2  # a statement run this often on a connection is prepared there
+# The queries whose parameters PostgreSQL cannot type by themselves (one only ever tested
+# IS NULL, say): bound on the client instead (learn_client_bound)
+CLIENT_BOUND: set[str] = set()
+_LEARNED = threading.Event()
+SCHEMA_FILE = POSTGRES_DIR / "schema.sql"
+MIGRATIONS_DIR = POSTGRES_DIR / "migrations"
+
+log = logging.getLogger(__name__)
+
+# SQLSTATE classes and codes that are the database's condition, not the statement's fault
+_FAULT_CLASSES = {"08": "database connection lost", "53": "database out of resources",
+                  "57": "database unavailable", "58": "database I/O error"}
+_FAULT_CODES = {"53100": "disk full", "55P03": "database is locked",
+                "25006": "database is read-only"}
+
+
+class Row(tuple):
+    """A result row: ``row["name"]`` like ``sqlite3.Row``, ``row[0]`` and unpacking like a
+    tuple."""
+
+    _index: dict[str, int]
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def, override]
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+_ROW_CLASSES: dict[tuple[str, ...], type[Row]] = {}
+
+
+def _row_factory(cursor: psycopg.Cursor[Any]):  # type: ignore[no-untyped-def]
+    """A ``Row`` class per column list, made once (the names read from the result itself:
+    ``cursor.description`` builds an object per column on every call)."""
+    result = cursor.pgresult
+    if result is None or not result.nfields:
+        return tuple
+    names = tuple((result.fname(i) or b"").decode() for i in range(result.nfields))
+    cls = _ROW_CLASSES.get(names)
+    if cls is None:
+        index = {name: i for i, name in enumerate(names)}
+        cls = _ROW_CLASSES.setdefault(names, type("Row", (Row,), {"_index": index}))
+    return cls
+
+
+class _NumericLoader(Loader):
+    """``numeric`` as SQLite gives it: an int when integral, else a float."""
+
+    def load(self, data: Any) -> int | float:
+        text = bytes(data).decode()
+        return int(text) if re.fullmatch(r"-?\d+", text) else float(text)
+
+
+class _BoolAsInt(Dumper):
+    """A Python bool written as the integer 0 or 1 (the columns are integers)."""
+
+    oid = psycopg.adapters.types["int8"].oid
+
+    def dump(self, obj: Any) -> bytes:
+        return b"1" if obj else b"0"
+
+
+class PgCursor:
+    """The part of ``sqlite3.Cursor`` the store uses, over a psycopg cursor."""
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+        self._id: Any = None
+        self._read_id = False
+        self.row_factory = None  # accepted and ignored: a Row also unpacks as a tuple
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    @property
+    def lastrowid(self) -> Any:
+        """The first column of the statement's ``RETURNING`` row (read once, kept)."""
+        if not self._read_id:
+            row = self._cur.fetchone()
+            self._id, self._read_id = None if row is None else row[0], True
+        return self._id
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone() if self._cur.description is not None else None
+
+    def fetchall(self) -> list[Any]:
+        return self._cur.fetchall() if self._cur.description is not None else []
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+class PgConnection:
+    """The part of ``sqlite3.Connection`` the store uses, over one psycopg connection in
+    autocommit mode (transactions are explicit: ``BEGIN``/``COMMIT``)."""
+
+    def __init__(self, url: str, texts: Mapping[str, str | None]) -> None:
+        self.url = url
+        self._texts = texts
+        self._conn = _connect(url)
+
+    def _text(self, sql: str) -> str:
+        text = self._texts.get(sql, sql)
+        if text is None:
+            raise NotImplementedError(f"query {query_name(sql)!r} has no PostgreSQL text yet "
+                                      "(service/store/sql/postgres/queries.sql)")
+        if text is sql:
+            text = _adhoc(sql)
+        return text
+
+    def execute(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None
+                ) -> PgCursor:
+        # never None: psycopg leaves a statement without parameters as it is, and the
+        # rewrite has doubled its literal %
+        text, values = self._text(sql), () if params is None else params
+        self.reopen_if_lost()
+        idle = not self.in_transaction
+        try:
+            return self._run(text, values)
+        except psycopg.OperationalError:
+            if not (idle and self._conn.closed):
+                raise
+        # the server dropped the connection before this statement, which ran outside any
+        # transaction (a read, or a write's BEGIN): once more on a new connection
+        self.reopen_if_lost()
+        return self._run(text, values)
+
+    def _run(self, text: str, values: Any) -> PgCursor:
+        if text in CLIENT_BOUND:
+            cur: psycopg.Cursor[Any] = psycopg.ClientCursor(self._conn)
+            return PgCursor(cur.execute(text, values))  # type: ignore[arg-type]
+        return PgCursor(self._conn.execute(text, values))  # type: ignore[arg-type]
+
+    def executemany(self, sql: str, params: Iterable[Mapping[str, Any]]) -> PgCursor:
+        text = self._text(sql)
+        cur = (psycopg.ClientCursor(self._conn) if text in CLIENT_BOUND
+               else self._conn.cursor())
+        cur.executemany(text, list(params))  # type: ignore[arg-type]
+        return PgCursor(cur)
+
+    def script(self, text: str) -> None:
+        """Several statements (DDL), no parameters."""
+        self._conn.execute(text)  # type: ignore[arg-type]
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.info.transaction_status != TransactionStatus.IDLE
+
+    @property
+    def closed(self) -> bool:
+        return self._conn.closed
+
+    def reopen_if_lost(self) -> None:
+        """A connection the server dropped is opened again (never inside a transaction:
+        there is none on a lost connection)."""
+        if self._conn.closed:
+            self._conn = _connect(self.url)
+            log.warning("reconnected to the database")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+_ADHOC: dict[str, str] = {}
+_ADHOC_LOCK = threading.Lock()
+_NAMES = {text: name for name, text in QUERIES.items()}
+
+
+def query_name(sql: str) -> str:
+    return _NAMES.get(sql, sql[:60])
+
+
+def _adhoc(sql: str) -> str:
+    with _ADHOC_LOCK:
+        text = _ADHOC.get(sql)
+        if text is None:
+            try:
+                text = _ADHOC[sql] = to_postgres("(ad hoc)", sql)
+            except Unported as exc:
+                raise NotImplementedError(str(exc)) from exc
+        return text
+
+
+def _connect(url: str) -> psycopg.Connection[Any]:
+    conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                           row_factory=_row_factory, prepare_threshold=PREPARE_THRESHOLD)
+    conn.adapters.register_loader("numeric", _NumericLoader)
+    conn.adapters.register_dumper(bool, _BoolAsInt)
+    return conn
+
+
+_TEXTS: dict[str, str | None] | None = None
+_TEXTS_LOCK = threading.Lock()
+
+
+def texts() -> Mapping[str, str | None]:
+    """SQLite text -> PostgreSQL text of every named query (made once per process)."""
+    global _TEXTS
+    with _TEXTS_LOCK:
+        if _TEXTS is None:
+            pg = postgres_queries()
+            _TEXTS = {QUERIES[name]: text for name, text in pg.items()}
+        return _TEXTS
+
+
+def learn_client_bound(conn: PgConnection) -> None:
+    """Which named queries PostgreSQL cannot prepare with every parameter untyped (as a
+    None or a str is sent): ``CLIENT_BOUND``, learnt once per process against the schema
+    (``PREPARE`` each, then ``DEALLOCATE``). The others are bound on the server and
+    prepared once run ``PREPARE_THRESHOLD`` times on a connection."""
+    if _LEARNED.is_set():
+        return
+    from psycopg._queries import PostgresQuery
+    from psycopg.adapt import Transformer
+
+    found = set()
+    for i, text in enumerate(t for t in texts().values() if t is not None):
+        names = dict.fromkeys(re.findall(r"%\((\w+)\)s", text))
+        query = PostgresQuery(Transformer())
+        query.convert(text, dict.fromkeys(names))  # type: ignore[arg-type]
+        try:
+            conn._conn.execute(b"PREPARE argus_probe_%d AS " % i + query.query)
+            conn._conn.execute(f"DEALLOCATE argus_probe_{i}")  # type: ignore[arg-type]
+        except psycopg.OperationalError:
+            raise
+        except psycopg.Error:  # a parameter or an operator it cannot type without values
+            found.add(text)
+    CLIENT_BOUND.update(found)
+    _LEARNED.set()
+
+
+def storage_fault(exc: BaseException) -> str | None:
+    """The database's condition behind ``exc`` (lost, down, disk full...); None for an
+    error of the statement (a bug, a constraint)."""
+    if not isinstance(exc, psycopg.Error):
+        return None
+    code = exc.sqlstate or ""
+    if code in _FAULT_CODES:
+        return _FAULT_CODES[code]
+    if code[:2] in _FAULT_CLASSES:
+        return _FAULT_CLASSES[code[:2]]
+    if isinstance(exc, psycopg.OperationalError):
+        return "database unavailable"
+    return None
+
+
+INTEGRITY_ERRORS: tuple[type[Exception], ...] = (pgerrors.IntegrityError,)
+ERRORS: tuple[type[Exception], ...] = (psycopg.Error,)
+
+
+def migration_files() -> list[tuple[int, Path]]:
+    """``postgres/migrations/NNNN_name.sql`` by number: from the baseline up, no gaps."""
+    found = sorted((int(p.name.split("_", 1)[0]), p)
+                   for p in MIGRATIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    numbers = [n for n, _ in found]
+    if not numbers or numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        raise ValueError(f"PostgreSQL migrations must be numbered without gaps, found {numbers}")
+    return found

@@ -1,0 +1,61 @@
+"""PostgreSQL going away while the service runs: a write fails as ``StorageUnavailable``
+(the API's 503, the scheduler's degraded state), never half-applied, and the store works
+again by itself once the server is back (its connections are opened anew)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from service.domain.newtask import NewTask
+from service.store.db import StorageUnavailable, storage_fault
+from service.store.writer import Store
+from tests.support.postgres import SKIP_REASON, PgServer, binaries
+
+pytestmark = pytest.mark.postgres
+
+T0 = 1_000.0
+
+
+@pytest.fixture
+def own_server() -> Iterator[PgServer]:
+    """A server of this test's own: it is stopped and started again."""
+    bindir = binaries()
+    if bindir is None:
+        pytest.skip(SKIP_REASON)
+    server = PgServer(bindir).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _task(i: int) -> NewTask:
+    return NewTask(id_prefix="", workload="ppo", text=f"raw: {i}\n", spec={"i": i},
+                   nnodes=1, n_gpus_per_node=1, user="alice", created_at=T0 + i, priority=0)
+
+
+def test_a_lost_server_is_storage_unavailable_and_the_store_recovers(own_server) -> None:
+    store = Store(own_server.database())
+    try:
+        store.tasks.create_task(_task(1), task_id="t-1")
+        store.tasks.get_task("t-1")  # this thread's reader is open now
+        own_server.halt()
+        with pytest.raises(StorageUnavailable):
+            store.tasks.create_task(_task(2), task_id="t-2")
+        assert store.write_fault is not None
+        with pytest.raises(StorageUnavailable):
+            store.probe_write()
+        with pytest.raises(Exception) as read:  # the API answers it 503 (middlewares.py)
+            store.tasks.get_task("t-1")
+        assert storage_fault(read.value) in {"database unavailable",
+                                             "database connection lost"}, read.value
+        own_server.resume()
+        store.probe_write()  # the writer connects again by itself
+        assert store.write_fault is None
+        store.tasks.create_task(_task(3), task_id="t-3")
+        assert store.tasks.get_task("t-1") is not None  # and so does the reader
+        assert store.tasks.task_exists("t-3") and not store.tasks.task_exists("t-2")
+    finally:
+        store.close()
