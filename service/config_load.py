@@ -22,14 +22,14 @@ from service.config import (
     WORKLOADS,
     ConfigError,
     ProgressSettings,
-    SchedulerSettings,
     Settings,
     UserSettings,
     freeze,
 )
+from service.config_scheduler import scheduler_settings
+from service.config_values import flag, number, numbers, section, text
 from service.domain.users import name_problem
 from service.domain.workloads import DEFAULT_OVERRIDES
-from service.policy.priorities import range_problem
 from service.policy.quotas import Limits
 from service.webhooks.settings import WebhookSettings
 
@@ -43,115 +43,9 @@ def _progress(raw: Mapping[str, Any]) -> ProgressSettings:
         raise ConfigError(f"v2.progress: unknown keys {sorted(unknown)}")
     out: dict[str, Any] = {}
     if "enabled" in raw:
-        out["enabled"] = _flag(raw["enabled"], "v2.progress.enabled")
-    out.update(_numbers(raw, _PROGRESS_LIMITS, "v2.progress"))
+        out["enabled"] = flag(raw["enabled"], "v2.progress.enabled")
+    out.update(numbers(raw, _PROGRESS_LIMITS, "v2.progress"))
     return ProgressSettings(**out)
-
-
-_SCHED_KEYS = {f.name for f in fields(SchedulerSettings)}
-
-
-def _section(doc: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = doc.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}{key}: must be a mapping")
-    return value
-
-
-def _num(value: Any, where: str, *, minimum: float | None = None, integer: bool = False):
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where}: must be a number, got {value!r}")
-    if integer and not isinstance(value, int):
-        raise ConfigError(f"{where}: must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ConfigError(f"{where}: must be >= {minimum}, got {value!r}")
-    return value
-
-
-def _numbers(raw: Mapping[str, Any], limits: Mapping[str, tuple[float, bool]],
-             where: str) -> dict[str, Any]:
-    """The keys of ``limits`` (key: (minimum, integer)) that ``raw`` sets, each checked and
-    made an int or a float."""
-    out: dict[str, Any] = {}
-    for key, (minimum, integer) in limits.items():
-        if key in raw:
-            value = _num(raw[key], f"{where}.{key}", minimum=minimum, integer=integer)
-            out[key] = int(value) if integer else float(value)
-    return out
-
-
-def _flag(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}: must be true or false, got {value!r}")
-    return value
-
-
-def _str(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: must be a non-empty string, got {value!r}")
-    return value
-
-
-_CHOICES = {"retry_backoff": ("fixed", "exponential"), "retry_mode": ("when_fits", "timer")}
-_FLAGS = ("backfill", "fair_share", "preemption", "preempt_without_checkpoint", "quarantine",
-          "quarantine_requeue")
-_PRIORITIES = ("default_priority", "max_user_priority")
-
-
-def _scheduler(raw: Mapping[str, Any]) -> SchedulerSettings:
-    unknown = set(raw) - _SCHED_KEYS
-    if unknown:
-        raise ConfigError(f"v2.scheduler: unknown keys {sorted(unknown)}")
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        where = f"v2.scheduler.{key}"
-        if key in _CHOICES:
-            if value not in _CHOICES[key]:
-                choices = " or ".join(repr(c) for c in _CHOICES[key])
-                raise ConfigError(f"{where}: must be {choices}, got {value!r}")
-            out[key] = value
-        elif key in _FLAGS:
-            out[key] = _flag(value, where)
-        elif key in _PRIORITIES:
-            problem = range_problem(value)
-            if problem:
-                raise ConfigError(f"{where}: {problem}")
-            out[key] = value
-        elif key in ("max_attempts", "stuck_timeout_s", "fair_share_half_life_s",
-                     "default_max_runtime_s") and value is None:
-            out[key] = None
-        elif key in ("max_attempts", "max_running_tasks", "reservations",
-                     "quarantine_tasks"):
-            out[key] = _num(value, where, integer=True,
-                            minimum=1 if key in ("max_attempts", "quarantine_tasks") else 0)
-        else:
-            out[key] = float(_num(value, where, minimum=0))
-    sched = SchedulerSettings(**out)
-    _check_scheduler(sched)
-    return sched
-
-
-def _check_scheduler(sched: SchedulerSettings) -> None:
-    """Rules between keys, and values that make no sense (``ConfigError``)."""
-    if sched.tick_s <= 0:
-        raise ConfigError("v2.scheduler.tick_s: must be > 0")
-    if sched.retry_max_backoff_s < sched.retry_min_backoff_s:
-        raise ConfigError(
-            f"v2.scheduler.retry_max_backoff_s ({sched.retry_max_backoff_s:g}) must be >= "
-            f"retry_min_backoff_s ({sched.retry_min_backoff_s:g})")
-    if sched.max_user_priority < sched.default_priority:
-        raise ConfigError(
-            f"v2.scheduler.max_user_priority ({sched.max_user_priority}) must be >= "
-            f"default_priority ({sched.default_priority}): a user's task without a "
-            "priority would be above what users may ask for")
-    if sched.fair_share_half_life_s is not None and sched.fair_share_half_life_s <= 0:
-        raise ConfigError("v2.scheduler.fair_share_half_life_s: must be > 0 or null")
-    if sched.quarantine_window_s <= 0:
-        raise ConfigError("v2.scheduler.quarantine_window_s: must be > 0")
-    if sched.default_max_runtime_s is not None and sched.default_max_runtime_s < 1:
-        raise ConfigError("v2.scheduler.default_max_runtime_s: must be >= 1 (seconds) or null")
 
 
 _LIMIT_KEYS = ("max_running_tasks", "max_gpus", "max_waiting_tasks",
@@ -164,7 +58,7 @@ def _limits(raw: Any, where: str, base: Limits) -> Limits:
     unknown = set(raw) - set(_LIMIT_KEYS)
     if unknown:
         raise ConfigError(f"{where}: unknown keys {sorted(map(str, unknown))}")
-    values = {k: _num(v, f"{where}.{k}", minimum=0, integer=True) for k, v in raw.items()}
+    values = {k: number(v, f"{where}.{k}", minimum=0, integer=True) for k, v in raw.items()}
     return replace(base, **values)
 
 
@@ -181,7 +75,7 @@ def _weights(raw: Any) -> Mapping[str, float]:
     out = {}
     for name, value in raw.items():
         where = f"v2.users.weights.{name}"
-        weight = float(_num(value, where, minimum=0))
+        weight = float(number(value, where, minimum=0))
         if weight <= 0:
             raise ConfigError(f"{where}: must be > 0, got {value!r}")
         out[_user_name(name, where)] = weight
@@ -215,31 +109,31 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     order the errors are reported)."""
     if not isinstance(doc, Mapping):
         raise ConfigError("config: top level must be a mapping")
-    ray = _section(doc, "ray", "")
-    v2 = _section(doc, "v2", "")
+    ray = section(doc, "ray", "")
+    v2 = section(doc, "v2", "")
     kw = _ray_settings(ray)
-    kw |= _api_settings(_section(v2, "api", "v2."))
-    kw |= _ui_settings(_section(v2, "ui", "v2."))
-    auth = _section(v2, "auth", "v2.")
+    kw |= _api_settings(section(v2, "api", "v2."))
+    kw |= _ui_settings(section(v2, "ui", "v2."))
+    auth = section(v2, "auth", "v2.")
     if "token_env" in auth:
-        kw["token_env"] = _str(auth["token_env"], "v2.auth.token_env")
-    kw |= _sqlite_settings(_section(v2, "sqlite", "v2."))
-    if url := _section(v2, "store", "v2.").get("url"):
-        kw["store_url"] = Settings.checked_store_url(_str(url, "v2.store.url"), "v2.store.url")
+        kw["token_env"] = text(auth["token_env"], "v2.auth.token_env")
+    kw |= _sqlite_settings(section(v2, "sqlite", "v2."))
+    if url := section(v2, "store", "v2.").get("url"):
+        kw["store_url"] = Settings.checked_store_url(text(url, "v2.store.url"), "v2.store.url")
     if "task_id_prefix" in v2:
-        prefix = _str(v2["task_id_prefix"], "v2.task_id_prefix")
+        prefix = text(v2["task_id_prefix"], "v2.task_id_prefix")
         if not re.fullmatch(r"[a-z0-9]{1,32}", prefix):
             raise ConfigError(
                 f"v2.task_id_prefix: must be 1-32 lowercase letters or digits, got {prefix!r}"
             )
         kw["task_id_prefix"] = prefix
-    kw |= _jobspec_settings(_section(v2, "jobspec", "v2."))
-    kw |= _verl_settings(_section(v2, "verl", "v2."))
-    kw["scheduler"] = _scheduler(_section(v2, "scheduler", "v2."))
-    kw["users"] = _users(_section(v2, "users", "v2."))
-    kw["progress"] = _progress(_section(v2, "progress", "v2."))
+    kw |= _jobspec_settings(section(v2, "jobspec", "v2."))
+    kw |= _verl_settings(section(v2, "verl", "v2."))
+    kw["scheduler"] = scheduler_settings(section(v2, "scheduler", "v2."))
+    kw["users"] = _users(section(v2, "users", "v2."))
+    kw["progress"] = _progress(section(v2, "progress", "v2."))
     try:
-        kw["webhooks"] = _webhooks(_section(v2, "webhooks", "v2."))
+        kw["webhooks"] = _webhooks(section(v2, "webhooks", "v2."))
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     return Settings(**kw)
@@ -249,24 +143,24 @@ def _ray_settings(ray: Mapping[str, Any]) -> dict[str, Any]:
     """``ray``: the cluster's address, the driver's resources, the Ray timeout."""
     kw: dict[str, Any] = {}
     if "address" in ray:
-        kw["ray_address"] = _str(ray["address"], "ray.address")
+        kw["ray_address"] = text(ray["address"], "ray.address")
     if ray.get("gcs_address"):
-        kw["gcs_address"] = _str(ray["gcs_address"], "ray.gcs_address")
+        kw["gcs_address"] = text(ray["gcs_address"], "ray.gcs_address")
     if "shared_root" in ray:
-        root = _str(ray["shared_root"], "ray.shared_root")
+        root = text(ray["shared_root"], "ray.shared_root")
         if not os.path.isabs(root):
             raise ConfigError(f"ray.shared_root: must be an absolute path, got {root!r}")
         kw["shared_root"] = root
     if "entrypoint_num_cpus" in ray:
         kw["entrypoint_num_cpus"] = float(
-            _num(ray["entrypoint_num_cpus"], "ray.entrypoint_num_cpus", minimum=0)
+            number(ray["entrypoint_num_cpus"], "ray.entrypoint_num_cpus", minimum=0)
         )
     if "entrypoint_resources" in ray:
         res = ray["entrypoint_resources"] or {}
         if not isinstance(res, Mapping):
             raise ConfigError("ray.entrypoint_resources: must be a mapping")
         kw["entrypoint_resources"] = freeze(
-            {str(k): float(_num(v, f"ray.entrypoint_resources.{k}", minimum=0))
+            {str(k): float(number(v, f"ray.entrypoint_resources.{k}", minimum=0))
              for k, v in res.items()}
         )
     if "runtime_env" in ray:
@@ -275,7 +169,7 @@ def _ray_settings(ray: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError("ray.runtime_env: must be a mapping")
         kw["runtime_env"] = freeze(env)
     if "timeout_s" in ray:
-        kw["ray_timeout_s"] = float(_num(ray["timeout_s"], "ray.timeout_s", minimum=0.1))
+        kw["ray_timeout_s"] = float(number(ray["timeout_s"], "ray.timeout_s", minimum=0.1))
     if ray.get("head_json"):
         kw["head_json"] = _head_json(ray["head_json"], "ray.head_json")
     return kw
@@ -285,20 +179,20 @@ def _api_settings(api: Mapping[str, Any]) -> dict[str, Any]:
     """``v2.api``: where the API listens and its per-connection limits."""
     kw: dict[str, Any] = {}
     if "host" in api:
-        kw["api_host"] = _str(api["host"], "v2.api.host")
+        kw["api_host"] = text(api["host"], "v2.api.host")
     if "port" in api:
-        kw["api_port"] = int(_num(api["port"], "v2.api.port", minimum=0, integer=True))
+        kw["api_port"] = int(number(api["port"], "v2.api.port", minimum=0, integer=True))
     for key in ("header_timeout_s", "body_timeout_s"):
         if key in api:
-            kw[f"api_{key}"] = float(_num(api[key], f"v2.api.{key}", minimum=0.1))
+            kw[f"api_{key}"] = float(number(api[key], f"v2.api.{key}", minimum=0.1))
     if "max_connections" in api:
         kw["api_max_connections"] = int(
-            _num(api["max_connections"], "v2.api.max_connections", minimum=1, integer=True))
+            number(api["max_connections"], "v2.api.max_connections", minimum=1, integer=True))
     for key in ("max_connections_per_address", "max_half_open_per_address"):
         if key in api:
-            kw[f"api_{key}"] = int(_num(api[key], f"v2.api.{key}", minimum=0, integer=True))
+            kw[f"api_{key}"] = int(number(api[key], f"v2.api.{key}", minimum=0, integer=True))
     if "cpu_share_per_user" in api:
-        share = float(_num(api["cpu_share_per_user"], "v2.api.cpu_share_per_user",
+        share = float(number(api["cpu_share_per_user"], "v2.api.cpu_share_per_user",
                            minimum=0.01))
         if share > 1.0:
             raise ConfigError(f"v2.api.cpu_share_per_user: must be <= 1 (one core), got "
@@ -316,9 +210,9 @@ def _ui_settings(ui: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"v2.ui: unknown keys {sorted(map(str, unknown_ui))}")
     for key in ui_counts:
         if key in ui:
-            kw[f"ui_{key}"] = int(_num(ui[key], f"v2.ui.{key}", minimum=0, integer=True))
+            kw[f"ui_{key}"] = int(number(ui[key], f"v2.ui.{key}", minimum=0, integer=True))
     if "secure_cookie" in ui:
-        kw["ui_secure_cookie"] = _flag(ui["secure_cookie"], "v2.ui.secure_cookie")
+        kw["ui_secure_cookie"] = flag(ui["secure_cookie"], "v2.ui.secure_cookie")
     return kw
 
 
@@ -326,15 +220,15 @@ def _sqlite_settings(sqlite: Mapping[str, Any]) -> dict[str, Any]:
     """``v2.sqlite``: the database's path, durability and lease."""
     kw: dict[str, Any] = {}
     if sqlite.get("db_path"):
-        kw["db_path"] = _str(sqlite["db_path"], "v2.sqlite.db_path")
+        kw["db_path"] = text(sqlite["db_path"], "v2.sqlite.db_path")
     if "synchronous" in sqlite:
-        mode = _str(sqlite["synchronous"], "v2.sqlite.synchronous").upper()
+        mode = text(sqlite["synchronous"], "v2.sqlite.synchronous").upper()
         if mode not in SYNCHRONOUS_MODES:
             raise ConfigError(f"v2.sqlite.synchronous: one of {', '.join(SYNCHRONOUS_MODES)}, "
                               f"got {sqlite['synchronous']!r}")
         kw["sqlite_synchronous"] = mode
     if "lease_ttl_s" in sqlite:
-        kw["lease_ttl_s"] = float(_num(sqlite["lease_ttl_s"], "v2.sqlite.lease_ttl_s", minimum=3))
+        kw["lease_ttl_s"] = float(number(sqlite["lease_ttl_s"], "v2.sqlite.lease_ttl_s", minimum=3))
     return kw
 
 
@@ -350,7 +244,7 @@ def _jobspec_settings(jobspec: Mapping[str, Any]) -> dict[str, Any]:
         kw["allowed_roots"] = tuple(roots)
     if "max_body_bytes" in jobspec:
         kw["max_body_bytes"] = int(
-            _num(jobspec["max_body_bytes"], "v2.jobspec.max_body_bytes", minimum=1, integer=True)
+            number(jobspec["max_body_bytes"], "v2.jobspec.max_body_bytes", minimum=1, integer=True)
         )
     return kw
 
@@ -395,14 +289,14 @@ def _webhooks(raw: Mapping[str, Any]) -> WebhookSettings:
         raise ConfigError(f"v2.webhooks: unknown keys {sorted(map(str, unknown))}")
     out: dict[str, Any] = {}
     if "enabled" in raw:
-        out["enabled"] = _flag(raw["enabled"], "v2.webhooks.enabled")
+        out["enabled"] = flag(raw["enabled"], "v2.webhooks.enabled")
     if "allow_networks" in raw:
         nets = raw["allow_networks"] or []
         if not isinstance(nets, list):
             raise ConfigError("v2.webhooks.allow_networks: must be a list of CIDRs")
         out["allow_networks"] = tuple(_network(v, f"v2.webhooks.allow_networks[{i}]")
                                       for i, v in enumerate(nets))
-    out.update(_numbers(raw, _WEBHOOK_NUMBERS, "v2.webhooks"))
+    out.update(numbers(raw, _WEBHOOK_NUMBERS, "v2.webhooks"))
     hooks = WebhookSettings(**out)
     if hooks.retry_max_s < hooks.retry_base_s:
         raise ConfigError("v2.webhooks.retry_max_s: must be >= retry_base_s")
@@ -410,7 +304,7 @@ def _webhooks(raw: Mapping[str, Any]) -> WebhookSettings:
 
 
 def _head_json(value: Any, where: str) -> str:
-    path = _str(value, where)
+    path = text(value, where)
     if not os.path.isabs(path):
         raise ConfigError(f"{where}: must be an absolute path, got {path!r}")
     return path

@@ -3,10 +3,9 @@ stand-in is drained with requeue; its attempt is stopped as a preemption (not ch
 the task's retries: max_attempts is 1) and the task resumes on another worker from its
 last checkpoint, redoing at most ``save_freq`` steps.
 
-Ray itself knows nothing of the drain (keeping Ray's placement off a cordoned node is the
-node runtime's fence, elsewhere): once the first attempt is stopped the test takes the
-drained worker's GPUs and CPUs outside Argus, as the maintenance would, before the
-replacement worker joins, so the next attempt can only land there.
+Once the first attempt is stopped, the service's fence (``service.engine.fences``) holds
+the drained worker's free GPUs, CPUs and driver slots, so when the replacement worker
+joins the next attempt can only land there.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import pytest
 
 from service.domain.layout import checkpoint_dir
 
-from .conftest import TERMINAL, ensure_workers, ray_job
+from .conftest import TERMINAL, ensure_workers, free_gpus, ray_job
 from .localray import wait_until
 from .test_preemption import RESUMED, SAVED, _events, _log, _steps, _story, _tracker
 
@@ -28,7 +27,7 @@ SAVE_FREQ = 1
 
 
 def test_drain_requeue_resumes_the_run_on_another_worker_from_its_checkpoint(
-        ray_cluster, argus_factory, hold_gpus):
+        ray_cluster, argus_factory):
     (w1,) = ensure_workers(ray_cluster, 1)
     w1_id = ray_cluster.node_id_of(w1)
     argus, _ = argus_factory()
@@ -59,7 +58,8 @@ def test_drain_requeue_resumes_the_run_on_another_worker_from_its_checkpoint(
     argus.wait_for(tid, lambda t: f"{name} is drained: replacing GPU 3"
                    in (t["pending_reason"] or ""), 30, "a reason naming the drain")
 
-    hold_gpus({w1_id: 4}, cpus={w1_id: 16})  # the drained worker, out of Ray's reach
+    # the drained worker out of Ray's reach: the service's fence holds what is free there
+    wait_until(lambda: free_gpus(ray_cluster).get(w1_id) == 0, 90, "the fence to hold w1")
     w2 = ray_cluster.add_worker(gpus=4)  # the replacement joins
     done = argus.wait_state(tid, TERMINAL, timeout=120)
     assert done["state"] == "SUCCEEDED", _story(argus, tid)

@@ -85,7 +85,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("policy", ("service.policy", "service.cluster.boundary", "service.webhooks.policy",
                 "service.jobspec.yamldoc")),
     # the settings values and their loading from the YAML file
-    ("settings", ("service.config", "service.config_load", "service.webhooks.settings")),
+    ("settings", ("service.config", "service.config_load", "service.config_scheduler",
+                  "service.config_values", "service.webhooks.settings")),
     # the JobSpec front door: validation, overrides, the verl command
     ("jobspec", ("service.jobspec",)),
     # who runs next: admission, fair share, the plan, reservations, preemption

@@ -251,3 +251,18 @@ WHERE u.role = 'admin' AND u.enabled = 1
 INSERT INTO node_events (name, ts, kind, source, by_user, reason)
 VALUES (:name, :ts, :kind, :source, :by_user, :reason)
 RETURNING id;
+
+-- name: get_task
+-- jsonb_agg for SQLite's json_group_array, read back as the same text ('[]': no nodes).
+SELECT {task_columns},
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
+       ) END AS queue_position,
+       (SELECT coalesce(jsonb_agg(jsonb_build_array(name, role, gpus, seen_at))::text, '[]')
+        FROM attempt_nodes
+        WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes
+FROM tasks t
+{latest_attempt}
+WHERE t.task_id = :task_id;
