@@ -19,6 +19,7 @@ saying so; anywhere the package is installed (CI, a bootstrapped machine) the te
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -28,7 +29,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 START_TIMEOUT_S = 60
 SKIP_REASON = ("PostgreSQL is not installed (Debian package postgresql: scripts/bootstrap.sh "
@@ -140,3 +144,17 @@ class PgServer:
             Store(url).close()
             self._template = url.rsplit("/", 1)[1]
         return self.database(self._template)
+
+
+@contextlib.contextmanager
+def running_server() -> Iterator[PgServer]:
+    """A server started for the block and stopped after it; the test is skipped where
+    PostgreSQL is not installed."""
+    bindir = binaries()
+    if bindir is None:
+        pytest.skip(SKIP_REASON)
+    server = PgServer(bindir).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -10,19 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.postgres import SKIP_REASON, PgServer, binaries
+from tests.support.postgres import PgServer, running_server
 
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
-    bindir = binaries()
-    if bindir is None:
-        pytest.skip(SKIP_REASON)
-    server = PgServer(bindir).start()
-    try:
+    with running_server() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -11,7 +11,7 @@ import pytest
 from service.domain.newtask import NewTask
 from service.store.db import StorageUnavailable, storage_fault
 from service.store.writer import Store
-from tests.support.postgres import SKIP_REASON, PgServer, binaries
+from tests.support.postgres import PgServer, running_server
 
 pytestmark = pytest.mark.postgres
 
@@ -21,14 +21,8 @@ T0 = 1_000.0
 @pytest.fixture
 def own_server() -> Iterator[PgServer]:
     """A server of this test's own: it is stopped and started again."""
-    bindir = binaries()
-    if bindir is None:
-        pytest.skip(SKIP_REASON)
-    server = PgServer(bindir).start()
-    try:
+    with running_server() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _task(i: int) -> NewTask:
