@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from tests.support.postgres import PgServer, running_server
+from support.postgres import PgServer, running_server
 
 
 @pytest.fixture(scope="session")

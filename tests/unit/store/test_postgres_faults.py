@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from support.postgres import PgServer, running_server
 
 from service.domain.newtask import NewTask
 from service.store.db import StorageUnavailable, storage_fault
 from service.store.writer import Store
-from tests.support.postgres import PgServer, running_server
 
 pytestmark = pytest.mark.postgres
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from support.postgres import PgServer
 
 from service.domain.nodes import NodeSource
 from service.store import pg
@@ -16,7 +17,6 @@ from service.store.dialect import StoreOpenError
 from service.store.pg_engine import PostgresEngine, schema_version
 from service.store.sql import postgres_queries
 from service.store.writer import Store
-from tests.support.postgres import PgServer
 
 pytestmark = pytest.mark.postgres
 

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+from support.postgres import PgServer
 
 from service.domain.newtask import NewTask
 from service.domain.states import TaskState
 from service.store.writer import StaleState, Store, TaskExists
-from tests.support.postgres import PgServer
 
 pytestmark = pytest.mark.postgres
 
