@@ -176,3 +176,13 @@ async def change(deps: NodeDeps, who: Principal, name: str, action: str,
                 who.name, reason or "no reason")
     return row
 
+
+async def resume_note(deps: NodeDeps, name: str) -> str | None:
+    """What a resume leaves wrong (None: nothing known): a node whose health check still
+    fails is back in admission as asked, until the service's next health read cordons it
+    again (the operator may resume a quarantined or unhealthy node; this says so)."""
+    health = (await deps.work.run(read_health, deps.settings, [name], deps.clock()))[name]
+    if health.state != "unhealthy":
+        return None
+    return (f"the node's health check still fails ({health.detail}): the service cordons "
+            "it again at its next health read")

@@ -523,4 +523,5 @@ class NodeChanged(_Model):
     name: str
     action: str
     cordon: dict[str, Any]
+    note: str | None = None  # a resume of a node whose health check still fails
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)

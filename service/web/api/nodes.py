@@ -79,7 +79,9 @@ async def _change(request: web.Request, action: str) -> web.Response:
     except UseCaseError as exc:
         raise api_error(exc) from exc
     deps.waker.wake()  # admission sees the change at the next tick, now
-    return web.json_response({"name": name, "action": action, "cordon": cordon_json(row)})
+    note = await nodes.resume_note(deps, name) if action == "resume" else None
+    return web.json_response({"name": name, "action": action, "cordon": cordon_json(row),
+                              "note": note})
 
 
 async def cordon_node(request: web.Request) -> web.Response:

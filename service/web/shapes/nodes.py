@@ -74,6 +74,9 @@ class NodeChanged(Answer):
     name: str
     action: Annotated[str, Field(description="cordon, drain or resume")]
     cordon: Annotated[NodeCordon, Field(description="the state written (resume: lifted)")]
+    note: Annotated[str | None, Field(description=(
+        "a resume of a node whose health check still fails: allowed, and said here (the "
+        "service cordons it again at its next health read); null otherwise"))] = None
 
 
 class NodeEvent(Answer):

@@ -128,3 +128,13 @@ async def test_the_sdk_reads_a_nodes_events(server: tuple[str, Store]) -> None:
     assert got.name == "ray-worker-0"
     assert got.events == [NodeEvent(at="2025-12-17T19:33:20.000Z", kind="NODE_CORDONED",
                                     source="quarantine", by=None, reason="3 CUDA errors")]
+
+
+def test_a_resume_prints_the_services_note() -> None:
+    from argus_client.cli.nodes import changed_text
+
+    data = {"name": "w1", "action": "resume", "note": "the node's health check still fails",
+            "cordon": {"state": "cordoned", "reason": "quarantine: 2 tasks"}}
+    assert changed_text(data) == ("node w1 resumed (was cordoned: quarantine: 2 tasks)\n"
+                                  "note: the node's health check still fails")
+    assert "note" not in changed_text({**data, "note": None})

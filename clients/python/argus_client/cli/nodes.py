@@ -46,7 +46,8 @@ def nodes_table(data: dict[str, Any], header: bool = True) -> str:
 def changed_text(data: dict[str, Any]) -> str:
     c = data["cordon"]
     if data["action"] == "resume":
-        return f"node {data['name']} resumed (was {c['state']}: {c['reason']})"
+        note = f"\nnote: {data['note']}" if data.get("note") else ""
+        return f"node {data['name']} resumed (was {c['state']}: {c['reason']}){note}"
     requeue = " (requeue)" if c.get("requeue") else ""
     return f"node {data['name']} {c['state']}{requeue}: {c['reason']}"
 

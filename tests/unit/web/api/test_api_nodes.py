@@ -146,6 +146,33 @@ async def test_the_health_summary_comes_from_the_node_file(client, env) -> None:
                               "checked_at": "2025-12-17T19:33:15.000Z"}
 
 
+async def test_resuming_a_node_whose_check_still_fails_is_allowed_and_says_so(
+        client, env) -> None:
+    head = env.shared / "ray" / "discovery" / "c" / "head.json"
+    (head.parent / "nodes").mkdir(parents=True)
+    (head.parent / "nodes" / "w1.health.json").write_text(json.dumps({
+        "version": 1, "node": "w1", "healthy": False, "reason": "xid 79",
+        "checked_at": T0 - 5, "interval_s": 30}))
+    deps = client.server.app[DEPS]
+    object.__setattr__(deps, "settings", replace(deps.settings, head_json=str(head)))
+    env.cluster.add_node("w1")
+    _observe(env)
+    env.store.nodes.quarantine("w1", T0, "quarantine: 2 tasks failed here")
+    resp = await client.post("/api/v2/nodes/w1:resume", json={"reason": "GPU swapped"},
+                             headers=AUTH)
+    assert resp.status == 200, await resp.text()
+    body = await resp.json()
+    assert body["cordon"]["source"] == "quarantine" and env.store.nodes.state("w1") is None
+    assert body["note"] == ("the node's health check still fails (xid 79): the service "
+                            "cordons it again at its next health read")
+    env.store.nodes.cordon("w1", NodeSource.OPERATOR, "admin", T0, "x")
+    (head.parent / "nodes" / "w1.health.json").write_text(json.dumps({
+        "version": 1, "node": "w1", "healthy": True, "reason": "",
+        "checked_at": T0 - 5, "interval_s": 30}))
+    resp = await client.post("/api/v2/nodes/w1:resume", headers=AUTH)
+    assert resp.status == 200 and (await resp.json())["note"] is None
+
+
 def _bob(env) -> dict[str, str]:
     env.store.users.create_user("bob", Role.USER, T0)
     token = env.store.users.create_token("bob", "t", None, T0, max_live=5).secret
