@@ -222,16 +222,9 @@ class AttemptStore(Part):
         ``preemptor``, in one transaction: a PREEMPTION_REQUESTED event on each victim and
         one PREEMPTING event on the preemptor (``detail`` joins both payloads). An attempt
         that ended or was marked already is skipped. Returns the victims marked."""
-        marked: list[str] = []
         extra = dict(detail or {})
         with self._tx() as conn:
-            for task_id, attempt_no in victims:
-                cur = conn.execute(Q["request_preemption"], {
-                    "task_id": task_id, "attempt_no": attempt_no, "preempted_for": preemptor})
-                if cur.rowcount:
-                    marked.append(task_id)
-                    self._event(conn, task_id, now, "PREEMPTION_REQUESTED",
-                                {"attempt_no": attempt_no, "for": preemptor, **extra})
+            marked = self._mark_stopped(conn, victims, preemptor, now, extra)
             if marked:
                 self._event(conn, preemptor, now, "PREEMPTING", {"victims": marked, **extra})
         return marked
@@ -243,17 +236,24 @@ class AttemptStore(Part):
         and are re-queued), in one transaction with a PREEMPTION_REQUESTED event on each.
         An attempt that ended or is being stopped already is skipped. Returns the tasks
         marked."""
-        marked: list[str] = []
-        mark = drain_mark(node)
         with self._tx() as conn:
-            for task_id, attempt_no in victims:
-                cur = conn.execute(Q["request_preemption"], {
-                    "task_id": task_id, "attempt_no": attempt_no, "preempted_for": mark})
-                if cur.rowcount:
-                    marked.append(task_id)
-                    self._event(conn, task_id, now, "PREEMPTION_REQUESTED",
-                                {"attempt_no": attempt_no, "for": mark, "node": node,
-                                 "reason": reason})
+            return self._mark_stopped(conn, victims, drain_mark(node), now,
+                                      {"node": node, "reason": reason})
+
+    def _mark_stopped(self, conn: sqlite3.Connection, victims: Iterable[tuple[str, int]],
+                      preempted_for: str, now: float, detail: Mapping[str, Any]
+                      ) -> list[str]:
+        """In the caller's transaction: each attempt of ``victims`` still running and not
+        being stopped is marked ``preempted_for`` with its PREEMPTION_REQUESTED event
+        (``detail`` joins the payload). Returns the tasks marked."""
+        marked: list[str] = []
+        for task_id, attempt_no in victims:
+            cur = conn.execute(Q["request_preemption"], {
+                "task_id": task_id, "attempt_no": attempt_no, "preempted_for": preempted_for})
+            if cur.rowcount:
+                marked.append(task_id)
+                self._event(conn, task_id, now, "PREEMPTION_REQUESTED",
+                            {"attempt_no": attempt_no, "for": preempted_for, **detail})
         return marked
 
     # -- reads ---------------------------------------------------------------------------
