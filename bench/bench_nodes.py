@@ -81,8 +81,7 @@ class NodeFaultCluster(SimCluster):
     def _try_place(self, sid: str) -> bool:
         if not super()._try_place(sid):
             return False
-        nodes = frozenset(self.jobs[sid].holds) - {self.jobs[sid].driver_node}
-        nodes |= {n for n, res in self.jobs[sid].holds.items() if res.get("GPU")}
+        nodes = frozenset(n for n, res in self.jobs[sid].holds.items() if res.get("GPU"))
         self.placed.append((self.clock, sid, nodes))
         if nodes & self.bad:
             self._push(self.clock + self.fail_after_s, "hwfail", sid)
