@@ -75,6 +75,9 @@ def thaw(value: Any) -> Any:
     return value
 
 
+LEASE_TTL_S = {"sqlite": 15.0, "postgresql": 6.0}
+
+
 @dataclass(frozen=True)
 class SchedulerSettings:
     tick_s: float = 1.0
@@ -243,7 +246,9 @@ class Settings:
     db_path: str | None = None  # default: <shared_root>/common/db/mvp_v2.sqlite3
     sqlite_synchronous: str = DEFAULT_SYNCHRONOUS  # FULL: a commit survives power loss too
     store_url: str | None = None  # v2.store.url; None: the SQLite file (resolved_db_path)
-    lease_ttl_s: float = 15.0  # the database lease: one instance per database
+    # the database lease: one instance per SQLite file, the leader's on PostgreSQL (its TTL
+    # bounds a failover there); None: LEASE_TTL_S by engine
+    lease_ttl_s: float | None = None
     task_id_prefix: str = "mvp2"
     allowed_roots: tuple[str, ...] = ()  # default: (shared_root,)
     max_body_bytes: int = 256 << 10  # a real JobSpec is a few KiB; overrides fit many times over
@@ -259,6 +264,15 @@ class Settings:
     @property
     def resolved_db_path(self) -> str:
         return self.db_path or os.path.join(self.shared_root, "common", "db", "mvp_v2.sqlite3")
+
+    @property
+    def resolved_lease_ttl_s(self) -> float:
+        """``lease_ttl_s``, else 15 s on SQLite (a second instance is only refused by it)
+        and 6 s on PostgreSQL (a standby takes over a vanished leader after it)."""
+        if self.lease_ttl_s is not None:
+            return self.lease_ttl_s
+        return LEASE_TTL_S["postgresql" if (self.store_url or "").startswith(
+            "postgres") else "sqlite"]
 
     @property
     def resolved_store(self) -> str:

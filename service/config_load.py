@@ -118,8 +118,7 @@ def settings_from_mapping(doc: Mapping[str, Any]) -> Settings:
     if "token_env" in auth:
         kw["token_env"] = text(auth["token_env"], "v2.auth.token_env")
     kw |= _sqlite_settings(section(v2, "sqlite", "v2."))
-    if url := section(v2, "store", "v2.").get("url"):
-        kw["store_url"] = Settings.checked_store_url(text(url, "v2.store.url"), "v2.store.url")
+    kw |= _store_settings(section(v2, "store", "v2."))
     if "task_id_prefix" in v2:
         prefix = text(v2["task_id_prefix"], "v2.task_id_prefix")
         if not re.fullmatch(r"[a-z0-9]{1,32}", prefix):
@@ -229,6 +228,20 @@ def _sqlite_settings(sqlite: Mapping[str, Any]) -> dict[str, Any]:
         kw["sqlite_synchronous"] = mode
     if "lease_ttl_s" in sqlite:
         kw["lease_ttl_s"] = float(number(sqlite["lease_ttl_s"], "v2.sqlite.lease_ttl_s", minimum=3))
+    return kw
+
+
+def _store_settings(store: Mapping[str, Any]) -> dict[str, Any]:
+    """``v2.store``: which store (a URL) and its lease."""
+    kw: dict[str, Any] = {}
+    unknown = set(store) - {"url", "lease_ttl_s"}
+    if unknown:
+        raise ConfigError(f"v2.store: unknown keys {sorted(map(str, unknown))}")
+    if url := store.get("url"):
+        kw["store_url"] = Settings.checked_store_url(text(url, "v2.store.url"), "v2.store.url")
+    if "lease_ttl_s" in store:
+        kw["lease_ttl_s"] = float(number(store["lease_ttl_s"], "v2.store.lease_ttl_s",
+                                         minimum=3))
     return kw
 
 

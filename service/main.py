@@ -15,6 +15,7 @@ finishes its tick, then the database is closed. The HTTP server runs under
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ctypes
 import gc
 import logging
@@ -36,6 +37,7 @@ from aiohttp.abc import AbstractAccessLogger
 from service.cluster.boundary import Cluster
 from service.config import ConfigError, Settings
 from service.config_load import load_settings
+from service.domain.lease import fence_of
 from service.domain.users import MAX_TOKEN_LEN, presentable
 from service.engine import webhook_delivery
 from service.engine.artifacts import Artifacts
@@ -143,41 +145,58 @@ def scrub_secret(name: str) -> bool:
 
 def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Application:
     """Store + artifacts + scheduler loop + API (+ the webhook delivery worker) on
-    ``cluster``; the loops start with the app and stop (then the store closes) on
-    shutdown."""
+    ``cluster``; the loops start with the app (on PostgreSQL: once this instance leads)
+    and stop (then the store closes) on shutdown."""
     store = Store(settings.resolved_store, synchronous=settings.sqlite_synchronous)
-    lease = LeaseKeeper(store.lease, this_instance(settings.api_port), settings.lease_ttl_s,
-                        on_lost=_stop_process)
+    standby = store.engine_name == "postgresql"  # SQLite: one instance, refused otherwise
+    lease = LeaseKeeper(store.lease, this_instance(settings.api_port),
+                        settings.resolved_lease_ttl_s, standby=standby, on_lost=_stop_process)
     try:
-        lease.acquire()  # before any loop: one instance per database
+        lease.acquire()  # before any loop: one instance per SQLite file, one leader
     except BaseException:
         store.close()
         raise
+
+    def fence_thread() -> None:  # the first call in each singleton's thread
+        assert lease.lease is not None
+        store.core.fence_thread(fence_of(lease.lease), lease.lose)
+
     # SQLite: no commit pays for copying the WAL (PostgreSQL checkpoints by itself)
-    checkpointer = Checkpointer(store) if store.engine_name == "sqlite" else None
+    checkpointer = None if standby else Checkpointer(store)
     artifacts = Artifacts(settings.shared_root)
     scheduler = Scheduler(store, cluster, settings, artifacts)
     metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console,
                              nodes=store.nodes)
     loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s,
-                         storage=store)
+                         storage=store, thread_init=fence_thread)
     metrics.watch_loop(loop)
     metrics.watch_lease(lease)
     app = create_app(settings, store, cluster, artifacts, token=token,
                      scheduler_loop=loop, metrics=metrics, lease=lease)
     follower = FollowerLoop(LogFollower(
         store, cluster, artifacts, max_points=settings.progress.max_points,
-        max_read_chars=settings.progress.max_read_chars), settings.progress.poll_s)
-    if settings.webhooks.enabled:  # stops before stop_loop closes the store
-        webhook_delivery.attach(app, store, settings.webhooks)
+        max_read_chars=settings.progress.max_read_chars), settings.progress.poll_s,
+        thread_init=fence_thread)
+    delivery = (webhook_delivery.attach(app, store, settings.webhooks, thread_init=fence_thread)
+                if settings.webhooks.enabled else None)  # stops before stop_loop closes the store
 
-    async def start_loop(_: web.Application) -> None:
-        lease.start()
+    def lead() -> None:
+        """The leader's singletons: at start, or when a standby is elected."""
         if checkpointer is not None:
             checkpointer.start()
         loop.start()
         if settings.progress.enabled:
             follower.start()
+        if delivery is not None:
+            delivery.begin()
+
+    async def start_loop(_: web.Application) -> None:
+        if lease.lease is not None:
+            lead()
+        else:
+            events = asyncio.get_running_loop()
+            lease.on_elected = lambda _row: events.call_soon_threadsafe(lead)
+        lease.start()
 
     async def stop_loop(_: web.Application) -> None:
         # Within a supervisor's stop grace: a tick blocked in a Ray call is not waited for

@@ -1,9 +1,11 @@
 """The service's lease (issue 54): which instance holds the database, and whether another
 may take it over. Pure.
 
-An instance takes the ``leader`` lease at start and renews it every third of its TTL; a
-second instance on the same database is refused while the lease is live, with a line that
-names the holder. A lease is free to take when it has expired, or when its holder ran on
+An instance takes the ``leader`` lease at start and renews it every third of its TTL. On
+SQLite a second instance on the same database is refused while the lease is live, with a
+line that names the holder; on PostgreSQL it starts as a standby (it serves the API) and
+takes the lease over once it is free: the leader election of ``engine.lease_keeper``.
+A lease is free to take when it has expired, or when its holder ran on
 this host and its pid is gone (a crash or a ``kill -9`` on this host: the supervisor's
 restart takes over at once instead of waiting out the TTL).
 """
@@ -33,6 +35,19 @@ class LeaseRow:
     acquired_at: float
     renewed_at: float
     expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The term of one leader: the singletons' writes commit only while the lease row
+    still names this holder at this epoch (``store.core.WriteCore.fence_thread``)."""
+
+    holder: str
+    epoch: int
+
+
+def fence_of(row: LeaseRow) -> Fence:
+    return Fence(row.holder.holder, row.epoch)
 
 
 def free_to_take(row: LeaseRow | None, me: Instance, now: float,

@@ -192,12 +192,15 @@ class FollowerLoop:
     logged and counted, and the loop goes on."""
 
     def __init__(self, follower: LogFollower, poll_s: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *,
+                 thread_init: Callable[[], None] | None = None) -> None:
+        """``thread_init``: called first in the loop's thread (the leader fences it)."""
         if poll_s <= 0:
             raise ValueError(f"poll_s must be > 0, got {poll_s}")
         self.follower = follower
         self.poll_s = poll_s
         self.clock = clock
+        self.thread_init = thread_init
         self.polls = 0
         self.errors = 0
         self.last_report: FollowReport | None = None
@@ -221,6 +224,8 @@ class FollowerLoop:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
+        if self.thread_init is not None:
+            self.thread_init()
         while not self._stop.is_set():
             self.run_once()
             self._stop.wait(self.poll_s)

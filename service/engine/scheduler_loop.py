@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from service.engine.tick_report import TickReport
+from service.store.core import Deposed
 from service.store.db import storage_fault
 
 log = logging.getLogger(__name__)
@@ -46,13 +47,16 @@ class SchedulerLoop:
 
     def __init__(self, scheduler: Ticker, tick_s: float,
                  clock: Callable[[], float] = time.time, *,
-                 storage: StorageHealth | None = None) -> None:
+                 storage: StorageHealth | None = None,
+                 thread_init: Callable[[], None] | None = None) -> None:
+        """``thread_init``: called first in the loop's thread (the leader fences it)."""
         if tick_s <= 0:
             raise ValueError(f"tick_s must be > 0, got {tick_s}")
         self.scheduler = scheduler
         self.tick_s = tick_s
         self.clock = clock
         self.storage = storage
+        self.thread_init = thread_init
         self.ticks = 0
         self.errors = 0
         self.last_error: str | None = None
@@ -99,6 +103,8 @@ class SchedulerLoop:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        if self.thread_init is not None:
+            self.thread_init()
         while not self._stop.is_set():
             self._wake.clear()  # a wake() during the tick below triggers the next at once
             self.run_once()
@@ -114,6 +120,10 @@ class SchedulerLoop:
                 self.scheduler.startup(self.clock())
                 self._started = True
             report = self.scheduler.tick(self.clock())
+        except Deposed as exc:  # another instance leads now: this loop's work is over
+            log.warning("scheduler: %s; the loop stops", exc)
+            self._stop.set()
+            return
         except Exception as exc:  # a bug or a DB hiccup must not end scheduling
             self.errors += 1
             self.last_error = f"{type(exc).__name__}: {exc}"

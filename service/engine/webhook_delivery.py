@@ -39,8 +39,11 @@ class DeliveryWorker:
 
     def __init__(self, store: Store, settings: WebhookSettings, *,
                  clock: Callable[[], float] = time.time,
-                 rand: Callable[[], float] = random.random) -> None:
+                 rand: Callable[[], float] = random.random,
+                 thread_init: Callable[[], None] | None = None) -> None:
+        """``thread_init``: run first on the worker's store lane (the leader fences it)."""
         self.store = store
+        self.thread_init = thread_init
         self.settings = settings
         self.clock = clock
         self.rand = rand
@@ -55,6 +58,8 @@ class DeliveryWorker:
     async def open(self) -> None:
         """Void the leases of a process that is gone and open the HTTP client."""
         s = self.settings
+        if self.thread_init is not None:
+            await self._lane.run(self.thread_init)  # the lane's one thread, for good
         released = await self._lane.run(self.store.webhooks.release_webhook_leases)
         if released:
             log.info("webhooks: %d delivery(ies) held before the restart are due again",
@@ -167,18 +172,36 @@ def _report_end(task: asyncio.Task[None]) -> None:
                   "restart", task.exception())
 
 
-def attach(app: web.Application, store: Store, settings: WebhookSettings) -> DeliveryWorker:
-    """Run a worker for ``app``'s lifetime (started with it, stopped before its cleanup
-    closes the store)."""
-    worker = DeliveryWorker(store, settings)
+class Delivery:
+    """The worker of one app: ``begin`` starts it (on the event loop; the leader's
+    singletons start when it is elected), the app's cleanup stops it before the store
+    closes."""
+
+    def __init__(self, worker: DeliveryWorker) -> None:
+        self.worker = worker
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def begin(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self.worker.run(self._stop), name="argus-webhooks")
+            self._task.add_done_callback(_report_end)
+
+    async def end(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+
+def attach(app: web.Application, store: Store, settings: WebhookSettings, *,
+           thread_init: Callable[[], None] | None = None) -> Delivery:
+    """A worker for ``app``'s lifetime, started by ``Delivery.begin`` and stopped before
+    the app's cleanup closes the store."""
+    delivery = Delivery(DeliveryWorker(store, settings, thread_init=thread_init))
 
     async def lifetime(_: web.Application) -> AsyncIterator[None]:
-        stop = asyncio.Event()
-        task = asyncio.create_task(worker.run(stop), name="argus-webhooks")
-        task.add_done_callback(_report_end)
         yield
-        stop.set()
-        await task
+        await delivery.end()
 
     app.cleanup_ctx.append(lifetime)
-    return worker
+    return delivery

@@ -17,10 +17,11 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
 
+from service.domain.lease import Fence
 from service.domain.states import TaskState, check_transition
 from service.policy.quotas import QuotaRefusal
 from service.store.db import DEFAULT_SYNCHRONOUS, StorageUnavailable
@@ -129,8 +130,19 @@ def truncate_message(text: str | None) -> str | None:
     return f"{text[:MESSAGE_HEAD]}\n...[{cut} characters truncated]...\n{text[-MESSAGE_TAIL:]}"
 
 
+class Deposed(StoreError):
+    """A singleton's write refused: the leader's lease is no longer the writer's term
+    (another instance took it over). The write was rolled back."""
+
+
 class WriteCore:
-    """The writing connection and the helpers every write uses."""
+    """The writing connection and the helpers every write uses.
+
+    A thread that runs one of the leader's singletons (the scheduler, the log follower,
+    the webhook delivery) is fenced (``fence_thread``): each of its transactions first
+    reads the lease row and commits only while it still names the fence's holder and
+    epoch, so a deposed leader's late write is refused (``Deposed``), never applied.
+    """
 
     def __init__(self, db_path: str | Engine, *,
                  synchronous: str = DEFAULT_SYNCHRONOUS) -> None:
@@ -140,6 +152,7 @@ class WriteCore:
         self._lock = threading.RLock()
         self._conn = self.engine.connect()
         self._write_fault: str | None = None
+        self._fences = threading.local()
         self._fault_at = float("-inf")  # monotonic time of the last storage fault
         try:
             self.engine.initialize(self._conn)
@@ -157,6 +170,29 @@ class WriteCore:
         with self._lock:
             self._conn.close()
 
+    def fence_thread(self, fence: Fence | None,
+                     on_deposed: Callable[[str], None] | None = None) -> None:
+        """Fence every later write of the calling thread by ``fence`` (None: unfenced);
+        ``on_deposed(why)`` is called once, on the first refused write."""
+        self._fences.fence = fence
+        self._fences.on_deposed = on_deposed
+
+    def _check_fence(self, conn: sqlite3.Connection) -> None:
+        fence: Fence | None = getattr(self._fences, "fence", None)
+        if fence is None:
+            return
+        row = conn.execute(Q["lease_fence"]).fetchone()
+        if row is not None and (row["holder"], row["epoch"]) == (fence.holder, fence.epoch):
+            return
+        why = (f"the leader's lease moved on (epoch {fence.epoch} of {fence.holder} is over"
+               + ("" if row is None else f"; {row['holder']} holds epoch {row['epoch']}")
+               + "): a deposed leader's write was refused")
+        on_deposed = self._fences.on_deposed
+        self._fences.on_deposed = None
+        if on_deposed is not None:
+            on_deposed(why)
+        raise Deposed(why)
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on the one writing connection (``Engine.begin``).
@@ -169,6 +205,7 @@ class WriteCore:
             try:
                 self.engine.begin(self._conn)
                 try:
+                    self._check_fence(self._conn)
                     yield self._conn
                     self._conn.execute("COMMIT")
                 except BaseException:

@@ -29,7 +29,8 @@ from service.web.api.body import expect_continue
 from service.web.api.deps import DEPS, AppDeps, SchedulerLoopView
 from service.web.api.middlewares import MIDDLEWARES
 from service.web.api.waker import Waker
-from service.web.metrics import LeaseHolder, ServiceMetrics
+from service.web.leadership import LeaseHolder
+from service.web.metrics import ServiceMetrics
 from service.web.openapi import build_openapi
 from service.web.routes import ROUTES, path_template
 

@@ -53,7 +53,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from service.cluster.boundary import ClusterSnapshot, ClusterUnavailable
-from service.domain.lease import LeaseRow
 from service.domain.reasons import Planned, WaitKind
 from service.domain.rows import PendingGroup, UserRow
 from service.domain.states import TaskState
@@ -62,6 +61,7 @@ from service.engine.sampling import Sampler, SampleStore
 from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
 from service.store.db import storage_fault
+from service.web.leadership import LeaseCollector, LeaseHolder
 from service.web.node_metrics import NodeCollector, NodeStatsSource
 
 if TYPE_CHECKING:
@@ -89,16 +89,6 @@ class LoopCounters(Protocol):
 
     @property
     def errors(self) -> int: ...
-
-
-class LeaseHolder(Protocol):
-    """This instance's database lease (``engine.lease_keeper.LeaseKeeper``)."""
-
-    @property
-    def lease(self) -> LeaseRow | None: ...
-
-    @property
-    def lost(self) -> str | None: ...
 
 
 class _UserList(Protocol):
@@ -259,30 +249,6 @@ class _SchedulerLoopCollector(Collector):
         )
 
 
-class _LeaseCollector(Collector):
-    """This instance's database lease at scrape time: who leads, since when, its epoch."""
-
-    def __init__(self, keeper: LeaseHolder) -> None:
-        self._keeper = keeper
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        row = self._keeper.lease
-        if row is None:
-            return
-        held = 0.0 if self._keeper.lost is not None else 1.0
-        family = GaugeMetricFamily(
-            "argus_instance_leader", "1 while this instance holds the database lease.",
-            labels=["instance", "address"])
-        family.add_metric([row.holder.holder, row.holder.address], held)
-        yield family
-        yield GaugeMetricFamily("argus_leader_since_seconds",
-                                "When this instance took the database lease (epoch s).",
-                                value=row.acquired_at)
-        yield GaugeMetricFamily("argus_leader_epoch",
-                                "The database lease's epoch (+1 at every change of holder).",
-                                value=float(row.epoch))
-
-
 class ServiceMetrics:
     """Every metric family of one app; :meth:`render` gives the exposition text."""
 
@@ -360,7 +326,7 @@ class ServiceMetrics:
 
     def watch_lease(self, keeper: LeaseHolder) -> None:
         """Export the database lease this instance holds (once per app)."""
-        self.registry.register(_LeaseCollector(keeper))
+        self.registry.register(LeaseCollector(keeper))
 
     def observe_request(self, method: str, route: str, status: int) -> None:
         self.http_requests.labels(method, route, str(status)).inc()

@@ -1201,6 +1201,10 @@ WHERE id > :after GROUP BY kind, source;
 SELECT name, holder, host, pid, address, epoch, acquired_at, renewed_at, expires_at
 FROM service_lease WHERE name = :name;
 
+-- name: lease_fence
+-- Inside a singleton's write: is the leader's term still the writer's? (its holder, epoch)
+SELECT holder, epoch FROM service_lease WHERE name = 'leader';
+
 -- name: lease_insert
 -- The first take of a lease: nobody ever held it (rowcount 0: someone took it first).
 INSERT INTO service_lease (name, holder, host, pid, address, epoch, acquired_at,

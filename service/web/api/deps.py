@@ -19,7 +19,8 @@ from service.store.offload import Offload
 from service.usecases.idempotency import KeysInFlight
 from service.web.api.auth import Access, Authenticator
 from service.web.api.waker import Waker
-from service.web.metrics import LeaseHolder, ServiceMetrics
+from service.web.leadership import LeaseHolder
+from service.web.metrics import ServiceMetrics
 
 
 class SchedulerLoopView(Protocol):

@@ -11,8 +11,9 @@ from aiohttp import web
 
 from service.store.db import storage_fault
 from service.usecases import reads
-from service.web.api.deps import AppDeps, deps_of
+from service.web.api.deps import deps_of
 from service.web.api.handlers import off_loop
+from service.web.leadership import leadership
 from service.web.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 
@@ -67,15 +68,6 @@ async def _lane_latency(call: Awaitable[Any]) -> float | None:
     return loop.time() - started
 
 
-def _instance(deps: AppDeps) -> dict[str, object] | None:
-    """Which instance answers, and since when it holds the database lease."""
-    row = None if deps.lease is None else deps.lease.lease
-    if row is None:
-        return None
-    return {"holder": row.holder.holder, "address": row.holder.address,
-            "leader_since": row.acquired_at, "epoch": row.epoch}
-
-
 async def readyz(request: web.Request) -> web.Response:
     """Readiness: can this process answer requests in time now? A probe read through the
     store's read lane and a no-op through the work lane must come back within
@@ -103,6 +95,7 @@ async def readyz(request: web.Request) -> web.Response:
         reasons.append(f"the work lane took over {READY_DEADLINE_S} s")
     if deps.lease is not None and deps.lease.lost is not None:
         reasons.append(deps.lease.lost)
+    instance = None if deps.lease is None else leadership(deps.lease)
     body = {"status": "not ready" if reasons else "ready", "reasons": reasons,
-            "read_s": read_s, "work_s": work_s, "instance": _instance(deps)}
+            "read_s": read_s, "work_s": work_s, "instance": instance}
     return web.json_response(body, status=503 if reasons else 200)

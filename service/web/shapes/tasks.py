@@ -272,12 +272,23 @@ class Health(Answer):
     scheduler: SchedulerHealth | None
 
 
+class Leader(Answer):
+    holder: Annotated[str, Field(description="the leading instance: host:pid:random")]
+    address: Annotated[str, Field(description="host:port it serves on")]
+    since: Annotated[float, Field(description="when it took the lease (epoch s)")]
+    epoch: Annotated[int, Field(description=(
+        "the lease's epoch: +1 at every change of holder"))]
+    renewed_at: Annotated[float, Field(description="its last renewal (epoch s)")]
+
+
 class ServingInstance(Answer):
     holder: Annotated[str, Field(description="this instance: host:pid:random, per start")]
     address: Annotated[str, Field(description="host:port it serves on")]
-    leader_since: Annotated[float, Field(description="when it took the lease (epoch s)")]
-    epoch: Annotated[int, Field(description=(
-        "the lease's epoch: +1 at every change of holder"))]
+    role: Annotated[Literal["leader", "standby"], Field(description=(
+        "leader: this instance runs the scheduler and the other singletons; standby: it "
+        "serves the API and takes over when the leader's lease is free (PostgreSQL)"))]
+    leader: Annotated[Leader | None, Field(description=(
+        "who leads, as this instance last read the lease (null: nobody ever did)"))]
 
 
 class Readiness(Answer):

@@ -12,6 +12,7 @@ from service.engine.observed import total_of
 from service.usecases import cluster, queue
 from service.usecases import nodes as node_cases
 from service.web.api.deps import deps_of
+from service.web.leadership import leadership
 from service.web.ui import charts
 from service.web.ui.pages import (
     held_gpus,
@@ -59,7 +60,8 @@ async def cluster_page(request: web.Request) -> web.Response:
     return render(
         request, "_cluster.html" if request.query.get("fragment") else "cluster.html",
         nav="cluster", seen=seen, nodes=nodes, head=head, active=active, held=held_gpus(deps),
-        ray_address=deps.settings.ray_address)
+        ray_address=deps.settings.ray_address,
+        instance=None if deps.lease is None else leadership(deps.lease))
 
 
 # -- charts ----------------------------------------------------------------------------------

@@ -30,3 +30,20 @@ def test_a_url_of_no_known_engine_is_refused_without_its_password(url: str) -> N
                        r"postgresql://") as caught:
         settings_from_mapping({"v2": {"store": {"url": url}}})
     assert "secret" not in str(caught.value)
+
+
+def test_the_lease_ttl_defaults_by_engine_and_is_read_from_either_section(tmp_path) -> None:
+    pg = "postgresql://argus@db:5432/argus"
+    assert settings_from_mapping({}).resolved_lease_ttl_s == 15.0
+    assert settings_from_mapping({"v2": {"store": {"url": pg}}}).resolved_lease_ttl_s == 6.0
+    config = tmp_path / "c.yaml"
+    config.write_text("v2: {}\n")
+    assert load_settings(config, {"ARGUS_STORE_URL": pg}).resolved_lease_ttl_s == 6.0
+    assert settings_from_mapping(
+        {"v2": {"store": {"url": pg, "lease_ttl_s": 9}}}).resolved_lease_ttl_s == 9.0
+    assert settings_from_mapping({"v2": {"sqlite": {"lease_ttl_s": 20}}}).resolved_lease_ttl_s \
+        == 20.0
+    with pytest.raises(ConfigError, match=r"v2\.store\.lease_ttl_s"):
+        settings_from_mapping({"v2": {"store": {"lease_ttl_s": 1}}})
+    with pytest.raises(ConfigError, match=r"v2\.store: unknown keys \['ttl'\]"):
+        settings_from_mapping({"v2": {"store": {"ttl": 1}}})

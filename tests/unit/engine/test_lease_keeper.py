@@ -1,14 +1,18 @@
-"""The database lease (issue 54): one instance per database. The store's guarded writes,
-and the keeper's take, refusal, wait, renewal, loss and release, on an injected clock."""
+"""The database lease (issue 54): one instance per SQLite database, the leader election on
+PostgreSQL. The store's guarded writes, the keeper's take, refusal, wait, renewal, loss
+and release, a standby's take-over, and the fence on a deposed leader's writes, on an
+injected clock and on both engines."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
-from service.domain.lease import LEADER, Instance, LeaseRow, free_to_take
+from service.domain.lease import LEADER, Instance, LeaseRow, fence_of, free_to_take
+from service.domain.users import Role
 from service.engine.lease_keeper import LeaseHeld, LeaseKeeper
+from service.store.core import Deposed
 from service.store.lease import LeaseLost
 from service.store.writer import Store
 
@@ -19,8 +23,8 @@ REMOTE = Instance("far:300:cccccc", "far", 300, "far:8080")
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(str(tmp_path / "db.sqlite3"))
+def store(store_url: str) -> Iterator[Store]:
+    s = Store(store_url)
     yield s
     s.close()
 
@@ -39,8 +43,8 @@ class Clock:
 
 
 def keeper(store: Store, clock: Clock, me: Instance = ME, *, alive: bool = True,
-           lost: list[str] | None = None) -> LeaseKeeper:
-    return LeaseKeeper(store.lease, me, TTL, clock=clock, wait=clock.wait,
+           lost: list[str] | None = None, standby: bool = False) -> LeaseKeeper:
+    return LeaseKeeper(store.lease, me, TTL, standby=standby, clock=clock, wait=clock.wait,
                        alive=lambda pid: alive,
                        on_lost=None if lost is None else lost.append)
 
@@ -153,3 +157,62 @@ def test_a_clean_stop_lets_the_next_start_take_it_at_once(store: Store) -> None:
     nxt = Clock(clock.now + 1)
     row = keeper(store, nxt, OTHER).acquire()
     assert (row.holder, row.epoch, nxt.waits) == (OTHER, 2, [])
+
+
+def test_a_second_instance_stands_by_then_takes_over_a_lease_left_to_expire(
+        store: Store) -> None:
+    """PostgreSQL: the second instance serves as a standby (no refusal, no wait) and takes
+    the lease once its leader stopped renewing it on another host."""
+    clock = Clock()
+    leader = keeper(store, clock, REMOTE)
+    leader.acquire()
+    standby = keeper(store, clock, ME, standby=True)
+    assert standby.acquire() is None and clock.waits == []
+    assert not standby.leading and standby.seen.holder == REMOTE
+    clock.now += TTL / 3
+    assert leader.renew_once()
+    clock.now += TTL - 0.1  # renewed TTL/3 ago... and now silent: not yet expired
+    assert standby.try_take() is False and standby.seen.holder == REMOTE
+    clock.now += 0.2
+    assert standby.try_take() is True
+    assert standby.leading and (standby.lease.holder, standby.lease.epoch) == (ME, 2)
+    assert leader.renew_once() is False and not leader.leading  # the old leader stops
+
+
+def test_a_standby_on_the_leaders_host_takes_over_at_once_when_its_pid_is_gone(
+        store: Store) -> None:
+    clock = Clock()
+    keeper(store, clock, OTHER).acquire()
+    standby = keeper(store, clock, ME, standby=True, alive=False)
+    assert standby.acquire() is not None and standby.leading and clock.waits == []
+
+
+def test_a_deposed_leaders_fenced_write_is_refused_and_nothing_of_it_is_applied(
+        store: Store, store_url: str) -> None:
+    """A singleton's thread is fenced by its leader's term: once another instance took
+    the lease (a new epoch), its writes roll back with ``Deposed``, and the keeper is
+    told once; the same thread unfenced writes again."""
+    clock = Clock()
+    lost: list[str] = []
+    k = keeper(store, clock, lost=lost)
+    row = k.acquire()
+    store.core.fence_thread(fence_of(row), k.lose)
+    try:
+        store.users.create_user("alice", Role.USER, clock.now)  # our term: applied
+        clock.now += TTL + 1
+        other = Store(store_url)  # the new leader, its own connection
+        try:
+            other.lease.take(LEADER, REMOTE, other.lease.get(LEADER), clock.now, TTL)
+        finally:
+            other.close()
+        with pytest.raises(Deposed, match="epoch 1 of box:100:aaaaaa is over"):
+            store.users.create_user("bob", Role.USER, clock.now)
+        with pytest.raises(Deposed):  # every later write too; the keeper was told once
+            store.users.create_user("carol", Role.USER, clock.now)
+        assert k.lost is not None and "far:300:cccccc holds epoch 2" in k.lost
+        assert lost == [k.lost]
+        assert [u.name for u in store.users.list_users()] == ["alice"]
+    finally:
+        store.core.fence_thread(None)
+    store.users.create_user("dave", Role.USER, clock.now)  # an API write: never fenced
+    assert {u.name for u in store.users.list_users()} == {"alice", "dave"}

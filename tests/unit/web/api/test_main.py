@@ -298,8 +298,11 @@ async def test_built_service_runs_the_scheduler_loop(tmp_path, aiohttp_client):
         held = db.lease.get(LEADER)
     finally:
         db.close()
-    assert ready["instance"] == {"holder": held.holder.holder, "address": held.holder.address,
-                                 "leader_since": held.acquired_at, "epoch": 1}
+    assert ready["instance"]["role"] == "leader"
+    assert ready["instance"]["holder"] == held.holder.holder
+    assert {k: ready["instance"]["leader"][k] for k in ("holder", "address", "since", "epoch")} \
+        == {"holder": held.holder.holder, "address": held.holder.address,
+            "since": held.acquired_at, "epoch": 1}
     text = await (await client.get("/metrics", headers=auth)).text()
     assert f'argus_instance_leader{{address="{held.holder.address}",' \
            f'instance="{held.holder.holder}"}} 1.0' in text

@@ -1,0 +1,102 @@
+"""Several instances on one PostgreSQL database (issue 54): each serves the API, exactly
+one (the lease's holder) runs the scheduler, and a standby takes over when the leader
+stops. Two real apps in this process on a FakeCluster, each with its own identity."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from service import main as main_mod
+from service.cluster.fake import FakeCluster
+from service.domain.lease import Instance
+
+pytestmark = pytest.mark.postgres
+TOKEN = "s3cret-token"
+HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/yaml"}
+
+
+def settings_for(tmp_path: Path, url: str, port: int) -> main_mod.Settings:
+    cfg = tmp_path / f"argus-{port}.yaml"
+    cfg.write_text(
+        f"ray:\n  shared_root: {tmp_path / 'shared'}\n"
+        f"v2:\n  api: {{host: 127.0.0.1, port: {port}}}\n"
+        f"  store: {{url: '{url}', lease_ttl_s: 3}}\n"
+        "  scheduler: {tick_s: 0.2}\n")
+    return main_mod.load_settings(cfg, environ={})
+
+
+def task_body(tmp_path: Path) -> str:
+    shared = tmp_path / "shared"
+    (shared / "code").mkdir(parents=True, exist_ok=True)
+    return (f"workload: sft\ncode_path: {shared}/code\nmodel_id: org/model\n"
+            f"train_file: {shared}/train.parquet\nval_file: null\nnnodes: 1\n"
+            "n_gpus_per_node: 1\n")
+
+
+async def until(check, what: str, within_s: float = 10.0):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if value := await check():
+            return value
+        await asyncio.sleep(0.05)  # a poll of real threads, with a deadline
+    raise AssertionError(f"not within {within_s} s: {what}")
+
+
+async def test_one_instance_leads_the_other_serves_and_takes_over_when_it_stops(
+        tmp_path: Path, aiohttp_client, pg_server, monkeypatch) -> None:
+    url = pg_server.store_database()
+    # one process, two instances: distinct hosts, so only the lease's expiry or release
+    # (never "a dead pid on this host") hands it over
+    monkeypatch.setattr(main_mod, "this_instance", lambda port: Instance(
+        f"host{port}:1:abc", f"host{port}", 1, f"host{port}:{port}"))
+    first = await aiohttp_client(main_mod.build_service(
+        settings_for(tmp_path, url, 18081), TOKEN, FakeCluster()))
+    second_app = main_mod.build_service(settings_for(tmp_path, url, 18082), TOKEN,
+                                        FakeCluster())
+    second = await aiohttp_client(second_app)
+
+    async def instance(client) -> dict:
+        return (await (await client.get("/readyz")).json())["instance"]
+
+    mine = await instance(second)
+    assert mine["role"] == "standby" and mine["leader"]["holder"] == "host18081:1:abc"
+    assert (await instance(first))["role"] == "leader"
+
+    async def state(client, task_id: str) -> str:
+        answer = await client.get(f"/api/v2/tasks/{task_id}", headers=HEADERS)
+        return (await answer.json())["state"]
+
+    # a submit through the standby is admitted by the leader's scheduler
+    resp = await second.post("/api/v2/tasks", data=task_body(tmp_path), headers=HEADERS)
+    assert resp.status == 201, await resp.text()
+    queued = (await resp.json())["task_id"]
+
+    async def pending(client, task_id: str):
+        return await state(client, task_id) == "PENDING_RESOURCES"
+
+    await until(lambda: pending(second, queued), "the leader to take the task in")
+    metrics = await (await second.get("/metrics", headers=HEADERS)).text()
+    assert 'argus_instance_leader{address="host18082:18082",instance="host18082:1:abc"} 0.0' \
+        in metrics
+
+    await first.close()  # a clean stop releases the lease: the standby takes it at once
+
+    async def leads() -> bool:
+        return (await instance(second))["role"] == "leader"
+
+    await until(leads, "the standby to take over", within_s=5.0)
+    mine = await instance(second)
+    assert mine["leader"]["holder"] == "host18082:1:abc" and mine["leader"]["epoch"] == 2
+    resp = await second.post("/api/v2/tasks", data=task_body(tmp_path), headers=HEADERS)
+    later = (await resp.json())["task_id"]
+    await until(lambda: pending(second, later), "the new leader to take a task in")
+    # the console's cluster page says who leads, and which instance drew the page
+    await second.post("/ui/signin", data={"token": TOKEN, "next": "/ui/cluster"},
+                      allow_redirects=False)
+    html = await (await second.get("/ui/cluster")).text()
+    assert "led by <code>host18082:1:abc</code> (host18082:18082)" in html
+    assert "epoch 2;" in html and ">leader</span>" in html
