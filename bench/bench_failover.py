@@ -38,6 +38,15 @@ leader, measuring the same figures with the other instance taking the scheduler 
 The issue's load for it: ``--rounds 10 --submit-rate 20 --read-rate 200``; floors
 <= 10 s median and <= 15 s worst.
 
+``--mode rolling`` (issue 54 item 6): the same pair; each round restarts one instance
+cleanly (SIGTERM, then started again: a rolling upgrade's step), B then A then B...;
+floors: 0 lost, 0 twice, no submit given up, only connection errors and 503s.
+
+``--mode pg-restart``: the same pair; each round stops the PostgreSQL server for
+``--outage`` seconds (a fast shutdown: every connection dropped) and starts it again;
+the figures are measured from the server being back; floors: admitting <= 5 s after it,
+0 lost, 0 twice, only connection errors and 503s with ``Retry-After`` (no 500).
+
 The last line is ``failover: median X s, worst Y s, lost N, submitted twice N`` (X, Y:
 kill -> the next admission). ``--check`` exits 1 when a floor of the issue for the mode is
 missed: answering and admitting <= 10 s after each kill, 0 lost, 0 twice, the stand-in on
@@ -83,7 +92,8 @@ from bench.hostinfo import host_line  # noqa: E402
 
 QUICKSTART = ROOT / "scripts" / "quickstart.sh"
 SUPERVISORCTL = ROOT / ".venv" / "bin" / "supervisorctl"
-MODES = ("sqlite-supervised", "leader")
+MODES = ("sqlite-supervised", "leader", "rolling", "pg-restart")
+PG_BACK_S = 5.0  # issue 54: PostgreSQL restarted under load -> admitting again
 FLOOR_S = 10.0  # issue 54, the service alone on SQLite: kill -9 -> answering and admitting
 LEADER_MEDIAN_S, LEADER_WORST_S = 10.0, 15.0  # issue 54, the leader killed
 ADMITTED = ("SUBMITTED", "RUNNING", "SUCCEEDED")
@@ -150,11 +160,13 @@ class QuickStart:
             print("quickstart.sh down failed:\n" + done.stdout[-2000:] + done.stderr[-2000:])
         shutil.rmtree(self.state, ignore_errors=True)
 
+    def supervisorctl(self, *argv: str) -> str:
+        return subprocess.run([str(SUPERVISORCTL), "-c",
+                               str(self.run_dir / "argus-api-supervisord.conf"), *argv],
+                              capture_output=True, text=True, timeout=60).stdout
+
     def service_pid(self) -> int | None:
-        out = subprocess.run([str(SUPERVISORCTL), "-c",
-                              str(self.run_dir / "argus-api-supervisord.conf"), "pid",
-                              "argus_api"], capture_output=True, text=True, timeout=30)
-        pid = out.stdout.strip()
+        pid = self.supervisorctl("pid", "argus_api").strip()
         return int(pid) if pid.isdigit() and pid != "0" else None
 
     def answers(self) -> bool:
@@ -302,8 +314,8 @@ def kill_round(qs: QuickStart, target: Target, reader: ArgusClient, prober: Argu
     kill is admitted (SUBMITTED or on)."""
     result = Round()
     submitted: dict[str, str] = {}
-    killed = time.monotonic()
     result.note = target.kill()
+    killed = time.monotonic()  # a kill returns at once; a database's outage once it is over
     if result.note:
         return result
 
@@ -420,7 +432,7 @@ def missed_floors(rounds: list[Round], lost: int, twice: int, standin: str,
     """The floors of ``mode`` that a run missed (none: every one held): sqlite-supervised
     answers and admits <= 10 s every round; leader admits <= 10 s median, <= 15 s worst."""
     missed = []
-    worst = LEADER_WORST_S if mode == "leader" else FLOOR_S
+    worst = {"leader": LEADER_WORST_S, "pg-restart": PG_BACK_S}.get(mode, FLOOR_S)
     for n, r in enumerate(rounds, 1):
         if r.answering_s is None or r.answering_s > FLOOR_S:
             missed.append(f"round {n}: answering {r.answering_s} s > {FLOOR_S:g} s")
@@ -458,8 +470,11 @@ def summary(rounds: list[Round], lost: int, twice: int) -> str:
 
 def print_report(args: argparse.Namespace, rounds: list[Round], load: Load, lost: list[str],
                  twice: tuple[int, list[str], str], standin: str) -> bool:
-    killed = "the leading argus-api" if args.mode == "leader" else "argus-api"
-    print(f"mode {args.mode}: {args.rounds} kill -9 of {killed}, {args.interval:g} s apart, "
+    what = {"leader": "kill -9 of the leading argus-api",
+            "pg-restart": f"PostgreSQL stops for {args.outage:g} s (two instances on it)",
+            "rolling": "clean restarts (SIGTERM) of each argus-api in turn"}.get(
+        args.mode, "kill -9 of argus-api")
+    print(f"mode {args.mode}: {args.rounds} {what}, {args.interval:g} s apart, "
           f"under {args.submit_rate:g} submits/s and {args.read_rate:g} reads/s through the "
           "SDK; a stand-in run trains throughout")
     print(f"{'round':>5}  {'answering s':>11}  {'admitting s':>11}  note")
@@ -478,8 +493,10 @@ def print_report(args: argparse.Namespace, rounds: list[Round], load: Load, lost
     print(f"stand-in: {standin or 'SUCCEEDED on attempt 1, every step logged once'}")
     missed = missed_floors(rounds, len(lost), count, standin, load.errors, load.given_up,
                            args.mode)
-    admitting = (f"admitting <= {LEADER_MEDIAN_S:g} s median and <= {LEADER_WORST_S:g} s "
-                 "worst" if args.mode == "leader" else f"admitting <= {FLOOR_S:g} s")
+    admitting = {"leader": f"admitting <= {LEADER_MEDIAN_S:g} s median and <= "
+                           f"{LEADER_WORST_S:g} s worst",
+                 "pg-restart": f"admitting <= {PG_BACK_S:g} s after the database is back"}.get(
+        args.mode, f"admitting <= {FLOOR_S:g} s")
     print(f"floors (answering <= {FLOOR_S:g} s each round, {admitting}, 0 lost, 0 twice, "
           "no training lost, only connection errors and 503s with Retry-After): "
           + ("held" if not missed else "MISSED: " + "; ".join(missed)))
@@ -529,6 +546,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="submits a second (default 2: the host has 2 cores)")
     parser.add_argument("--read-rate", type=float, default=20.0,
                         help="reads a second (default 20)")
+    parser.add_argument("--outage", type=float, default=10.0,
+                        help="pg-restart: seconds the database is down each round")
     parser.add_argument("--check", action="store_true", help="exit 1 when a floor is missed")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.interval <= 0 or args.submit_rate < 0 or args.read_rate < 0:
@@ -536,11 +555,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def leader_target(pair: failover_leader.Pair, proxy: failover_leader.Proxy) -> Target:
-    """Whichever instance leads; the clients' address is the proxy's."""
+def leader_target(pair: failover_leader.Pair, proxy: failover_leader.Proxy,
+                  rolling: bool = False) -> Target:
+    """Whichever instance leads, SIGKILLed (started again after the round); ``rolling``:
+    B, A, B... stopped cleanly and started again at once. The clients' address is the
+    proxy's."""
     killed: list[str] = []
 
     def kill() -> str:
+        if rolling:
+            killed.append("ab"[(len(killed) + 1) % 2])
+            return pair.kill(killed[-1], signal.SIGTERM)
         leader = pair.leader()
         if leader is None:
             return "no instance says it leads"
@@ -551,9 +576,26 @@ def leader_target(pair: failover_leader.Pair, proxy: failover_leader.Proxy) -> T
         return failover_leader.instance_of(proxy.port) is not None
 
     def after() -> str:
-        return f"{killed[-1] if killed else '?'} killed, {pair.leader() or 'nobody'} leads"
+        note = f"{killed[-1] if killed else '?'} killed, {pair.leader() or 'nobody'} leads"
+        pair.revive()
+        return note
 
     return Target(kill, answers, after)
+
+
+def outage_target(server: Any, pair: failover_leader.Pair, proxy: failover_leader.Proxy,
+                  outage_s: float) -> Target:
+    """The database stopped for ``outage_s`` and started again (``kill`` returns once it
+    is back: the round's figures count from there)."""
+
+    def kill() -> str:
+        server.halt()
+        time.sleep(outage_s)
+        server.resume()
+        return ""
+
+    return Target(kill, lambda: failover_leader.instance_of(proxy.port) is not None,
+                  lambda: f"{pair.leader() or 'nobody'} leads")
 
 
 def run_leader(args: argparse.Namespace, qs: QuickStart) -> bool:
@@ -561,16 +603,26 @@ def run_leader(args: argparse.Namespace, qs: QuickStart) -> bool:
     with failover_leader.pg_server() as server:
         qs.env["ARGUS_STORE_URL"] = server.store_database()
         qs.up()
-        pair = failover_leader.Pair(qs.service_pid, qs.port, qs.token,
-                                    qs.run_dir / "argus-api-b.log")
-        pair.start_b()
-        proxy = failover_leader.Proxy([qs.port, pair.b_port])
+        pid = qs.service_pid()
+        if pid is None:
+            raise RuntimeError("the quick start's supervisord names no service pid")
+        pair = failover_leader.Pair(pid, qs.token, qs.run_dir)
+        qs.supervisorctl("stop", "argus_api")  # the bench supervises A and B from here
+        pair.start("a")
+        wait_for(lambda: pair.leader() == "a", 60, "instance A leads")
+        pair.start("b")
+        proxy = failover_leader.Proxy(list(pair.ports.values()))
         try:
-            wait_for(pair.b_answers, 60, "instance B answers")
-            print(f"instances: A {qs.url} (supervised), B http://127.0.0.1:{pair.b_port} "
-                  f"(host {failover_leader.STANDBY_HOST}), clients on {proxy.url}; "
-                  f"leading: {pair.leader()}")
-            return run(args, qs, leader_target(pair, proxy), proxy.url)
+            wait_for(lambda: pair.answers("b"), 60, "instance B answers")
+            print(f"instances: A and B on ports {pair.ports['a']}, {pair.ports['b']} (hosts "
+                  f"argus-a, argus-b; lease TTL 6 s), clients on {proxy.url}; leading: "
+                  f"{pair.leader()}")
+            target = (outage_target(server, pair, proxy, args.outage)
+                      if args.mode == "pg-restart" else
+                      leader_target(pair, proxy, rolling=args.mode == "rolling"))
+            ok = run(args, qs, target, proxy.url)
+            print(f"instances started again after exiting by themselves: {pair.restarts}")
+            return ok
         finally:
             proxy.close()
             pair.stop()
@@ -584,7 +636,7 @@ def main() -> int:
     print(host_line(), f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     qs = QuickStart()
     try:
-        if args.mode == "leader":
+        if args.mode != "sqlite-supervised":
             ok = run_leader(args, qs)
         else:
             try:

@@ -3,20 +3,21 @@ database behind one address, the leader killed each round (issue 54, item 3).
 
 - The database: a throwaway PostgreSQL server (``tests/support/postgres.py``: local, the
   bench's own directory, durability off as in the tests).
-- Instance A: the quick start's own service (``ARGUS_STORE_URL`` given to
-  ``quickstart.sh up``), under its supervisord: killed, it is back within seconds.
-- Instance B: the same command line and environment on another port, in a UTS namespace
-  of its own (``unshare --uts``, host name ``argus-b``) so that it is another host to the
-  lease (its death is seen when its lease expires, never by its pid); killed, the bench
-  starts it again at once, as a supervisor would.
+- Instances A and B: the quick start's service (``ARGUS_STORE_URL`` given to
+  ``quickstart.sh up``) is stopped, and its command line and environment run twice, each
+  on a port of its own in a UTS namespace of its own (``unshare --uts``, host names
+  ``argus-a``, ``argus-b``): two hosts to the lease, so a dead leader is seen when its
+  lease expires, never by its pid (on one host a supervisor's restart, finding its
+  former pid gone, takes the lease back at once: the ``sqlite-supervised`` mode measures
+  that path). A killed leader stays down for the round, as a lost host would, and is
+  started again after it (a standby from then on).
 - ``Proxy``: one address for the clients, a TCP forwarder that takes each new connection
   to the next instance that accepts it (a dead one refuses: a client's retry lands on the
   other), as a load balancer with a connect check does.
 
 Each round reads which instance leads (``/readyz``'s ``instance.role``), SIGKILLs it, and
-measures kill -> a probe submitted through the proxy is admitted (by the other instance,
-once it took the lease; or by A itself when A was killed and its supervisor's restart,
-finding its former pid gone on this host, takes the lease back first).
+measures kill -> a probe submitted through the proxy is admitted by the other instance,
+once it took the lease.
 """
 
 from __future__ import annotations
@@ -30,11 +31,9 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STANDBY_HOST = "argus-b"
 
 
 def free_port() -> int:
@@ -105,65 +104,86 @@ def instance_of(port: int) -> dict | None:
 
 
 class Pair:
-    """Instance A (the quick start's, supervised) and instance B (started here)."""
+    """Instances A and B: the quick start's service's command line and environment, each
+    on a port of its own and in a UTS namespace of its own (hosts ``argus-a``,
+    ``argus-b``: two hosts to the lease), supervised by the bench."""
 
-    def __init__(self, a_pid: Callable[[], int | None], a_port: int, token: str,
-                 log_path: Path) -> None:
-        self.a_pid = a_pid
-        self.a_port = a_port
-        self.b_port = free_port()
-        self.token = token
-        self.log_path = log_path
-        self.b: subprocess.Popen[bytes] | None = None
-        pid = a_pid()
-        if pid is None:
-            raise RuntimeError("the quick start's supervisord names no service pid")
-        self.argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    def __init__(self, pid: int, token: str, run_dir: Path) -> None:
+        self.argv = [a.decode() for a in
+                     Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")]
         env = Path(f"/proc/{pid}/environ").read_bytes().rstrip(b"\0").split(b"\0")
         self.env = dict(e.decode().split("=", 1) for e in env if b"=" in e)
+        self.env["ARGUS_API_TOKEN"] = token
+        self.run_dir = run_dir
+        self.ports = {"a": free_port(), "b": free_port()}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.down: list[str] = []  # killed, to be started again after the round
+        self.restarts = 0  # exits of their own (a deposed leader stops) started again
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        threading.Thread(target=self._supervise, daemon=True, name="supervise").start()
 
-    def start_b(self) -> None:
-        argv = [a.decode() for a in self.argv]
-        argv[argv.index("--port") + 1] = str(self.b_port)
-        script = f'hostname {STANDBY_HOST} && exec "$@"'
-        with open(self.log_path, "ab") as log:
-            self.b = subprocess.Popen(
-                ["unshare", "--uts", "sh", "-c", script, "sh", *argv],
-                env={**self.env, "ARGUS_API_TOKEN": self.token}, stdout=log,
-                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    def _supervise(self) -> None:
+        """What a supervisor does: an instance that exited by itself is started again."""
+        while not self._stop.wait(0.5):
+            with self._lock:
+                for name, proc in list(self.procs.items()):
+                    if proc.poll() is not None and name not in self.down:
+                        self.restarts += 1
+                        self.start(name)
 
-    def b_answers(self) -> bool:
-        return instance_of(self.b_port) is not None
+    def start(self, name: str) -> None:
+        argv = list(self.argv)
+        argv[argv.index("--port") + 1] = str(self.ports[name])
+        script = f'hostname argus-{name} && exec "$@"'
+        with open(self.run_dir / f"argus-api-{name}.log", "ab") as log:
+            self.procs[name] = subprocess.Popen(
+                ["unshare", "--uts", "sh", "-c", script, "sh", *argv], env=self.env,
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+
+    def answers(self, name: str) -> bool:
+        return instance_of(self.ports[name]) is not None
 
     def leader(self) -> str | None:
         """``a`` or ``b``: the instance whose ``/readyz`` says it leads."""
-        for name, port in (("a", self.a_port), ("b", self.b_port)):
+        for name, port in self.ports.items():
             seen = instance_of(port)
             if seen is not None and seen["role"] == "leader":
                 return name
         return None
 
-    def kill(self, name: str) -> str:
-        """SIGKILL ``name``; '' or why it could not be."""
-        if name == "a":
-            pid = self.a_pid()
-            if pid is None:
-                return "supervisord names no pid for A"
-            os.kill(pid, signal.SIGKILL)
-            return ""
-        assert self.b is not None
-        os.killpg(self.b.pid, signal.SIGKILL)
-        self.b.wait(10)
-        self.start_b()  # as its supervisor would
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> str:
+        """Signal ``name`` and wait for it to exit. SIGKILL: its host is gone for the
+        round (``revive`` starts it again after it); SIGTERM: a clean stop, started again
+        at once (a rolling upgrade's step). '' or why it could not be."""
+        with self._lock:
+            proc = self.procs.get(name)
+            if proc is None or proc.poll() is not None:
+                return f"{name} was not running"
+            os.killpg(proc.pid, sig)
+            proc.wait(30)
+            if sig == signal.SIGKILL:
+                self.down.append(name)
+            else:
+                self.start(name)
         return ""
 
+    def revive(self) -> None:
+        """Start what the last round killed (it comes back as a standby)."""
+        with self._lock:
+            while self.down:
+                self.start(self.down.pop())
+
     def stop(self) -> None:
-        if self.b is not None and self.b.poll() is None:
-            os.killpg(self.b.pid, signal.SIGTERM)
-            try:
-                self.b.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.b.pid, signal.SIGKILL)
+        self._stop.set()
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
 
 
 def pg_server():

@@ -60,3 +60,61 @@ def test_arguments() -> None:
         bf.parse_args(["--mode", "other"])
     with pytest.raises(SystemExit):
         bf.parse_args(["--rounds", "0"])
+
+
+def test_the_leader_modes_floors() -> None:
+    """leader: <= 15 s each round and <= 10 s median; pg-restart: <= 5 s after it is back."""
+    seen: collections.Counter[tuple[str, str]] = collections.Counter()
+    rounds = [bf.Round(0.1, 9.0), bf.Round(0.1, 12.0), bf.Round(0.1, 11.0)]
+    assert bf.missed_floors([*rounds[:2], bf.Round(0.1, 4.0)], 0, 0, "", seen, 0,
+                            "leader") == []
+    assert bf.missed_floors(rounds, 0, 0, "", seen, 0, "leader") == [
+        "median admitting 11.0 s > 10 s"]
+    assert bf.missed_floors([bf.Round(0.1, 16.0)], 0, 0, "", seen, 0, "leader")[0].startswith(
+        "round 1: admitting 16.0 s > 15 s")
+    assert bf.missed_floors([bf.Round(0.1, 6.0)], 0, 0, "", seen, 0, "pg-restart") == [
+        "round 1: admitting 6.0 s > 5 s"]
+
+
+def test_the_proxy_takes_a_connection_to_an_instance_that_accepts() -> None:
+    """One address for two instances: a dead one refuses, so the next connection lands on
+    the other; with none left the client's connection is closed (it retries)."""
+    import socket
+    import threading
+
+    from bench.failover_leader import Proxy
+
+    def echo_server(tag: bytes) -> socket.socket:
+        server = socket.create_server(("127.0.0.1", 0))
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                conn.recv(16)
+                conn.sendall(tag)
+                conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        return server
+
+    a, b = echo_server(b"A"), echo_server(b"B")
+    proxy = Proxy([a.getsockname()[1], b.getsockname()[1]])
+
+    def ask() -> bytes:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as conn:
+            conn.sendall(b"hi")
+            return conn.recv(16)
+
+    try:
+        assert {ask(), ask()} == {b"A", b"B"}  # in turn
+        for dead in (a, b):  # shut down: the blocked accept() ends, the port refuses
+            dead.shutdown(socket.SHUT_RDWR)
+            dead.close()
+            if dead is a:
+                assert [ask() for _ in range(3)] == [b"B"] * 3
+        assert ask() == b""
+    finally:
+        proxy.close()
