@@ -29,8 +29,9 @@ async def metrics(request: web.Request) -> web.Response:
 
 async def healthz(request: web.Request) -> web.Response:
     """Liveness and what is wrong: reads the loop's counters only, never the database."""
-    loop = deps_of(request).scheduler_loop
-    scheduler = None
+    deps = deps_of(request)
+    loop = deps.scheduler_loop
+    scheduler: dict[str, Any] | None = None
     failed = loop is not None and loop.failed
     degraded = None if loop is None else loop.degraded
     if loop is not None:
@@ -40,6 +41,8 @@ async def healthz(request: web.Request) -> web.Response:
             "errors": loop.errors,
             "last_tick_duration_s": loop.last_tick_duration_s,
             "last_error": None if loop.last_error is None else str(loop.last_error),
+            "role": None if deps.lease is None else
+            ("leader" if deps.lease.leading else "standby"),
         }
     # A dead scheduler thread means accepted tasks will never run: fail the liveness
     # probe so the supervisor restarts the service (start-up reconciliation resumes).

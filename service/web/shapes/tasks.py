@@ -257,7 +257,11 @@ class Queue(Answer):
 
 
 class SchedulerHealth(Answer):
-    alive: Annotated[bool, Field(description="scheduler thread running")] = False
+    alive: Annotated[bool, Field(description=(
+        "scheduler thread running (false on a standby: the leader schedules)"))] = False
+    role: Annotated[Literal["leader", "standby"] | None, Field(description=(
+        "this instance leads (runs the scheduler) or stands by (PostgreSQL, several "
+        "instances); null: an app run without a lease, as in tests"))] = None
     ticks: int = 0
     errors: Annotated[int, Field(description="ticks that raised")] = 0
     last_tick_duration_s: float | None = None

@@ -65,6 +65,9 @@ async def test_one_instance_leads_the_other_serves_and_takes_over_when_it_stops(
     mine = await instance(second)
     assert mine["role"] == "standby" and mine["leader"]["holder"] == "host18081:1:abc"
     assert (await instance(first))["role"] == "leader"
+    health = await (await second.get("/healthz")).json()
+    assert health["status"] == "ok" and health["scheduler"]["role"] == "standby"
+    assert health["scheduler"]["alive"] is False
 
     async def state(client, task_id: str) -> str:
         answer = await client.get(f"/api/v2/tasks/{task_id}", headers=HEADERS)
