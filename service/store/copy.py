@@ -55,6 +55,7 @@ __all__ = ["NOT_COPIED", "CopyError", "CopyReport", "TableCheck", "check_copy", 
 NOT_COPIED = {"service_lease": "the source's instance's lease; the target's first instance "
                                "takes its own"}
 _MOD = 2 ** 256
+_AS_IS = frozenset({str, int, type(None)})  # the common values: no call to _norm
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,9 @@ class Digest:
         self._sum = 0
 
     def add(self, row: tuple[Any, ...]) -> None:
-        text = json.dumps([_norm(v) for v in row], separators=(",", ":"))
-        h = int.from_bytes(hashlib.sha256(text.encode()).digest(), "big")
+        text = repr([v if type(v) in _AS_IS else _norm(v) for v in row])
+        h = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest(),
+                           "big")
         self._sum = (self._sum + h) % _MOD
         self.rows += 1
 

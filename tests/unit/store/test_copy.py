@@ -6,6 +6,7 @@ the check; a copy whose check fails rolled back; the CLI's lines."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 from pathlib import Path
@@ -24,6 +25,7 @@ from service.domain.writes import AttemptEnd, ProgressUpdate, RetryPlan, Sample
 from service.main import main
 from service.policy.idempotency import IdemKey
 from service.policy.pipelines import parse_pipeline
+from service.store import copy as copy_module
 from service.store import copy_sides
 from service.store.copy import NOT_COPIED, CopyError, check_copy, copy_store, schema
 from service.store.idempotency import KeyReplayed
@@ -359,3 +361,25 @@ def test_the_cli_prints_a_line_per_table(source, target: str, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith("argus-api db copy: ") and "already holds rows" in err
     assert err.count("\n") == 1
+
+
+def test_the_tables_triggers_keep_arrive_as_they_were_whatever_the_order(
+        source, target: str, monkeypatch) -> None:
+    """Copied before the tasks, task_counts and task_changes would be counted again by the
+    target's triggers as the tasks arrive, were the triggers on during the copy."""
+    path, _ = source
+    code = schema()
+    first = ("task_counts", "task_changes")
+    reordered = {t: code.tables[t] for t in first} | {
+        t: c for t, c in code.tables.items() if t not in first}
+    monkeypatch.setattr(copy_module, "schema",
+                        lambda: dataclasses.replace(code, tables=reordered))
+    report = copy_store(str(path), target)
+    assert report.ok, report.mismatched
+    b = Store(target)
+    try:
+        assert sum(b.tasks.counts_by_state().values()) == 7
+        b.tasks.create_task(new(9), task_id=tid(9))  # and they are back on afterwards
+        assert sum(b.tasks.counts_by_state().values()) == 8
+    finally:
+        b.close()
