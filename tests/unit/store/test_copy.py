@@ -383,3 +383,19 @@ def test_the_tables_triggers_keep_arrive_as_they_were_whatever_the_order(
         assert sum(b.tasks.counts_by_state().values()) == 8
     finally:
         b.close()
+
+
+@pytest.mark.postgres
+def test_a_database_owner_who_is_no_superuser_can_copy_into_it(source, pg_server) -> None:
+    """The triggers are turned off as the tables' owner may (ALTER TABLE ... DISABLE
+    TRIGGER USER), not by a superuser's session_replication_role."""
+    path, _ = source
+    role = f"argus_copy_{pg_server.port}"
+    pg_server.sql(f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = "
+                  f"'{role}') THEN CREATE ROLE {role} LOGIN PASSWORD 'pw'; END IF; END $$")
+    name = pg_server.database().rsplit("/", 1)[1]
+    pg_server.sql(f"ALTER DATABASE {name} OWNER TO {role}")
+    url = f"postgresql://{role}:pw@127.0.0.1:{pg_server.port}/{name}"
+    report = copy_store(str(path), url)
+    assert report.ok and report.committed
+    assert "pw@" not in "\n".join(report.lines())
