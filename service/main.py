@@ -3,6 +3,7 @@
     argus-api --config FILE [--host H] [--port P] [--db PATH]
               [--ray-address URL] [--shared-root DIR]
     argus-api db backup --to PATH [--config FILE] [--db PATH]
+    argus-api db copy --from URL --to URL
 
 Precedence: defaults < config file < ``ARGUS_*`` environment < flags. The service refuses
 to start (exit 2) without an API token in the environment variable named by
@@ -46,6 +47,7 @@ from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler, SchedulerLoop
 from service.store.backup import BackupError, backup
 from service.store.checkpointer import Checkpointer
+from service.store.copy import CopyError, copy_store
 from service.store.db import SchemaError
 from service.store.dialect import StoreOpenError, StoreUrlError, redacted
 from service.store.writer import Store
@@ -63,7 +65,9 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="argus-api", description=__doc__.split("\n\n")[0],
                                 epilog="argus-api db backup --to PATH: a consistent copy "
-                                       "of the live database (argus-api db --help)")
+                                       "of the live database; argus-api db copy --from URL "
+                                       "--to URL: the installation moved to another store "
+                                       "(argus-api db --help)")
     p.add_argument("--config", required=True, metavar="FILE", help="service YAML config")
     p.add_argument("--host", help="listen address (v2.api.host)")
     p.add_argument("--port", type=int, help="listen port (v2.api.port)")
@@ -293,10 +297,7 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def db_main(argv: Sequence[str]) -> int:
-    """``argus-api db backup --to PATH [--config FILE] [--db PATH]``: a consistent copy of
-    the database (``service.store.backup``), checked, and what it holds printed. Exit 2
-    for a configuration error, 1 when no backup was made."""
+def _db_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="argus-api db", description="the service's database")
     sub = p.add_subparsers(dest="action", required=True)
     b = sub.add_parser("backup", help="a consistent copy of the live SQLite database "
@@ -306,7 +307,24 @@ def db_main(argv: Sequence[str]) -> int:
     b.add_argument("--config", metavar="FILE", help="service YAML config (where the database is)")
     b.add_argument("--db", metavar="PATH",
                    help="the database (v2.sqlite.db_path); default: the config's")
-    args = p.parse_args(argv)
+    c = sub.add_parser(
+        "copy", help="move a whole installation to another store (SQLite -> PostgreSQL or "
+                     "back), in one transaction, checked table by table",
+        description="Copy every table of the store at --from into the empty store at --to "
+                    "in one transaction, then compare each table's row count and checksum "
+                    "on both sides (a difference rolls the copy back). The source is read "
+                    "in one snapshot and never written; its schema must be this code's "
+                    "version. The target must hold no rows. Exit 1 when nothing was copied.")
+    c.add_argument("--from", dest="source", required=True, metavar="URL",
+                   help="the installation: sqlite:///abs/path.sqlite3, a file path, or "
+                        "postgresql://user[:password]@host[:port]/db")
+    c.add_argument("--to", dest="target", required=True, metavar="URL",
+                   help="an empty store (created if it is a new SQLite file): a URL or a path "
+                        "as --from")
+    return p
+
+
+def _db_backup(args: argparse.Namespace) -> int:
     try:
         source = load_settings(args.config).with_overrides(db_path=args.db).resolved_db_path
     except ConfigError as exc:
@@ -318,6 +336,26 @@ def db_main(argv: Sequence[str]) -> int:
         return 1
     print("\n".join(report.lines()))
     return 0
+
+
+def _db_copy(args: argparse.Namespace) -> int:
+    try:
+        report = copy_store(args.source, args.target)
+    except CopyError as exc:
+        print(f"argus-api db copy: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(report.lines()))
+    return 0 if report.ok else 1
+
+
+def db_main(argv: Sequence[str]) -> int:
+    """``argus-api db backup --to PATH [--config FILE] [--db PATH]``: a consistent copy of
+    the database (``service.store.backup``), checked, and what it holds printed.
+    ``argus-api db copy --from URL --to URL``: the installation moved to another store
+    (``service.store.copy``), each table checked. Exit 2 for a configuration or usage
+    error, 1 when nothing was written."""
+    args = _db_parser().parse_args(argv)
+    return _db_backup(args) if args.action == "backup" else _db_copy(args)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -71,6 +71,14 @@ ELSEWHERE: dict[tuple[str, str, str], str] = {
         "the backup just written, read-only: " + OPERATOR,
     ("service/store/backup.py", "_sync", "os.open"):
         "the backup just written and its directory, to fsync: " + OPERATOR,
+    ("service/store/copy.py", "schema", "sqlite3.connect"):
+        "an in-memory database of the code's schema (argus-api db copy): no file",
+    ("service/store/copy.py", "_prepare_target", ".exists"):
+        "the copy's target database, named by the operator (argus-api db copy): " + OPERATOR,
+    **dict.fromkeys([("service/store/copy_sides.py", f, c) for f, c in (
+        ("exists", ".is_file"), ("open", ".exists"), ("open", "sqlite3.connect"))],
+        "argus-api db copy: the SQLite databases the operator names (--from, --to): "
+        + OPERATOR),
     ("service/web/ui/__init__.py", "_static", ".read_bytes"): CODE,
     ("raypool/atomicfile.py", "write_atomic", "tempfile.mkstemp"): NODE,
     ("raypool/atomicfile.py", "write_atomic", "os.replace"): NODE,
