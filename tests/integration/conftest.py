@@ -3,6 +3,24 @@
 
 One cluster serves the whole session (Ray start costs ~10 s here); each test gets a
 fresh service (own shared root and database) and leaves the cluster idle for the next.
+
+The store's engine: a test that uses ``service_store`` (``@pytest.mark.usefixtures``) runs
+twice, its services on their own SQLite file (``[sqlite]``) and on a fresh database of the
+session's throwaway PostgreSQL server (``[postgresql]``, marked ``postgres``; ``pg_server``
+in tests/conftest.py); every other test runs on SQLite. Everything that differs between
+the engines is in the store, so one run of each flow on PostgreSQL is what matters, not a
+second run of the Ray faults; and the tier must stay short (CI under 60 min). On both:
+- test_flow.py: a gang waiting in PENDING_RESOURCES then admitted (SUCCEEDED), the
+  fail-fast race and its retry, a gang that can never fit (pending reason, cancel while
+  waiting), cancel of a running task, a run past its time limit (FAILED, TIME_LIMIT);
+- test_pipelines.py: the example pipeline end to end (dependencies, a model resolved from
+  SFT's checkpoint);
+- test_preemption.py: a preemption and the preempted run's resume (users made by the API).
+Those add ~3.5 min here (2 cores): 212 and 215 s in two runs with ``--durations``, the
+server's start included. Left on SQLite: the serial gangs (the same admission as the gang
+test), logs (read from Ray and the files), the service's kill -9 (~50 s), the failing
+pipelines (~105 s), two users through the CLI (~46 s), the Ray faults. Each of those passed
+on PostgreSQL too when measured (all but the Ray faults).
 """
 
 from __future__ import annotations
@@ -128,9 +146,13 @@ class ArgusService:
 
     def __init__(self, cluster: LocalRayCluster, root: Path, *, ray_address: str | None = None,
                  head_json: Path | None = None, ray_timeout_s: float = 10,
-                 scheduler: dict[str, Any] | None = None) -> None:
-        """Ray at ``ray_address`` (and the cluster's GCS), or only through ``head_json``."""
+                 scheduler: dict[str, Any] | None = None, store_url: str | None = None) -> None:
+        """Ray at ``ray_address`` (and the cluster's GCS), or only through ``head_json``;
+        the store in ``store_url`` (``v2.store.url``: a PostgreSQL database), or with None
+        the SQLite file under the service's shared root (the default a config without a
+        store gets)."""
         self.cluster = cluster
+        self.store_url = store_url
         self.root = root
         self.shared_root = root / "shared"
         self.code_path = self.shared_root / "code" / "standin-verl"
@@ -156,6 +178,7 @@ class ArgusService:
                 "jobspec": {"allowed_roots": [str(self.shared_root)]},
                 "scheduler": TEST_SCHEDULER if scheduler is None else scheduler,
                 "progress": {"poll_s": 0.5},
+                **({"store": {"url": store_url}} if store_url else {}),
             },
         }))
         self.url = f"http://127.0.0.1:{self.port}"
@@ -167,6 +190,7 @@ class ArgusService:
     # -- process --------------------------------------------------------------------------
     def start(self) -> None:
         env = {**os.environ, "ARGUS_API_TOKEN": self.token, MARKER_ENV: self.cluster.marker}
+        env.pop("ARGUS_STORE_URL", None)  # the config's store, never the caller's shell's
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "service.main", "--config", str(self.config_path)],
@@ -262,6 +286,17 @@ class ArgusService:
         return self.wait_for(task_id, lambda t: t["state"] in wanted, timeout,
                              f"to reach {sorted(wanted)}")
 
+    def assert_tasks_in_its_store(self) -> None:
+        """The tasks the API lists are the rows of the PostgreSQL database the service was
+        given (never of a SQLite file beside it); nothing to check on SQLite."""
+        if self.store_url is None:
+            return
+        import psycopg
+
+        with psycopg.connect(self.store_url) as conn:
+            rows = {r[0] for r in conn.execute("SELECT task_id FROM tasks")}
+        assert rows == {t["task_id"] for t in self.list_tasks()}, "tasks outside its store"
+
     def drain(self) -> None:
         """Cancel whatever is still alive and wait until every task has ended."""
         if self.proc is None:
@@ -273,10 +308,24 @@ class ArgusService:
             self.wait_state(t["task_id"], TERMINAL, timeout=60)
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def service_store(request: pytest.FixtureRequest) -> str | None:
+    """The store of the test's services (see the module docstring): None, each service's
+    own SQLite file; or a fresh, empty database on the session's PostgreSQL server, whose
+    schema the service builds at start as a new installation's does."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_server").database()
+
+
 @pytest.fixture
-def argus_factory(ray_cluster: LocalRayCluster) -> Iterator[Any]:
-    """Make services on the session cluster (optionally behind a job-server proxy)."""
+def argus_factory(ray_cluster: LocalRayCluster, request: pytest.FixtureRequest
+                  ) -> Iterator[Any]:
+    """Make services on the session cluster (optionally behind a job-server proxy), on the
+    engine of ``service_store`` where the test uses it, else on SQLite."""
     made: list[tuple[ArgusService, JobServerProxy | None]] = []
+    store_url = (request.getfixturevalue("service_store")
+                 if "service_store" in request.fixturenames else None)
 
     def make(*, proxy: bool = False, cluster: LocalRayCluster | None = None,
              **kw: Any) -> tuple[ArgusService, JobServerProxy | None]:
@@ -286,6 +335,7 @@ def argus_factory(ray_cluster: LocalRayCluster) -> Iterator[Any]:
             prox = JobServerProxy(target.dashboard_url)
             prox.start()
         root = Path(tempfile.mkdtemp(prefix="argus-it-", dir=target.root))
+        kw.setdefault("store_url", store_url)
         svc = ArgusService(target, root, ray_address=prox.url if prox else target.dashboard_url,
                            **kw)
         made.append((svc, prox))
@@ -296,6 +346,8 @@ def argus_factory(ray_cluster: LocalRayCluster) -> Iterator[Any]:
     for svc, prox in made:
         try:
             svc.drain()
+            if svc.proc is not None:
+                svc.assert_tasks_in_its_store()
         finally:
             svc.stop()
             if prox is not None:

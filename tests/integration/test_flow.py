@@ -40,6 +40,7 @@ def test_three_full_node_tasks_run_one_after_another(ray_cluster, argus):
         assert next_start >= end, f"two 4-GPU jobs overlapped on one 4-GPU node: {spans}"
 
 
+@pytest.mark.usefixtures("service_store")  # on both engines (conftest)
 def test_gang_waits_for_two_nodes_with_two_free_gpus(ray_cluster, argus, hold_gpus):
     a, b = (ray_cluster.node_id_of(w) for w in ensure_workers(ray_cluster, 2))
     hold_gpus({a: 1})
@@ -62,6 +63,7 @@ def test_gang_waits_for_two_nodes_with_two_free_gpus(ray_cluster, argus, hold_gp
     assert _one_attempt(argus, tid)["ray_status"] == "SUCCEEDED"
 
 
+@pytest.mark.usefixtures("service_store")  # on both engines (conftest)
 def test_gpus_taken_after_submit_fail_fast_then_retry(ray_cluster, argus, hold_gpus):
     a, b = (ray_cluster.node_id_of(w) for w in ensure_workers(ray_cluster, 2))
     tid = argus.submit(nnodes=1, gpus=4, duration_s=1, check_delay_s=4)
@@ -93,6 +95,7 @@ def test_gpus_taken_after_submit_fail_fast_then_retry(ray_cluster, argus, hold_g
         f"attempt 2 started {started - released_at:.1f}s after the GPUs came back (floor 10 s)")
 
 
+@pytest.mark.usefixtures("service_store")  # on both engines (conftest)
 def test_gang_bigger_than_any_node_says_it_can_never_fit(ray_cluster, argus):
     ensure_workers(ray_cluster, 2)  # 4 GPUs each: 8 in total, but never 8 on one node
     tid = argus.submit(nnodes=1, gpus=8, duration_s=1)
@@ -104,6 +107,7 @@ def test_gang_bigger_than_any_node_says_it_can_never_fit(ray_cluster, argus):
     assert argus.task(tid)["state"] == "CANCELED"
 
 
+@pytest.mark.usefixtures("service_store")  # on both engines (conftest)
 def test_cancel_running_stops_the_ray_job_and_frees_gpus(ray_cluster, argus):
     ensure_workers(ray_cluster, 2)
     total = sum(free_gpus(ray_cluster).values())
@@ -123,6 +127,7 @@ def test_cancel_running_stops_the_ray_job_and_frees_gpus(ray_cluster, argus):
     assert argus.cancel(tid).status_code == 409
 
 
+@pytest.mark.usefixtures("service_store")  # on both engines (conftest)
 def test_a_run_past_its_time_limit_is_stopped_and_fails_time_limit(ray_cluster, argus):
     ensure_workers(ray_cluster, 2)
     total = sum(free_gpus(ray_cluster).values())

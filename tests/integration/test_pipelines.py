@@ -78,6 +78,7 @@ def _submit_with_the_cli(argus: ArgusService, text: str, tmp_path: Path) -> dict
     return json.loads(done.stdout)
 
 
+@pytest.mark.usefixtures("service_store")  # on both engines (conftest)
 def test_the_example_runs_end_to_end(ray_cluster, argus, tmp_path: Path):
     ensure_workers(ray_cluster, 1)
     created = _submit_with_the_cli(argus, _document(argus), tmp_path)

@@ -23,7 +23,7 @@ from service.policy.progress import StepLine, parse_line
 from .conftest import TERMINAL, TEST_SCHEDULER, ensure_workers
 from .localray import wait_until
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("service_store")]
 
 PREEMPTIVE = {**TEST_SCHEDULER, "preemption": True, "preemption_grace_s": 2,
               "retry_min_backoff_s": 1, "max_user_priority": 0}

@@ -1,21 +1,13 @@
 """The unit tier's store engines: a test that takes ``store_url`` runs once on SQLite (a file
 in its tmp_path) and once on PostgreSQL (a fresh database on the session's throwaway
-server, ``tests/support/postgres.py``; marked ``postgres``). The store's tests
+server, ``pg_server`` in tests/conftest.py; marked ``postgres``). The store's tests
 (``tests/unit/store``) and the scheduler's (``tests/unit/engine``'s ``env``) take it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.postgres import PgServer, running_server
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    with running_server() as server:
-        yield server
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
