@@ -87,6 +87,7 @@ import yaml  # noqa: E402
 
 from argus_client import ArgusClient  # noqa: E402
 from argus_client.errors import ApiError, ArgusConnectionError, NotFound  # noqa: E402
+from argus_client.retry import retrying  # noqa: E402
 from bench import failover_leader  # noqa: E402
 from bench.hostinfo import host_line  # noqa: E402
 
@@ -98,6 +99,7 @@ FLOOR_S = 10.0  # issue 54, the service alone on SQLite: kill -9 -> answering an
 LEADER_MEDIAN_S, LEADER_WORST_S = 10.0, 15.0  # issue 54, the leader killed
 ADMITTED = ("SUBMITTED", "RUNNING", "SUCCEEDED")
 ENDED = ("SUCCEEDED", "FAILED", "CANCELED")
+READ_PATIENCE_S = 30.0  # a reading client's retries (the SDK's wait and logs: 300 s)
 NEVER_FITS_GPUS = 8  # the quick start's workers have 4 GPUs each
 CONNECTION = "connection error"
 UNAVAILABLE = "503 with Retry-After"
@@ -209,6 +211,7 @@ class Load:
     errors: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
     given_up: int = 0
     reads_ok: int = 0
+    reads_given_up: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -232,17 +235,27 @@ class Load:
             self.accepted[key] = task_id
 
     def read_one(self) -> None:
+        """One read, retried as a client that retries (the SDK's backoff, 30 s of
+        patience): each failure seen is counted, and a read given up at the end."""
         with self.lock:
             ids = list(self.accepted.values())
-        try:
+
+        def read() -> None:
             if not ids:
                 self.client.me()
-            else:
-                task_id = random.choice(ids)
-                if self.client.get(task_id).task_id != task_id:
-                    raise RuntimeError(f"GET {task_id} answered another task")
+                return
+            task_id = random.choice(ids)
+            if self.client.get(task_id).task_id != task_id:
+                raise RuntimeError(f"GET {task_id} answered another task")
+
+        try:
+            retrying(read, deadline=time.monotonic() + READ_PATIENCE_S, clock=time.monotonic,
+                     sleep=time.sleep, on_retry=lambda exc, _s: self.saw("read", exc),
+                     first=0.2, cap=2.0)
         except Exception as exc:
             self.saw("read", exc)
+            with self.lock:
+                self.reads_given_up += 1
             return
         with self.lock:
             self.reads_ok += 1
@@ -453,7 +466,7 @@ def missed_floors(rounds: list[Round], lost: int, twice: int, standin: str,
     if unexpected:
         missed.append(f"{unexpected} unexpected client errors")
     if given_up:
-        missed.append(f"{given_up} submits given up by the SDK")
+        missed.append(f"{given_up} requests given up after their retries")
     return missed
 
 
@@ -483,7 +496,7 @@ def print_report(args: argparse.Namespace, rounds: list[Round], load: Load, lost
         adm = f"{r.admitting_s:.1f}" if r.admitting_s is not None else "-"
         print(f"{n:>5}  {ans:>11}  {adm:>11}  {r.note}")
     print(f"accepted {len(load.accepted)} submits ({load.given_up} given up), "
-          f"{load.reads_ok} reads answered")
+          f"{load.reads_ok} reads answered ({load.reads_given_up} given up after retries)")
     print("errors clients saw, by kind: " + (", ".join(
         f"{source} {kind}: {n}" for (source, kind), n in sorted(load.errors.items()))
         or "none"))
@@ -491,8 +504,8 @@ def print_report(args: argparse.Namespace, rounds: list[Round], load: Load, lost
     count, found, looked = twice
     print(f"submitted twice: {count} ({looked}) {found[:5] if found else ''}")
     print(f"stand-in: {standin or 'SUCCEEDED on attempt 1, every step logged once'}")
-    missed = missed_floors(rounds, len(lost), count, standin, load.errors, load.given_up,
-                           args.mode)
+    missed = missed_floors(rounds, len(lost), count, standin, load.errors,
+                           load.given_up + load.reads_given_up, args.mode)
     admitting = {"leader": f"admitting <= {LEADER_MEDIAN_S:g} s median and <= "
                            f"{LEADER_WORST_S:g} s worst",
                  "pg-restart": f"admitting <= {PG_BACK_S:g} s after the database is back"}.get(

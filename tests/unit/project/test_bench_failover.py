@@ -41,7 +41,7 @@ def test_every_floor_is_checked() -> None:
         "the stand-in: attempts [1, 2]"]
     odd = seen + collections.Counter({("read", "unexpected: ServerError 500 boom"): 1})
     assert bf.missed_floors(fast, 0, 0, "", odd, 0) == ["1 unexpected client errors"]
-    assert bf.missed_floors(fast, 0, 0, "", seen, 3) == ["3 submits given up by the SDK"]
+    assert bf.missed_floors(fast, 0, 0, "", seen, 3) == ["3 requests given up after their retries"]
 
 
 def test_the_last_line_is_kill_to_the_next_admission() -> None:
