@@ -12,7 +12,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from service.policy.idempotency import IdemKey, fingerprint
-from service.usecases.ports import KeyInUse
+from service.store.idempotency import KeyMismatch
+from service.store.pipelines import DependencyError
+from service.store.writer import QuotaExceeded
+from service.usecases.ports import BadDependencies, KeyInUse, KeyReused, OverQuota
 
 
 class KeysInFlight:
@@ -47,3 +50,18 @@ def submit_key(user: str, key: str | None, route: str, text: str, *, as_json: bo
         return None
     return IdemKey(user, key, fingerprint(route, text, as_json=as_json))
 
+
+
+@contextmanager
+def submit_refusals(route: str) -> Iterator[None]:
+    """The store's refusals of a submit's write (a task's or a pipeline's), as the use
+    cases' errors: the key reused with another body, a dependency problem, a quota. A
+    replay (``KeyReplayed``) passes through: each submit answers it in its own shape."""
+    try:
+        yield
+    except KeyMismatch as exc:
+        raise KeyReused(exc.key.key, route) from exc
+    except DependencyError as exc:
+        raise BadDependencies(exc.problems) from exc
+    except QuotaExceeded as exc:
+        raise OverQuota(exc.refusal) from exc

@@ -9,17 +9,13 @@ from service.domain.rows import PipelineRow
 from service.domain.users import Principal
 from service.domain.writes import CancelKind
 from service.policy.pipelines import parse_pipeline
-from service.store.idempotency import KeyMismatch, KeyReplayed
-from service.store.pipelines import DependencyError, PipelineNotFound, PipelineView
-from service.store.writer import QuotaExceeded
-from service.usecases.idempotency import submit_key
+from service.store.idempotency import KeyReplayed
+from service.store.pipelines import PipelineNotFound, PipelineView
+from service.usecases.idempotency import submit_key, submit_refusals
 from service.usecases.pipeline_submit import submit_pipeline as create_pipeline
 from service.usecases.ports import (
-    BadDependencies,
-    KeyReused,
     NotFound,
     NotOwner,
-    OverQuota,
     TaskDeps,
 )
 from service.usecases.tasks import cancel_one
@@ -51,18 +47,13 @@ async def submit_pipeline(deps: TaskDeps, who: Principal, text: str, *, as_json:
     with deps.in_flight.hold(idem):
         doc = await deps.work.run(parse_pipeline, text)
         try:
-            pipeline_id, stages = await deps.store.write(
-                lambda s: create_pipeline(s, doc, text, deps.settings, who.name,
-                                          deps.clock(), is_admin=who.is_admin, key=idem))
+            with submit_refusals(SUBMIT_ROUTE):
+                pipeline_id, stages = await deps.store.write(
+                    lambda s: create_pipeline(s, doc, text, deps.settings, who.name,
+                                              deps.clock(), is_admin=who.is_admin, key=idem))
         except KeyReplayed as exc:
             return PipelineSubmitted(exc.result["pipeline_id"], dict(exc.result["stages"]),
                                      replayed=True)
-        except KeyMismatch as exc:
-            raise KeyReused(exc.key.key, SUBMIT_ROUTE) from exc
-        except QuotaExceeded as exc:
-            raise OverQuota(exc.refusal) from exc
-        except DependencyError as exc:  # pragma: no cover - stages name only new stages
-            raise BadDependencies(exc.problems) from exc
     deps.waker.wake()
     return PipelineSubmitted(pipeline_id, stages)
 

@@ -21,18 +21,14 @@ from service.domain.writes import CancelKind, CancelOutcome
 from service.jobspec.model import JobSpec
 from service.jobspec.spec import parse_jobspec, parse_jobspec_json
 from service.policy.priorities import allowance_problem, range_problem
-from service.store.idempotency import KeyMismatch, KeyReplayed
-from service.store.pipelines import DependencyError
-from service.store.writer import QuotaExceeded, StaleState, TaskNotFound
-from service.usecases.idempotency import submit_key
+from service.store.idempotency import KeyReplayed
+from service.store.writer import StaleState, TaskNotFound
+from service.usecases.idempotency import submit_key, submit_refusals
 from service.usecases.ports import (
-    BadDependencies,
     Invalid,
-    KeyReused,
     NotAllowed,
     NotFound,
     NotOwner,
-    OverQuota,
     TaskDeps,
     WrongState,
     on_cluster,
@@ -105,18 +101,13 @@ async def submit(deps: TaskDeps, who: Principal, text: str, *, as_json: bool,
         _allowance(who, deps, task.priority)
         quota = None if who.is_admin else deps.settings.users.limits_for(who.name)
         try:
-            task_id = await deps.store.write(
-                lambda s: s.tasks.create_task(task, quota=quota, admin=who.is_admin,
-                                              key=idem))
+            with submit_refusals(SUBMIT_ROUTE):
+                task_id = await deps.store.write(
+                    lambda s: s.tasks.create_task(task, quota=quota, admin=who.is_admin,
+                                                  key=idem))
         except KeyReplayed as exc:
             return Submitted(exc.result["task_id"], TaskState(exc.result["state"]),
                              replayed=True)
-        except KeyMismatch as exc:
-            raise KeyReused(exc.key.key, SUBMIT_ROUTE) from exc
-        except DependencyError as exc:
-            raise BadDependencies(exc.problems) from exc
-        except QuotaExceeded as exc:
-            raise OverQuota(exc.refusal) from exc
     deps.metrics.submits.inc()
     deps.waker.wake()
     return Submitted(task_id, task.state)
