@@ -589,7 +589,8 @@ def leader_target(pair: failover_leader.Pair, proxy: failover_leader.Proxy,
         return failover_leader.instance_of(proxy.port) is not None
 
     def after() -> str:
-        note = f"{killed[-1] if killed else '?'} killed, {pair.leader() or 'nobody'} leads"
+        how = "restarted" if rolling else "killed"
+        note = f"{killed[-1] if killed else '?'} {how}, {pair.leader() or 'nobody'} leads"
         pair.revive()
         return note
 
