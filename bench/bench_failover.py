@@ -64,9 +64,7 @@ import os
 import random
 import re
 import secrets
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -82,8 +80,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # bench.hostinfo
 sys.path.insert(0, str(ROOT / "clients" / "python"))  # argus_client
+sys.path.insert(0, str(ROOT / "tests"))  # support.quickstart, support.postgres
 
 import yaml  # noqa: E402
+from support.quickstart import QuickStartRun, usable  # noqa: E402
 
 from argus_client import ArgusClient  # noqa: E402
 from argus_client.errors import ApiError, ArgusConnectionError, NotFound  # noqa: E402
@@ -91,8 +91,6 @@ from argus_client.retry import retrying  # noqa: E402
 from bench import failover_leader  # noqa: E402
 from bench.hostinfo import host_line  # noqa: E402
 
-QUICKSTART = ROOT / "scripts" / "quickstart.sh"
-SUPERVISORCTL = ROOT / ".venv" / "bin" / "supervisorctl"
 MODES = ("sqlite-supervised", "leader", "rolling", "pg-restart")
 PG_BACK_S = 5.0  # issue 54: PostgreSQL restarted under load -> admitting again
 FLOOR_S = 10.0  # issue 54, the service alone on SQLite: kill -9 -> answering and admitting
@@ -115,12 +113,6 @@ def classify(exc: BaseException) -> str:
     return f"unexpected: {type(exc).__name__} {status} {str(exc)[:80]}".replace("  ", " ")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def wait_for(predicate: Callable[[], object], timeout_s: float, what: str,
              every_s: float = 0.25) -> float:
     start = time.monotonic()
@@ -131,52 +123,24 @@ def wait_for(predicate: Callable[[], object], timeout_s: float, what: str,
     raise TimeoutError(f"not within {timeout_s:g} s: {what}")
 
 
-class QuickStart:
-    """A quick start of the bench's own: its state dir and port, up and down."""
+class QuickStart(QuickStartRun):
+    """A quick start of the bench's own (``tests/support/quickstart.py``), and what the
+    bench reads of it."""
 
     def __init__(self) -> None:
-        self.state = Path(f"/tmp/argus-failover-{secrets.token_hex(3)}")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.run_dir = self.state / "shared" / "common" / "run"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}
-        self.env.update(ARGUS_QUICKSTART_DIR=str(self.state), ARGUS_API_PORT=str(self.port))
-        self.token = ""
+        super().__init__(prefix="argus-failover-")
         self.job_url = ""
 
-    def script(self, arg: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(QUICKSTART), arg], env=self.env, capture_output=True,
-                              text=True, timeout=timeout_s, cwd=ROOT)
-
-    def up(self) -> None:
-        done = self.script("up", 600)
-        if done.returncode != 0 or "supervised by supervisord" not in done.stdout:
-            raise RuntimeError("quickstart.sh up failed:\n" + done.stdout[-3000:]
-                               + done.stderr[-3000:])
-        self.token = (self.state / "api-token").read_text().strip()
+    def up(self, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+        done = super().up(timeout_s)
         self.job_url = json.loads((self.state / "local.json").read_text())["job_server_url"]
+        return done
 
-    def down(self) -> None:
-        done = self.script("down", 180)
+    def down(self, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+        done = super().down(timeout_s)
         if done.returncode != 0:
             print("quickstart.sh down failed:\n" + done.stdout[-2000:] + done.stderr[-2000:])
-        shutil.rmtree(self.state, ignore_errors=True)
-
-    def supervisorctl(self, *argv: str) -> str:
-        return subprocess.run([str(SUPERVISORCTL), "-c",
-                               str(self.run_dir / "argus-api-supervisord.conf"), *argv],
-                              capture_output=True, text=True, timeout=60).stdout
-
-    def service_pid(self) -> int | None:
-        pid = self.supervisorctl("pid", "argus_api").strip()
-        return int(pid) if pid.isdigit() and pid != "0" else None
-
-    def answers(self) -> bool:
-        try:
-            with urllib.request.urlopen(self.url + "/healthz", timeout=1) as response:
-                return response.status == 200
-        except (OSError, urllib.error.URLError):
-            return False
+        return done
 
     def spec(self, *, steps: int, gpus: int, labels: dict[str, str],
              priority: int | None = None) -> dict[str, Any]:
@@ -192,10 +156,6 @@ class QuickStart:
     def ray_jobs(self) -> list[dict[str, Any]]:
         with urllib.request.urlopen(self.job_url + "/api/jobs/", timeout=30) as response:
             return json.loads(response.read())
-
-    def log_tail(self) -> str:
-        path = self.run_dir / "argus-api.log"
-        return path.read_text(errors="replace")[-3000:] if path.exists() else "(no log)"
 
 
 @dataclass
@@ -645,8 +605,8 @@ def run_leader(args: argparse.Namespace, qs: QuickStart) -> bool:
 
 def main() -> int:
     args = parse_args()
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        sys.exit("bench_failover: the quick start needs root and `unshare`")
+    if why := usable():
+        sys.exit(f"bench_failover: {why}")
     print(host_line(), f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     qs = QuickStart()
     try:
@@ -659,7 +619,7 @@ def main() -> int:
             finally:
                 qs.down()
     except Exception:
-        print(qs.log_tail(), file=sys.stderr)
+        print(qs.log_tail(3000), file=sys.stderr)
         raise
     return 0 if ok or not args.check else 1
 

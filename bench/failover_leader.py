@@ -28,18 +28,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import urllib.request
 from pathlib import Path
 
+from support.quickstart import free_port  # tests/ is on the path (bench_failover.py)
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Proxy:
@@ -187,7 +182,6 @@ class Pair:
 
 
 def pg_server():
-    sys.path.insert(0, str(ROOT / "tests"))
     from support.postgres import running_server
 
     return running_server()

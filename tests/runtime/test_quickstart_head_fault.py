@@ -7,55 +7,30 @@ ends SUCCEEDED on attempt 1 with every step logged once.
 
 from __future__ import annotations
 
-import os
-import secrets
-import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from support.quickstart import QuickStartRun, usable
 
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = ROOT / "scripts" / "quickstart.sh"
-
-if os.geteuid() != 0 or not shutil.which("unshare"):
-    pytest.skip("the quick start's PID namespace per node needs root and `unshare` here",
-                allow_module_level=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def quickstart(env: dict[str, str], *args: str, timeout_s: float
-               ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(QUICKSTART), *args], env=env, capture_output=True, text=True,
-                          timeout=timeout_s, cwd=ROOT)
+if why := usable():
+    pytest.skip(why, allow_module_level=True)
 
 
 @pytest.fixture
-def running_quickstart() -> Iterator[dict[str, str]]:
-    state = f"/tmp/arq-{secrets.token_hex(3)}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}
-    env.update(ARGUS_QUICKSTART_DIR=state, ARGUS_API_PORT=str(free_port()))
+def running_quickstart() -> Iterator[QuickStartRun]:
+    qs = QuickStartRun()
     try:
-        up = quickstart(env, "up", timeout_s=420)
-        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
-        yield env
+        qs.up(timeout_s=420)
+        yield qs
     finally:
-        down = quickstart(env, "down", timeout_s=120)
-        shutil.rmtree(state, ignore_errors=True)
+        down = qs.down(timeout_s=120)
     assert down.returncode == 0, down.stdout + down.stderr
 
 
 def test_a_quickstart_run_survives_the_head_fault_script(running_quickstart):
-    done = quickstart(running_quickstart, "head-fault", timeout_s=420)
+    done = running_quickstart.script("head-fault", timeout_s=420)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-6000:]
     assert "killed GCS on head" in out

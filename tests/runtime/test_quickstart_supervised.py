@@ -13,11 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
-import shutil
 import signal
-import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -25,40 +21,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.quickstart import QuickStartRun, usable
 
 from .waiting import poll
 
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = ROOT / "scripts" / "quickstart.sh"
-SUPERVISORCTL = ROOT / ".venv" / "bin" / "supervisorctl"
 ADMITTED = ("SUBMITTED", "RUNNING", "SUCCEEDED")  # Ray took its attempt
 BACK_WITHIN_S = 60.0  # back by itself; the 10 s floor is bench_failover.py --check's
 
-if os.geteuid() != 0 or not shutil.which("unshare"):
-    pytest.skip("the quick start's PID namespace per node needs root and `unshare` here",
-                allow_module_level=True)
+if why := usable():
+    pytest.skip(why, allow_module_level=True)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def quickstart(env: dict[str, str], *args: str, timeout_s: float
-               ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(QUICKSTART), *args], env=env, capture_output=True, text=True,
-                          timeout=timeout_s, cwd=ROOT)
-
-
-class QuickStart:
-    def __init__(self, state: Path, port: int) -> None:
-        self.state = state
-        self.url = f"http://127.0.0.1:{port}"
-        self.run_dir = state / "shared" / "common" / "run"
-        self.token = ""
+class QuickStart(QuickStartRun):
+    """The quick start, and what this test asks of its API."""
 
     def call(self, method: str, path: str, body: bytes | None = None,
              content_type: str = "application/yaml") -> tuple[int, dict]:
@@ -70,19 +47,6 @@ class QuickStart:
                 return response.status, json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             return exc.code, {}
-
-    def answers(self) -> bool:
-        try:
-            return self.call("GET", "/healthz")[0] == 200
-        except OSError:
-            return False
-
-    def service_pid(self) -> int | None:
-        out = subprocess.run([str(SUPERVISORCTL), "-c",
-                              str(self.run_dir / "argus-api-supervisord.conf"), "pid",
-                              "argus_api"], capture_output=True, text=True, timeout=30)
-        pid = out.stdout.strip()
-        return int(pid) if pid.isdigit() and pid != "0" else None
 
     def spec(self, steps: int) -> bytes:
         text = (self.state / "examples" / "demo-ppo.yaml").read_text()
@@ -102,50 +66,38 @@ class QuickStart:
             return "unreachable"
         return body.get("state", f"HTTP {status}") if status == 200 else f"HTTP {status}"
 
-    def log(self) -> str:
-        path = self.run_dir / "argus-api.log"
-        return path.read_text(errors="replace")[-6000:] if path.exists() else "(no log)"
-
 
 @pytest.fixture
-def running_quickstart() -> Iterator[tuple[QuickStart, dict[str, str]]]:
-    state = Path(f"/tmp/arq-{secrets.token_hex(3)}")
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}
-    env.update(ARGUS_QUICKSTART_DIR=str(state), ARGUS_API_PORT=str(port))
-    qs = QuickStart(state, port)
+def running_quickstart() -> Iterator[QuickStart]:
+    qs = QuickStart()
     try:
-        up = quickstart(env, "up", timeout_s=420)
-        assert up.returncode == 0, up.stdout[-4000:] + up.stderr[-4000:]
-        assert "supervised by supervisord" in up.stdout, up.stdout[-4000:]
-        qs.token = (state / "api-token").read_text().strip()
-        yield qs, env
+        qs.up(timeout_s=420)
+        yield qs
     finally:
-        quickstart(env, "down", timeout_s=120)
-        shutil.rmtree(state, ignore_errors=True)
+        qs.down(timeout_s=120)
 
 
 def test_a_killed_service_comes_back_by_itself_and_takes_the_run_over(running_quickstart):
-    qs, env = running_quickstart
+    qs = running_quickstart
     running = qs.submit(steps=25)
-    poll(lambda: qs.state_of(running) == "RUNNING", 120, f"{running} RUNNING", qs.log)
+    poll(lambda: qs.state_of(running) == "RUNNING", 120, f"{running} RUNNING", qs.log_tail)
     pid = qs.service_pid()
     assert pid is not None
 
     killed = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     poll(lambda: qs.service_pid() not in (None, pid) and qs.answers(), BACK_WITHIN_S,
-         "the service answers again under a new pid", qs.log)
+         "the service answers again under a new pid", qs.log_tail)
     answering_s = time.monotonic() - killed
     fresh = qs.submit(steps=1)  # admitted: the scheduler runs and the cluster has room
-    poll(lambda: qs.state_of(fresh) in ADMITTED, BACK_WITHIN_S, f"{fresh} admitted", qs.log)
+    poll(lambda: qs.state_of(fresh) in ADMITTED, BACK_WITHIN_S, f"{fresh} admitted", qs.log_tail)
     admitting_s = time.monotonic() - killed
     print(f"kill -9 -> answering {answering_s:.1f} s, -> a new task admitted "
           f"{admitting_s:.1f} s (the floor: bench/bench_failover.py --check)")
 
     poll(lambda: qs.state_of(running) in ("SUCCEEDED", "FAILED", "CANCELED"), 180,
-         f"{running} to end", qs.log)
-    assert qs.state_of(running) == "SUCCEEDED", qs.log()
+         f"{running} to end", qs.log_tail)
+    assert qs.state_of(running) == "SUCCEEDED", qs.log_tail()
     status, attempts = qs.call("GET", f"/api/v2/tasks/{running}/attempts")
     assert status == 200
     assert [a["attempt_no"] for a in attempts["attempts"]] == [1], \
@@ -153,7 +105,7 @@ def test_a_killed_service_comes_back_by_itself_and_takes_the_run_over(running_qu
 
     sup = int((qs.run_dir / "argus-api.pid").read_text().split()[0])
     service = qs.service_pid()
-    down = quickstart(env, "down", timeout_s=120)
+    down = qs.script("down", timeout_s=120)  # the fixture's down then removes the files
     assert down.returncode == 0, down.stdout + down.stderr
     assert "stopped" in down.stdout
     for gone in (sup, service):
