@@ -196,7 +196,7 @@ class PgConnection:
         self._conn = _connect(url)
         self._pipe: psycopg.Pipeline | None = None
         self._pipe_cm: contextlib.AbstractContextManager[psycopg.Pipeline] | None = None
-        self._prefetched: dict[tuple[str, str], PgCursor] = {}
+        self._prefetched: dict[tuple[str, tuple[Any, ...]], PgCursor] = {}
 
     def _text(self, sql: str) -> str:
         text = self._texts.get(sql, sql)
@@ -212,7 +212,10 @@ class PgConnection:
         if self._pipe is not None:
             return self._pipelined(sql, params)
         if self._prefetched:
-            cur = self._prefetched.pop((sql, _key(params)), None)
+            try:
+                cur = self._prefetched.pop((sql, _key(params)), None)
+            except TypeError:  # a value that is no key (a list): read as ever
+                cur = None
             if cur is not None:
                 return cur
         # never None: psycopg leaves a statement without parameters as it is, and the
@@ -321,12 +324,12 @@ class PgConnection:
         self._conn.close()
 
 
-def _key(params: Mapping[str, Any] | Sequence[Any] | None) -> str:
-    """Parameters as a key of ``PgConnection.prefetch``."""
+def _key(params: Mapping[str, Any] | Sequence[Any] | None) -> tuple[Any, ...]:
+    """Parameters as a key of ``PgConnection.prefetch`` (their values are the store's:
+    text, numbers, None)."""
     if params is None:
-        return ""
-    items = sorted(params.items()) if isinstance(params, Mapping) else list(params)
-    return repr(items)
+        return ()
+    return tuple(params.items()) if isinstance(params, Mapping) else tuple(params)
 
 
 _ADHOC: dict[str, str] = {}

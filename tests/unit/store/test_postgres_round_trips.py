@@ -16,6 +16,7 @@ from psycopg import pq
 from support.postgres import PgServer
 
 from service.domain.newtask import NewTask
+from service.domain.states import TaskState
 from service.store import pg
 from service.store.sql import QUERIES as Q
 from service.store.writer import TASK_PAGE_QUERIES, Store, TaskExists, UserExists
@@ -152,3 +153,26 @@ def test_a_page_of_no_task_and_an_id_postgresql_cannot_hold(store: Store) -> Non
         assert store.tasks.get_task("mvp2-ppo-20251223-143201-ffff") is None
     with store.task_page_reads("bad\x00id"):
         assert store.tasks.get_task("bad\x00id") is None
+
+
+def test_a_submit_is_three_round_trips_of_the_writer_and_a_transition_four(
+        store: Store, tmp_path: Path) -> None:
+    trips = Trips(store.core._conn, tmp_path / "trace")
+    try:
+        task_id = store.tasks.create_task(_task(1))
+        # BEGIN with the lock; the task's INSERT (its conflict is TaskExists); the spec
+        # bytes, the CREATED event and the COMMIT (eight before the pipeline)
+        assert trips.n == 3
+        with store.core.tx() as conn:
+            store.core.transition(conn, task_id, TaskState.QUEUED, TaskState.CANCELED,
+                                  2000.0)
+        # BEGIN; the guarded UPDATE (its count read); the event with the webhook facts
+        # read back together; the outbox row and the COMMIT
+        assert trips.n == 3 + 4
+    finally:
+        trips.stop()
+    events = store.reads.reader().execute(
+        "SELECT event_type FROM events WHERE task_id = :t ORDER BY id", {"t": task_id}
+    ).fetchall()
+    assert [e["event_type"] for e in events] == ["CREATED", "STATE_TRANSITION"]
+    assert store.tasks.get_task(task_id).state is TaskState.CANCELED  # type: ignore[union-attr]
