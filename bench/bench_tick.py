@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             contextlib.ExitStack() as stack:
         database = None
         if args.engine != "sqlite":
-            args.pg_socket = False
+            args.pg_socket, args.pg_synchronous_commit = False, "on"
             database = stack.enter_context(postgres_server(args))
         rows = _measure(args, Path(tmp), database)
     print(host_line())

@@ -9,7 +9,8 @@ as root, so as root the server runs as the package's ``postgres`` user (``runuse
 by any other user, under that user's own id. ``stop()`` stops it and removes the directory.
 ``PgServer(bindir, durable=True)`` keeps PostgreSQL's own defaults instead (``fsync``,
 ``synchronous_commit``, ``full_page_writes`` on: a commit is on the disk before it returns):
-the server a user runs, for the benches that compare the engines.
+the server a user runs, for the benches that compare the engines; ``settings`` adds
+server settings (``{"synchronous_commit": "off"}``: an operator's choice).
 
 ``database()`` makes a fresh, empty database per test (``CREATE DATABASE`` from
 ``template0``: a few milliseconds), ``store_database()`` one with the store's schema built
@@ -59,9 +60,11 @@ def _free_port() -> int:
 class PgServer:
     """One PostgreSQL server in a temporary directory (see the module docstring)."""
 
-    def __init__(self, bindir: Path, *, durable: bool = False) -> None:
+    def __init__(self, bindir: Path, *, durable: bool = False,
+                 settings: dict[str, str] | None = None) -> None:
         self.bindir = bindir
         self.durable = durable
+        self.settings = dict(settings or {})  # more server settings (-c name=value)
         self.root = Path(tempfile.mkdtemp(prefix="argus-pg-"))
         self.data = self.root / "data"
         self.port = _free_port()
@@ -104,6 +107,7 @@ class PgServer:
         if not self.durable:
             options += "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
         options += "-c max_connections=200"
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._check("start", self._run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w",
             "-t", str(START_TIMEOUT_S), "-o", options, "start"))
