@@ -44,8 +44,9 @@ disk before the 201), reached over TCP on loopback with a password, as a user's
 (``--pg-socket``: its Unix socket; ``--pg-synchronous-commit off``: the server's setting,
 an operator's choice, about SQLite's ``NORMAL``). SQLite runs at ``--synchronous``: compare
 ``FULL`` with PostgreSQL's default for the same durability. ``--engine both`` runs a
-SQLite server and a PostgreSQL one side by side in one run, alternating as ``--compare`` does (``--rounds``), and prints
-the ratio PostgreSQL / SQLite of each row and, as its last line, the engine's floors:
+SQLite server and a PostgreSQL one side by side in one run, alternating as ``--compare``
+does (``--rounds``), and prints the ratio PostgreSQL / SQLite of each row and, as its last
+line, the engine's floors:
 ``engine: POST 0.45x (floor 0.5) MISSED, GET 0.80x (floor 0.7) ok``.
 ``--rows`` runs some of the rows only (the mixed row runs with all of them); ``--profile
 DIR`` runs each server under cProfile in every thread (the event loop, the store's lanes,
