@@ -264,7 +264,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 180.0) -> None:
     import urllib.request
 
     deadline = time.monotonic() + timeout
