@@ -161,7 +161,7 @@ def test_a_submit_is_three_round_trips_of_the_writer_and_a_transition_four(
     try:
         task_id = store.tasks.create_task(_task(1))
         # BEGIN with the lock; the task's INSERT (its conflict is TaskExists); the spec
-        # bytes, the CREATED event and the COMMIT (eight before the pipeline)
+        # bytes, the CREATED event and the COMMIT (seven before the pipeline)
         assert trips.n == 3
         with store.core.tx() as conn:
             store.core.transition(conn, task_id, TaskState.QUEUED, TaskState.CANCELED,
