@@ -37,6 +37,17 @@ this checkout, each with its own database prefilled by its own code. Every row r
 ``--rounds`` (2) times per server, alternating which goes first (REV, this, this, REV, ...)
 so that a drift of the host weighs on both alike; it prints both rows and the ratio this /
 REV of throughput and of server CPU a request, and the event loop thread's share of that CPU.
+``--engine postgresql`` runs the server on PostgreSQL instead (``v2.store.url``), a
+throwaway server started for the run (``tests/support/postgres.py``) with PostgreSQL's own
+durability defaults (``fsync`` and ``synchronous_commit`` on: an accepted task is on the
+disk before the 201), reached over TCP on loopback with a password, as a user's
+(``--pg-socket``: its Unix socket; ``--pg-synchronous-commit off``: the server's setting,
+an operator's choice, about SQLite's ``NORMAL``). SQLite runs at ``--synchronous``: compare
+``FULL`` with PostgreSQL's default for the same durability. ``--engine both`` runs a
+SQLite server and a PostgreSQL one side by side in one run, alternating as ``--compare``
+does (``--rounds``), and prints the ratio PostgreSQL / SQLite of each row and, as its last
+line, the engine's floors:
+``engine: POST 0.45x (floor 0.5) MISSED, GET 0.80x (floor 0.7) ok``.
 ``--rows`` runs some of the rows only (the mixed row runs with all of them); ``--profile
 DIR`` runs each server under cProfile in every thread (the event loop, the store's lanes,
 the scheduler), timed by thread CPU time, and writes ``DIR/LABEL.prof``: compare the two
@@ -47,12 +58,14 @@ revisions function by function with ``pstats`` (the profiler makes every figure 
                                         [--synchronous FULL|NORMAL]
                                         [--rows ROW,...] [--profile DIR]
                                         [--compare REV [--rounds 2]]
+                                        [--engine sqlite|postgresql|both [--pg-socket]]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -62,7 +75,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +95,9 @@ FLOOR_CHECKS = (  # (check, row, its figure, op, FLOORS key)
     ("POST p99 ms (paced)", "POST paced", "p99_ms", "<=", "post_p99_ms"),
 )
 FINISHED = ("SUCCEEDED", "FAILED", "CANCELED")
+ENGINES = ("sqlite", "postgresql", "both")
+# --engine both: PostgreSQL's throughput at least this share of SQLite's (issue 54)
+ENGINE_FLOORS = (("POST", "POST saturated", 0.5), ("GET", "GET saturated", 0.7))
 
 
 def spec_yaml(shared: str) -> str:
@@ -248,7 +264,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+def _wait_healthy(base: str, proc: subprocess.Popen, timeout: float = 180.0) -> None:
     import urllib.request
 
     deadline = time.monotonic() + timeout
@@ -317,12 +333,13 @@ ROWS = ("GET saturated", "GET paced", "POST saturated", "POST paced")
 class Side:
     """One server under load: its code (None: this checkout), database, config and process."""
 
-    def __init__(self, label: str, code: str | None, args: argparse.Namespace) -> None:
+    def __init__(self, label: str, code: str | None, args: argparse.Namespace,
+                 store_url: str | None = None) -> None:
         self.label = Path(label).name if code and Path(label).is_dir() else label
         self.code = code
         self.root = Path(tempfile.mkdtemp(prefix="argus-bench-api-"))
         shared = self.root / "shared"
-        db = str(shared / "common" / "db" / "mvp_v2.sqlite3")
+        db = store_url or str(shared / "common" / "db" / "mvp_v2.sqlite3")
         t = time.perf_counter()
         cmd = [sys.executable, __file__, "prefill", "--db", db, "--tasks", str(args.tasks),
                "--runnable", str(args.runnable)] + (["--code", code] if code else [])
@@ -337,6 +354,7 @@ class Side:
         # the 16 half-open allowed, and the refused ones count as errors
         config.write_text(f"ray: {{shared_root: {shared}}}\nv2:\n  scheduler: {{tick_s: 1}}\n"
                           f"  sqlite: {{synchronous: {args.synchronous}}}\n"
+                          + (f"  store: {{url: '{store_url}'}}\n" if store_url else "") +
                           "  api: {max_half_open_per_address: 0, "
                           "max_connections_per_address: 0}\n")
         port = _free_port()
@@ -450,18 +468,14 @@ def _mixed_lines(mixed: dict[str, Any], args: argparse.Namespace, label: str = "
           f"p99 {writers['p99_ms']:.1f} ms, {writers['errors']} errors)")
 
 
-def compare(args: argparse.Namespace) -> int:
-    """The same load against REV's server and this checkout's, alternating (see the module
-    docstring)."""
-    print(host_line(), flush=True)
-    code, created = _worktree(args.compare)
-    sides: list[Side] = []
+def _alternate(sides: list[Side], args: argparse.Namespace
+               ) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]], list[float]]:
+    """Every row on both ``sides``, ``args.rounds`` times each, alternating which goes first
+    (``alternation``); then the mixed row on each (with every row). Returns the merged rows,
+    the mixed rows and each server's RSS (MB); the servers are stopped."""
     try:
-        sides = [Side(args.compare, code, args), Side("this", None, args)]
         for side in sides:
             side.start()
-        width = max(len(s.label) for s in sides) + 2
-        labels = [f" {s.label:<{width}}" for s in sides]
         runs: dict[str, list[list[dict[str, Any]]]] = {n: [[], []] for n in args.rows}
         for name in args.rows:
             for order in alternation(args.rounds):
@@ -473,21 +487,26 @@ def compare(args: argparse.Namespace) -> int:
     finally:
         for side in sides:
             side.stop()
-        if created:
-            subprocess.run(["git", "-C", str(Path(__file__).resolve().parent.parent),
-                            "worktree", "remove", "--force", created], check=False)
-    print(f"\n{args.clients} clients, {args.duration:g}s per row and round, {args.rounds} "
-          f"rounds alternating ({args.compare} = {code}), server logs "
-          f"{', '.join(str(s.log_path) for s in sides)}\n")
-    _header(" " * (width + 1))
     merged = {n: [merge(runs[n][k], args.duration) for k in (0, 1)] for n in args.rows}
+    return merged, mixed, rss_mb
+
+
+def _side_by_side(sides: list[Side], merged: dict[str, list[dict[str, Any]]],
+                  mixed: list[dict[str, Any]], rss_mb: list[float],
+                  args: argparse.Namespace) -> int:
+    """Both servers' rows, each row's ratio second / first, the mixed rows and the
+    host after the run; 0 when no request failed."""
+    width = max(len(s.label) for s in sides) + 2
+    labels = [f" {s.label:<{width}}" for s in sides]
+    _header(" " * (width + 1))
     for name in args.rows:
         for k in (0, 1):
             print(_row(name, merged[name][k], labels[k]))
         old, new = merged[name]
-        print(f"{'':<16} this/{sides[0].label}: req/s {ratio(new['rps'], old['rps'])}, "
-              f"server CPU a request {ratio(new['cpu_us'], old['cpu_us'])}, of which the "
-              f"event loop thread {ratio(new['loop_us'], old['loop_us'])}")
+        print(f"{'':<16} {sides[1].label}/{sides[0].label}: req/s "
+              f"{ratio(new['rps'], old['rps'])}, server CPU a request "
+              f"{ratio(new['cpu_us'], old['cpu_us'])}, of which the event loop thread "
+              f"{ratio(new['loop_us'], old['loop_us'])}")
     for k, m in enumerate(mixed):
         _mixed_lines(m, args, labels[k])
     print(f"machine load average after the run: {os.getloadavg()[0]:.1f} on "
@@ -503,17 +522,94 @@ def compare(args: argparse.Namespace) -> int:
     return 0 if errors == 0 else 1
 
 
+def compare(args: argparse.Namespace) -> int:
+    """The same load against REV's server and this checkout's, alternating (see the module
+    docstring)."""
+    print(host_line(), flush=True)
+    code, created = _worktree(args.compare)
+    try:
+        sides = [Side(args.compare, code, args), Side("this", None, args)]
+        merged, mixed, rss_mb = _alternate(sides, args)
+    finally:
+        if created:
+            subprocess.run(["git", "-C", str(Path(__file__).resolve().parent.parent),
+                            "worktree", "remove", "--force", created], check=False)
+    print(f"\n{args.clients} clients, {args.duration:g}s per row and round, {args.rounds} "
+          f"rounds alternating ({args.compare} = {code}), server logs "
+          f"{', '.join(str(s.log_path) for s in sides)}\n")
+    return _side_by_side(sides, merged, mixed, rss_mb, args)
+
+
+def engine_verdict(merged: dict[str, list[dict[str, Any]]]) -> tuple[str, bool]:
+    """``engine: POST 0.45x (floor 0.5) MISSED, GET 0.80x (floor 0.7) ok`` from the merged rows
+    (SQLite first, PostgreSQL second) and whether every floor measured holds."""
+    parts, ok = [], True
+    for what, row, floor in ENGINE_FLOORS:
+        if row in merged:
+            sqlite, postgres = merged[row]
+            share = postgres["rps"] / sqlite["rps"] if sqlite["rps"] else 0.0
+            ok &= share >= floor
+            parts.append(f"{what} {share:.2f}x (floor {floor:.1f}) "
+                         f"{'ok' if share >= floor else 'MISSED'}")
+    return "engine: " + (", ".join(parts) or "no saturated row run"), ok
+
+
+@contextlib.contextmanager
+def postgres_server(args: argparse.Namespace) -> Iterator[Callable[[], str]]:
+    """A throwaway PostgreSQL server with its own durability defaults for the run; yields
+    a function that makes a fresh database with the store's schema (its URL)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from support.postgres import PgServer, binaries  # the test tier's throwaway server
+
+    bindir = binaries()
+    if bindir is None:
+        raise SystemExit("--engine postgresql needs PostgreSQL's binaries (Debian package "
+                         "postgresql: scripts/bootstrap.sh installs it)")
+    commit = args.pg_synchronous_commit
+    server = PgServer(bindir, durable=True, settings={"synchronous_commit": commit}).start()
+    try:
+        yield ((lambda: server.socket_url(server.store_database())) if args.pg_socket
+               else server.store_database)
+        print(f"PostgreSQL {bindir.parent.name}: fsync on, synchronous_commit {commit}"
+              + (" (its defaults)" if commit == "on" else " (an operator's choice: a crash "
+                 "of the database server may lose the last commits)")
+              + f", over {'its Unix socket' if args.pg_socket else 'TCP on loopback'}")
+    finally:
+        server.stop()
+
+
+def engines(args: argparse.Namespace) -> int:
+    """A SQLite server and a PostgreSQL one under the same load, alternating (see the
+    module docstring); the last line is the engine's floors."""
+    print(host_line(), flush=True)
+    with postgres_server(args) as database:
+        sides = [Side("sqlite", None, args), Side("postgresql", None, args, database())]
+        merged, mixed, rss_mb = _alternate(sides, args)
+    print(f"\n{args.clients} clients, {args.duration:g}s per row and round, {args.rounds} "
+          f"rounds alternating the engines, server logs "
+          f"{', '.join(str(s.log_path) for s in sides)}\n")
+    code = _side_by_side(sides, merged, mixed, rss_mb, args)
+    print(f"durability: SQLite WAL, synchronous={args.synchronous}; PostgreSQL "
+          f"synchronous_commit={args.pg_synchronous_commit}")
+    line, ok = engine_verdict(merged)
+    print(line)
+    return code if ok else 1
+
+
 def drive(args: argparse.Namespace) -> int:
     print(host_line(), flush=True)
-    side = Side("this", None, args)
-    try:
-        side.start()
-        results = {name: side.run(name, args) for name in args.rows}
-        mixed = (_run_mixed(side.get_url, side.post_url, side.body, args)
-                 if len(args.rows) == len(ROWS) else None)
-        rss_mb = side.proc.memory_info().rss / 2**20
-    finally:
-        side.stop()
+    with contextlib.ExitStack() as stack:
+        url = (stack.enter_context(postgres_server(args))()
+               if args.engine == "postgresql" else None)
+        side = Side("this", None, args, url)
+        try:
+            side.start()
+            results = {name: side.run(name, args) for name in args.rows}
+            mixed = (_run_mixed(side.get_url, side.post_url, side.body, args)
+                     if len(args.rows) == len(ROWS) else None)
+            rss_mb = side.proc.memory_info().rss / 2**20
+        finally:
+            side.stop()
     print(f"\n{args.clients} clients, {args.duration:g}s per row, server log {side.log_path}\n")
     _header()
     for name, r in results.items():
@@ -534,8 +630,14 @@ def drive(args: argparse.Namespace) -> int:
         passed = value >= floor if op == ">=" else value <= floor
         ok &= passed
         print(f"  {name:<24}{value:>9.1f} {op} {floor:<8g}{'ok' if passed else 'MISSED'}")
-    print(f"POST durability: SQLite WAL, synchronous={args.synchronous} (survives kill -9"
-          + ("; and power loss)" if args.synchronous == "FULL" else "; not power loss)"))
+    if args.engine == "postgresql":
+        print(f"POST durability: PostgreSQL, synchronous_commit {args.pg_synchronous_commit}"
+              + (" (survives kill -9 and power loss)" if args.pg_synchronous_commit == "on"
+                 else " (survives kill -9 of the service, not of the database server)"))
+    else:
+        print(f"POST durability: SQLite WAL, synchronous={args.synchronous} (survives "
+              "kill -9" + ("; and power loss)" if args.synchronous == "FULL"
+                           else "; not power loss)"))
     return 0 if ok else 1
 
 
@@ -573,7 +675,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", metavar="DIR",
                    help="cProfile every thread of each server; stats to DIR/LABEL.prof")
     p.add_argument("--rounds", type=int, default=2,
-                   help="with --compare: runs of each row per server, alternating (2)")
+                   help="with --compare or --engine both: runs of each row per server, "
+                        "alternating (2)")
+    p.add_argument("--engine", choices=ENGINES, default="sqlite",
+                   help="the store's engine (sqlite); postgresql: a throwaway server; "
+                        "both: the two side by side, alternating")
+    p.add_argument("--pg-socket", action="store_true",
+                   help="reach PostgreSQL through its Unix socket (default: TCP)")
+    p.add_argument("--pg-synchronous-commit", choices=("on", "off"), default="on",
+                   help="the PostgreSQL server's synchronous_commit (on: its default)")
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error("--rounds must be >= 1")
@@ -582,8 +692,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown or not rows:
         p.error(f"--rows: unknown {unknown}, known {', '.join(ROWS)}")
     args.rows = [r for r in ROWS if r in rows]
-    if args.role is None and args.rounds != 2 and not args.compare:
-        p.error("--rounds needs --compare")
+    if args.role is None and args.rounds != 2 and not args.compare and args.engine != "both":
+        p.error("--rounds needs --compare or --engine both")
+    if args.compare and args.engine != "sqlite":
+        p.error("--compare runs on SQLite: leave --engine out")
     return args
 
 
@@ -600,7 +712,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "load":
         load_main(args)
         return 0
-    return compare(args) if args.compare else drive(args)
+    if args.compare:
+        return compare(args)
+    return engines(args) if args.engine == "both" else drive(args)
 
 
 if __name__ == "__main__":

@@ -35,25 +35,37 @@ the plan then knows when GPUs come back, so its reservations and start estimates
 found on the timeline, not skipped as unknown. Without limits the ``plan`` row measures
 the walk alone.
 
+``--engine postgresql`` runs the store on a throwaway PostgreSQL server (as bench_api.py:
+``tests/support/postgres.py``, PostgreSQL's own durability defaults, TCP on loopback; a
+fresh database each run); ``--engine both`` runs every policy on both engines, alternating
+which goes first (ABBA...), and prints, as its last line, the engine's floor: the
+``plan`` tick's wall time on PostgreSQL over SQLite's (median of the ticks), ``engine:
+tick 1.23x (floor 2.0) ok``. The wall time, not the thread's CPU: on PostgreSQL the
+queries' work is the server's, in another process.
+
     .venv/bin/python bench/bench_tick.py [--ticks 200] [--runnable 10000] [--finished 90000]
                                          [--running 0] [--limits]
+                                         [--engine sqlite|postgresql|both]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from service.domain.newtask import NewTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.hostinfo
 
+from bench.bench_api import postgres_server
 from bench.hostinfo import host_line
 from service.cluster.fake import FakeCluster
 from service.config import SchedulerSettings, Settings
@@ -69,6 +81,7 @@ SHAPES = ((1, 4), (2, 4), (1, 8), (4, 8), (2, 8))  # none fits 1 free GPU per wo
 HELD = 7  # of each worker's 8 GPUs
 FINISHED = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELED)
 FLOOR_MS = 20.0
+ENGINE_FLOOR = 2.0  # --engine both: PostgreSQL's plan tick, wall, at most 2x SQLite's
 USERS = ("alice", "bob", "carol")
 LIMITS_S = (3600.0, 7200.0, 14400.0, 28800.0)  # --limits: the runnable tasks' time limits
 RUNNING_LIMIT_S = 7200.0  # --limits: the running tasks'
@@ -119,9 +132,11 @@ def start_running(store: Store, cluster: FakeCluster, sched: Scheduler, n: int,
 
 
 def setup(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: bool,
-          reservations: int = 0) -> tuple[Store, FakeCluster, Scheduler, float]:
-    """The store, cluster and scheduler a run ticks, and the time of its first tick."""
-    store = Store(str(root / f"{label}.sqlite3"))
+          reservations: int = 0, store_url: str | None = None
+          ) -> tuple[Store, FakeCluster, Scheduler, float]:
+    """The store (``store_url``, else a SQLite file in ``root``), cluster and scheduler a
+    run ticks, and the time of its first tick."""
+    store = Store(store_url or str(root / f"{label}.sqlite3"))
     cluster = FakeCluster(clock=T0)
     cluster.add_node("head", gpus=0, cpus=0, worker_slots=0)
     workers = max(4, -(-args.running // HELD))
@@ -143,10 +158,13 @@ def setup(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair
 
 
 def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: bool,
-        reservations: int = 0) -> dict[str, float]:
-    store, _, sched, now = setup(label, root, args, guard_s, fair, reservations)
-    checkpointer = Checkpointer(store)
-    checkpointer.start()
+        reservations: int = 0, store_url: str | None = None) -> dict[str, float]:
+    store, _, sched, now = setup(label, root, args, guard_s, fair, reservations, store_url)
+    # the WAL copied on its own thread, as in the service (SQLite only: PostgreSQL
+    # checkpoints by itself)
+    checkpointer = Checkpointer(store) if store.engine_name == "sqlite" else None
+    if checkpointer is not None:
+        checkpointer.start()
     gc.freeze()  # as the service after its startup (service.main)
     cpu, wall = [], []
     for i in range(args.ticks + 1):
@@ -155,7 +173,8 @@ def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: 
         cpu.append((time.thread_time() - started) * 1000)
         wall.append(report.duration_s * 1000)
         assert report.submitted == 0, "the bench cluster must admit nothing"
-    checkpointer.stop()
+    if checkpointer is not None:
+        checkpointer.stop()
     gc.unfreeze()
     store.close()
     later = sorted(cpu[1:])
@@ -171,7 +190,15 @@ def run(label: str, root: Path, args: argparse.Namespace, guard_s: float, fair: 
     }
 
 
-def main() -> None:
+POLICIES = {  # name: (starvation_guard_s, fair_share, reservations)
+    "backfill": (1e12, False, 0),
+    "fairshare": (1e12, True, 0),
+    "guard": (0.0, True, 0),
+    "plan": (0.0, True, 8),
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ticks", type=int, default=200)
     parser.add_argument("--runnable", type=int, default=10_000)
@@ -181,32 +208,75 @@ def main() -> None:
                              "--limits at least 7 a worker)")
     parser.add_argument("--limits", action="store_true",
                         help="every task declares a time limit (the plan's estimates run)")
-    args = parser.parse_args()
+    parser.add_argument("--engine", choices=("sqlite", "postgresql", "both"),
+                        default="sqlite",
+                        help="the store's engine (sqlite); postgresql: a throwaway server; "
+                             "both: every policy on each, alternating")
+    args = parser.parse_args(argv)
     if args.limits:  # every held GPU is an attempt's with a limit: the plan knows its end
         args.running = max(args.running, 4 * HELD)
-    with tempfile.TemporaryDirectory(prefix="argus-bench-tick-") as tmp:
-        rows = {
-            "backfill": run("backfill", Path(tmp), args, guard_s=1e12, fair=False),
-            "fairshare": run("fairshare", Path(tmp), args, guard_s=1e12, fair=True),
-            "guard": run("guard", Path(tmp), args, guard_s=0.0, fair=True),
-            "plan": run("plan", Path(tmp), args, guard_s=0.0, fair=True,
-                        reservations=8),
-        }
+    return args
+
+
+def engine_order(engine: str, k: int) -> list[str]:
+    """The engines the ``k``-th policy runs on, in order: with ``both``, SQLite first on
+    even policies and PostgreSQL first on odd ones, so a drift of the host weighs on both
+    alike."""
+    if engine != "both":
+        return [engine]
+    return ["sqlite", "postgresql"] if k % 2 == 0 else ["postgresql", "sqlite"]
+
+
+def engine_verdict(sqlite: dict[str, float], postgres: dict[str, float]) -> tuple[str, bool]:
+    """``engine: tick 1.23x (floor 2.0) ok``: the plan tick's median wall time on
+    PostgreSQL over SQLite's."""
+    share = postgres["wall_median_ms"] / sqlite["wall_median_ms"]
+    ok = share <= ENGINE_FLOOR
+    return (f"engine: tick {share:.2f}x (floor {ENGINE_FLOOR:.1f}) {'ok' if ok else 'MISSED'}; "
+            f"slowest {postgres['wall_max_ms']:.1f} / {sqlite['wall_max_ms']:.1f} ms"), ok
+
+
+def _measure(args: argparse.Namespace, tmp: Path, database: Callable[[], str] | None
+             ) -> dict[tuple[str, str], dict[str, float]]:
+    rows = {}
+    for k, (name, (guard_s, fair, reservations)) in enumerate(POLICIES.items()):
+        for engine in engine_order(args.engine, k):
+            url = database() if engine == "postgresql" and database else None
+            rows[(name, engine)] = run(f"{name}-{engine}", tmp, args, guard_s=guard_s,
+                                       fair=fair, reservations=reservations, store_url=url)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    print(host_line(), flush=True)
+    with tempfile.TemporaryDirectory(prefix="argus-bench-tick-") as tmp, \
+            contextlib.ExitStack() as stack:
+        database = None
+        if args.engine != "sqlite":
+            args.pg_socket, args.pg_synchronous_commit = False, "on"
+            database = stack.enter_context(postgres_server(args))
+        rows = _measure(args, Path(tmp), database)
     print(host_line())
     print(f"tick benchmark: {args.runnable} runnable + {args.finished} finished tasks, "
           f"{args.running} running, {args.ticks} ticks, nothing fits, time limits "
           f"{'declared' if args.limits else 'none'}; CPU ms, then wall ms")
-    print(f"{'policy':<10} {'examined':>8} {'estimated':>9} {'first':>7} {'median':>7} "
-          f"{'p99':>7} {'max':>7} {'wall med':>9} {'wall max':>9}")
-    for name, r in rows.items():
-        print(f"{name:<10} {r['examined']:>8.0f} {r['estimated']:>9.0f} {r['first_ms']:>7.2f} "
-              f"{r['median_ms']:>7.2f} {r['p99_ms']:>7.2f} {r['max_ms']:>7.2f} "
-              f"{r['wall_median_ms']:>9.2f} {r['wall_max_ms']:>9.2f}")
+    print(f"{'policy':<10} {'engine':<11}{'examined':>8} {'estimated':>9} {'first':>7} "
+          f"{'median':>7} {'p99':>7} {'max':>7} {'wall med':>9} {'wall max':>9}")
+    for (name, engine), r in rows.items():
+        print(f"{name:<10} {engine:<11}{r['examined']:>8.0f} {r['estimated']:>9.0f} "
+              f"{r['first_ms']:>7.2f} {r['median_ms']:>7.2f} {r['p99_ms']:>7.2f} "
+              f"{r['max_ms']:>7.2f} {r['wall_median_ms']:>9.2f} {r['wall_max_ms']:>9.2f}")
     worst = max(r["max_ms"] for r in rows.values())
     verdict = "OK" if worst <= FLOOR_MS else "OVER"
     print(f"floor: every tick's CPU time, the first included, <= {FLOOR_MS:.0f} ms -> "
           f"{verdict} (slowest {worst:.2f} ms)")
+    if args.engine != "both":
+        return 0
+    line, ok = engine_verdict(rows[("plan", "sqlite")], rows[("plan", "postgresql")])
+    print(line)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

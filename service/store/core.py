@@ -274,7 +274,7 @@ class WriteCore:
             "payload_json": json.dumps(payload, sort_keys=True, default=str),
         })
         # the webhook outbox, in this same transaction (never lost, never early)
-        enqueue_webhooks(conn, cur.lastrowid, task_id, now, kind, payload)
+        enqueue_webhooks(conn, cur, task_id, now, kind, payload)
 
     def transition(self, conn: sqlite3.Connection, task_id: str, src: TaskState,
                    dst: TaskState, now: float, payload: Mapping[str, Any] | None = None,

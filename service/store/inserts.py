@@ -28,7 +28,9 @@ def insert_task(conn: sqlite3.Connection, task_id: str, task: NewTask,
                 state: TaskState | None = None) -> None:
     """The task's row (``TaskExists`` when the id is taken); no event (the caller's)."""
     try:
-        conn.execute(Q["insert_task"], task.row(task_id, state))
+        # the count read now: PostgreSQL reads a write's results only when looked at
+        # (service.store.pg), and the conflict is this statement's
+        _ = conn.execute(Q["insert_task"], task.row(task_id, state)).rowcount
     except Exception as exc:
         if unique_violation(exc):
             raise TaskExists(task_id) from exc

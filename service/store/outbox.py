@@ -24,10 +24,12 @@ from service.webhooks.events import (
 )
 
 
-def enqueue(conn: sqlite3.Connection, event_id: int, task_id: str, now: float, kind: str,
-            payload: Mapping[str, Any]) -> None:
-    """The outbox rows of one event (inside its transaction): a delivery to each hook of
-    the owner (the payload's ``owner``, else the task's) that subscribed to its type."""
+def enqueue(conn: sqlite3.Connection, inserted: sqlite3.Cursor, task_id: str, now: float,
+            kind: str, payload: Mapping[str, Any]) -> None:
+    """The outbox rows of one event (inside its transaction), ``inserted`` the event's
+    INSERT: a delivery to each hook of the owner (the payload's ``owner``, else the
+    task's) that subscribed to its type. The event's id is read after the task's facts:
+    on PostgreSQL both then come back in one round trip (``service.store.pg``)."""
     event_type = webhook_type(kind, payload)
     if event_type is None:
         return
@@ -37,6 +39,7 @@ def enqueue(conn: sqlite3.Connection, event_id: int, task_id: str, now: float, k
     owner = payload.get("owner") or (facts.user if facts else None)
     if owner is None:
         return
+    event_id = inserted.lastrowid
     data = task_data(EventType(event_type), event_id, task_id, payload, facts)
     conn.execute(Q["webhook_enqueue"], {
         "event_id": event_id, "event_type": event_type.value, "now": now, "owner": owner,

@@ -29,6 +29,7 @@ runs in one ``REPEATABLE READ READ ONLY`` transaction.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -113,44 +114,89 @@ class _BoolAsInt(Dumper):
 
 
 class PgCursor:
-    """The part of ``sqlite3.Cursor`` the store uses, over a psycopg cursor."""
+    """The part of ``sqlite3.Cursor`` the store uses, over a psycopg cursor. Its result is
+    read at once (rows, count), or, for a statement sent in a write's pipeline, on first
+    use: that syncs the pipeline (one round trip for every statement sent so far)."""
 
-    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+    def __init__(self, cur: psycopg.Cursor[Any], pipeline: psycopg.Pipeline | None = None
+                 ) -> None:
         self._cur = cur
-        self._id: Any = None
-        self._read_id = False
+        self._pipeline = pipeline
+        self._rows: list[Any] = []
+        self._pos = 0
+        self._count = -1
         self.row_factory = None  # accepted and ignored: a Row also unpacks as a tuple
+        if pipeline is None:
+            self._read()
+
+    def _read(self) -> None:
+        if self._pipeline is not None:
+            pipeline, self._pipeline = self._pipeline, None
+            if self._cur.pgresult is None:  # not come back yet
+                pipeline.sync()
+        result = self._cur.pgresult
+        # the rows from the result itself: ``cursor.description`` builds an object per
+        # column on every call
+        self._rows = self._cur.fetchall() if result is not None and result.nfields else []
+        self._count = self._cur.rowcount
 
     @property
     def rowcount(self) -> int:
-        return self._cur.rowcount
+        if self._pipeline is not None:
+            self._read()
+        return self._count
 
     @property
     def lastrowid(self) -> Any:
-        """The first column of the statement's ``RETURNING`` row (read once, kept)."""
-        if not self._read_id:
-            row = self._cur.fetchone()
-            self._id, self._read_id = None if row is None else row[0], True
-        return self._id
+        """The first column of the statement's ``RETURNING`` row."""
+        if self._pipeline is not None:
+            self._read()
+        return self._rows[0][0] if self._rows else None
 
     def fetchone(self) -> Any:
-        return self._cur.fetchone() if self._cur.description is not None else None
+        if self._pipeline is not None:
+            self._read()
+        if self._pos >= len(self._rows):
+            return None
+        self._pos += 1
+        return self._rows[self._pos - 1]
 
     def fetchall(self) -> list[Any]:
-        return self._cur.fetchall() if self._cur.description is not None else []
+        if self._pipeline is not None:
+            self._read()
+        rows, self._pos = self._rows[self._pos:], len(self._rows)
+        return rows
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.fetchall())
 
 
+# One message, one round trip: a write transaction and its lock (SQLite's BEGIN IMMEDIATE)
+_BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+
+
 class PgConnection:
     """The part of ``sqlite3.Connection`` the store uses, over one psycopg connection in
-    autocommit mode (transactions are explicit: ``BEGIN``/``COMMIT``)."""
+    autocommit mode (transactions are explicit: ``BEGIN``/``COMMIT``).
+
+    A write transaction (``begin_write``) sends its statements in a pipeline: each is sent
+    at once and its result read only when the store looks at it (a row, a count) or at the
+    ``COMMIT``; so a write of five statements whose results nobody reads costs the server
+    one round trip, not five. An error of a statement whose result was not read surfaces
+    at the next one read, or at the ``COMMIT``, inside the same transaction, which then
+    rolls back whole: a caller that turns one statement's error into its own (a unique
+    violation into ``TaskExists``) reads that statement's ``rowcount`` at once.
+
+    ``prefetch`` sends several reads in one round trip; ``execute`` then answers each of
+    them from what came back, once."""
 
     def __init__(self, url: str, texts: Mapping[str, str | None]) -> None:
         self.url = url
         self._texts = texts
         self._conn = _connect(url)
+        self._pipe: psycopg.Pipeline | None = None
+        self._pipe_cm: contextlib.AbstractContextManager[psycopg.Pipeline] | None = None
+        self._prefetched: dict[tuple[str, tuple[Any, ...]], PgCursor] = {}
 
     def _text(self, sql: str) -> str:
         text = self._texts.get(sql, sql)
@@ -163,6 +209,15 @@ class PgConnection:
 
     def execute(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None
                 ) -> PgCursor:
+        if self._pipe is not None:
+            return self._pipelined(sql, params)
+        if self._prefetched:
+            try:
+                cur = self._prefetched.pop((sql, _key(params)), None)
+            except TypeError:  # a value that is no key (a list): read as ever
+                cur = None
+            if cur is not None:
+                return cur
         # never None: psycopg leaves a statement without parameters as it is, and the
         # rewrite has doubled its literal %
         text, values = self._text(sql), () if params is None else params
@@ -178,6 +233,60 @@ class PgConnection:
         self.reopen_if_lost()
         return self._run(text, values)
 
+    def begin_write(self) -> None:
+        """``BEGIN`` and the write lock in one round trip (again on a new connection when
+        the server dropped this one meanwhile), then the pipeline of the transaction's
+        statements, ended by its ``COMMIT`` or ``ROLLBACK``."""
+        self.reopen_if_lost()
+        try:
+            self._conn.execute(_BEGIN_WRITE)  # type: ignore[arg-type]
+        except psycopg.OperationalError:
+            if not self._conn.closed:
+                raise
+            self.reopen_if_lost()
+            self._conn.execute(_BEGIN_WRITE)  # type: ignore[arg-type]
+        self._pipe_cm = self._conn.pipeline()
+        self._pipe = self._pipe_cm.__enter__()
+
+    def _pipelined(self, sql: str, params: Any) -> PgCursor:
+        pipe, end = self._pipe, self._pipe_cm
+        assert pipe is not None and end is not None
+        if sql in ("COMMIT", "ROLLBACK"):
+            self._pipe = self._pipe_cm = None
+            if sql == "ROLLBACK":  # what was sent is dropped with the transaction
+                with contextlib.suppress(psycopg.Error):
+                    end.__exit__(None, None, None)
+                return self.execute(sql)
+            cur = self._conn.cursor()
+            cur.execute(sql)
+            end.__exit__(None, None, None)  # every result, the first error raised
+            return PgCursor(cur)
+        text = self._text(sql)
+        cur = (psycopg.ClientCursor(self._conn) if text in CLIENT_BOUND
+               else self._conn.cursor())
+        cur.execute(text, () if params is None else params)  # type: ignore[arg-type]
+        return PgCursor(cur, pipe)
+
+    def prefetch(self, statements: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+        """Run ``statements`` (read-only, outside any transaction) in one round trip; each
+        is answered once by ``execute`` with the same text and parameters (until
+        ``forget_prefetched``)."""
+        statements = list(statements)
+        self.reopen_if_lost()
+        with self._conn.pipeline():
+            sent = []
+            for sql, params in statements:
+                text = self._text(sql)
+                cur = (psycopg.ClientCursor(self._conn) if text in CLIENT_BOUND
+                       else self._conn.cursor())
+                cur.execute(text, params)  # type: ignore[arg-type]
+                sent.append(((sql, _key(params)), cur))
+        # the pipeline's end has synced: every result is in
+        self._prefetched = {key: PgCursor(cur) for key, cur in sent}
+
+    def forget_prefetched(self) -> None:
+        self._prefetched = {}
+
     def _run(self, text: str, values: Any) -> PgCursor:
         if text in CLIENT_BOUND:
             cur: psycopg.Cursor[Any] = psycopg.ClientCursor(self._conn)
@@ -189,7 +298,7 @@ class PgConnection:
         cur = (psycopg.ClientCursor(self._conn) if text in CLIENT_BOUND
                else self._conn.cursor())
         cur.executemany(text, list(params))  # type: ignore[arg-type]
-        return PgCursor(cur)
+        return PgCursor(cur, self._pipe)
 
     def script(self, text: str) -> None:
         """Several statements (DDL), no parameters."""
@@ -207,11 +316,20 @@ class PgConnection:
         """A connection the server dropped is opened again (never inside a transaction:
         there is none on a lost connection)."""
         if self._conn.closed:
+            self._pipe, self._pipe_cm, self._prefetched = None, None, {}
             self._conn = _connect(self.url)
             log.warning("reconnected to the database")
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _key(params: Mapping[str, Any] | Sequence[Any] | None) -> tuple[Any, ...]:
+    """Parameters as a key of ``PgConnection.prefetch`` (their values are the store's:
+    text, numbers, None)."""
+    if params is None:
+        return ()
+    return tuple(params.items()) if isinstance(params, Mapping) else tuple(params)
 
 
 _ADHOC: dict[str, str] = {}

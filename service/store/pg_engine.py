@@ -97,8 +97,7 @@ class PostgresEngine:
 
     def begin(self, conn: pg.PgConnection) -> None:
         conn.reopen_if_lost()
-        conn.execute("BEGIN")
-        conn.execute("SELECT pg_advisory_xact_lock(:k)", {"k": pg.WRITE_LOCK})
+        conn.begin_write()
 
     def begin_snapshot(self, conn: pg.PgConnection) -> None:
         conn.reopen_if_lost()

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import fields
+from typing import Any
 
 from service.domain.rows import ActiveRow, AttemptNode, AttemptRow, RunnableRow, TaskRow
 from service.domain.states import ON_CLUSTER, TaskState
@@ -136,6 +137,26 @@ class Readers:
                 self._readers.append(conn)
             self.local.conn = conn
         return conn
+
+    @contextmanager
+    def prefetched(self, statements: Sequence[tuple[str, Mapping[str, Any]]]
+                   ) -> Iterator[None]:
+        """Inside the block, this thread's reads of ``statements`` (named query text,
+        parameters) are answered from one round trip made at its start, each once
+        (``PgConnection.prefetch``); a read of anything else runs as ever. A connection
+        that cannot (SQLite: a read is a library call, no round trip) reads as ever; so
+        does one whose prefetch failed (its reads then meet the fault themselves)."""
+        conn = self.reader()
+        prefetch = getattr(conn, "prefetch", None)
+        if prefetch is None:
+            yield
+            return
+        with suppress(*self.engine.errors):
+            prefetch(statements)
+        try:
+            yield
+        finally:
+            conn.forget_prefetched()
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

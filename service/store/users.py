@@ -99,8 +99,9 @@ class UserStore(Part):
             raise ValueError(problem)
         with self._tx() as conn:
             try:
-                conn.execute(Q["insert_user"], {"name": name, "role": Role(role).value,
-                                                "now": now})
+                # read now (service.store.pg: a write's results are read when looked at)
+                _ = conn.execute(Q["insert_user"], {"name": name, "role": Role(role).value,
+                                                    "now": now}).rowcount
             except Exception as exc:
                 if unique_violation(exc):
                     raise UserExists(name) from exc

@@ -32,6 +32,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 
 from service.domain.rows import (
     MAX_SEQ,
@@ -95,6 +96,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+# the named queries a task's page reads (service.usecases.reads.task_view_of), each by
+# ``task_id`` alone
+TASK_PAGE_QUERIES = ("get_task", "task_progress", "deps_of_task", "task_on_unsatisfiable",
+                     "stage_of_task")
 
 
 class Store:
@@ -141,6 +146,15 @@ class Store:
     def automatic_checkpoints(self, on: bool) -> None:
         """Whether commits checkpoint the WAL themselves (``WriteCore``)."""
         self.core.automatic_checkpoints(on)
+
+    def task_page_reads(self, task_id: str) -> AbstractContextManager[None]:
+        """Around the reads of one task's page (``get_task``, its progress, its
+        dependencies): on PostgreSQL they are sent together, one round trip for all
+        (``Readers.prefetched``); on SQLite nothing changes."""
+        if "\x00" in task_id:  # get_task answers None without a read
+            return nullcontext()
+        return self.reads.prefetched([(Q[name], {"task_id": task_id})
+                                      for name in TASK_PAGE_QUERIES])
 
     def change_seq(self) -> int:
         """A number that grows after any task was created or moved (one row by key)."""

@@ -118,11 +118,12 @@ class TaskView:
 
 
 def task_view_of(store: Store, task_id: str) -> TaskView | None:
-    task = store.tasks.get_task(task_id)
-    if task is None:
-        return None
-    return TaskView(task, store.progress.task_progress(task_id),
-                    dependencies_of(store, task_id))
+    with store.task_page_reads(task_id):  # PostgreSQL: one round trip for the five
+        task = store.tasks.get_task(task_id)
+        if task is None:
+            return None
+        return TaskView(task, store.progress.task_progress(task_id),
+                        dependencies_of(store, task_id))
 
 
 async def task_view(deps: TaskDeps, task_id: str) -> TaskView | None:

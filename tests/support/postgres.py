@@ -7,6 +7,10 @@ a wrong one is refused, as in production), trust on the Unix socket in that dire
 durability off (a test database need not survive a power cut). PostgreSQL refuses to run
 as root, so as root the server runs as the package's ``postgres`` user (``runuser``); run
 by any other user, under that user's own id. ``stop()`` stops it and removes the directory.
+``PgServer(bindir, durable=True)`` keeps PostgreSQL's own defaults instead (``fsync``,
+``synchronous_commit``, ``full_page_writes`` on: a commit is on the disk before it returns):
+the server a user runs, for the benches that compare the engines; ``settings`` adds
+server settings (``{"synchronous_commit": "off"}``: an operator's choice).
 
 ``database()`` makes a fresh, empty database per test (``CREATE DATABASE`` from
 ``template0``: a few milliseconds), ``store_database()`` one with the store's schema built
@@ -56,8 +60,11 @@ def _free_port() -> int:
 class PgServer:
     """One PostgreSQL server in a temporary directory (see the module docstring)."""
 
-    def __init__(self, bindir: Path) -> None:
+    def __init__(self, bindir: Path, *, durable: bool = False,
+                 settings: dict[str, str] | None = None) -> None:
         self.bindir = bindir
+        self.durable = durable
+        self.settings = dict(settings or {})  # more server settings (-c name=value)
         self.root = Path(tempfile.mkdtemp(prefix="argus-pg-"))
         self.data = self.root / "data"
         self.port = _free_port()
@@ -96,9 +103,11 @@ class PgServer:
 
     def resume(self) -> None:
         """Start the server (again, after ``halt``) on the same port and data."""
-        options = (f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                   "-c max_connections=200")
+        options = f"-k {self.root} -p {self.port} -c listen_addresses=127.0.0.1 "
+        if not self.durable:
+            options += "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+        options += "-c max_connections=200"
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._check("start", self._run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w",
             "-t", str(START_TIMEOUT_S), "-o", options, "start"))
@@ -120,6 +129,12 @@ class PgServer:
     def url(self, dbname: str = "postgres", password: str | None = None) -> str:
         secret = self.password if password is None else password
         return f"postgresql://{self.user}:{secret}@127.0.0.1:{self.port}/{dbname}"
+
+    def socket_url(self, url: str) -> str:
+        """The same database as ``url`` through the server's Unix socket (no TCP, no
+        password: trust on the socket)."""
+        dbname = url.rsplit("/", 1)[1]
+        return f"postgresql://{self.user}@/{dbname}?host={self.root}&port={self.port}"
 
     def sql(self, statement: str) -> None:
         """One statement as the superuser in the ``postgres`` database (autocommit)."""

@@ -78,3 +78,25 @@ def test_rounds_merge_into_one_row() -> None:
 def test_the_ratio_is_this_over_the_revision() -> None:
     assert bench_api.ratio(931.0, 726.0) == "1.28x"
     assert bench_api.ratio(1.0, 0.0) == "-"
+
+
+def test_the_engine_option_defaults_to_sqlite_and_refuses_compare_beside_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_api.parse_args([]).engine == "sqlite"
+    args = bench_api.parse_args(["--engine", "both", "--rounds", "4", "--pg-socket"])
+    assert (args.engine, args.rounds, args.pg_socket) == ("both", 4, True)
+    with pytest.raises(SystemExit):
+        bench_api.parse_args(["--engine", "postgresql", "--compare", "main"])
+    assert "--compare runs on SQLite" in capsys.readouterr().err
+
+
+def test_the_engine_verdict_is_postgresqls_share_of_sqlites_saturated_throughput() -> None:
+    merged = {"POST saturated": [{"rps": 1000.0}, {"rps": 450.0}],
+              "GET saturated": [{"rps": 2000.0}, {"rps": 1500.0}]}
+    line, ok = bench_api.engine_verdict(merged)
+    assert line == ("engine: POST 0.45x (floor 0.5) MISSED, GET 0.75x (floor 0.7) ok")
+    assert ok is False
+    merged["POST saturated"][1]["rps"] = 500.0
+    assert bench_api.engine_verdict(merged) == (
+        "engine: POST 0.50x (floor 0.5) ok, GET 0.75x (floor 0.7) ok", True)
+    assert bench_api.engine_verdict({}) == ("engine: no saturated row run", True)

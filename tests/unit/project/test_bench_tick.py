@@ -55,3 +55,24 @@ def test_with_limits_the_plan_finds_start_estimates(tmp_path: Path, limits: bool
             assert estimates == {}
     finally:
         store.close()
+
+
+def test_the_engine_option_defaults_to_sqlite_and_both_alternates_the_first() -> None:
+    assert bt.parse_args([]).engine == "sqlite"
+    assert bt.parse_args(["--engine", "both"]).engine == "both"
+    assert bt.engine_order("sqlite", 3) == ["sqlite"]
+    assert bt.engine_order("postgresql", 0) == ["postgresql"]
+    orders = [bt.engine_order("both", k) for k in range(len(bt.POLICIES))]
+    assert orders[0] == ["sqlite", "postgresql"] and orders[1] == ["postgresql", "sqlite"]
+    firsts = [order[0] for order in orders]
+    assert firsts.count("sqlite") == firsts.count("postgresql")  # each goes first as often
+
+
+@pytest.mark.parametrize(("postgres_ms", "verdict"), [(15.0, "1.50x (floor 2.0) ok"),
+                                                      (25.0, "2.50x (floor 2.0) MISSED")])
+def test_the_engine_floor_is_the_plan_ticks_median_wall_time(postgres_ms: float,
+                                                              verdict: str) -> None:
+    sqlite = {"wall_median_ms": 10.0, "wall_max_ms": 30.0}
+    line, ok = bt.engine_verdict(sqlite, {"wall_median_ms": postgres_ms, "wall_max_ms": 60.0})
+    assert line.startswith(f"engine: tick {verdict}")
+    assert ok is (postgres_ms <= 20.0)

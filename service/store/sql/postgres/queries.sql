@@ -266,3 +266,27 @@ SELECT {task_columns},
 FROM tasks t
 {latest_attempt}
 WHERE t.task_id = :task_id;
+
+-- name: runnable_of_user
+-- As runnable, of one owner (tasks_user_runnable). Not "user" IS NOT DISTINCT FROM :user,
+-- the rewrite of SQLite's IS, which PostgreSQL cannot look up in an index: it scanned
+-- every runnable row for each owner, each tick. The owner NULL (tasks from before users
+-- existed) is the second branch; one of the two is empty.
+SELECT * FROM (
+    (SELECT seq, task_id, state, "user", nnodes, n_gpus_per_node, runnable_since,
+            pending_reason, reason_kind, priority, retry_not_before, latest_attempt_no,
+            max_runtime_s
+     FROM tasks
+     WHERE "user" = CAST(:user AS text) AND state IN ('QUEUED', 'PENDING_RESOURCES')
+       AND next_run_at <= :now
+     ORDER BY priority DESC, seq LIMIT :limit)
+    UNION ALL
+    (SELECT seq, task_id, state, "user", nnodes, n_gpus_per_node, runnable_since,
+            pending_reason, reason_kind, priority, retry_not_before, latest_attempt_no,
+            max_runtime_s
+     FROM tasks
+     WHERE "user" IS NULL AND CAST(:user AS text) IS NULL
+       AND state IN ('QUEUED', 'PENDING_RESOURCES') AND next_run_at <= :now
+     ORDER BY priority DESC, seq LIMIT :limit)
+) AS mine
+ORDER BY priority DESC, seq;

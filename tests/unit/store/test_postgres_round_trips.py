@@ -1,0 +1,178 @@
+"""What a statement costs on PostgreSQL is mostly its round trip to the server
+(service/store/pg.py): a write transaction sends its statements in a pipeline, reading a
+result only when the store looks at it, and a task's page sends its five reads together.
+These tests count the round trips and check that nothing else changed: a failed statement
+still rolls its whole transaction back, a conflict is still the caller's own error, and a
+prefetched read answers once, then reads again."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from psycopg import pq
+from support.postgres import PgServer
+
+from service.domain.newtask import NewTask
+from service.domain.states import TaskState
+from service.store import pg
+from service.store.sql import QUERIES as Q
+from service.store.writer import TASK_PAGE_QUERIES, Store, TaskExists, UserExists
+
+pytestmark = pytest.mark.postgres
+
+T1 = "mvp2-ppo-20251223-143201-0001"
+
+
+def _task(i: int, user: str | None = "alice") -> NewTask:
+    return NewTask(id_prefix="mvp2", workload="ppo", text=f"raw: {i}\n", spec={"i": i},
+                   nnodes=1, n_gpus_per_node=1, user=user, created_at=1000.0 + i, priority=0)
+
+
+@pytest.fixture
+def store(pg_server: PgServer) -> Iterator[Store]:
+    opened = Store(pg_server.store_database())
+    yield opened
+    opened.close()
+
+
+def _notes(store: Store) -> int:
+    return store.reads.reader().execute(
+        "SELECT count(*) AS n FROM events WHERE event_type = 'NOTE'").fetchone()["n"]
+
+
+class Trips:
+    """The round trips of one connection, read off the wire (libpq's trace of the
+    messages sent): each ``Sync`` (the end of a statement, or of a pipeline's batch) or
+    simple ``Query`` is one wait for the server (psycopg follows a pipeline's ``Sync`` by a
+    ``Flush``, sent with it)."""
+
+    def __init__(self, conn: pg.PgConnection, path: Path) -> None:
+        self.pgconn = conn._conn.pgconn
+        self.path = path
+        self.file = path.open("w")
+        self.pgconn.trace(self.file.fileno())
+        self.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+
+    @property
+    def n(self) -> int:
+        self.file.flush()
+        return len(re.findall(r"^F\t\d+\t(?:Sync|Query)\b", self.path.read_text(),
+                              flags=re.M))
+
+    def stop(self) -> None:
+        self.pgconn.untrace()
+        self.file.close()
+
+
+def test_a_write_whose_results_nobody_reads_is_one_round_trip_and_its_commit(
+        store: Store, tmp_path: Path) -> None:
+    store.tasks.create_task(_task(1), task_id=T1)
+    trips = Trips(store.core._conn, tmp_path / "trace")
+    try:
+        with store.core.tx() as conn:
+            for i in range(5):
+                conn.execute(Q["insert_event"], {"task_id": T1, "ts": float(i),
+                                                 "event_type": "NOTE", "payload_json": "{}"})
+        assert trips.n == 2  # BEGIN with the lock; the five and the COMMIT (one per
+        # statement before: 1 + 1 + 5 + 1)
+        with store.core.tx() as conn:
+            cur = conn.execute(Q["insert_event"], {"task_id": T1, "ts": 9.0,
+                                                   "event_type": "NOTE", "payload_json": "{}"})
+            assert cur.lastrowid is not None  # a result looked at: one round trip more
+        assert trips.n == 2 + 3
+    finally:
+        trips.stop()
+    assert _notes(store) == 6
+
+
+def test_a_failed_statement_whose_result_was_not_read_rolls_the_whole_write_back(
+        store: Store) -> None:
+    store.tasks.create_task(_task(1), task_id=T1)
+    with pytest.raises(pg.psycopg.Error), store.core.tx() as conn:
+        conn.execute(Q["insert_event"], {"task_id": T1, "ts": 1.0, "event_type": "NOTE",
+                                         "payload_json": "{}"})
+        conn.execute("INSERT INTO no_such_table VALUES (1)")
+        conn.execute(Q["insert_event"], {"task_id": T1, "ts": 2.0, "event_type": "NOTE",
+                                         "payload_json": "{}"})
+    assert _notes(store) == 0
+    assert not store.core._conn.in_transaction
+    store.tasks.set_priority(T1, 3, 2000.0)  # the connection writes again
+    assert store.tasks.get_task(T1).priority == 3  # type: ignore[union-attr]
+
+
+def test_a_conflict_is_still_the_callers_own_error(store: Store) -> None:
+    store.tasks.create_task(_task(1), task_id=T1)
+    with pytest.raises(TaskExists):
+        store.tasks.create_task(_task(2), task_id=T1)
+    store.users.create_user("bob", "user", 1.0)  # type: ignore[arg-type]
+    with pytest.raises(UserExists):
+        store.users.create_user("bob", "user", 2.0)  # type: ignore[arg-type]
+    assert store.tasks.get_task(T1).spec is not None  # type: ignore[union-attr]
+
+
+def test_a_result_read_inside_the_write_sees_the_statements_before_it(store: Store) -> None:
+    store.tasks.create_task(_task(1), task_id=T1)
+    with store.core.tx() as conn:
+        for i in range(3):
+            conn.execute(Q["insert_event"], {"task_id": T1, "ts": float(i),
+                                             "event_type": "NOTE", "payload_json": "{}"})
+        n = conn.execute("SELECT count(*) AS n FROM events WHERE event_type = 'NOTE'"
+                         ).fetchone()["n"]
+        last = conn.execute(Q["insert_event"], {"task_id": T1, "ts": 3.0,
+                                                "event_type": "NOTE", "payload_json": "{}"})
+        assert n == 3 and last.lastrowid is not None and last.rowcount == 1
+
+
+def test_a_task_page_is_one_round_trip_and_each_prefetched_read_answers_once(
+        store: Store, tmp_path: Path) -> None:
+    store.tasks.create_task(_task(1), task_id=T1)
+    trips = Trips(store.reads.reader(), tmp_path / "trace")
+    try:
+        with store.task_page_reads(T1):
+            first = store.tasks.get_task(T1)
+            store.progress.task_progress(T1)
+            store.pipelines.deps_of(T1)
+            store.pipelines.on_unsatisfiable_of(T1)
+            store.pipelines.stage_of(T1)
+            assert trips.n == 1  # all five in one
+            store.tasks.set_priority(T1, 7, 2000.0)
+            again = store.tasks.get_task(T1)  # answered once: this one reads anew
+            assert trips.n > 1
+    finally:
+        trips.stop()
+    assert first is not None and again is not None
+    assert (first.priority, again.priority) == (0, 7)
+    assert len(TASK_PAGE_QUERIES) == 5
+
+
+def test_a_page_of_no_task_and_an_id_postgresql_cannot_hold(store: Store) -> None:
+    with store.task_page_reads("mvp2-ppo-20251223-143201-ffff"):
+        assert store.tasks.get_task("mvp2-ppo-20251223-143201-ffff") is None
+    with store.task_page_reads("bad\x00id"):
+        assert store.tasks.get_task("bad\x00id") is None
+
+
+def test_a_submit_is_three_round_trips_of_the_writer_and_a_transition_four(
+        store: Store, tmp_path: Path) -> None:
+    trips = Trips(store.core._conn, tmp_path / "trace")
+    try:
+        task_id = store.tasks.create_task(_task(1))
+        # BEGIN with the lock; the task's INSERT (its conflict is TaskExists); the spec
+        # bytes, the CREATED event and the COMMIT (seven before the pipeline)
+        assert trips.n == 3
+        with store.core.tx() as conn:
+            store.core.transition(conn, task_id, TaskState.QUEUED, TaskState.CANCELED,
+                                  2000.0)
+        # BEGIN; the guarded UPDATE (its count read); the event with the webhook facts
+        # read back together; the outbox row and the COMMIT
+        assert trips.n == 3 + 4
+    finally:
+        trips.stop()
+    events = store.reads.reader().execute(
+        "SELECT event_type FROM events WHERE task_id = :t ORDER BY id", {"t": task_id}
+    ).fetchall()
+    assert [e["event_type"] for e in events] == ["CREATED", "STATE_TRANSITION"]
+    assert store.tasks.get_task(task_id).state is TaskState.CANCELED  # type: ignore[union-attr]
