@@ -1,6 +1,8 @@
 """The task service as a program of the head's supervisord (``ARGUS_API_CONFIG`` set on the
 head): a ``docker restart`` of the head, a crash or a ``kill -9`` of the service, and the
-service is started again by the node's PID 1, with the rest of the node.
+service is started again by the node's PID 1, with the rest of the node. The role ``api``
+runs this program alone: a second service instance in a container of its own, on the same
+PostgreSQL store (docs/operations.md, "Running Argus highly available").
 
 The node runtime imports nothing of the service: the program is a command line, run from
 the repository the head mounts (``ARGUS_API_REPO``, default ``/workspace/argus``) on the
@@ -8,11 +10,13 @@ node's Python, which has Ray. Its bearer token comes in the head's environment (
 variable ``ARGUS_API_TOKEN_ENV`` names, default ``ARGUS_API_TOKEN``); ``argus-node run``
 takes it out of the environment before supervisord starts (so neither Ray nor the
 watchdogs ever hold it) and keeps it in a 0600 file of the node's run dir, which this
-program reads when it starts the service.
+program reads when it starts the service. The store's URL and ``PGPASSWORD`` (which carry
+the database's password) move the same way, into a 0600 JSON file beside it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import MutableMapping
@@ -22,6 +26,10 @@ from raypool.config import NodeSettings
 
 PROGRAM = "argus_api"
 TOKEN_FILE = "argus-api.token"
+# The store's URL carries its password (postgresql://user:pw@host/db), libpq's PGPASSWORD is
+# one: kept out of Ray's environment like the token, in a 0600 file the program reads.
+STORE_SECRETS = ("ARGUS_STORE_URL", "PGPASSWORD")
+SECRETS_FILE = "argus-api.secrets.json"
 
 
 def token_path(settings: NodeSettings) -> str:
@@ -48,6 +56,20 @@ def keep_token(settings: NodeSettings, environ: MutableMapping[str, str]) -> Non
     write_atomic(token_path(settings), token, mode=0o600)
 
 
+def secrets_path(settings: NodeSettings) -> str:
+    return os.path.join(settings.run_dir, SECRETS_FILE)
+
+
+def keep_store_secrets(settings: NodeSettings, environ: MutableMapping[str, str]) -> None:
+    """Move the store's secrets (``STORE_SECRETS``) out of ``environ``: into their file
+    (0600, the run dir) when the node runs the service, else nowhere."""
+    kept = {name: environ.pop(name) for name in STORE_SECRETS if name in environ}
+    kept = {name: value for name, value in kept.items() if value.strip()}
+    if settings.api_config:
+        os.makedirs(settings.run_dir, exist_ok=True)
+        write_atomic(secrets_path(settings), json.dumps(kept), mode=0o600)
+
+
 def service_argv(settings: NodeSettings, python: str = sys.executable) -> list[str]:
     return [python, "-m", "service.main", "--config", config_path(settings)]
 
@@ -58,6 +80,11 @@ def service_env(settings: NodeSettings, environ: MutableMapping[str, str]) -> di
         token = f.read().strip()
     env = dict(environ)
     env[settings.api_token_env] = token
+    try:
+        with open(secrets_path(settings)) as f:
+            env.update(json.load(f))
+    except FileNotFoundError:  # a node started before the file existed: no store secrets
+        pass
     path = env.get("PYTHONPATH", "")
     env["PYTHONPATH"] = settings.api_repo + (os.pathsep + path if path else "")
     return env

@@ -8,7 +8,8 @@
     argus-node health [--json]          run this node's health checks once and print them
                                         (exit 1 when unhealthy; nothing is published)
     argus-node head-watchdog | head-publisher | worker-watchdog | node-health | fatal-listener
-    argus-node api-service              the task service (the head, ARGUS_API_CONFIG set)
+    argus-node api-service              the task service (ARGUS_API_CONFIG set: the head, or
+                                        the role api, which runs nothing else)
     argus-node local up|down|status|pids|exec|move-head   local multi-node launcher
 """
 
@@ -55,6 +56,7 @@ def cmd_run(_args: argparse.Namespace) -> int:
         apiservice.keep_token(settings, os.environ)
     else:
         os.environ.pop(settings.api_token_env, None)
+    apiservice.keep_store_secrets(settings, os.environ)
     os.environ[NODE_TAG_ENV] = settings.node_tag
     exe = supervisord_executable()
     print(f"argus-node: {settings.role} {settings.node_name} ip={settings.node_ip} "
@@ -92,7 +94,9 @@ def node_status(settings: NodeSettings) -> dict[str, Any]:
                               "generation": record.generation, "seq": record.seq}
     else:
         out["head_record"] = {"fresh": False, "reason": result.reason}
-    if settings.role == "head":
+    if settings.role == "api":
+        out["ray"] = "not run (api)"  # the service reaches the head through head.json
+    elif settings.role == "head":
         address = f"{settings.node_ip}:{settings.ray_port}"
         out["ray"] = "healthy" if gcs_alive(address) else "down"
     elif record is None:
@@ -107,8 +111,11 @@ def node_status(settings: NodeSettings) -> dict[str, Any]:
     # the task service stopped on purpose (scripts/21_stop_api.sh) leaves the node healthy
     running = all(state == "RUNNING" or (name, state) == (supervisor.API_PROGRAM, "STOPPED")
                   for name, state in out["programs"].items())
-    out["ok"] = (bool(out["programs"]) and running and fresh
-                 and out["ray"] in ("healthy", "joined"))
+    if settings.role == "api":  # its health is the service's: the head's is the head's
+        out["ok"] = bool(out["programs"]) and running
+    else:
+        out["ok"] = (bool(out["programs"]) and running and fresh
+                     and out["ray"] in ("healthy", "joined"))
     return out
 
 

@@ -21,7 +21,9 @@ from types import MappingProxyType
 
 from raypool.healthpolicy import APPLICATION_XIDS
 
-ROLES = ("head", "worker")
+# api: a container that runs only the task service (raypool/apiservice.py), no Ray node:
+# a second service instance beside the head's, on the same PostgreSQL (docs/image.md).
+ROLES = ("head", "worker", "api")
 GCS_STORES = ("rocksdb", "memory")
 DEFAULT_CLUSTER_NAME = "argus-ray"
 SOCKET_NAME = "supervisor.sock"
@@ -283,7 +285,7 @@ class _Reader:
 
 def _api_settings(r: _Reader, role: str) -> dict[str, str]:
     """``ARGUS_API_CONFIG`` (the service's config, relative to ``ARGUS_API_REPO``) makes the
-    head's supervisord run the task service. Its token is checked by ``argus-node run``
+    head's supervisord run the task service; the role ``api`` runs nothing else and needs it. Its token is checked by ``argus-node run``
     alone (``raypool/apiservice.py``): the programs read these settings after the token
     left the environment."""
     config = r.raw("ARGUS_API_CONFIG")
@@ -291,8 +293,11 @@ def _api_settings(r: _Reader, role: str) -> dict[str, str]:
     token_env = r.raw("ARGUS_API_TOKEN_ENV", "ARGUS_API_TOKEN")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token_env):
         r.bad("ARGUS_API_TOKEN_ENV", token_env, "an environment variable name")
-    if config and role != "head":
+    if config and role == "worker":
         r.bad("ARGUS_API_CONFIG", config, "unset on a worker (the head runs the task service)")
+    elif not config and role == "api":
+        r.bad("ARGUS_API_CONFIG", config, "the service's config with ARGUS_ROLE=api (the "
+              "role runs the task service and nothing else)")
     elif config and any(ord(c) < 32 for c in config):
         r.bad("ARGUS_API_CONFIG", config, "a path without control characters")
     return {"api_config": config, "api_repo": repo, "api_token_env": token_env}

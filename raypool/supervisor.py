@@ -10,8 +10,8 @@ order (a TERM to the whole group reaches the GCS before the drain and makes the 
 30+ s to stop); ``killasgroup=true`` so a watchdog that overruns ``stopwaitsecs`` is
 SIGKILLed with everything under it.
 
-The head also runs the task service when ``ARGUS_API_CONFIG`` is set
-(``raypool/apiservice.py``): the program ``argus_api``, stopped and killed as a group, its
+The head also runs the task service when ``ARGUS_API_CONFIG`` is set, and the role ``api``
+runs it alone (``raypool/apiservice.py``): the program ``argus_api``, stopped and killed as a group, its
 log in ``<node log dir>/argus-api.log`` (``supervisorctl tail argus_api``), restarted like
 every program (at once after a crash; a failing start after 1, 2, 3 ... s, and after FATAL
 by the fatal listener).
@@ -31,6 +31,7 @@ from raypool.config import SOCKET_NAME, NodeSettings
 PROGRAMS = {
     "head": ("argus_head_watchdog", "argus_head_publisher"),
     "worker": ("argus_worker_watchdog",),
+    "api": (),  # the task service alone (API_PROGRAM): no Ray, no node health to publish
 }
 # Both roles, unless ARGUS_HEALTH_INTERVAL_S=0 (raypool/nodehealth.py).
 HEALTH_PROGRAM = "argus_node_health"
@@ -98,8 +99,10 @@ def program_command(program: str, python: str = sys.executable) -> str:
 
 
 def programs(settings: NodeSettings) -> tuple[str, ...]:
-    health = (HEALTH_PROGRAM,) if settings.health_interval_s > 0 else ()
-    api = (API_PROGRAM,) if settings.role == "head" and settings.api_config else ()
+    # an api container is no node: it publishes no health file the service would take for one
+    node = settings.role in ("head", "worker")
+    health = (HEALTH_PROGRAM,) if node and settings.health_interval_s > 0 else ()
+    api = (API_PROGRAM,) if settings.role != "worker" and settings.api_config else ()
     return PROGRAMS[settings.role] + health + api
 
 

@@ -360,7 +360,7 @@ def test_docker_run_with_env_only_forms_a_cluster(image: str):
 @pytest.mark.parametrize(
     ("env", "code", "message"),
     [([], 64, "ARGUS_ROLE is not set"),
-     (["-e", "ARGUS_ROLE=boss"], 64, "must be 'head' or 'worker', got 'boss'"),
+     (["-e", "ARGUS_ROLE=boss"], 64, "must be 'head', 'worker' or 'api', got 'boss'"),
      (["-e", "ARGUS_ROLE=worker", "-e", "ARGUS_RAY_PORT=70000"], 2,
       "ARGUS_RAY_PORT='70000': expected a TCP port 1..65535")],
 )

@@ -195,7 +195,7 @@ def run_entrypoint(bindir: Path, role: str | None, *args: str):
     return proc, out, err
 
 
-@pytest.mark.parametrize("role", ["head", "worker"])
+@pytest.mark.parametrize("role", ["head", "worker", "api"])
 def test_entrypoint_execs_argus_node_run(fake_argus_node: Path, role: str) -> None:
     proc, out, err = run_entrypoint(fake_argus_node, role)
     assert proc.returncode == 0, err
@@ -206,7 +206,7 @@ def test_entrypoint_execs_argus_node_run(fake_argus_node: Path, role: str) -> No
 @pytest.mark.parametrize(
     ("role", "message"),
     [(None, "ARGUS_ROLE is not set"), ("", "ARGUS_ROLE is not set"),
-     ("Head", "must be 'head' or 'worker', got 'Head'"),
+     ("Head", "must be 'head', 'worker' or 'api', got 'Head'"),
      ("worker; rm -rf /", "got 'worker; rm -rf /'")],
 )
 def test_entrypoint_refuses_a_missing_or_bad_role(

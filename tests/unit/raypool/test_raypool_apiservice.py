@@ -106,3 +106,53 @@ def test_without_its_token_file_the_program_says_so(tmp_path, capsys):
     s = settings(tmp_path, ARGUS_API_CONFIG="c.yaml", ARGUS_API_TOKEN="x")
     assert apiservice.exec_service(s) == 2
     assert "no token file" in capsys.readouterr().err
+
+
+def test_the_api_role_runs_the_service_and_nothing_else(tmp_path):
+    """A second service instance (docker-compose.ha.yaml's argus-api-b): no Ray, no
+    watchdog, no node-health program publishing a health file the service would count as a
+    node; the fatal listener still restarts the service forever."""
+    s = settings(tmp_path, role="api", ARGUS_API_CONFIG="configs/dev.yaml")
+    assert supervisor.programs(s) == ("argus_api",)
+    conf = programs(supervisor.render(s, python="/usr/bin/python3"))
+    assert [c for c in conf.sections() if c.startswith("program:")] == ["program:argus_api"]
+    assert "eventlistener:argus_fatal_listener" in conf.sections()
+
+
+def test_the_api_role_needs_the_services_config(tmp_path):
+    with pytest.raises(SettingsError) as err:
+        settings(tmp_path, role="api")
+    assert "ARGUS_API_CONFIG='': expected the service's config with ARGUS_ROLE=api" \
+        in str(err.value)
+
+
+def test_the_store_url_and_pgpassword_leave_the_environment_too(tmp_path):
+    """The store's URL carries the database's password: Ray and the watchdogs never hold it;
+    the service gets it back from a 0600 file."""
+    url = "postgresql://argus:s3cret@postgres:5432/argus"
+    s = settings(tmp_path, ARGUS_API_CONFIG="c.yaml", ARGUS_API_TOKEN=TOKEN)
+    environ = {"ARGUS_API_TOKEN": TOKEN, "ARGUS_STORE_URL": url, "PGPASSWORD": "pw",
+               "PATH": "/bin"}
+    apiservice.keep_token(s, environ)
+    apiservice.keep_store_secrets(s, environ)
+    assert environ == {"PATH": "/bin"}
+    assert stat.S_IMODE(os.stat(apiservice.secrets_path(s)).st_mode) == 0o600
+    env = apiservice.service_env(s, environ)
+    assert env["ARGUS_STORE_URL"] == url and env["PGPASSWORD"] == "pw"
+
+
+def test_a_node_without_the_service_drops_the_store_secrets(tmp_path):
+    s = settings(tmp_path)
+    environ = {"ARGUS_STORE_URL": "postgresql://a:b@c/d", "PGPASSWORD": "", "PATH": "/bin"}
+    apiservice.keep_store_secrets(s, environ)
+    assert environ == {"PATH": "/bin"}
+    assert not os.path.exists(apiservice.secrets_path(s)), "nothing kept where nothing runs"
+
+
+def test_an_empty_store_url_is_not_passed_on(tmp_path):
+    """compose's ``${ARGUS_STORE_URL:-}`` is an empty value: the config's store stays."""
+    s = settings(tmp_path, ARGUS_API_CONFIG="c.yaml", ARGUS_API_TOKEN=TOKEN)
+    environ = {"ARGUS_API_TOKEN": TOKEN, "ARGUS_STORE_URL": " "}
+    apiservice.keep_token(s, environ)
+    apiservice.keep_store_secrets(s, environ)
+    assert "ARGUS_STORE_URL" not in apiservice.service_env(s, environ)
