@@ -285,9 +285,9 @@ class _Reader:
 
 def _api_settings(r: _Reader, role: str) -> dict[str, str]:
     """``ARGUS_API_CONFIG`` (the service's config, relative to ``ARGUS_API_REPO``) makes the
-    head's supervisord run the task service; the role ``api`` runs nothing else and needs it. Its token is checked by ``argus-node run``
-    alone (``raypool/apiservice.py``): the programs read these settings after the token
-    left the environment."""
+    head's supervisord run the task service; the role ``api`` runs nothing else and needs
+    it. Its token is checked by ``argus-node run`` alone (``raypool/apiservice.py``): the
+    programs read these settings after the token left the environment."""
     config = r.raw("ARGUS_API_CONFIG")
     repo = r.path("ARGUS_API_REPO", "/workspace/argus")
     token_env = r.raw("ARGUS_API_TOKEN_ENV", "ARGUS_API_TOKEN")

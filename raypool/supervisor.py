@@ -11,10 +11,10 @@ order (a TERM to the whole group reaches the GCS before the drain and makes the 
 SIGKILLed with everything under it.
 
 The head also runs the task service when ``ARGUS_API_CONFIG`` is set, and the role ``api``
-runs it alone (``raypool/apiservice.py``): the program ``argus_api``, stopped and killed as a group, its
-log in ``<node log dir>/argus-api.log`` (``supervisorctl tail argus_api``), restarted like
-every program (at once after a crash; a failing start after 1, 2, 3 ... s, and after FATAL
-by the fatal listener).
+runs it alone (``raypool/apiservice.py``): the program ``argus_api``, stopped and killed as
+a group, its log in ``<node log dir>/argus-api.log`` (``supervisorctl tail argus_api``),
+restarted like every program (at once after a crash; a failing start after 1, 2, 3 ... s,
+and after FATAL by the fatal listener).
 """
 
 from __future__ import annotations

@@ -4,10 +4,16 @@
 # cached by Ray version, the node image by Docker's build cache).
 #
 #   scripts/container_env.sh [setup]   engine + compose + base image + the CPU node image
+#   scripts/container_env.sh setup ha  the same and the CPU profile's PostgreSQL image
 #   scripts/container_env.sh check     can this host run Docker? (installs nothing)
 #   scripts/container_env.sh up cpu    setup, then the compose cluster (head + 2 workers with
 #                                      fake GPUs), waits until both workers joined
 #   scripts/container_env.sh up gpu    the production compose file (NVIDIA GPUs, verl base)
+#   scripts/container_env.sh up cpu-ha the CPU cluster highly available (docker-compose.ha.yaml:
+#                                      PostgreSQL, the head's service and a second instance
+#                                      argus-api-b), waits until both instances answer /healthz;
+#                                      needs ARGUS_API_TOKEN and ARGUS_POSTGRES_PASSWORD set
+#   scripts/container_env.sh up gpu-ha the same on the production file (postgres:15 image)
 #   scripts/container_env.sh down      stop and remove the cluster's containers
 #   scripts/container_env.sh base      print the local base image's name (build it if needed)
 #
@@ -25,6 +31,8 @@
 #   ARGUS_RAY_VERSION      Ray of the local base image (default: the pin in pyproject.toml)
 #   ARGUS_BASE_IMAGE       use this base instead of the local one (e.g. a verl image)
 #   ARGUS_IMAGE            node image tag (default argus/argus-ray-node:cpu for the CPU profile)
+#   ARGUS_POSTGRES_IMAGE   PostgreSQL image of cpu-ha (default argus/postgres:15-bookworm, built
+#                          here from images/argus-postgres on the local base)
 #   ARGUS_DEBIAN_MIRROR    Debian mirror for debootstrap (default http://deb.debian.org/debian)
 #   ARGUS_DOCKERD_LOG      dockerd's log when this script starts it (/var/log/argus-dockerd.log)
 #   ARGUS_DOCKER           the docker client to use (default: one that builds with BuildKit)
@@ -35,6 +43,7 @@ cd "$(dirname "$0")/.."
 # Bump when the base image's recipe changes: a cached base with another recipe is rebuilt.
 readonly BASE_REPO=argus/ray-base
 readonly CPU_IMAGE_DEFAULT=argus/argus-ray-node:cpu
+readonly CPU_POSTGRES_IMAGE_DEFAULT=argus/postgres:15-bookworm
 readonly LOCK=/tmp/argus-container-env.lock
 DOCKERD_LOG=${ARGUS_DOCKERD_LOG:-/var/log/argus-dockerd.log}
 
@@ -267,6 +276,15 @@ build_node_image() {
     say "$tag ready in $((SECONDS - started))s"
 }
 
+# PostgreSQL for the CPU profile's HA layer: Debian's postgresql-15 on the local base.
+build_postgres_image() {
+    local base=$1 tag=$2 started=$SECONDS
+    say "building $tag on $base"
+    DOCKER_BUILDKIT=1 "$DOCKER" build -q -f images/argus-postgres/Dockerfile \
+        --build-arg "BASE_IMAGE=$base" -t "$tag" . >/dev/null
+    say "$tag ready in $((SECONDS - started))s"
+}
+
 setup() {
     check_host
     install_tools
@@ -277,6 +295,9 @@ setup() {
         base=$(ensure_base)
     fi
     build_node_image "$base" "${ARGUS_IMAGE:-$CPU_IMAGE_DEFAULT}"
+    if [ "${1:-}" = ha ]; then
+        build_postgres_image "$base" "${ARGUS_POSTGRES_IMAGE:-$CPU_POSTGRES_IMAGE_DEFAULT}"
+    fi
 }
 
 # --- the compose cluster ---------------------------------------------------------------
@@ -285,7 +306,9 @@ compose_files() {
     case "$1" in
         cpu) printf '%s\n' -f docker-compose.yaml -f docker-compose.cpu.yaml ;;
         gpu) printf '%s\n' -f docker-compose.yaml ;;
-        *) die "profile must be cpu or gpu, got '$1'" ;;
+        cpu-ha) printf '%s\n' -f docker-compose.yaml -f docker-compose.cpu.yaml -f docker-compose.ha.yaml ;;
+        gpu-ha) printf '%s\n' -f docker-compose.yaml -f docker-compose.ha.yaml ;;
+        *) die "profile must be cpu, gpu, cpu-ha or gpu-ha, got '$1'" ;;
     esac
 }
 
@@ -320,11 +343,29 @@ except HealthError:
     return 1
 }
 
+# Polls a task-service instance's /healthz from this host until it answers 200.
+wait_for_api() {
+    local url=$1 deadline=$((SECONDS + $2))
+    until python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' \
+        "$url/healthz" 2>/dev/null; do
+        ((SECONDS < deadline)) || return 1
+        sleep 1
+    done
+}
+
 up() {
     local profile=${1:-}
-    [ -n "$profile" ] || die "usage: $0 up cpu|gpu"
+    [ -n "$profile" ] || die "usage: $0 up cpu|gpu|cpu-ha|gpu-ha"
     compose_files "$profile" >/dev/null
-    if [ "$profile" = cpu ]; then
+    if [[ $profile == *-ha ]]; then
+        [ -n "${ARGUS_API_TOKEN:-}" ] || die "$profile: set ARGUS_API_TOKEN (the service's bearer token) in the environment"
+        [ -n "${ARGUS_POSTGRES_PASSWORD:-}" ] || die "$profile: set ARGUS_POSTGRES_PASSWORD (the database's password) in the environment"
+    fi
+    if [ "$profile" = cpu-ha ]; then
+        export ARGUS_IMAGE=${ARGUS_IMAGE:-$CPU_IMAGE_DEFAULT}
+        export ARGUS_POSTGRES_IMAGE=${ARGUS_POSTGRES_IMAGE:-$CPU_POSTGRES_IMAGE_DEFAULT}
+        setup ha
+    elif [ "$profile" = cpu ]; then
         setup
     else
         check_host
@@ -334,7 +375,7 @@ up() {
     fi
     mkdir -p "${ARGUS_SHARED_DIR:-./shared}"
     local started=$SECONDS head=${ARGUS_CONTAINER_PREFIX:-argus}-ray-head
-    if [ "$profile" = cpu ]; then
+    if [[ $profile == cpu* ]]; then
         compose "$profile" up -d --no-build
     else
         DOCKER_BUILDKIT=1 compose "$profile" up -d --build
@@ -346,10 +387,33 @@ up() {
     }
     say "cluster up in $((SECONDS - started))s: head + 2 workers joined"
     "$DOCKER" exec "$head" ray status 2>/dev/null | sed -n '/Resources/,$p' || true
+    if [[ $profile == *-ha ]]; then
+        up_ha "$profile" "$started"
+        return
+    fi
     cat <<EOF
   Ray dashboard / job server: http://127.0.0.1:${ARGUS_DASHBOARD_HOST_PORT:-8265}
   task service:  export ARGUS_API_TOKEN=...; scripts/20_start_api.sh   (in $head, port ${ARGUS_API_HOST_PORT:-8080})
   stop:          $0 down
+EOF
+}
+
+# The HA layer's two instances answer /healthz; where to reach them.
+up_ha() {
+    local profile=$1 started=$2 port url
+    for port in "${ARGUS_API_HOST_PORT:-8080}" "${ARGUS_API_B_HOST_PORT:-8081}"; do
+        url=http://127.0.0.1:$port
+        say "waiting for the task service at $url"
+        wait_for_api "$url" 180 || {
+            compose "$profile" ps >&2
+            die "no answer from $url/healthz within 180s (docker logs of the head and argus-api-b)"
+        }
+    done
+    say "highly available in $((SECONDS - started))s: PostgreSQL, 2 service instances, head + 2 workers"
+    cat <<EOF
+  task service:  http://127.0.0.1:${ARGUS_API_HOST_PORT:-8080} (the head's argus_api), http://127.0.0.1:${ARGUS_API_B_HOST_PORT:-8081} (argus-api-b)
+  which leads:   curl -s http://127.0.0.1:${ARGUS_API_HOST_PORT:-8080}/readyz   (instance.role, instance.leader)
+  stop:          $0 down   (the database stays on the volume ${ARGUS_COMPOSE_PROJECT:-argus}_argus-postgres)
 EOF
 }
 
@@ -370,7 +434,7 @@ main() {
         setup)
             exec 9>"$LOCK"
             flock 9
-            setup
+            setup "$@"
             ;;
         base)
             exec 9>"$LOCK"

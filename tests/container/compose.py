@@ -29,20 +29,22 @@ SETUP = REPO / "scripts" / "container_env.sh"
 CANNOT_RUN_DOCKER = 3  # container_env.sh's exit status when the host cannot run Docker
 CONF_IN_CONTAINER = "/run/argus-node/supervisord.conf"
 CLUSTER_NAME = "argus-ray"
+CPU_FILES = ("docker-compose.yaml", "docker-compose.cpu.yaml")
 
 
 class HostCannotRunDocker(RuntimeError):
     """``container_env.sh`` says this host cannot run Docker at all (the message says why)."""
 
 
-def setup(timeout_s: float = 1800) -> float:
-    """Run ``container_env.sh setup``; returns its wall time. Raises HostCannotRunDocker
-    (exit 3) or RuntimeError (any other failure, with the script's output)."""
+def setup(*args: str, timeout_s: float = 1800) -> float:
+    """Run ``container_env.sh setup [args]`` (``ha``: the PostgreSQL image too); returns its
+    wall time. Raises HostCannotRunDocker (exit 3) or RuntimeError (any other failure,
+    with the script's output)."""
     start = time.monotonic()
     # Without the caller's ARGUS_* settings: the image tag and base are the CPU profile's
     # defaults, the ones ComposeCluster runs.
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARGUS_")}
-    proc = subprocess.run([str(SETUP), "setup"], capture_output=True, text=True,
+    proc = subprocess.run([str(SETUP), "setup", *args], capture_output=True, text=True,
                           timeout=timeout_s, cwd=REPO, env=env)
     if proc.returncode == CANNOT_RUN_DOCKER:
         lines = [line for line in proc.stderr.splitlines() if "cannot run Docker" in line]
@@ -79,10 +81,13 @@ class Proc:
 
 
 class ComposeCluster:
-    """Head + 2 workers of docker-compose.yaml + docker-compose.cpu.yaml under one prefix."""
+    """Head + 2 workers of docker-compose.yaml + docker-compose.cpu.yaml under one prefix
+    (``files``: other compose files layered the same way, e.g. docker-compose.ha.yaml)."""
 
-    def __init__(self, prefix: str = "argus-ct", extra_env: dict[str, str] | None = None):
+    def __init__(self, prefix: str = "argus-ct", extra_env: dict[str, str] | None = None,
+                 files: tuple[str, ...] = CPU_FILES):
         self.prefix = prefix
+        self.files = files
         self.docker = shutil.which("docker") or "docker"
         self.shared = Path(tempfile.mkdtemp(prefix=f"{prefix}-shared-"))
         self.dashboard_port = free_port()
@@ -132,8 +137,8 @@ class ComposeCluster:
 
     def compose(self, *args: str, check: bool = True, timeout_s: float = 180
                 ) -> subprocess.CompletedProcess[str]:
-        return self.run(self.docker, "compose", "-p", self.prefix, "-f", "docker-compose.yaml",
-                        "-f", "docker-compose.cpu.yaml", *args, check=check,
+        files = [arg for name in self.files for arg in ("-f", name)]
+        return self.run(self.docker, "compose", "-p", self.prefix, *files, *args, check=check,
                         timeout_s=timeout_s)
 
     def exec(self, container: str, *argv: str, check: bool = True, timeout_s: float = 60

@@ -253,3 +253,65 @@ def test_cpu_profile_reads_only_settings_raypool_knows(cpu_services) -> None:
     text = "\n".join(line for line in CPU_COMPOSE.read_text().splitlines()
                      if not line.lstrip().startswith("#"))
     assert "$" not in with_defaults(text), "every interpolation has a default"
+
+
+# -- the HA layer: docker-compose.ha.yaml (PostgreSQL, a second service instance) -----------
+
+HA_COMPOSE = REPO / "docker-compose.ha.yaml"
+REQUIRED = re.compile(r"^\$\{(?P<name>[A-Z_][A-Z0-9_]*):\?[^}]+\}$")
+
+
+@pytest.fixture(scope="module")
+def ha() -> dict:
+    doc = yaml.safe_load(HA_COMPOSE.read_text())
+    assert set(doc["services"]) == {"postgres", "ray-head", "argus-api-b"}
+    return doc
+
+
+def test_ha_secrets_come_from_the_environment_only(ha: dict) -> None:
+    """The token and the database's password are required interpolations, never values;
+    the store URL names no password (libpq takes PGPASSWORD)."""
+    svc = ha["services"]
+    for env, name in ((svc["postgres"]["environment"], "POSTGRES_PASSWORD"),
+                      (svc["argus-api-b"]["environment"], "PGPASSWORD"),
+                      (svc["argus-api-b"]["environment"], "ARGUS_API_TOKEN"),
+                      (svc["ray-head"]["environment"], "PGPASSWORD")):
+        assert REQUIRED.match(env[name]), f"{name}: {env[name]!r} is not ${{VAR:?why}}"
+    for name in ("ray-head", "argus-api-b"):
+        url = svc[name]["environment"]["ARGUS_STORE_URL"]
+        assert re.fullmatch(r"postgresql://argus@postgres:5432/argus", url), url
+
+
+def test_ha_postgres_keeps_its_data_on_a_named_volume(ha: dict) -> None:
+    pg = ha["services"]["postgres"]
+    assert with_defaults(pg["image"]) == "postgres:15"
+    assert pg["restart"] == "unless-stopped" and pg["healthcheck"]["test"]
+    (volume,) = pg["volumes"]
+    source, target = volume.split(":")
+    assert target == "/var/lib/postgresql/data"
+    assert source in ha["volumes"], "a named volume: not the shared (NFS) root, no bind mount"
+    assert "--locale=C" in pg["environment"]["POSTGRES_INITDB_ARGS"], "text sorts as on SQLite"
+
+
+def test_ha_second_instance_runs_the_api_role_beside_the_head(ha: dict,
+                                                              services: dict[str, dict]) -> None:
+    b = ha["services"]["argus-api-b"]
+    env = b["environment"]
+    assert env["ARGUS_ROLE"] == "api" and with_defaults(env["ARGUS_API_CONFIG"])
+    assert b["restart"] == "unless-stopped"
+    assert b["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert ha["services"]["ray-head"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert with_defaults(b["image"]) == with_defaults(services["ray-head"]["image"])
+    b_mounts = {t: s for s, t, _ in mounts(b)}
+    head_mounts = {t: s for s, t, _ in mounts(services["ray-head"])}
+    assert b_mounts["/private"] == head_mounts["/private"], "one shared root for both"
+    assert b_mounts["/workspace/argus"] == head_mounts["/workspace/argus"]
+    assert with_defaults(env["ARGUS_HEAD_IP_FILE"]) == \
+        "/private/ray/discovery/argus-ray/head.json", "Ray's address from head.json"
+    host_ports = {with_defaults(p).split(":")[0] for p in b["ports"]}
+    head_ports = {with_defaults(p).split(":")[0] for p in services["ray-head"]["ports"]}
+    assert host_ports and not host_ports & head_ports
+    known = raypool_env_names() | {"ARGUS_STORE_URL", "ARGUS_HEAD_IP_FILE"}
+    for name, svc in ha["services"].items():
+        used = {k for k in svc.get("environment", {}) if k.startswith("ARGUS_")}
+        assert used <= known, f"{name}: nothing reads {sorted(used - known)}"

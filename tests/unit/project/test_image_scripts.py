@@ -526,7 +526,8 @@ def test_container_env_parses_and_passes_shellcheck() -> None:
 
 
 def run_container_env(tmp_path: Path, *args: str, uid: str = "1000", system: str = "Linux",
-                      engine: bool = False) -> subprocess.CompletedProcess[str]:
+                      engine: bool = False, extra_env: dict[str, str] | None = None
+                      ) -> subprocess.CompletedProcess[str]:
     """container_env.sh with stand-ins for docker (engine answers or not), id and uname."""
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
@@ -536,7 +537,7 @@ def run_container_env(tmp_path: Path, *args: str, uid: str = "1000", system: str
         (bindir / name).write_text(text)
         (bindir / name).chmod(0o755)
     env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path),
-           "ARGUS_DOCKER": str(bindir / "docker")}
+           "ARGUS_DOCKER": str(bindir / "docker"), **(extra_env or {})}
     return subprocess.run([str(CONTAINER_ENV), *args], env=env, capture_output=True,
                           text=True, timeout=60, cwd=tmp_path)
 
@@ -565,4 +566,18 @@ def test_container_env_refuses_unknown_commands_and_profiles(tmp_path: Path) -> 
     proc = run_container_env(tmp_path, "launch")
     assert proc.returncode == 1 and "unknown command 'launch'" in proc.stderr
     proc = run_container_env(tmp_path, "up", "tpu", engine=True)
-    assert proc.returncode == 1 and "profile must be cpu or gpu, got 'tpu'" in proc.stderr
+    assert proc.returncode == 1 and \
+        "profile must be cpu, gpu, cpu-ha or gpu-ha, got 'tpu'" in proc.stderr
+
+
+@pytest.mark.parametrize("profile", ["cpu-ha", "gpu-ha"])
+def test_container_env_up_ha_needs_the_token_and_the_database_password(tmp_path: Path,
+                                                                      profile: str) -> None:
+    """Both secrets come from the environment (never a file); missing, nothing starts."""
+    proc = run_container_env(tmp_path, "up", profile, engine=True)
+    assert proc.returncode == 1
+    assert f"{profile}: set ARGUS_API_TOKEN" in proc.stderr
+    proc = run_container_env(tmp_path, "up", profile, engine=True,
+                             extra_env={"ARGUS_API_TOKEN": "t"})
+    assert proc.returncode == 1
+    assert f"{profile}: set ARGUS_POSTGRES_PASSWORD" in proc.stderr

@@ -73,6 +73,14 @@ def test_hadolint_reports_nothing_on_the_dockerfile() -> None:
     )
 
 
+def test_hadolint_reports_nothing_on_the_postgres_dockerfile() -> None:
+    """images/argus-postgres: the CPU profile's PostgreSQL (docker-compose.ha.yaml)."""
+    findings = hadolint(REPO / "images" / "argus-postgres" / "Dockerfile")
+    assert findings == [], "\n".join(
+        f"line {f['line']} {f['code']} {f['level']}: {f['message']}" for f in findings
+    )
+
+
 def test_hadolint_is_really_linting(tmp_path: Path) -> None:
     # Guards the check above: an empty result must mean "clean", not "did not run".
     bad = tmp_path / "Dockerfile"
