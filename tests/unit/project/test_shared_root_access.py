@@ -128,8 +128,10 @@ ELSEWHERE: dict[tuple[str, str, str], str] = {
     ("raypool/supervisor.py", "write_config", "os.makedirs"): NODE,
     ("raypool/apiservice.py", "keep_token", "os.makedirs"):
         "the node's run dir (ARGUS_RUN_DIR, in the container), never the shared root",
+    ("raypool/apiservice.py", "keep_store_secrets", "os.makedirs"):
+        "the node's run dir (ARGUS_RUN_DIR, in the container), never the shared root",
     ("raypool/apiservice.py", "service_env", "open"):
-        "the token file in the node's run dir (ARGUS_RUN_DIR, in the container)",
+        "the token and secrets files in the node's run dir (ARGUS_RUN_DIR, in the container)",
     ("raypool/watchdog.py", "ray_executable", "os.access"): "an executable's path",
     ("raypool/watchdog.py", "ray_executable", "shutil.which"): "an executable's path",
 }
