@@ -156,3 +156,27 @@ def test_an_empty_store_url_is_not_passed_on(tmp_path):
     apiservice.keep_token(s, environ)
     apiservice.keep_store_secrets(s, environ)
     assert "ARGUS_STORE_URL" not in apiservice.service_env(s, environ)
+
+
+class _Supervisord:
+    """The part of supervisord's XML-RPC that ``argus-node status`` asks."""
+
+    def __init__(self, states: dict[str, str]):
+        self.supervisor = self
+        self._states = states
+
+    def getAllProcessInfo(self) -> list[dict]:  # supervisord's name
+        return [{"name": n, "statename": s} for n, s in self._states.items()]
+
+
+@pytest.mark.parametrize(("state", "ok"), [("RUNNING", True), ("STARTING", False),
+                                           ("BACKOFF", False)])
+def test_an_api_container_is_healthy_while_its_program_runs(tmp_path, monkeypatch, state, ok):
+    """No Ray and no head record to judge there: Docker's probe asks about the service."""
+    from raypool import cli
+
+    s = settings(tmp_path, role="api", ARGUS_API_CONFIG="configs/dev.yaml")
+    monkeypatch.setattr(cli, "supervisor_rpc", lambda _: _Supervisord({"argus_api": state}))
+    status = cli.node_status(s)
+    assert status["ok"] is ok, status
+    assert status["ray"] == "not run (api)" and not status["head_record"]["fresh"]
