@@ -77,6 +77,10 @@ def storage_fault(exc: BaseException) -> str | None:
     is locked"`` ...); None for any other error (a bug, a constraint, bad SQL)."""
     if isinstance(exc, StorageUnavailable):
         return exc.reason
+    if isinstance(exc, StoreOpenError) and exc.__cause__ is not None:
+        # a connection opened while the service runs (a thread's first reader) and the
+        # server is down: the fault of the connection it could not open, not a bug
+        return storage_fault(exc.__cause__)
     if isinstance(exc, sqlite3.Error):
         code = getattr(exc, "sqlite_errorcode", None)
         return None if code is None else _SQLITE_FAULTS.get(code & 0xFF)

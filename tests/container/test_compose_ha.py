@@ -13,9 +13,11 @@ standby. A stand-in verl run (one step a second) then lives through, one after a
    the failover is admitted. argus-api-b is started again and stands by.
 2. ``kill -9`` of the leader's program in the head (supervisord starts it again): another
    holder leads within 15 s (argus-api-b, or the restarted program; printed).
-3. ``docker restart`` of the head (Ray's head and its service go together).
+3. ``docker restart`` of PostgreSQL: while it is down the instances answer 503 (never
+   another 5xx); a task submitted once it is back is admitted.
+4. ``docker restart`` of the head (Ray's head and its service go together).
 
-At the end both runs SUCCEED on attempt 1, each the only Ray job of its task, every step
+At the end the three runs SUCCEED on attempt 1, each the only Ray job of its task, every step
 of the long one exactly once. The timings are printed (``pytest -s``); the issue's floor
 (leader killed: the next admission within 15 s) is what is asserted.
 """
@@ -27,6 +29,7 @@ import re
 import secrets
 import shutil
 import signal
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -111,6 +114,7 @@ class HaCluster(ComposeCluster):
                              "ARGUS_IMAGE": "argus/argus-ray-node:cpu",
                              "ARGUS_POSTGRES_IMAGE": "argus/postgres:15-bookworm"})
         self.api_b = f"{self.prefix}-api-b"
+        self.postgres = f"{self.prefix}-postgres"
         self.a = Instance("ray-head", self.api_url)  # the head's program argus_api
         self.b = Instance("argus-api-b", f"http://127.0.0.1:{self.api_b_port}")
 
@@ -176,6 +180,36 @@ def submit(through: Instance, steps: int) -> str:
         "overrides": [f"+argus_demo.duration_s={steps}"],
     })
     return through.call("/api/v2/tasks", spec.encode())["task_id"]
+
+
+def status(instance: Instance, path: str) -> int:
+    """The HTTP status of a GET (0: no answer at all)."""
+    try:
+        instance.call(path)
+        return 200
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except UNREACHABLE:
+        return 0
+
+
+def wait_submitted(c: HaCluster, steps: int, timeout_s: float) -> str:
+    """A task id, submitted through whichever instance takes it first (a client's retry)."""
+    ids: list[str] = []
+
+    def attempt() -> bool:
+        for instance in (c.a, c.b):
+            try:
+                ids.append(submit(instance, steps))
+                return True
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 503, f"{instance.name}: {exc.code} {exc.read()[:300]!r}"
+            except UNREACHABLE:
+                pass
+        return False
+
+    wait(c, attempt, timeout_s, "a submit accepted")
+    return ids[0]
 
 
 class Run:
@@ -286,7 +320,28 @@ def test_the_leader_killed_mid_run_and_the_head_restarted_cost_the_run_nothing(c
     wait(c, lambda: c.a.answers() and c.b.answers(), 120, "both instances answer", run)
     taken_over(c, run, driver, "the head's service killed")
 
-    # 3. docker restart of the head
+    # 3. PostgreSQL restarted: 503s (never a 500) while it is down, then admitting again
+    codes: set[int] = set()
+    started = time.monotonic()
+    restart = subprocess.Popen([c.docker, "restart", c.postgres], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+
+    def probed_until_restarted() -> bool:
+        codes.update(status(i, f"/api/v2/tasks/{run.task_id}") for i in (c.a, c.b))
+        return restart.poll() is not None
+
+    wait(c, probed_until_restarted, STOP_GRACE_S + 60, "docker restart of PostgreSQL returns")
+    assert restart.returncode == 0
+    third = Run(c, wait_submitted(c, SHORT_STEPS, 60))
+    wait(c, run.probe(lambda: third.state() in ADMITTED), 60, "a task admitted after "
+         "PostgreSQL came back", third)
+    print(f"docker restart of PostgreSQL: a task submitted and admitted "
+          f"{time.monotonic() - started:.1f} s after the restart began; answers seen while "
+          f"it restarted: {sorted(codes)}; {c.leader().name if c.leader() else 'no one'} leads")
+    assert not {code for code in codes if code >= 500 and code != 503}, codes
+    taken_over(c, run, driver, "PostgreSQL restarted")
+
+    # 4. docker restart of the head
     started = time.monotonic()
     c.docker_cmd("restart", c.head, timeout_s=STOP_GRACE_S + 60)
     wait(c, lambda: c.a.answers(), 180, "the head's instance answers again", run)
@@ -296,7 +351,7 @@ def test_the_leader_killed_mid_run_and_the_head_restarted_cost_the_run_nothing(c
     wait(c, lambda: c.alive_worker_count() == len(c.workers), 180, "the workers back", run)
     taken_over(c, run, driver, "head restarted")
 
-    for task, steps in ((run, LONG_STEPS), (second, SHORT_STEPS)):
+    for task, steps in ((run, LONG_STEPS), (second, SHORT_STEPS), (third, SHORT_STEPS)):
         wait(c, run.probe(lambda t=task: t.state() in ("SUCCEEDED", "FAILED", "CANCELED")),
              steps + 240, f"{task.task_id} ends", task)
         assert task.state() == "SUCCEEDED", task.explain()

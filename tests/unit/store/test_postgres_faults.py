@@ -4,6 +4,7 @@ again by itself once the server is back (its connections are opened anew)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -51,5 +52,39 @@ def test_a_lost_server_is_storage_unavailable_and_the_store_recovers(own_server)
         store.tasks.create_task(_task(3), task_id="t-3")
         assert store.tasks.get_task("t-1") is not None  # and so does the reader
         assert store.tasks.task_exists("t-3") and not store.tasks.task_exists("t-2")
+    finally:
+        store.close()
+
+
+def _in_a_new_thread(call) -> BaseException | None:
+    """What ``call`` raised in a thread of its own (whose reader is opened on first use)."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except Exception as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+    return raised[0] if raised else None
+
+
+def test_a_reader_first_opened_while_the_server_is_down_is_a_storage_fault(own_server
+                                                                           ) -> None:
+    """A thread's reader is opened on its first read: with the server down that open fails
+    (StoreOpenError, which names the server), and the API must answer it 503, not 500 (a
+    submit right after a PostgreSQL restart, the container tier's HA test)."""
+    store = Store(own_server.database())
+    try:
+        store.tasks.create_task(_task(1), task_id="t-1")
+        own_server.halt()
+        raised = _in_a_new_thread(lambda: store.tasks.get_task("t-1"))
+        assert raised is not None and storage_fault(raised) == "database unavailable", raised
+        own_server.resume()
+        assert _in_a_new_thread(lambda: store.tasks.get_task("t-1")) is None
     finally:
         store.close()
