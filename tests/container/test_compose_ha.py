@@ -129,6 +129,15 @@ class HaCluster(ComposeCluster):
         assert out.isdigit() and int(out) > 0, f"argus_api is not running in the head: {out!r}"
         return int(out)
 
+    def service_logs(self, lines: int = 15) -> str:
+        """The last lines of both instances' logs (the shared root goes with the cluster)."""
+        out = []
+        for name in ("ray-head", "argus-api-b"):
+            path = self.shared / "common" / "logs" / name / "argus-api.log"
+            text = path.read_text(errors="replace") if path.exists() else "(no log)"
+            out.append(f"-- {name} argus-api.log\n" + "\n".join(text.splitlines()[-lines:]))
+        return "\n".join(out)
+
     def ray_jobs(self, task_id: str) -> list[dict]:
         """The Ray jobs of a task, by their submission ids (``<task id>--aNN``)."""
         with urllib.request.urlopen(self.job_server_url + "/api/jobs/", timeout=10) as response:
@@ -163,12 +172,13 @@ def cluster() -> Iterator[HaCluster]:
         c.remove_shared()
 
 
-def wait(c: ComposeCluster, predicate: Callable[[], bool], timeout_s: float, what: str,
+def wait(c: HaCluster, predicate: Callable[[], bool], timeout_s: float, what: str,
          run: Run | None = None) -> float:
     try:
         return poll(predicate, timeout_s, what, 0.25)
     except TimeoutError as exc:
-        pytest.fail(f"{exc}\n{run.explain() if run else ''}\n{c.describe()}")
+        pytest.fail(f"{exc}\n{run.explain() if run else ''}\n{c.service_logs()}\n"
+                    f"{c.describe()}")
 
 
 def submit(through: Instance, steps: int) -> str:
