@@ -35,6 +35,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import pytest
 import yaml
@@ -123,6 +124,23 @@ class HaCluster(ComposeCluster):
         leading = [i for i in (self.a, self.b) if i.role() == "leader"]
         return leading[0] if len(leading) == 1 else None
 
+    def schedulable_workers(self, since: float) -> int:
+        """Workers the service would place a task on (alive, not cordoned) whose health it
+        read from a check made after ``since`` (epoch s): a check from before their raylet
+        was up may still be on its way to a cordon."""
+        try:
+            nodes = self.b.call("/api/v2/nodes")["nodes"]
+        except UNREACHABLE:
+            return -1
+
+        def checked_since(node: dict) -> bool:
+            at = node["health"]["checked_at"]
+            return node["health"]["state"] == "healthy" and at is not None \
+                and datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() >= since
+
+        return sum(n["schedulable"] and checked_since(n) for n in nodes
+                   if n["name"].startswith("ray-worker-"))
+
     def head_api_pid(self) -> int:
         out = self.exec(self.head, "supervisorctl", "-c", "/run/argus-node/supervisord.conf",
                         "pid", "argus_api").stdout.strip()
@@ -161,9 +179,16 @@ def cluster() -> Iterator[HaCluster]:
         wait(c, lambda: c.b.role() == "leader", 180, "argus-api-b leads")
         c.compose("up", "-d", "--no-build")
         wait(c, lambda: c.alive_worker_count() == len(c.workers), 180, "both workers join")
+        joined = time.time()
         wait(c, lambda: c.a.role() == "standby", 180, "the head's instance stands by")
         print(f"compose up (PostgreSQL, 2 instances, head + 2 workers): "
               f"{time.monotonic() - started:.1f} s")
+        # A node's first health check can run before its raylet is up: the service then
+        # cordons it until 3 checks in a row pass (ARGUS_HEALTH_INTERVAL_S, 30 s, apart).
+        # The tasks submitted during the faults need the workers' GPUs free of its fences.
+        wait(c, lambda: c.schedulable_workers(joined) == len(c.workers), 300,
+             "both workers schedulable on a health check made after they joined")
+        print(f"  both workers schedulable: {time.monotonic() - started:.1f} s")
         shutil.copytree(REPO / "examples" / "standin-verl", c.shared / "code" / "standin-verl",
                         ignore=shutil.ignore_patterns("__pycache__"))
         yield c
