@@ -171,6 +171,10 @@ def check_free_space(label: str, path: str, free_bytes: int | None, error: str,
     return Check(name, True, f"{path}: {gib:.1f} GiB free")
 
 
+STARTING_GRACE_S = 180.0  # a node's raylet not yet up this long after its start: a fault
+RAYLET_ALIVE = "alive in the GCS"
+
+
 class RayletSeen:
     """What the GCS says of this node (by its name): a value of :func:`check_raylet`."""
 
@@ -180,9 +184,16 @@ class RayletSeen:
     SILENT = "silent"      # no GCS answers (head restarting), or no head.json
 
 
-def check_raylet(raylet_pids: Sequence[int], seen: str, gcs_address: str) -> Check:
+def check_raylet(raylet_pids: Sequence[int], seen: str, gcs_address: str, *,
+                 starting: bool = False) -> Check:
     """The node's raylet: a process of this node (found by its tag, as the watchdog sweeps)
-    and the GCS's word. A GCS that does not answer is the head's fault, not this node's."""
+    and the GCS's word. A GCS that does not answer is the head's fault, not this node's.
+    ``starting``: this node's raylet was never yet seen alive and the node started lately
+    (``STARTING_GRACE_S``): no raylet yet, or one not registered yet, is its start, not a
+    fault (a first round before Ray is up would cordon every new node for three rounds)."""
+    if starting and (not raylet_pids or seen == RayletSeen.UNLISTED):
+        return Check("raylet", True, "starting: the node's raylet is not up and registered "
+                                     "yet (its watchdog starts Ray)")
     if not raylet_pids:
         return Check("raylet", False, "no raylet process of this node (Ray not running or "
                                       "being restarted by the watchdog)")
@@ -196,7 +207,12 @@ def check_raylet(raylet_pids: Sequence[int], seen: str, gcs_address: str) -> Che
     if seen == RayletSeen.SILENT:
         return Check("raylet", True, f"raylet pid {pids}; the GCS does not answer (head "
                                      "restarting?)")
-    return Check("raylet", True, f"raylet pid {pids}, alive in the GCS")
+    return Check("raylet", True, f"raylet pid {pids}, {RAYLET_ALIVE}")
+
+
+def raylet_up(checks: Sequence[Check]) -> bool:
+    """Whether a round's checks saw this node's raylet alive in the GCS."""
+    return any(c.name == "raylet" and c.ok and c.detail.endswith(RAYLET_ALIVE) for c in checks)
 
 
 def check_command(outcome: CommandOutcome, timeout_s: float) -> Check:

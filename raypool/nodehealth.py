@@ -35,6 +35,7 @@ from raypool.atomicfile import write_atomic
 from raypool.config import NodeSettings
 from raypool.health import HealthError, list_nodes, node_by_name
 from raypool.healthpolicy import (
+    STARTING_GRACE_S,
     Check,
     CommandOutcome,
     HealthReport,
@@ -46,6 +47,7 @@ from raypool.healthpolicy import (
     check_raylet,
     check_xids,
     make_report,
+    raylet_up,
 )
 from raypool.loop import SignalLoop
 from raypool.procs import RAY_TAG_ENV, tagged_processes
@@ -194,7 +196,8 @@ def default_probes(stop: threading.Event | None = None) -> Probes:
                   raylets=raylet_pids, gcs=gcs_sight)
 
 
-def collect(settings: NodeSettings, probes: Probes) -> HealthReport:
+def collect(settings: NodeSettings, probes: Probes, *, starting: bool = False) -> HealthReport:
+    """One round's report (``starting``: see ``healthpolicy.check_raylet``)."""
     s = settings
     sight = probes.gcs(s)
     offered = s.offered_gpus if s.offered_gpus is not None else sight.gpus
@@ -214,7 +217,8 @@ def collect(settings: NodeSettings, probes: Probes) -> HealthReport:
     for label, path in (("shared", s.shared_root), ("ray_temp", s.ray_temp_dir)):
         free, error = probes.free(path, s.health_timeout_s)
         checks.append(check_free_space(label, path, free, error, s.health_min_free_bytes))
-    checks.append(check_raylet(probes.raylets(s), sight.seen, sight.address))
+    checks.append(check_raylet(probes.raylets(s), sight.seen, sight.address,
+                               starting=starting))
     if s.health_cmd:
         checks.append(check_command(probes.run(s.health_cmd, s.health_timeout_s),
                                     s.health_timeout_s))
@@ -254,11 +258,19 @@ class HealthProgram:
         self.loop = SignalLoop(settings.health_interval_s or 3600.0, logger)
         self.probes = probes or default_probes(self.loop.stopping)
         self._last: tuple[bool, str] | None = None
+        self._started = time.monotonic()
+        self._raylet_up = False  # this node's raylet seen alive in the GCS once
+
+    @property
+    def starting(self) -> bool:
+        """Before this node's raylet was first seen alive, within ``STARTING_GRACE_S``."""
+        return not self._raylet_up and time.monotonic() - self._started < STARTING_GRACE_S
 
     def step(self) -> bool:
         s = self.settings
         started = time.monotonic()
-        report = collect(s, self.probes)
+        report = collect(s, self.probes, starting=self.starting)
+        self._raylet_up = self._raylet_up or raylet_up(report.checks)
         if self.loop.stopping.is_set():
             return False  # its tools were cut short by the stop, not by their deadline
         try:

@@ -140,6 +140,17 @@ def test_raylet(pids, seen, ok, words):
     assert check.ok is ok and words in check.detail
 
 
+@pytest.mark.parametrize("pids,seen,ok,words", [
+    ([], RayletSeen.SILENT, True, "starting"),  # Ray not started yet
+    ([311], RayletSeen.UNLISTED, True, "starting"),  # up, not registered yet
+    ([311], RayletSeen.ALIVE, True, "alive in the GCS"),
+    ([311], RayletSeen.DEAD, False, "lists this node dead"),  # a fault even at start
+])
+def test_a_starting_node_without_its_raylet_yet_is_not_a_fault(pids, seen, ok, words):
+    check = check_raylet(pids, seen, "10.0.0.2:6379", starting=True)
+    assert check.ok is ok and words in check.detail
+
+
 @pytest.mark.parametrize("outcome,ok,detail", [
     (CommandOutcome(exit_code=0, output=""), True, "exit 0"),
     (CommandOutcome(exit_code=0, output="all good\nmore\n"), True, "all good"),

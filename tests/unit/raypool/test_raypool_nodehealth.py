@@ -237,3 +237,37 @@ def test_a_round_cut_short_by_the_stop_is_not_published(tmp_path):
     program.loop.stop()
     program.step()
     assert not os.path.exists(s.health_file)
+
+
+def test_a_new_node_is_healthy_until_its_raylet_is_first_up_then_judged(tmp_path, monkeypatch):
+    """The first rounds of a new node come before its watchdog started Ray: not a fault
+    (the service would cordon every new node for three rounds); once the raylet was seen
+    alive, losing it is one again, and so is a raylet that never came up in the grace."""
+    import logging
+
+    from raypool import nodehealth
+
+    s = settings(tmp_path, ARGUS_FAKE_GPUS="1")
+    raylets: list[int] = []
+    p = probes()[0]
+    p.raylets = lambda _s: list(raylets)
+    p.gcs = lambda _s: GcsSight(RayletSeen.ALIVE if raylets else RayletSeen.UNLISTED,
+                                "10.0.0.2:6379", "ab" * 28, 4)
+    clock = [1000.0]
+    monkeypatch.setattr(nodehealth.time, "monotonic", lambda: clock[0])
+    program = HealthProgram(s, logging.getLogger("test"), p)
+
+    def healthy() -> bool:
+        program.step()
+        return json.loads(Path(s.health_file).read_text())["healthy"]
+
+    assert healthy() and program.starting
+    raylets.append(311)
+    assert healthy() and not program.starting
+    raylets.clear()
+    assert not healthy()  # lost after it was up: a fault at once
+    late = HealthProgram(s, logging.getLogger("test"), p)
+    clock[0] += nodehealth.STARTING_GRACE_S + 1
+    assert not late.starting
+    late.step()
+    assert json.loads(Path(s.health_file).read_text())["healthy"] is False
