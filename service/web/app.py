@@ -41,6 +41,9 @@ __all__ = ["ROUTES", "create_app", "path_template"]  # the route table, re-expor
 CLUSTER_THREADS = 4
 WORK_THREADS = 3  # one party uses at most 2 (offload's fair share)
 WAKE_INTERVAL_S = 0.1
+# several instances on one PostgreSQL database: a token revoked through another instance
+# is refused here within this (a token row read again per token every this long)
+SHARED_AUTH_CACHE_TTL_S = 2.0
 
 
 def create_app(
@@ -78,7 +81,9 @@ def create_app(
     access = {(method, path_template(path)): who for method, path, _, who in ROUTES}
     deps = AppDeps(
         settings=settings, store=async_store, cluster=cluster, artifacts=artifacts,
-        auth=Authenticator(async_store, token, users.bootstrap_admin, clock=clock),
+        auth=Authenticator(async_store, token, users.bootstrap_admin, clock=clock,
+                           cache_ttl_s=None if store.engine_name == "sqlite" else
+                           SHARED_AUTH_CACHE_TTL_S),
         access=access,
         scheduler_loop=scheduler_loop, clock=clock,
         metrics=metrics or ServiceMetrics(store.tasks.counts_by_state, scheduler_loop, users=store,

@@ -9,7 +9,10 @@
   only to whoever holds that token's secret: a wrong secret is just an invalid token.
 * Rows are cached per token id: every write of users or tokens goes through this
   process's API, which calls ``invalidate``, so the cache never outlives a revocation. A
-  read that raced an invalidation is not cached (a generation counter says so).
+  read that raced an invalidation is not cached (a generation counter says so). Where
+  several instances share the database (PostgreSQL) a write may come through another
+  one: there a row is read again once it is ``cache_ttl_s`` old, so a revocation made
+  elsewhere holds here within that.
 * ``last_used_at`` is written at most once per ``touch_interval_s`` per token, so
   requests stay reads.
 
@@ -83,8 +86,10 @@ class _Lanes:
 
 class Authenticator:
     def __init__(self, store: Lanes[Any], bootstrap_token: str, bootstrap_admin: str, *,
-                 clock: Callable[[], float], touch_interval_s: float = TOUCH_INTERVAL_S
-                 ) -> None:
+                 clock: Callable[[], float], touch_interval_s: float = TOUCH_INTERVAL_S,
+                 cache_ttl_s: float | None = None) -> None:
+        """``cache_ttl_s``: how long a cached token row is trusted (None: until this
+        process writes a user or token, the one-instance case)."""
         if not bootstrap_token:
             raise ValueError("an API token is required")
         self._lanes = _Lanes(store)
@@ -93,6 +98,8 @@ class Authenticator:
         self._clock = clock
         self._touch_interval_s = touch_interval_s
         self._cache: dict[str, TokenAuth] = {}
+        self._read_at: dict[str, float] = {}  # token id -> when its cached row was read
+        self._cache_ttl_s = cache_ttl_s
         self._generation = 0
 
     @property
@@ -103,6 +110,7 @@ class Authenticator:
         """Forget every cached token (a user or token was written)."""
         self._generation += 1
         self._cache.clear()
+        self._read_at.clear()
 
     async def authenticate(self, token: str) -> Principal:
         """The principal ``token`` signs in as, or AuthFailure saying why not."""
@@ -141,14 +149,20 @@ class Authenticator:
 
     async def _row(self, token_id: str) -> TokenAuth | None:
         row = self._cache.get(token_id)
-        if row is not None:
+        if row is not None and (self._cache_ttl_s is None or self._clock()
+                                - self._read_at[token_id] < self._cache_ttl_s):
             return row
         generation = self._generation
+        read_at = self._clock()
         row = await sessions.token_auth(self._lanes, token_id)
-        if row is not None and generation == self._generation:
+        if row is None:
+            self._cache.pop(token_id, None)
+        elif generation == self._generation:
             if len(self._cache) >= MAX_CACHED:
                 self._cache.clear()
+                self._read_at.clear()
             self._cache[token_id] = row
+            self._read_at[token_id] = read_at
         return row
 
     async def _touch(self, row: TokenAuth, now: float) -> None:

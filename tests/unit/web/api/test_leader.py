@@ -103,3 +103,30 @@ async def test_one_instance_leads_the_other_serves_and_takes_over_when_it_stops(
     html = await (await second.get("/ui/cluster")).text()
     assert "led by <code>host18082:1:abc</code> (host18082:18082)" in html
     assert "epoch 2;" in html and ">leader</span>" in html
+
+
+async def test_a_token_revoked_through_one_instance_is_refused_by_the_other(
+        tmp_path: Path, aiohttp_client, pg_server, monkeypatch) -> None:
+    """Each instance caches token rows; a revocation is written through one of them, and
+    the other reads the row again within its cache's TTL (2 s), never trusting it longer."""
+    url = pg_server.store_database()
+    monkeypatch.setattr(main_mod, "this_instance", lambda port: Instance(
+        f"host{port}:1:abc", f"host{port}", 1, f"host{port}:{port}"))
+    one = await aiohttp_client(main_mod.build_service(
+        settings_for(tmp_path, url, 18083), TOKEN, FakeCluster()))
+    other = await aiohttp_client(main_mod.build_service(
+        settings_for(tmp_path, url, 18084), TOKEN, FakeCluster()))
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    assert (await one.post("/api/v2/users", json={"name": "bob"}, headers=admin)).status == 201
+    made = await (await one.post("/api/v2/users/bob/tokens", json={}, headers=admin)).json()
+    bob = {"Authorization": f"Bearer {made['token']}"}
+    assert (await other.get("/api/v2/me", headers=bob)).status == 200  # cached there now
+    revoked = await one.post(f"/api/v2/users/bob/tokens/{made['token_id']}:revoke",
+                             headers=admin)
+    assert revoked.status == 200
+    assert (await one.get("/api/v2/me", headers=bob)).status == 401  # at once where written
+
+    async def refused() -> bool:
+        return (await other.get("/api/v2/me", headers=bob)).status == 401
+
+    await until(refused, "the other instance to refuse the revoked token", within_s=5.0)
