@@ -6,13 +6,14 @@ takes the ``leader`` lease or raises ``LeaseHeld`` with a line naming the instan
 holds it. On PostgreSQL (``standby=True``) an instance that finds the lease held starts
 as a standby: it serves the API, and ``start``'s thread reads the lease every
 ``poll_s``; once it is free (expired, or its holder's pid gone from this host) it takes
-it and ``on_elected`` starts the leader's singletons. A lease that is not
+it and ``on_elected`` starts the leader's singletons. On SQLite a lease that is not
 renewed (its holder gone on another host) is waited for until it expires, at most its
 TTL; one that is renewed meanwhile refuses at once. ``start`` renews it every third of
 its TTL in a thread; when another instance took it over (only possible after this one
 missed its renewals for a whole TTL: a stopped process, a database unwritable that long)
 ``on_lost`` is called once (the service then stops: its supervisor restarts it, and it
-waits for the lease like any second instance). ``stop`` releases it, so the next start
+waits for the lease, or stands by, like any second instance); so does ``lose``, called by
+a fenced write that found the lease taken over. ``stop`` releases it, so the next start
 takes it at once.
 """
 
