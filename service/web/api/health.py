@@ -41,8 +41,9 @@ async def healthz(request: web.Request) -> web.Response:
             "errors": loop.errors,
             "last_tick_duration_s": loop.last_tick_duration_s,
             "last_error": None if loop.last_error is None else str(loop.last_error),
-            "role": None if deps.lease is None else
-            ("leader" if deps.lease.leading else "standby"),
+            # an app without a lease (tests) runs its scheduler: it leads
+            "role": "standby" if deps.lease is not None and not deps.lease.leading
+            else "leader",
         }
     # A dead scheduler thread means accepted tasks will never run: fail the liveness
     # probe so the supervisor restarts the service (start-up reconciliation resumes).

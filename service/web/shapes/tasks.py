@@ -259,9 +259,9 @@ class Queue(Answer):
 class SchedulerHealth(Answer):
     alive: Annotated[bool, Field(description=(
         "scheduler thread running (false on a standby: the leader schedules)"))] = False
-    role: Annotated[Literal["leader", "standby"] | None, Field(description=(
+    role: Annotated[Literal["leader", "standby"], Field(description=(
         "this instance leads (runs the scheduler) or stands by (PostgreSQL, several "
-        "instances); null: an app run without a lease, as in tests"))] = None
+        "instances)"))] = "leader"
     ticks: int = 0
     errors: Annotated[int, Field(description="ticks that raised")] = 0
     last_tick_duration_s: float | None = None

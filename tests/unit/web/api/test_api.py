@@ -591,7 +591,7 @@ async def test_healthz_needs_no_token(client, env):
     assert body["status"] == "ok"
     assert body["scheduler"] == {"alive": True, "ticks": 7, "errors": 0,
                                  "last_tick_duration_s": 0.004, "last_error": None,
-                                 "role": None}
+                                 "role": "leader"}
 
 
 async def test_healthz_fails_when_the_scheduler_thread_died(client, env):
