@@ -545,16 +545,13 @@ def leader_target(pair: failover_leader.Pair, proxy: failover_leader.Proxy,
         killed.append(leader)
         return pair.kill(leader)
 
-    def answers() -> bool:
-        return failover_leader.instance_of(proxy.port) is not None
-
     def after() -> str:
         how = "restarted" if rolling else "killed"
         note = f"{killed[-1] if killed else '?'} {how}, {pair.leader() or 'nobody'} leads"
         pair.revive()
         return note
 
-    return Target(kill, answers, after)
+    return Target(kill, proxy.answers, after)
 
 
 def outage_target(server: Any, pair: failover_leader.Pair, proxy: failover_leader.Proxy,
@@ -568,7 +565,7 @@ def outage_target(server: Any, pair: failover_leader.Pair, proxy: failover_leade
         server.resume()
         return ""
 
-    return Target(kill, lambda: failover_leader.instance_of(proxy.port) is not None,
+    return Target(kill, proxy.answers,
                   lambda: f"{pair.leader() or 'nobody'} leads")
 
 

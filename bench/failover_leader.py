@@ -70,6 +70,10 @@ class Proxy:
             return
         client.close()  # nobody accepts: the client sees a connection error and retries
 
+    def answers(self) -> bool:
+        """Some instance behind the proxy answers ``/readyz``."""
+        return instance_of(self.port) is not None
+
     def close(self) -> None:
         self._server.close()
 

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from raypool import discovery
 from raypool.health import HealthError, NodeView, alive_workers, list_nodes
 
@@ -53,6 +55,18 @@ def setup(*args: str, timeout_s: float = 1800) -> float:
         raise RuntimeError(f"{SETUP} setup failed ({proc.returncode}):\n"
                            f"{proc.stdout}\n{proc.stderr}")
     return time.monotonic() - start
+
+
+def standin_spec(steps: int) -> bytes:
+    """A stand-in run's JobSpec (1 GPU, ``steps`` a second apart, a checkpoint every
+    step) on the compose cluster's shared root, as a submit's body."""
+    return yaml.safe_dump({
+        "workload": "ppo", "code_path": "/private/code/standin-verl",
+        "model_id": "org/model", "train_file": "/private/data/train.parquet",
+        "val_file": "/private/data/val.parquet", "nnodes": 1, "n_gpus_per_node": 1,
+        "total_training_steps": steps, "save_freq": 1,
+        "overrides": [f"+argus_demo.duration_s={steps}"],
+    }).encode()
 
 
 def free_port() -> int:

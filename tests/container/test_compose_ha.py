@@ -38,9 +38,17 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import pytest
-import yaml
 
-from .compose import CPU_FILES, REPO, ComposeCluster, HostCannotRunDocker, free_port, poll, setup
+from .compose import (
+    CPU_FILES,
+    REPO,
+    ComposeCluster,
+    HostCannotRunDocker,
+    free_port,
+    poll,
+    setup,
+    standin_spec,
+)
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
 
@@ -207,14 +215,7 @@ def wait(c: HaCluster, predicate: Callable[[], bool], timeout_s: float, what: st
 
 
 def submit(through: Instance, steps: int) -> str:
-    spec = yaml.safe_dump({
-        "workload": "ppo", "code_path": "/private/code/standin-verl",
-        "model_id": "org/model", "train_file": "/private/data/train.parquet",
-        "val_file": "/private/data/val.parquet", "nnodes": 1, "n_gpus_per_node": 1,
-        "total_training_steps": steps, "save_freq": 1,
-        "overrides": [f"+argus_demo.duration_s={steps}"],
-    })
-    return through.call("/api/v2/tasks", spec.encode())["task_id"]
+    return through.call("/api/v2/tasks", standin_spec(steps))["task_id"]
 
 
 def status(instance: Instance, path: str) -> int:

@@ -31,9 +31,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
-import yaml
 
-from .compose import REPO, ComposeCluster, HostCannotRunDocker, poll, setup
+from .compose import REPO, ComposeCluster, HostCannotRunDocker, poll, setup, standin_spec
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1500)]
 
@@ -97,14 +96,7 @@ def api_text(c: ComposeCluster, path: str) -> str:
 
 
 def submit(c: ComposeCluster, steps: int) -> str:
-    spec = yaml.safe_dump({
-        "workload": "ppo", "code_path": "/private/code/standin-verl",
-        "model_id": "org/model", "train_file": "/private/data/train.parquet",
-        "val_file": "/private/data/val.parquet", "nnodes": 1, "n_gpus_per_node": 1,
-        "total_training_steps": steps, "save_freq": 1,
-        "overrides": [f"+argus_demo.duration_s={steps}"],
-    })
-    return api(c, "/api/v2/tasks", spec.encode())["task_id"]
+    return api(c, "/api/v2/tasks", standin_spec(steps))["task_id"]
 
 
 def steps_done(text: str) -> list[int]:
