@@ -339,6 +339,20 @@ class ProgressRow:
     updated_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class TaskPageRow:
+    """A task's page as one statement reads it (``Store.task_page``): the task, its
+    latest attempt's progress, what it does when its dependencies cannot hold, its
+    pipeline stage ``(pipeline_id, stage)``, and whether it has dependencies (their rows
+    are a read of their own, made only then)."""
+
+    task: TaskRow
+    progress: ProgressRow | None
+    on_unsatisfiable: str
+    stage: tuple[str, str] | None
+    has_deps: bool
+
+
 # --- pipelines (service.store.pipelines) ---
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ is a line here, and a fake store for a test implements these and no more.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from service.domain.nodes import NodeSource, NodeStateRow
@@ -154,6 +155,8 @@ class SchedulerStore(Protocol):
 
     @property
     def placement(self) -> SchedulerPlacement: ...
+
+    def tick_scope(self) -> AbstractContextManager[None]: ...
 
 
 class FollowerTasks(Protocol):

@@ -202,6 +202,10 @@ class Scheduler:
                        "(just taken out of admission)", WaitKind.RESOURCES)
 
     def tick(self, now: float) -> TickReport:
+        with self.store.tick_scope():  # its repeated reads asked once while unchanged
+            return self._tick(now)
+
+    def _tick(self, now: float) -> TickReport:
         report = TickReport()
         started = time.perf_counter()
         if self.reconciler.resolve_submitting(now, report):  # step 0

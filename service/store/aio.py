@@ -5,15 +5,20 @@ it) and then for the commit, and every query costs CPU time. An aiohttp handler 
 these methods instead, and the event loop serves other requests meanwhile.
 
 * Reads run on ``READ_THREADS`` threads, each with a reading connection of its own
-  (``service.store.reads``): a read never waits for a write. One party (a user) uses at
-  most all of them but one at a time (``offload``'s fair share), so a user's slow reads
-  leave a thread to everyone else.
+  (``service.store.reads``): a read never waits for a write. On SQLite one party (a user)
+  runs one read at a time (``offload``'s fair share): a read is a library call that holds
+  the interpreter lock for most of its time, so a second thread would buy that user
+  little and cost everyone else their share. On PostgreSQL a read is mostly a wait for the
+  server's answer, during which the thread holds no lock at all: there the lane has
+  ``PG_READ_THREADS`` threads and a party runs up to ``PG_READ_PER_PARTY`` reads at once,
+  always leaving two threads to everyone else. (One read at a time made one user's page
+  loads a queue of round trips: GET one task by 50 connections of one user, 668 req/s on
+  PostgreSQL with 3 threads and one a party, 1,402 with 6 and 5; ``bench/bench_api.py``.)
 * Reads whose cost grows with a time window (usage over all history) run on a lane of
   their own (``HEAVY_THREADS``, one call per party at a time): they never hold the
   ordinary read threads, and one user's burst of them runs one at a time.
-* Writes run on one thread: they take the store's writer lock in turn anyway, one thread
-  keeps a burst of submissions from piling threads up on that lock, and a task id found
-  free (``tasks.create_task`` mints it) is still free when it is inserted.
+* Writes run on one thread: they take the store's writer lock in turn anyway, and one
+  thread keeps a burst of submissions from piling threads up on that lock.
 
 Both are ``offload.Offload`` lanes (a cheaper hand-off than ``run_in_executor``).
 
@@ -34,16 +39,27 @@ from service.store.writer import Store
 T = TypeVar("T")
 
 READ_THREADS = 3
+PG_READ_THREADS = 6
+PG_READ_PER_PARTY = PG_READ_THREADS - 1
 HEAVY_THREADS = 2
+
+
+def read_lane_shape(engine_name: str) -> tuple[int, int]:
+    """The read lane's threads and the reads one party may run at once, by engine (see
+    the module docstring)."""
+    if engine_name == "sqlite":
+        return READ_THREADS, 1
+    return PG_READ_THREADS, PG_READ_PER_PARTY
 
 
 class AsyncStore:
     """Awaitable access to a ``Store`` (see the module docstring)."""
 
-    def __init__(self, store: Store, *, read_threads: int = READ_THREADS,
-                 share: TimeShare | None = None) -> None:
+    def __init__(self, store: Store, *, share: TimeShare | None = None) -> None:
         self._store = store
-        self._reads = Offload("argus-store-read", read_threads, per_party=1, share=share)
+        threads, self.read_per_party = read_lane_shape(store.engine_name)
+        self._reads = Offload("argus-store-read", threads, per_party=self.read_per_party,
+                              share=share)
         self._heavy = Offload("argus-store-heavy", HEAVY_THREADS, per_party=1, share=share)
         self._writes = Offload("argus-store-write", 1)
 
@@ -64,6 +80,6 @@ class AsyncStore:
         return await self._heavy.run(fn, self._store)
 
     async def write(self, fn: Callable[[Store], T]) -> T:
-        """``fn(store)`` on the write lane: one write at a time, so an id found free
-        (``s.tasks.create_task`` minting one) is still free when inserted."""
+        """``fn(store)`` on the write lane: one write at a time (``await lanes.write(lambda
+        s: s.tasks.cancel(task_id, now, by))``)."""
         return await self._writes.run(fn, self._store)

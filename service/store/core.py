@@ -154,6 +154,9 @@ class WriteCore:
         self._write_fault: str | None = None
         self._fences = threading.local()
         self._fault_at = float("-inf")  # monotonic time of the last storage fault
+        # this process's commits so far: a tick's cached reads are current while it stays
+        # (Readers.version)
+        self.commits = 0
         try:
             self.engine.initialize(self._conn)
         except BaseException:
@@ -208,6 +211,7 @@ class WriteCore:
                     self._check_fence(self._conn)
                     yield self._conn
                     self._conn.execute("COMMIT")
+                    self.commits += 1
                 except BaseException:
                     self._rollback()
                     raise
@@ -317,6 +321,11 @@ class Part:
 
     def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._reads.snapshot()
+
+    def _version(self, conn: sqlite3.Connection) -> object:
+        """Equal to the value an earlier read of this thread saw while nothing it may
+        have read changed since (``Readers.version``)."""
+        return self._reads.version(conn, self._core.commits)
 
     def _event(self, conn: sqlite3.Connection, task_id: str, now: float, kind: str,
                payload: Mapping[str, Any]) -> None:

@@ -25,8 +25,16 @@ class DependencyError(ValueError):
 
 
 def insert_task(conn: sqlite3.Connection, task_id: str, task: NewTask,
-                state: TaskState | None = None) -> None:
-    """The task's row (``TaskExists`` when the id is taken); no event (the caller's)."""
+                state: TaskState | None = None, *, checked: bool = True) -> None:
+    """The task's row (``TaskExists`` when the id is taken); no event (the caller's).
+
+    ``checked=False`` (an id just minted at random, whose clash is rare and answered by
+    another id): the conflict is not looked for here. On PostgreSQL it then surfaces at
+    the COMMIT (``taken_task_id`` tells it), so the insert costs no round trip of its
+    own; on SQLite it raises at once, as ever."""
+    if not checked:
+        conn.execute(Q["insert_task"], task.row(task_id, state))
+        return
     try:
         # the count read now: PostgreSQL reads a write's results only when looked at
         # (service.store.pg), and the conflict is this statement's
@@ -35,6 +43,17 @@ def insert_task(conn: sqlite3.Connection, task_id: str, task: NewTask,
         if unique_violation(exc):
             raise TaskExists(task_id) from exc
         raise
+
+
+def taken_task_id(exc: BaseException) -> bool:
+    """Whether ``exc`` is a task id's conflict (the ``tasks.task_id`` unique key), on
+    either engine: not another table's, nor another key's."""
+    if not unique_violation(exc):
+        return False
+    if isinstance(exc, sqlite3.IntegrityError):
+        return "tasks.task_id" in str(exc)
+    diag = getattr(exc, "diag", None)
+    return getattr(diag, "constraint_name", None) == "tasks_task_id_key"
 
 
 def check_quota(conn: sqlite3.Connection, user: str, quota: Limits, size: int,

@@ -13,7 +13,7 @@ themselves (``:since IS NULL`` alone, say: SQLite's dynamic typing lets one text
 both engines) are bound on the client (``psycopg.ClientCursor``), each value a literal
 typed by where it stands: ``CLIENT_BOUND``, learnt at start.
 
-Rows are ``Row``: read by column name like ``sqlite3.Row`` and by position like a tuple.
+Rows are ``pg_rows.Row``: read by column name like ``sqlite3.Row`` and by position like a tuple.
 An integral ``numeric`` (PostgreSQL's ``sum`` of integers) is read as an int, another as a
 float, as SQLite gives them; a Python bool is written as 0 or 1 (the columns are integers,
 as on SQLite).
@@ -33,15 +33,15 @@ import contextlib
 import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg.adapt import Dumper, Loader
 from psycopg.pq import TransactionStatus
 
+from service.store.pg_rows import BoolAsInt, NumericLoader, PgCursor, row_factory
 from service.store.sql import POSTGRES_DIR, QUERIES, postgres_queries
 from service.store.sql.translate import Unported, to_postgres
 
@@ -62,113 +62,6 @@ _FAULT_CLASSES = {"08": "database connection lost", "53": "database out of resou
                   "57": "database unavailable", "58": "database I/O error"}
 _FAULT_CODES = {"53100": "disk full", "55P03": "database is locked",
                 "25006": "database is read-only"}
-
-
-class Row(tuple):
-    """A result row: ``row["name"]`` like ``sqlite3.Row``, ``row[0]`` and unpacking like a
-    tuple."""
-
-    _index: dict[str, int]
-
-    def __getitem__(self, key):  # type: ignore[no-untyped-def, override]
-        if isinstance(key, str):
-            return tuple.__getitem__(self, self._index[key])
-        return tuple.__getitem__(self, key)
-
-    def keys(self) -> list[str]:
-        return list(self._index)
-
-
-_ROW_CLASSES: dict[tuple[str, ...], type[Row]] = {}
-
-
-def _row_factory(cursor: psycopg.Cursor[Any]):  # type: ignore[no-untyped-def]
-    """A ``Row`` class per column list, made once (the names read from the result itself:
-    ``cursor.description`` builds an object per column on every call)."""
-    result = cursor.pgresult
-    if result is None or not result.nfields:
-        return tuple
-    names = tuple((result.fname(i) or b"").decode() for i in range(result.nfields))
-    cls = _ROW_CLASSES.get(names)
-    if cls is None:
-        index = {name: i for i, name in enumerate(names)}
-        cls = _ROW_CLASSES.setdefault(names, type("Row", (Row,), {"_index": index}))
-    return cls
-
-
-class _NumericLoader(Loader):
-    """``numeric`` as SQLite gives it: an int when integral, else a float."""
-
-    def load(self, data: Any) -> int | float:
-        text = bytes(data).decode()
-        return int(text) if re.fullmatch(r"-?\d+", text) else float(text)
-
-
-class _BoolAsInt(Dumper):
-    """A Python bool written as the integer 0 or 1 (the columns are integers)."""
-
-    oid = psycopg.adapters.types["int8"].oid
-
-    def dump(self, obj: Any) -> bytes:
-        return b"1" if obj else b"0"
-
-
-class PgCursor:
-    """The part of ``sqlite3.Cursor`` the store uses, over a psycopg cursor. Its result is
-    read at once (rows, count), or, for a statement sent in a write's pipeline, on first
-    use: that syncs the pipeline (one round trip for every statement sent so far)."""
-
-    def __init__(self, cur: psycopg.Cursor[Any], pipeline: psycopg.Pipeline | None = None
-                 ) -> None:
-        self._cur = cur
-        self._pipeline = pipeline
-        self._rows: list[Any] = []
-        self._pos = 0
-        self._count = -1
-        self.row_factory = None  # accepted and ignored: a Row also unpacks as a tuple
-        if pipeline is None:
-            self._read()
-
-    def _read(self) -> None:
-        if self._pipeline is not None:
-            pipeline, self._pipeline = self._pipeline, None
-            if self._cur.pgresult is None:  # not come back yet
-                pipeline.sync()
-        result = self._cur.pgresult
-        # the rows from the result itself: ``cursor.description`` builds an object per
-        # column on every call
-        self._rows = self._cur.fetchall() if result is not None and result.nfields else []
-        self._count = self._cur.rowcount
-
-    @property
-    def rowcount(self) -> int:
-        if self._pipeline is not None:
-            self._read()
-        return self._count
-
-    @property
-    def lastrowid(self) -> Any:
-        """The first column of the statement's ``RETURNING`` row."""
-        if self._pipeline is not None:
-            self._read()
-        return self._rows[0][0] if self._rows else None
-
-    def fetchone(self) -> Any:
-        if self._pipeline is not None:
-            self._read()
-        if self._pos >= len(self._rows):
-            return None
-        self._pos += 1
-        return self._rows[self._pos - 1]
-
-    def fetchall(self) -> list[Any]:
-        if self._pipeline is not None:
-            self._read()
-        rows, self._pos = self._rows[self._pos:], len(self._rows)
-        return rows
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.fetchall())
 
 
 # One message, one round trip: a write transaction and its lock (SQLite's BEGIN IMMEDIATE)
@@ -211,6 +104,8 @@ class PgConnection:
                 ) -> PgCursor:
         if self._pipe is not None:
             return self._pipelined(sql, params)
+        if sql == "ROLLBACK":
+            return self._rollback()
         if self._prefetched:
             try:
                 cur = self._prefetched.pop((sql, _key(params)), None)
@@ -239,12 +134,12 @@ class PgConnection:
         statements, ended by its ``COMMIT`` or ``ROLLBACK``."""
         self.reopen_if_lost()
         try:
-            self._conn.execute(_BEGIN_WRITE)  # type: ignore[arg-type]
+            self._conn.execute(_BEGIN_WRITE, prepare=False)  # type: ignore[arg-type]
         except psycopg.OperationalError:
             if not self._conn.closed:
                 raise
             self.reopen_if_lost()
-            self._conn.execute(_BEGIN_WRITE)  # type: ignore[arg-type]
+            self._conn.execute(_BEGIN_WRITE, prepare=False)  # type: ignore[arg-type]
         self._pipe_cm = self._conn.pipeline()
         self._pipe = self._pipe_cm.__enter__()
 
@@ -254,12 +149,18 @@ class PgConnection:
         if sql in ("COMMIT", "ROLLBACK"):
             self._pipe = self._pipe_cm = None
             if sql == "ROLLBACK":  # what was sent is dropped with the transaction
-                with contextlib.suppress(psycopg.Error):
-                    end.__exit__(None, None, None)
+                self._leave_pipeline(end)
                 return self.execute(sql)
             cur = self._conn.cursor()
-            cur.execute(sql)
-            end.__exit__(None, None, None)  # every result, the first error raised
+            try:  # sending may read results already come back: an error raises here too
+                cur.execute(sql)
+            except BaseException:
+                self._leave_pipeline(end)
+                raise
+            try:
+                end.__exit__(None, None, None)  # every result, the first error raised
+            finally:
+                self._close_if_still_pipelined()
             return PgCursor(cur)
         text = self._text(sql)
         cur = (psycopg.ClientCursor(self._conn) if text in CLIENT_BOUND
@@ -267,8 +168,38 @@ class PgConnection:
         cur.execute(text, () if params is None else params)  # type: ignore[arg-type]
         return PgCursor(cur, pipe)
 
+    def _rollback(self) -> PgCursor:
+        """``ROLLBACK`` through psycopg's own, which also forgets the statements this
+        connection believes prepared: a statement first sent in a pipeline that an error
+        aborted was never prepared by the server (its Parse skipped), and its next use
+        would fail with "prepared statement does not exist" (``DEALLOCATE ALL`` sets the
+        two sides equal again). On a connection closed meanwhile there is nothing to roll
+        back: the server ended its transaction with it."""
+        if not self._conn.closed:
+            self._conn.rollback()
+        return PgCursor(None)
+
+    def _leave_pipeline(self, end: contextlib.AbstractContextManager[psycopg.Pipeline]
+                        ) -> None:
+        """Out of a failed transaction's pipeline, whatever its state."""
+        with contextlib.suppress(psycopg.Error):
+            end.__exit__(None, None, None)
+        self._close_if_still_pipelined()
+
+    def _close_if_still_pipelined(self) -> None:
+        """A connection still in pipeline mode after a failed transaction's pipeline was
+        left (psycopg's exit failed partway) would run the next ``BEGIN; SELECT ...``
+        inside it and fail there: it is closed, and the next use opens a new one
+        (``reopen_if_lost``)."""
+        if not self._conn.closed and (self._conn._pipeline is not None
+                                      or self._conn.pgconn.pipeline_status):
+            log.warning("closed the writing connection left in pipeline mode by a failed "
+                        "transaction; the next write opens another")
+            self._conn.close()
+
     def prefetch(self, statements: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
-        """Run ``statements`` (read-only, outside any transaction) in one round trip; each
+        """Run ``statements`` (read-only: outside any transaction, or in a read snapshot)
+        in one round trip; each
         is answered once by ``execute`` with the same text and parameters (until
         ``forget_prefetched``)."""
         statements = list(statements)
@@ -354,9 +285,9 @@ def _adhoc(sql: str) -> str:
 
 def _connect(url: str) -> psycopg.Connection[Any]:
     conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                           row_factory=_row_factory, prepare_threshold=PREPARE_THRESHOLD)
-    conn.adapters.register_loader("numeric", _NumericLoader)
-    conn.adapters.register_dumper(bool, _BoolAsInt)
+                           row_factory=row_factory, prepare_threshold=PREPARE_THRESHOLD)
+    conn.adapters.register_loader("numeric", NumericLoader)
+    conn.adapters.register_dumper(bool, BoolAsInt)
     return conn
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from service.domain.progress import Point, Progress
 from service.domain.rows import FollowState, ProgressRow
@@ -17,18 +18,32 @@ from service.store.core import Part, StaleProgress
 from service.store.sql import QUERIES as Q
 
 
-def _progress(r: sqlite3.Row) -> Progress:
+def _progress(r: sqlite3.Row | Mapping[str, Any]) -> Progress:
     return Progress(step=r["step"], total=r["total_steps"], resumed_from=r["resumed_from"],
                     first_step=r["first_step"], first_at=r["first_at"], last_at=r["last_at"])
 
 
-def _jobspec_total(r: sqlite3.Row) -> int | None:
+def _jobspec_total(r: sqlite3.Row | Mapping[str, Any]) -> int | None:
     total = r["jobspec_total"]
     ok = isinstance(total, int) and not isinstance(total, bool) and total >= 1
     return total if ok else None
 
 
-def _progress_row(r: sqlite3.Row) -> ProgressRow:
+# the progress columns a task's page reads with the prefix p_ (the task_page query)
+PROGRESS_COLUMNS = ("attempt_no", "step", "total_steps", "resumed_from", "first_step",
+                    "first_at", "last_at", "updated_at")
+
+
+def progress_of_page(r: sqlite3.Row) -> ProgressRow | None:
+    """The progress in a ``task_page`` row (None: never followed)."""
+    if r["p_attempt_no"] is None:
+        return None
+    return _progress_row({"task_id": r["task_id"], "state": r["state"],
+                          "jobspec_total": r["jobspec_total"],
+                          **{name: r[f"p_{name}"] for name in PROGRESS_COLUMNS}})
+
+
+def _progress_row(r: sqlite3.Row | Mapping[str, Any]) -> ProgressRow:
     return ProgressRow(task_id=r["task_id"], state=TaskState(r["state"]),
                        attempt_no=r["attempt_no"],
                        progress=with_total(_progress(r), _jobspec_total(r)),

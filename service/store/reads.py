@@ -159,6 +159,32 @@ class Readers:
             conn.forget_prefetched()
 
     @contextmanager
+    def tick_scope(self) -> Iterator[None]:
+        """Around one scheduler tick, on its thread: see ``version``."""
+        self.local.scope = object()
+        try:
+            yield
+        finally:
+            self.local.scope = None
+
+    def version(self, conn: sqlite3.Connection, commits: int) -> object:
+        """A value that changes after any commit that may change what this thread read
+        (``commits``: this process's commits so far), for the reads a tick repeats (the
+        active tasks five times, the node states three): a read is answered from this
+        thread's last one while the value is unchanged.
+
+        SQLite: the engine's ``data_version``, a library call that changes after any
+        connection's commit. PostgreSQL: asking the server is a round trip (as dear as
+        the read itself), so inside a tick (``tick_scope``) the value is the tick and this
+        process's commits: the tick sees its own writes and this instance's at once, and
+        another instance's from its next tick on (as had they come just after its first
+        read). Outside a tick it asks the server."""
+        scope = getattr(self.local, "scope", None)
+        if scope is not None and self.engine.name != "sqlite":
+            return (scope, commits)
+        return self.engine.data_version(conn)
+
+    @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every statement inside sees the same committed state."""
         conn = self.reader()

@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from service.domain.ids import new_task_id, submission_id
+from service.domain.ids import MAX_TRIES, TaskIdExhausted, new_task_id, submission_id
 from service.domain.newtask import NewTask
 from service.domain.reasons import WaitKind
 from service.domain.rows import (
@@ -31,6 +31,7 @@ from service.store.inserts import (
     check_quota,
     insert_deps,
     insert_task,
+    taken_task_id,
 )
 from service.store.placement import nodes_of_json
 from service.store.reads import (
@@ -63,8 +64,9 @@ class TaskStore(Part):
     def new_id(self, prefix: str, workload: str, now: float, user: str | None,
                taken: Iterable[str] = ()) -> str:
         """A free task id (``ids.new_task_id``), none of ``taken`` either (ids chosen in
-        this transaction): the one place a task id is minted. On the write lane, it is
-        still free when inserted."""
+        this transaction), for a pipeline's stages (their ids are in each other's
+        templates before any is inserted). On the write lane, it is still free when
+        inserted. A lone task's id is minted by ``create_task`` itself, without a read."""
         taken = frozenset(taken)
         return new_task_id(prefix, workload, now,
                            lambda c: c in taken or self.task_exists(c), user=user)
@@ -89,15 +91,31 @@ class TaskStore(Part):
         Builds no row on purpose: the API answers a submit with the id and QUEUED, and
         the full row (queue position included) would cost every POST a count over the
         queue."""
-        task_id = task_id or self.new_id(task.id_prefix, task.workload, task.created_at,
-                                         task.user)
+        if task_id is not None:
+            return self._create(task, task_id, quota, admin, key, checked=True)
+        for _ in range(MAX_TRIES):
+            # no read for a free id first: the insert itself finds a clash (one in 65,536
+            # per second of a user's submits), and another id is tried; on PostgreSQL the
+            # check was a round trip of its own before every submit
+            minted = new_task_id(task.id_prefix, task.workload, task.created_at,
+                                 lambda _: False, user=task.user)
+            try:
+                return self._create(task, minted, quota, admin, key, checked=False)
+            except self._core.engine.integrity_errors as exc:
+                if not taken_task_id(exc):
+                    raise
+        raise TaskIdExhausted(f"no free task id for a {task.workload} task of "
+                              f"{task.user or 'nobody'} after {MAX_TRIES} tries")
+
+    def _create(self, task: NewTask, task_id: str, quota: Limits | None, admin: bool,
+                key: IdemKey | None, *, checked: bool) -> str:
         size, user, now = task.stored_bytes, task.user, task.created_at
         first_hour = window_start_hour(now)
         with self._tx() as conn:
             check_key(conn, key)
             if quota is not None and user is not None:
                 check_quota(conn, user, quota, size, now, first_hour)
-            insert_task(conn, task_id, task)
+            insert_task(conn, task_id, task, checked=checked)
             if task.after:
                 insert_deps(conn, task_id, task.after, user, admin)
             if user is not None:
@@ -327,8 +345,11 @@ class TaskStore(Part):
             with self._snapshot() as conn:
                 users = [r["user"] for r in conn.execute(Q["runnable_users"])]
                 each = max(MIN_PER_USER, limit // max(len(users), 1))
-                out = [row for u in users for row in rows_of(conn.execute(
-                    Q["runnable_of_user"], {"user": u, "now": now, "limit": each}))]
+                heads = [(Q["runnable_of_user"], {"user": u, "now": now, "limit": each})
+                         for u in users]
+                with self._reads.prefetched(heads):  # PostgreSQL: one round trip for all
+                    out = [row for sql, params in heads
+                           for row in rows_of(conn.execute(sql, params))]
             out.sort(key=lambda r: (-r.priority, r.seq))
         self._runnable_rows = made
         return out
@@ -339,11 +360,11 @@ class TaskStore(Part):
         A tick asks five times (resolve SUBMITTING, reconcile, snapshot, watch, admit),
         most often with nothing written in between, and a read costs about 13 us a running
         task (with 48 running, 3.2 ms of a 3.5 ms tick). So the rows are read again only
-        when the engine's ``data_version`` (SQLite's ``PRAGMA data_version``) says a commit
-        (by this process's writer or any other connection) came since this thread's last
-        read; the rows are frozen, so sharing them is safe."""
+        when a commit (by this process's writer or any other connection) may have come
+        since this thread's last read (``Readers.version``); the rows are frozen, so
+        sharing them is safe."""
         conn = self._reader()
-        version = self._reads.engine.data_version(conn)
+        version = self._version(conn)
         seen = getattr(self._reads.local, "active", None)
         if seen is None or seen[0] != version:
             cur = conn.execute(Q["active"])

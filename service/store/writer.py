@@ -32,7 +32,7 @@
 from __future__ import annotations
 
 import logging
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 
 from service.domain.rows import (
     MAX_SEQ,
@@ -42,6 +42,7 @@ from service.domain.rows import (
     CreatedToken,
     EventRow,
     RunnableRow,
+    TaskPageRow,
     TaskRow,
     TokenRow,
     UserRow,
@@ -76,9 +77,9 @@ from service.store.dialect import engine_for
 from service.store.lease import LeaseStore
 from service.store.nodes import NodeStore
 from service.store.pipelines import PipelineStore
-from service.store.placement import PlacementStore
-from service.store.progress import ProgressStore
-from service.store.reads import ACTIVE, Readers
+from service.store.placement import PlacementStore, nodes_of_json
+from service.store.progress import ProgressStore, progress_of_page
+from service.store.reads import ACTIVE, Readers, task_row
 from service.store.sql import QUERIES as Q
 from service.store.tasks import TaskStore
 from service.store.usage import UsageReads
@@ -90,18 +91,13 @@ __all__ = [
     "ACTIVE", "MAX_SEQ", "ActiveRow", "AttemptEnd", "AttemptRow", "BulkTask", "CancelKind",
     "CancelOutcome", "Claim", "CreatedToken", "EventRow", "QuotaExceeded", "RetryPlan",
     "RunnableRow", "StaleProgress", "StaleState",
-    "StorageUnavailable", "Store", "StoreError", "TaskExists", "TaskNotFound", "TaskRow",
+    "StorageUnavailable", "Store", "StoreError", "TaskExists", "TaskNotFound", "TaskPageRow",
+    "TaskRow",
     "TokenNotFound", "TokenRow", "TooManyTokens", "UserDisabled", "UserExists",
     "UserNotFound", "UserRow", "UserStatusChange", "truncate_message",
 ]
 
 log = logging.getLogger(__name__)
-# the named queries a task's page reads (service.usecases.reads.task_view_of), each by
-# ``task_id`` alone
-TASK_PAGE_QUERIES = ("get_task", "task_progress", "deps_of_task", "task_on_unsatisfiable",
-                     "stage_of_task")
-
-
 class Store:
     """Thread-safe access to the service database (see the module docstring)."""
 
@@ -147,14 +143,27 @@ class Store:
         """Whether commits checkpoint the WAL themselves (``WriteCore``)."""
         self.core.automatic_checkpoints(on)
 
-    def task_page_reads(self, task_id: str) -> AbstractContextManager[None]:
-        """Around the reads of one task's page (``get_task``, its progress, its
-        dependencies): on PostgreSQL they are sent together, one round trip for all
-        (``Readers.prefetched``); on SQLite nothing changes."""
-        if "\x00" in task_id:  # get_task answers None without a read
-            return nullcontext()
-        return self.reads.prefetched([(Q[name], {"task_id": task_id})
-                                      for name in TASK_PAGE_QUERIES])
+    def task_page(self, task_id: str) -> TaskPageRow | None:
+        """A task's page in one statement (``task_page``): on PostgreSQL, five statements
+        each cost the server and psycopg about as much as the task's row. None for an id
+        no task has (one holding NUL included: PostgreSQL's text cannot hold it)."""
+        if "\x00" in task_id:
+            return None
+        row = self.reads.reader().execute(Q["task_page"], {"task_id": task_id}).fetchone()
+        if row is None:
+            return None
+        stage = row["stage_pipeline_id"]
+        return TaskPageRow(task=task_row(row, row["queue_position"],
+                                         nodes_of_json(row["latest_nodes"])),
+                           progress=progress_of_page(row),
+                           on_unsatisfiable=row["on_unsatisfiable"],
+                           stage=None if stage is None else (stage, row["stage_name"]),
+                           has_deps=bool(row["has_deps"]))
+
+    def tick_scope(self) -> AbstractContextManager[None]:
+        """Around one scheduler tick: the reads it repeats are asked once while nothing
+        changed (``Readers.version``; on PostgreSQL a round trip each saved)."""
+        return self.reads.tick_scope()
 
     def change_seq(self) -> int:
         """A number that grows after any task was created or moved (one row by key)."""

@@ -118,12 +118,12 @@ class TaskView:
 
 
 def task_view_of(store: Store, task_id: str) -> TaskView | None:
-    with store.task_page_reads(task_id):  # PostgreSQL: one round trip for the five
-        task = store.tasks.get_task(task_id)
-        if task is None:
-            return None
-        return TaskView(task, store.progress.task_progress(task_id),
-                        dependencies_of(store, task_id))
+    page = store.task_page(task_id)  # one statement; the dependencies' rows if it has any
+    if page is None:
+        return None
+    after = store.pipelines.deps_of(task_id) if page.has_deps else []
+    return TaskView(page.task, page.progress,
+                    Dependencies(after, page.on_unsatisfiable, page.stage))
 
 
 async def task_view(deps: TaskDeps, task_id: str) -> TaskView | None:

@@ -75,6 +75,35 @@ FROM tasks t
 {latest_attempt}
 WHERE t.task_id = :task_id;
 
+-- name: task_page
+-- A task's page in one statement (GET /api/v2/tasks/{id}, the console's task page): the
+-- row of get_task, the progress of its latest attempt (p_*, as task_progress: NULL when
+-- never followed), what it does when its dependencies cannot hold (task_on_unsatisfiable),
+-- its pipeline stage (stage_of_task) and whether it has dependencies at all (their rows,
+-- deps_of_task, are read only then). Five statements before: on PostgreSQL each cost the
+-- server and psycopg about as much as the task's own row.
+SELECT {task_columns},
+       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
+       ) END AS queue_position,
+       (SELECT json_group_array(json_array(name, role, gpus, seen_at)) FROM attempt_nodes
+        WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes,
+       json_extract(t.spec_json, '$.total_training_steps') AS jobspec_total,
+       p.attempt_no AS p_attempt_no, p.step AS p_step, p.total_steps AS p_total_steps,
+       p.resumed_from AS p_resumed_from, p.first_step AS p_first_step,
+       p.first_at AS p_first_at, p.last_at AS p_last_at, p.rate AS p_rate,
+       p.eta_at AS p_eta_at, p.updated_at AS p_updated_at,
+       coalesce(json_extract(t.spec_json, '$.on_unsatisfiable'), 'cancel') AS on_unsatisfiable,
+       s.pipeline_id AS stage_pipeline_id, s.stage AS stage_name,
+       EXISTS (SELECT 1 FROM task_deps d WHERE d.task_id = t.task_id) AS has_deps
+FROM tasks t
+{latest_attempt}
+LEFT JOIN attempt_progress p ON p.task_id = t.task_id AND p.attempt_no = t.latest_attempt_no
+LEFT JOIN pipeline_stages s ON s.task_id = t.task_id
+WHERE t.task_id = :task_id;
+
 -- name: list_tasks
 -- Newest first, one page: rows before :before_seq (the page's cursor). The runnable rows'
 -- queue positions are read for the whole page at once (queue_positions), not per row.

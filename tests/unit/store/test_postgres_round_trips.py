@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,12 @@ from psycopg import pq
 from support.postgres import PgServer
 
 from service.domain.newtask import NewTask
+from service.domain.nodes import NodeSource
 from service.domain.states import TaskState
 from service.store import pg
 from service.store.sql import QUERIES as Q
-from service.store.writer import TASK_PAGE_QUERIES, Store, TaskExists, UserExists
+from service.store.writer import Store, TaskExists, UserExists
+from service.usecases.reads import task_view_of
 
 pytestmark = pytest.mark.postgres
 
@@ -126,18 +129,34 @@ def test_a_result_read_inside_the_write_sees_the_statements_before_it(store: Sto
         assert n == 3 and last.lastrowid is not None and last.rowcount == 1
 
 
-def test_a_task_page_is_one_round_trip_and_each_prefetched_read_answers_once(
+def test_a_task_page_is_one_statement_and_its_dependencies_one_more(
         store: Store, tmp_path: Path) -> None:
+    store.tasks.create_task(_task(1), task_id=T1)
+    child = T1[:-4] + "0002"
+    store.tasks.create_task(replace(_task(2), after=(("ok", T1),)), task_id=child)
+    trips = Trips(store.reads.reader(), tmp_path / "trace")
+    try:
+        page = task_view_of(store, T1)
+        assert trips.n == 1  # five statements before, sent together
+        with_deps = task_view_of(store, child)
+        assert trips.n == 1 + 2  # the page, then its dependencies' rows
+    finally:
+        trips.stop()
+    assert page is not None and page.task.task_id == T1 and page.dependencies.after == []
+    assert with_deps is not None and [d.parent_id for d in with_deps.dependencies.after] == [T1]
+    assert with_deps.task.state is TaskState.BLOCKED
+
+
+def test_a_prefetched_read_answers_once_then_reads_again(store: Store, tmp_path: Path
+                                                         ) -> None:
     store.tasks.create_task(_task(1), task_id=T1)
     trips = Trips(store.reads.reader(), tmp_path / "trace")
     try:
-        with store.task_page_reads(T1):
+        with store.reads.prefetched([(Q["get_task"], {"task_id": T1}),
+                                     (Q["task_progress"], {"task_id": T1})]):
             first = store.tasks.get_task(T1)
-            store.progress.task_progress(T1)
-            store.pipelines.deps_of(T1)
-            store.pipelines.on_unsatisfiable_of(T1)
-            store.pipelines.stage_of(T1)
-            assert trips.n == 1  # all five in one
+            assert store.progress.task_progress(T1) is None
+            assert trips.n == 1  # both in one
             store.tasks.set_priority(T1, 7, 2000.0)
             again = store.tasks.get_task(T1)  # answered once: this one reads anew
             assert trips.n > 1
@@ -145,34 +164,72 @@ def test_a_task_page_is_one_round_trip_and_each_prefetched_read_answers_once(
         trips.stop()
     assert first is not None and again is not None
     assert (first.priority, again.priority) == (0, 7)
-    assert len(TASK_PAGE_QUERIES) == 5
 
 
 def test_a_page_of_no_task_and_an_id_postgresql_cannot_hold(store: Store) -> None:
-    with store.task_page_reads("mvp2-ppo-20251223-143201-ffff"):
-        assert store.tasks.get_task("mvp2-ppo-20251223-143201-ffff") is None
-    with store.task_page_reads("bad\x00id"):
-        assert store.tasks.get_task("bad\x00id") is None
+    assert store.task_page("mvp2-ppo-20251223-143201-ffff") is None
+    assert store.task_page("bad\x00id") is None
 
 
-def test_a_submit_is_three_round_trips_of_the_writer_and_a_transition_four(
+def test_a_submit_is_two_round_trips_of_the_writer_none_of_a_reader_and_a_transition_four(
         store: Store, tmp_path: Path) -> None:
     trips = Trips(store.core._conn, tmp_path / "trace")
+    reads = Trips(store.reads.reader(), tmp_path / "reads")
     try:
         task_id = store.tasks.create_task(_task(1))
-        # BEGIN with the lock; the task's INSERT (its conflict is TaskExists); the spec
-        # bytes, the CREATED event and the COMMIT (seven before the pipeline)
-        assert trips.n == 3
+        # BEGIN with the lock; the task's INSERT, the spec bytes, the CREATED event and
+        # the COMMIT (a minted id's clash found there: seven before the pipeline, and a
+        # reader's look for a free id first)
+        assert trips.n == 2 and reads.n == 0
         with store.core.tx() as conn:
             store.core.transition(conn, task_id, TaskState.QUEUED, TaskState.CANCELED,
                                   2000.0)
         # BEGIN; the guarded UPDATE (its count read); the event with the webhook facts
         # read back together; the outbox row and the COMMIT
-        assert trips.n == 3 + 4
+        assert trips.n == 2 + 4
     finally:
         trips.stop()
+        reads.stop()
     events = store.reads.reader().execute(
         "SELECT event_type FROM events WHERE task_id = :t ORDER BY id", {"t": task_id}
     ).fetchall()
     assert [e["event_type"] for e in events] == ["CREATED", "STATE_TRANSITION"]
     assert store.tasks.get_task(task_id).state is TaskState.CANCELED  # type: ignore[union-attr]
+
+
+def test_a_tick_asks_the_server_once_for_what_it_reads_again_unchanged(
+        store: Store, tmp_path: Path) -> None:
+    """Inside a tick (``tick_scope``) the active tasks and the node states are read once
+    while this process commits nothing: on PostgreSQL asking whether anything changed was a
+    round trip as dear as the read. A commit of this process is seen at once; outside a
+    tick every read asks the server."""
+    store.tasks.create_task(_task(1), task_id=T1)
+    trips = Trips(store.reads.reader(), tmp_path / "trace")
+    try:
+        with store.tick_scope():
+            for _ in range(5):
+                assert store.tasks.active() == []
+                assert store.nodes.states() == []
+            assert trips.n == 2  # one read of each
+            store.nodes.cordon("w1", NodeSource.OPERATOR, "ops", 10.0, "disk")  # a commit
+            assert [s.name for s in store.nodes.states()] == ["w1"]
+            assert trips.n == 3
+        store.nodes.states()
+        store.nodes.states()
+        assert trips.n == 3 + 4  # outside a tick: the server's version, then the rows
+    finally:
+        trips.stop()
+
+
+def test_a_fair_share_ticks_heads_of_the_queue_are_one_round_trip(
+        store: Store, tmp_path: Path) -> None:
+    for i, user in enumerate(("alice", "bob", "carol", "dave")):
+        store.tasks.create_task(_task(i, user), task_id=f"{T1[:-4]}{i:04x}")
+    trips = Trips(store.reads.reader(), tmp_path / "trace")
+    try:
+        rows = store.tasks.runnable(5000.0, 100, per_user=True)
+        # BEGIN; the owners; the four heads together; the COMMIT (each head its own before)
+        assert trips.n == 4
+    finally:
+        trips.stop()
+    assert sorted(r.user for r in rows) == ["alice", "bob", "carol", "dave"]

@@ -6,10 +6,12 @@ import json
 import re
 import sqlite3
 import threading
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from service.domain.ids import new_task_id
 from service.domain.newtask import NewTask
 from service.domain.reasons import WaitKind, as_text
 from service.domain.states import RUNNABLE, PipelineState, TaskState
@@ -695,3 +697,39 @@ def test_an_id_holding_nul_is_no_task(store: Store) -> None:
     add(store, 1)
     assert store.tasks.get_task(tid(1) + "\x00") is None
     assert not store.tasks.task_exists("a\x00b")
+
+
+def test_a_minted_task_id_that_clashes_is_minted_again_and_nothing_of_the_clash_is_kept(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A submit's id is minted without a read for a free one: the insert finds a clash
+    (on PostgreSQL at the COMMIT), the transaction rolls back whole and another id is
+    tried; the store keeps writing."""
+    taken = add(store, 1)
+    suffixes = iter(["0001", "0001", "00aa"])
+    monkeypatch.setattr(store_tasks, "new_task_id",
+                        partial(new_task_id, suffix=lambda: next(suffixes)))
+    new = NewTask(id_prefix="mvp2", workload="ppo", text="raw: 2\n", spec={"i": 2}, nnodes=1,
+                  n_gpus_per_node=1, user=None, created_at=1766500321.0, priority=0)
+    assert taken == "mvp2-ppo-20251223-143201-0001"
+    got = store.tasks.create_task(new)
+    assert got == "mvp2-ppo-20251223-143201-00aa"
+    assert store.tasks.get_task(taken).user == "alice"  # the first is untouched
+    assert store.tasks.get_task(got).user is None
+    assert [e.event_type for e in store.tasks.events(got)] == ["CREATED"]
+    assert [e.event_type for e in store.tasks.events(taken)] == ["CREATED"]
+    add(store, 3)  # the writing connection is usable after the rolled-back clash
+    assert store.tasks.task_exists(tid(3))
+
+
+def test_a_minted_task_id_gives_up_after_max_tries_of_clashes(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.domain.ids import TaskIdExhausted
+
+    add(store, 1)
+    monkeypatch.setattr(store_tasks, "new_task_id", partial(new_task_id, suffix=lambda: "0001"))
+    new = NewTask(id_prefix="mvp2", workload="ppo", text="", spec={}, nnodes=1,
+                  n_gpus_per_node=1, user=None, created_at=1766500321.0, priority=0)
+    with pytest.raises(TaskIdExhausted, match="after 64 tries"):
+        store.tasks.create_task(new)
+    add(store, 2)
+    assert store.tasks.task_exists(tid(2))

@@ -271,7 +271,7 @@ async def test_409_cancel_twice(client, shared):
 
 
 @pytest.mark.parametrize("method, path, store_method", [
-    ("GET", f"/api/v2/tasks/{UNKNOWN}", "get_task"),
+    ("GET", f"/api/v2/tasks/{UNKNOWN}", "task_page"),
     ("GET", "/api/v2/queue", "queue"),
     ("POST", f"/api/v2/tasks/{UNKNOWN}:cancel", "get_task"),
     ("POST", "/api/v2/tasks", "create_task"),
@@ -282,7 +282,9 @@ async def test_500_never_leaks_internals(client, shared, store, monkeypatch, cap
     def broken(*args: Any, **kw: Any) -> Any:
         raise RuntimeError("disk on fire at /secret/path")
 
-    monkeypatch.setattr(store.tasks, store_method, broken)
+    # a task's page is the store's own read (its task, progress and dependencies at once)
+    monkeypatch.setattr(store if store_method == "task_page" else store.tasks, store_method,
+                        broken)
     resp = await client.request(method, path, headers=YAML, data=good_spec(shared))
     err = await error_of(resp, 500, "internal_error")
     text = await resp.text()

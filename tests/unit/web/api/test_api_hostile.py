@@ -235,7 +235,7 @@ async def test_a_storage_fault_on_a_read_is_503(client, store, monkeypatch, capl
     def locked(task_id: str) -> None:
         raise _sqlite_error("database is locked", sqlite3.SQLITE_BUSY)
 
-    monkeypatch.setattr(store.tasks, "get_task", locked)
+    monkeypatch.setattr(store, "task_page", locked)
     resp = await client.get(f"/api/v2/tasks/{TASK}", headers=AUTH)
     err = await error_of(resp, 503, "storage_unavailable")
     assert "database is locked" in err["message"]
