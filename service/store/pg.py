@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import select
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -64,8 +65,8 @@ _FAULT_CODES = {"53100": "disk full", "55P03": "database is locked",
                 "25006": "database is read-only"}
 
 
-# One message, one round trip: a write transaction and its lock (SQLite's BEGIN IMMEDIATE)
-_BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+# A write transaction's lock, its first statement after BEGIN (SQLite's BEGIN IMMEDIATE)
+_WRITE_LOCK = f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"
 
 
 class PgConnection:
@@ -129,19 +130,29 @@ class PgConnection:
         return self._run(text, values)
 
     def begin_write(self) -> None:
-        """``BEGIN`` and the write lock in one round trip (again on a new connection when
-        the server dropped this one meanwhile), then the pipeline of the transaction's
-        statements, ended by its ``COMMIT`` or ``ROLLBACK``."""
+        """Open the transaction's pipeline with ``BEGIN`` and the write lock as its first
+        statements: a write whose results nobody reads is one round trip in all, its
+        ``COMMIT``'s. A connection the server closed meanwhile (a restart, an idle
+        timeout) is opened again first (``_hung_up``): the old code learnt it from its
+        ``BEGIN``'s failure, a round trip of its own before every write."""
+        if self._hung_up():
+            self._conn.close()
         self.reopen_if_lost()
-        try:
-            self._conn.execute(_BEGIN_WRITE, prepare=False)  # type: ignore[arg-type]
-        except psycopg.OperationalError:
-            if not self._conn.closed:
-                raise
-            self.reopen_if_lost()
-            self._conn.execute(_BEGIN_WRITE, prepare=False)  # type: ignore[arg-type]
         self._pipe_cm = self._conn.pipeline()
         self._pipe = self._pipe_cm.__enter__()
+        self._conn.cursor().execute("BEGIN")
+        self._conn.cursor().execute(_WRITE_LOCK)  # type: ignore[arg-type]
+
+    def _hung_up(self) -> bool:
+        """Whether the server spoke on this idle connection: nothing was asked, so
+        anything to read is its goodbye (a termination notice, the socket closed)."""
+        if self._conn.closed:
+            return False
+        try:
+            readable, _, _ = select.select([self._conn.fileno()], [], [], 0)
+        except (OSError, ValueError, psycopg.Error):
+            return True
+        return bool(readable)
 
     def _pipelined(self, sql: str, params: Any) -> PgCursor:
         pipe, end = self._pipe, self._pipe_cm
@@ -237,7 +248,10 @@ class PgConnection:
 
     @property
     def in_transaction(self) -> bool:
-        return self._conn.info.transaction_status != TransactionStatus.IDLE
+        """Inside a transaction, or a write's pipeline (which an error can leave aborted
+        with the server's status IDLE: it must still be ended, by ``ROLLBACK``)."""
+        return (self._pipe is not None
+                or self._conn.info.transaction_status != TransactionStatus.IDLE)
 
     @property
     def closed(self) -> bool:

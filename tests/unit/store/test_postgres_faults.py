@@ -56,6 +56,22 @@ def test_a_lost_server_is_storage_unavailable_and_the_store_recovers(own_server)
         store.close()
 
 
+def test_a_write_after_the_server_restarted_behind_an_idle_writer_succeeds(own_server
+                                                                           ) -> None:
+    """The writing connection sends ``BEGIN`` with the transaction's statements (no round
+    trip of its own that would fail on a dropped connection): a connection the server
+    closed while idle is found so before anything is sent, and opened again."""
+    store = Store(own_server.database())
+    try:
+        store.tasks.create_task(_task(1), task_id="t-1")
+        own_server.halt()  # the server says goodbye to the idle connection
+        own_server.resume()
+        store.tasks.create_task(_task(2), task_id="t-2")  # no StorageUnavailable
+        assert store.write_fault is None and store.tasks.task_exists("t-2")
+    finally:
+        store.close()
+
+
 def _in_a_new_thread(call) -> BaseException | None:
     """What ``call`` raised in a thread of its own (whose reader is opened on first use)."""
     raised: list[BaseException] = []

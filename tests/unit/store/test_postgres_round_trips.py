@@ -70,7 +70,7 @@ class Trips:
         self.file.close()
 
 
-def test_a_write_whose_results_nobody_reads_is_one_round_trip_and_its_commit(
+def test_a_write_whose_results_nobody_reads_is_one_round_trip(
         store: Store, tmp_path: Path) -> None:
     store.tasks.create_task(_task(1), task_id=T1)
     trips = Trips(store.core._conn, tmp_path / "trace")
@@ -79,13 +79,13 @@ def test_a_write_whose_results_nobody_reads_is_one_round_trip_and_its_commit(
             for i in range(5):
                 conn.execute(Q["insert_event"], {"task_id": T1, "ts": float(i),
                                                  "event_type": "NOTE", "payload_json": "{}"})
-        assert trips.n == 2  # BEGIN with the lock; the five and the COMMIT (one per
-        # statement before: 1 + 1 + 5 + 1)
+        assert trips.n == 1  # BEGIN, the lock, the five and the COMMIT (one per statement
+        # before: 1 + 1 + 5 + 1)
         with store.core.tx() as conn:
             cur = conn.execute(Q["insert_event"], {"task_id": T1, "ts": 9.0,
                                                    "event_type": "NOTE", "payload_json": "{}"})
             assert cur.lastrowid is not None  # a result looked at: one round trip more
-        assert trips.n == 2 + 3
+        assert trips.n == 1 + 2
     finally:
         trips.stop()
     assert _notes(store) == 6
@@ -171,22 +171,22 @@ def test_a_page_of_no_task_and_an_id_postgresql_cannot_hold(store: Store) -> Non
     assert store.task_page("bad\x00id") is None
 
 
-def test_a_submit_is_two_round_trips_of_the_writer_none_of_a_reader_and_a_transition_four(
+def test_a_submit_is_one_round_trip_of_the_writer_none_of_a_reader_and_a_transition_three(
         store: Store, tmp_path: Path) -> None:
     trips = Trips(store.core._conn, tmp_path / "trace")
     reads = Trips(store.reads.reader(), tmp_path / "reads")
     try:
         task_id = store.tasks.create_task(_task(1))
-        # BEGIN with the lock; the task's INSERT, the spec bytes, the CREATED event and
-        # the COMMIT (a minted id's clash found there: seven before the pipeline, and a
+        # BEGIN, the lock, the task's INSERT, the spec bytes, the CREATED event and the
+        # COMMIT (a minted id's clash found there: seven before the pipeline, and a
         # reader's look for a free id first)
-        assert trips.n == 2 and reads.n == 0
+        assert trips.n == 1 and reads.n == 0
         with store.core.tx() as conn:
             store.core.transition(conn, task_id, TaskState.QUEUED, TaskState.CANCELED,
                                   2000.0)
-        # BEGIN; the guarded UPDATE (its count read); the event with the webhook facts
+        # BEGIN and the guarded UPDATE (its count read); the event with the webhook facts
         # read back together; the outbox row and the COMMIT
-        assert trips.n == 2 + 4
+        assert trips.n == 1 + 3
     finally:
         trips.stop()
         reads.stop()
