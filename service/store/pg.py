@@ -133,8 +133,8 @@ class PgConnection:
         """Open the transaction's pipeline with ``BEGIN`` and the write lock as its first
         statements: a write whose results nobody reads is one round trip in all, its
         ``COMMIT``'s. A connection the server closed meanwhile (a restart, an idle
-        timeout) is opened again first (``_hung_up``): the old code learnt it from its
-        ``BEGIN``'s failure, a round trip of its own before every write."""
+        timeout) is opened again first (``_hung_up``): learning it from a ``BEGIN`` sent
+        alone would cost every write a round trip of its own."""
         if self._hung_up():
             self._conn.close()
         self.reopen_if_lost()
@@ -199,9 +199,8 @@ class PgConnection:
 
     def _close_if_still_pipelined(self) -> None:
         """A connection still in pipeline mode after a failed transaction's pipeline was
-        left (psycopg's exit failed partway) would run the next ``BEGIN; SELECT ...``
-        inside it and fail there: it is closed, and the next use opens a new one
-        (``reopen_if_lost``)."""
+        left (psycopg's exit failed partway) would run the next write inside it and fail
+        there: it is closed, and the next use opens a new one (``reopen_if_lost``)."""
         if not self._conn.closed and (self._conn._pipeline is not None
                                       or self._conn.pgconn.pipeline_status):
             log.warning("closed the writing connection left in pipeline mode by a failed "
@@ -210,9 +209,8 @@ class PgConnection:
 
     def prefetch(self, statements: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Run ``statements`` (read-only: outside any transaction, or in a read snapshot)
-        in one round trip; each
-        is answered once by ``execute`` with the same text and parameters (until
-        ``forget_prefetched``)."""
+        in one round trip; each is answered once by ``execute`` with the same text and
+        parameters (until ``forget_prefetched``)."""
         statements = list(statements)
         self.reopen_if_lost()
         with self._conn.pipeline():
