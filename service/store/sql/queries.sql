@@ -60,17 +60,28 @@ SELECT 1 AS found FROM tasks WHERE task_id = :task_id;
 -- name: task_state
 SELECT state FROM tasks WHERE task_id = :task_id;
 
+-- fragment: task_place
+-- One task's queue position (a waiting task's) and its latest attempt's nodes as a JSON
+-- array of [name, role, gpus, seen_at] (in the primary key's order:
+-- service.store.placement orders them): get_task and task_page. Used after FROM tasks t.
+CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+    SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+    WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+      AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
+) END AS queue_position,
+(SELECT json_group_array(json_array(name, role, gpus, seen_at)) FROM attempt_nodes
+ WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes
+
+-- fragment: page_progress
+-- The latest attempt's progress as a task's page reads it (p_*: NULL when never
+-- followed), from attempt_progress p joined on the task's latest attempt.
+p.attempt_no AS p_attempt_no, p.step AS p_step, p.total_steps AS p_total_steps,
+p.resumed_from AS p_resumed_from, p.first_step AS p_first_step,
+p.first_at AS p_first_at, p.last_at AS p_last_at, p.rate AS p_rate,
+p.eta_at AS p_eta_at, p.updated_at AS p_updated_at
+
 -- name: get_task
-SELECT {task_columns},
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position,
-       -- the latest attempt's nodes as a JSON array of [name, role, gpus, seen_at] (in
-       -- the primary key's order: service.store.placement orders them)
-       (SELECT json_group_array(json_array(name, role, gpus, seen_at)) FROM attempt_nodes
-        WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes
+SELECT {task_columns}, {task_place}
 FROM tasks t
 {latest_attempt}
 WHERE t.task_id = :task_id;
@@ -82,19 +93,9 @@ WHERE t.task_id = :task_id;
 -- its pipeline stage (stage_of_task) and whether it has dependencies at all (their rows,
 -- deps_of_task, are read only then). Five statements before: on PostgreSQL each cost the
 -- server and psycopg about as much as the task's own row.
-SELECT {task_columns},
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-             AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
-       ) END AS queue_position,
-       (SELECT json_group_array(json_array(name, role, gpus, seen_at)) FROM attempt_nodes
-        WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes,
+SELECT {task_columns}, {task_place},
        json_extract(t.spec_json, '$.total_training_steps') AS jobspec_total,
-       p.attempt_no AS p_attempt_no, p.step AS p_step, p.total_steps AS p_total_steps,
-       p.resumed_from AS p_resumed_from, p.first_step AS p_first_step,
-       p.first_at AS p_first_at, p.last_at AS p_last_at, p.rate AS p_rate,
-       p.eta_at AS p_eta_at, p.updated_at AS p_updated_at,
+       {page_progress},
        coalesce(json_extract(t.spec_json, '$.on_unsatisfiable'), 'cancel') AS on_unsatisfiable,
        s.pipeline_id AS stage_pipeline_id, s.stage AS stage_name,
        EXISTS (SELECT 1 FROM task_deps d WHERE d.task_id = t.task_id) AS has_deps

@@ -527,7 +527,7 @@ def test_queries_file_fragments_are_filled_in_and_unknown_ones_refused() -> None
 
 TASK_READS = ("get_task", "list_tasks", "list_tasks_in_state", "list_tasks_of_user",
               "list_tasks_of_user_in_state", "queue_pending", "queue_pending_of_user",
-              "queue_running", "blocked_page")
+              "queue_running", "blocked_page", "task_page")
 
 
 def test_every_task_read_selects_the_one_task_projection() -> None:
@@ -535,7 +535,7 @@ def test_every_task_read_selects_the_one_task_projection() -> None:
     that returns tasks selects exactly it, so the decoder sees the same row everywhere."""
     text = QUERIES_FILE.read_text(encoding="utf-8")
     assert text.count("t.next_run_at, t.error_summary, t.pending_reason") == 1  # fragment
-    fragment = QUERIES["get_task"].split("SELECT ", 1)[1].split(",\n       CASE")[0]
+    fragment = QUERIES["get_task"].split("SELECT ", 1)[1].split(", CASE WHEN")[0]
     for name in TASK_READS:
         assert fragment in QUERIES[name], name
         assert "LEFT JOIN attempts a ON a.task_id = t.task_id" in QUERIES[name], name

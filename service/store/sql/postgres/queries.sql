@@ -252,47 +252,36 @@ INSERT INTO node_events (name, ts, kind, source, by_user, reason)
 VALUES (:name, :ts, :kind, :source, :by_user, :reason)
 RETURNING id;
 
+-- fragment: task_place
+-- As queries.sql's (this file's texts get this one). jsonb_agg for SQLite's
+-- json_group_array, read back as the same text ('[]': no nodes). The queue position is two
+-- counts, each a range of tasks_runnable (priority DESC, seq): PostgreSQL reads the OR of
+-- SQLite's text as a bitmap scan that visits the table's page of every waiting row ahead
+-- (0.73 ms with 500 ahead, against 0.10 for the two ranges, which read the index alone
+-- where the visibility map allows).
+CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+    SELECT count(*) FROM tasks r
+    WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority > t.priority
+) + (
+    SELECT count(*) FROM tasks r
+    WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority = t.priority
+      AND r.seq < t.seq
+) END AS queue_position,
+(SELECT coalesce(jsonb_agg(jsonb_build_array(name, role, gpus, seen_at))::text, '[]')
+ FROM attempt_nodes
+ WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes
+
 -- name: get_task
--- jsonb_agg for SQLite's json_group_array, read back as the same text ('[]': no nodes).
--- The queue position is two counts, each a range of tasks_runnable (priority DESC, seq):
--- PostgreSQL reads the OR of SQLite's text as a bitmap scan that visits the table's page
--- of every waiting row ahead (0.73 ms with 500 ahead, against 0.10 for the two ranges,
--- which read the index alone where the visibility map allows).
-SELECT {task_columns},
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority > t.priority
-       ) + (
-           SELECT count(*) FROM tasks r
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority = t.priority
-             AND r.seq < t.seq
-       ) END AS queue_position,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(name, role, gpus, seen_at))::text, '[]')
-        FROM attempt_nodes
-        WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes
+SELECT {task_columns}, {task_place}
 FROM tasks t
 {latest_attempt}
 WHERE t.task_id = :task_id;
 
 -- name: task_page
--- As get_task (its two counts), with the rest of a task's page: see SQLite's text.
-SELECT {task_columns},
-       CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
-           SELECT count(*) FROM tasks r
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority > t.priority
-       ) + (
-           SELECT count(*) FROM tasks r
-           WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority = t.priority
-             AND r.seq < t.seq
-       ) END AS queue_position,
-       (SELECT coalesce(jsonb_agg(jsonb_build_array(name, role, gpus, seen_at))::text, '[]')
-        FROM attempt_nodes
-        WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes,
+-- As SQLite's text, with this file's task_place (its two counts) and jsonb.
+SELECT {task_columns}, {task_place},
        t.spec_json::jsonb -> 'total_training_steps' AS jobspec_total,
-       p.attempt_no AS p_attempt_no, p.step AS p_step, p.total_steps AS p_total_steps,
-       p.resumed_from AS p_resumed_from, p.first_step AS p_first_step,
-       p.first_at AS p_first_at, p.last_at AS p_last_at, p.rate AS p_rate,
-       p.eta_at AS p_eta_at, p.updated_at AS p_updated_at,
+       {page_progress},
        coalesce(t.spec_json::jsonb ->> 'on_unsatisfiable', 'cancel') AS on_unsatisfiable,
        s.pipeline_id AS stage_pipeline_id, s.stage AS stage_name,
        EXISTS (SELECT 1 FROM task_deps d WHERE d.task_id = t.task_id) AS has_deps
