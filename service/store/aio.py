@@ -11,7 +11,7 @@ these methods instead, and the event loop serves other requests meanwhile.
   little and cost everyone else their share. On PostgreSQL a read is mostly a wait for the
   server's answer, during which the thread holds no lock at all: there the lane has
   ``PG_READ_THREADS`` threads and a party runs up to ``PG_READ_PER_PARTY`` reads at once,
-  always leaving two threads to everyone else. (One read at a time made one user's page
+  always leaving one thread to everyone else. (One read at a time made one user's page
   loads a queue of round trips: GET one task by 50 connections of one user, 668 req/s on
   PostgreSQL with 3 threads and one a party, 1,402 with 6 and 5; ``bench/bench_api.py``.)
 * Reads whose cost grows with a time window (usage over all history) run on a lane of

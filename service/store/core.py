@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 from service.domain.lease import Fence
 from service.domain.states import TaskState, check_transition
@@ -36,6 +36,7 @@ RECOVERY_WINDOW_S = 60.0
 MESSAGE_TAIL = 3_000
 
 _S = TaskState
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -322,10 +323,18 @@ class Part:
     def _snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
         return self._reads.snapshot()
 
-    def _version(self, conn: sqlite3.Connection) -> object:
-        """Equal to the value an earlier read of this thread saw while nothing it may
-        have read changed since (``Readers.version``)."""
-        return self._reads.version(conn, self._core.commits)
+    def _reread_on_change(self, key: str, read: Callable[[sqlite3.Connection], list[T]]
+                          ) -> list[T]:
+        """``read(conn)``'s rows, read again only when a commit may have come since this
+        thread's last read of ``key`` (``Readers.version``); the rows are frozen, so
+        sharing them is safe (the list is the caller's own copy)."""
+        conn = self._reader()
+        version = self._reads.version(conn, self._core.commits)
+        seen = getattr(self._reads.local, key, None)
+        if seen is None or seen[0] != version:
+            seen = (version, read(conn))
+            setattr(self._reads.local, key, seen)
+        return list(seen[1])
 
     def _event(self, conn: sqlite3.Connection, task_id: str, now: float, kind: str,
                payload: Mapping[str, Any]) -> None:

@@ -61,13 +61,8 @@ class NodeStore(Part):
         """Every node's stored state. A tick asks three times (fences, health, admission):
         read again only when a commit may have come since this thread's last read
         (``Readers.version``); the rows are frozen."""
-        conn = self._reader()
-        version = self._version(conn)
-        seen = getattr(self._reads.local, "node_states", None)
-        if seen is None or seen[0] != version:
-            seen = (version, [_row(r) for r in conn.execute(Q["node_states"])])
-            self._reads.local.node_states = seen
-        return list(seen[1])
+        return self._reread_on_change(
+            "node_states", lambda conn: [_row(r) for r in conn.execute(Q["node_states"])])
 
     def state(self, name: str) -> NodeStateRow | None:
         r = self._reader().execute(Q["node_state"], {"name": name}).fetchone()

@@ -363,18 +363,11 @@ class TaskStore(Part):
         when a commit (by this process's writer or any other connection) may have come
         since this thread's last read (``Readers.version``); the rows are frozen, so
         sharing them is safe."""
-        conn = self._reader()
-        version = self._version(conn)
-        seen = getattr(self._reads.local, "active", None)
-        if seen is None or seen[0] != version:
-            cur = conn.execute(Q["active"])
-            cur.row_factory = None
-            seen = (version, [active_row(columns) for columns in cur])
-            self._reads.local.active = seen
+        rows = self._reread_on_change("active", _read_active)
         if states is ACTIVE:
-            return list(seen[1])
+            return rows
         wanted = {TaskState(s) for s in states}
-        return [row for row in seen[1] if row.state in wanted]
+        return [row for row in rows if row.state in wanted]
 
     def gpus_in_use_by_user(self) -> dict[str | None, int]:
         """GPUs of each owner's active (SUBMITTING/SUBMITTED/RUNNING) tasks."""
@@ -382,3 +375,9 @@ class TaskStore(Part):
         for row in self.active():
             out[row.user] = out.get(row.user, 0) + row.total_gpus
         return out
+
+
+def _read_active(conn: sqlite3.Connection) -> list[ActiveRow]:
+    cur = conn.execute(Q["active"])
+    cur.row_factory = None
+    return [active_row(columns) for columns in cur]

@@ -98,6 +98,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
 class Store:
     """Thread-safe access to the service database (see the module docstring)."""
 

@@ -31,6 +31,12 @@ class LeaseHolder(Protocol):
     def leading(self) -> bool: ...
 
 
+def role_of(keeper: LeaseHolder | None) -> str:
+    """``leader`` or ``standby``; an app without a lease (tests) runs its scheduler: it
+    leads."""
+    return "standby" if keeper is not None and not keeper.leading else "leader"
+
+
 def leadership(keeper: LeaseHolder) -> dict[str, Any]:
     """Which instance answers, whether it leads, and who leads since when (``/readyz``'s
     ``instance``, the console's cluster page)."""
@@ -39,7 +45,7 @@ def leadership(keeper: LeaseHolder) -> dict[str, Any]:
         "holder": row.holder.holder, "address": row.holder.address,
         "since": row.acquired_at, "epoch": row.epoch, "renewed_at": row.renewed_at}
     return {"holder": keeper.me.holder, "address": keeper.me.address,
-            "role": "leader" if keeper.leading else "standby", "leader": leader}
+            "role": role_of(keeper), "leader": leader}
 
 
 class LeaseCollector(Collector):

@@ -13,7 +13,7 @@ from service.store.db import storage_fault
 from service.usecases import reads
 from service.web.api.deps import deps_of
 from service.web.api.handlers import off_loop
-from service.web.leadership import leadership
+from service.web.leadership import leadership, role_of
 from service.web.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 
@@ -41,9 +41,7 @@ async def healthz(request: web.Request) -> web.Response:
             "errors": loop.errors,
             "last_tick_duration_s": loop.last_tick_duration_s,
             "last_error": None if loop.last_error is None else str(loop.last_error),
-            # an app without a lease (tests) runs its scheduler: it leads
-            "role": "standby" if deps.lease is not None and not deps.lease.leading
-            else "leader",
+            "role": role_of(deps.lease),
         }
     # A dead scheduler thread means accepted tasks will never run: fail the liveness
     # probe so the supervisor restarts the service (start-up reconciliation resumes).

@@ -151,7 +151,7 @@ async def _read_as(party: str, call):
 async def test_the_stores_read_lane_holds_a_party_to_its_share_of_threads(store_url: str
                                                                           ) -> None:
     """A user's reads beyond its share of the read lane queue behind each other: one at a
-    time on SQLite (a read there holds the interpreter lock), all threads but two on
+    time on SQLite (a read there holds the interpreter lock), all threads but one on
     PostgreSQL (a read there waits for the server); another user's read runs meanwhile."""
     from service.store.aio import PG_READ_PER_PARTY, AsyncStore
     from service.store.writer import Store
