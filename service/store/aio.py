@@ -18,7 +18,9 @@ these methods instead, and the event loop serves other requests meanwhile.
   their own (``HEAVY_THREADS``, one call per party at a time): they never hold the
   ordinary read threads, and one user's burst of them runs one at a time.
 * Writes run on one thread: they take the store's writer lock in turn anyway, and one
-  thread keeps a burst of submissions from piling threads up on that lock.
+  thread keeps a burst of submissions from piling threads up on that lock. Submits that
+  queue up meanwhile commit together, one transaction for a group of them
+  (``service.store.grouped``).
 
 Both are ``offload.Offload`` lanes (a cheaper hand-off than ``run_in_executor``).
 
@@ -30,10 +32,13 @@ s.tasks.cancel(task_id, now, by))``, ``await lanes.heavy(lambda s: s.usage.usage
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Callable
 from typing import TypeVar
 
-from service.store.offload import Offload, TimeShare
+from service.store.grouped import WriteGroups
+from service.store.offload import PARTY, Offload, TimeShare
 from service.store.writer import Store
 
 T = TypeVar("T")
@@ -62,6 +67,7 @@ class AsyncStore:
                               share=share)
         self._heavy = Offload("argus-store-heavy", HEAVY_THREADS, per_party=1, share=share)
         self._writes = Offload("argus-store-write", 1)
+        self._groups = WriteGroups(store.core.together)
 
     def close(self) -> None:
         """Refuse new calls and let the queued ones finish (the ``Store`` stays open)."""
@@ -79,7 +85,20 @@ class AsyncStore:
         (``s.usage.usage_summary``)."""
         return await self._heavy.run(fn, self._store)
 
-    async def write(self, fn: Callable[[Store], T]) -> T:
+    async def write(self, fn: Callable[[Store], T], *, grouped: bool = False) -> T:
         """``fn(store)`` on the write lane: one write at a time (``await lanes.write(lambda
-        s: s.tasks.cancel(task_id, now, by))``)."""
-        return await self._writes.run(fn, self._store)
+        s: s.tasks.cancel(task_id, now, by))``).
+
+        ``grouped``: ``fn`` may commit in one transaction with the other grouped writes
+        queued meanwhile (``service.store.grouped``: it does all its work in one
+        transaction and reads nothing after it; a submit)."""
+        if not grouped:
+            return await self._writes.run(fn, self._store)
+        entry = self._groups.add(functools.partial(fn, self._store), PARTY.get())
+        try:
+            await self._writes.run(self._groups.flush, entry)
+        except asyncio.CancelledError:
+            self._groups.discard(entry)  # not taken yet: it never runs
+            raise
+        assert entry.outcome is not None  # run by this flush or an earlier one
+        return entry.outcome.get()

@@ -26,6 +26,7 @@ from service.domain.states import TaskState, check_transition
 from service.policy.quotas import QuotaRefusal
 from service.store.db import DEFAULT_SYNCHRONOUS, StorageUnavailable
 from service.store.dialect import Engine, engine_for
+from service.store.grouped import GroupSpoiled
 from service.store.outbox import enqueue as enqueue_webhooks
 from service.store.reads import Readers
 from service.store.sql import QUERIES as Q
@@ -158,6 +159,7 @@ class WriteCore:
         # this process's commits so far: a tick's cached reads are current while it stays
         # (Readers.version)
         self.commits = 0
+        self._grouping: int | None = None  # the thread whose group's transaction is open
         try:
             self.engine.initialize(self._conn)
         except BaseException:
@@ -204,7 +206,32 @@ class WriteCore:
         Whatever fails (the body, or the COMMIT itself) leaves no transaction open: a
         connection left inside a failed transaction would refuse every later write, long
         after the disk has room again. A storage fault becomes ``StorageUnavailable``.
+
+        Inside ``together()`` on the same thread it joins that transaction instead, and
+        an error in it is raised as ``grouped.GroupSpoiled`` (the group rolls back).
         """
+        if self._grouping == threading.get_ident():
+            try:
+                yield self._conn
+            except BaseException as exc:
+                raise GroupSpoiled(str(exc)) from exc
+            return
+        with self._transaction():
+            yield self._conn
+
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """One transaction that every ``tx`` of this thread joins until it ends: a group
+        of writes committed at once (``service.store.grouped``)."""
+        with self._transaction():
+            self._grouping = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._grouping = None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             try:
                 self.engine.begin(self._conn)

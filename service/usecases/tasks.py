@@ -104,7 +104,7 @@ async def submit(deps: TaskDeps, who: Principal, text: str, *, as_json: bool,
             with submit_refusals(SUBMIT_ROUTE):
                 task_id = await deps.store.write(
                     lambda s: s.tasks.create_task(task, quota=quota, admin=who.is_admin,
-                                                  key=idem))
+                                                  key=idem), grouped=True)
         except KeyReplayed as exc:
             return Submitted(exc.result["task_id"], TaskState(exc.result["state"]),
                              replayed=True)

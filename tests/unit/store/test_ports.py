@@ -73,4 +73,4 @@ def test_the_store_is_its_aggregates_around_one_core(store: Store) -> None:
     assert len({id(p) for p in parts}) == len(AGGREGATES)
     assert all(p._core is store.core and p._reads is store.reads for p in parts)
     # no aggregate reaches another: each is given the core and the readers, nothing else
-    assert all(set(vars(p)) <= {"_core", "_reads", "_runnable_rows"} for p in parts)
+    assert all(set(vars(p)) <= {"_core", "_reads", "_runnable_rows", "_swept"} for p in parts)

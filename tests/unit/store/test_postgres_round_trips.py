@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from service.domain.newtask import NewTask
 from service.domain.nodes import NodeSource
 from service.domain.states import TaskState
 from service.store import pg
+from service.store.grouped import run_grouped
 from service.store.sql import QUERIES as Q
 from service.store.writer import Store, TaskExists, UserExists
 from service.usecases.reads import task_view_of
@@ -233,3 +235,17 @@ def test_a_fair_share_ticks_heads_of_the_queue_are_one_round_trip(
     finally:
         trips.stop()
     assert sorted(r.user for r in rows) == ["alice", "bob", "carol", "dave"]
+
+
+def test_a_group_of_submits_is_one_round_trip(store: Store, tmp_path: Path) -> None:
+    """Submits committed together (service/store/grouped.py): one BEGIN, lock and COMMIT
+    for the group, and nothing read, so one wait for the server in all."""
+    store.tasks.create_task(_task(0))  # the owner's older JobSpec bytes dropped once
+    trips = Trips(store.core._conn, tmp_path / "trace")
+    try:
+        out = run_grouped([partial(store.tasks.create_task, _task(i)) for i in range(1, 11)],
+                          store.core.together)
+        assert trips.n == 1
+    finally:
+        trips.stop()
+    assert all(store.tasks.task_exists(o.get()) for o in out)

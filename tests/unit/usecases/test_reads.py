@@ -33,9 +33,9 @@ class Counted:
         self.calls.append("read")
         return await self.lanes.read(fn)
 
-    async def write(self, fn: Callable[[Store], T]) -> T:
+    async def write(self, fn: Callable[[Store], T], *, grouped: bool = False) -> T:
         self.calls.append("write")
-        return await self.lanes.write(fn)
+        return await self.lanes.write(fn, grouped=grouped)
 
 
 @dataclass
