@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from time import monotonic
 from typing import ClassVar
@@ -45,6 +45,7 @@ from service.engine.artifacts import Artifacts
 from service.engine.lease_keeper import LeaseHeld, LeaseKeeper, this_instance
 from service.engine.progress_follower import FollowerLoop, LogFollower
 from service.engine.scheduler import Scheduler, SchedulerLoop
+from service.engine.shared_view import ViewFollower, ViewPublisher
 from service.store.backup import BackupError, backup
 from service.store.checkpointer import Checkpointer
 from service.store.copy import CopyError, copy_store
@@ -147,6 +148,18 @@ def scrub_secret(name: str) -> bool:
         return found and prefix not in f.read()
 
 
+def _share_view(store: Store, lease: LeaseKeeper, metrics: ServiceMetrics
+                ) -> Callable[[float], None] | None:
+    """Several instances (PostgreSQL): the leader's view of the cluster shared through the
+    database (``engine.shared_view``): what to call after the leader's ticks to publish
+    it; a standby reads it at each poll of the lease. None on SQLite (one instance)."""
+    if not lease.standby:
+        return None
+    lease.standing_by = ViewFollower(store.lease, metrics.observed).follow
+    return ViewPublisher(store.lease, metrics.observed,
+                         lambda: lease.lease if lease.leading else None).after_tick
+
+
 def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Application:
     """Store + artifacts + scheduler loop + API (+ the webhook delivery worker) on
     ``cluster``; the loops start with the app (on PostgreSQL: once this instance leads)
@@ -171,8 +184,9 @@ def build_service(settings: Settings, token: str, cluster: Cluster) -> web.Appli
     scheduler = Scheduler(store, cluster, settings, artifacts)
     metrics = ServiceMetrics(store.tasks.counts_by_state, users=store, queue=store.console,
                              nodes=store.nodes)
-    loop = SchedulerLoop(MeteredScheduler(scheduler, metrics), settings.scheduler.tick_s,
-                         storage=store, thread_init=fence_thread)
+    loop = SchedulerLoop(MeteredScheduler(scheduler, metrics,
+                                          after_tick=_share_view(store, lease, metrics)),
+                         settings.scheduler.tick_s, storage=store, thread_init=fence_thread)
     metrics.watch_loop(loop)
     metrics.watch_lease(lease)
     app = create_app(settings, store, cluster, artifacts, token=token,

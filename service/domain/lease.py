@@ -38,6 +38,17 @@ class LeaseRow:
 
 
 @dataclass(frozen=True, slots=True)
+class PublishedView:
+    """The leader's view of the cluster as its last publish left it
+    (``engine.shared_view``): who wrote it, in which term, of which tick."""
+
+    holder: str
+    epoch: int
+    at: float
+    view_json: str
+
+
+@dataclass(frozen=True, slots=True)
 class Fence:
     """The term of one leader: the singletons' writes commit only while the lease row
     still names this holder at this epoch (``store.core.WriteCore.fence_thread``)."""

@@ -71,6 +71,9 @@ class LeaseKeeper:
         self.standby = standby
         self.poll_s = min(poll_s, ttl_s / 3)
         self.on_elected = on_elected
+        # called after each poll that left this instance a standby (the leader's view:
+        # engine.shared_view); its errors are logged, never the keeper's end
+        self.standing_by: Callable[[], object] | None = None
         self.seen: LeaseRow | None = None  # the lease as last read: who leads
         self.clock = clock
         self._stop = threading.Event()
@@ -162,6 +165,18 @@ class LeaseKeeper:
             if elected and self.on_elected is not None:
                 assert self.lease is not None
                 self.on_elected(self.lease)
+            elif not elected:
+                self._stand_by()
+
+    def _stand_by(self) -> None:
+        if self.standing_by is None:
+            return
+        try:
+            self.standing_by()
+        except StorageUnavailable as exc:
+            log.warning("could not read the leader's view: %s", exc)
+        except Exception:
+            log.exception("following the leader's view failed")
 
     def lose(self, why: str) -> None:
         """A fenced write found the lease taken over: the same end as a lost renewal."""

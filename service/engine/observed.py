@@ -66,6 +66,13 @@ class Observed:
         with self._lock:
             self._seen = seen
 
+    def adopt(self, seen: Seen, health: Mapping[str, HealthReport]) -> None:
+        """Another instance's view as this one's (a standby's copy of the leader's:
+        ``engine.shared_view``)."""
+        frozen = MappingProxyType(dict(health))
+        with self._lock:
+            self._seen, self._health = seen, frozen
+
     @property
     def last(self) -> Seen | None:
         with self._lock:

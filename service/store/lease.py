@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from service.domain.lease import Instance, LeaseRow
+from service.domain.lease import Instance, LeaseRow, PublishedView
 from service.store.core import Part, StoreError
 from service.store.sql import QUERIES as Q
 
@@ -74,3 +74,18 @@ class LeaseStore(Part):
             return conn.execute(Q["lease_release"], {
                 "name": lease.name, "holder": lease.holder.holder, "epoch": lease.epoch,
                 "now": now}).rowcount == 1
+
+    def publish_view(self, name: str, view: PublishedView) -> None:
+        """Replace the leader's published view (``engine.shared_view``); the caller holds
+        the lease (the leader's writes are fenced by its epoch)."""
+        with self._tx() as conn:
+            conn.execute(Q["leader_view_put"], {
+                "name": name, "holder": view.holder, "epoch": view.epoch, "at": view.at,
+                "view_json": view.view_json})
+
+    def view_since(self, name: str, at: float) -> PublishedView | None:
+        """The published view when it is newer than ``at`` (None: nothing newer)."""
+        r = self._reader().execute(Q["leader_view_since"], {"name": name, "at": at}
+                                   ).fetchone()
+        return None if r is None else PublishedView(r["holder"], r["epoch"], r["at"],
+                                                    r["view_json"])

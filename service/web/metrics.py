@@ -394,9 +394,13 @@ class MeteredScheduler:
     Prometheus and the loop needs no hook.
     """
 
-    def __init__(self, scheduler: Ticking, metrics: ServiceMetrics) -> None:
+    def __init__(self, scheduler: Ticking, metrics: ServiceMetrics,
+                 after_tick: Callable[[float], None] | None = None) -> None:
+        """``after_tick(now)``: once the tick's view is recorded (the leader publishing
+        it to the standbys: ``engine.shared_view``)."""
         self._scheduler = scheduler
         self._metrics = metrics
+        self._after_tick = after_tick
 
     def startup(self, now: float) -> TickReport:
         return self._scheduler.startup(now)
@@ -407,4 +411,6 @@ class MeteredScheduler:
         self._metrics.observed.record_health(self._scheduler.last_health)
         self._metrics.after_tick(now, self._scheduler.last_snapshot,
                                  self._scheduler.last_shares, self._scheduler.last_estimates)
+        if self._after_tick is not None:
+            self._after_tick(now)
         return report

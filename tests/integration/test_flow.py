@@ -167,6 +167,7 @@ def test_logs_live_while_running_and_archived_after(ray_cluster, argus):
     assert "verl.trainer.main_ppo" in (job_dir / "submit.json").read_text()
 
 
+@pytest.mark.usefixtures("service_store")  # on both engines (conftest)
 def test_kill_9_while_queued_submitting_running_then_restart(ray_cluster, argus_factory):
     ensure_workers(ray_cluster, 2)
     argus, proxy = argus_factory(proxy=True, ray_timeout_s=120)

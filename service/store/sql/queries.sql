@@ -1259,6 +1259,18 @@ WHERE name = :name AND holder = :holder AND epoch = :epoch;
 UPDATE service_lease SET expires_at = :now, renewed_at = :now
 WHERE name = :name AND holder = :holder AND epoch = :epoch;
 
+-- name: leader_view_put
+-- The leader's view after a tick (service.engine.shared_view): only the lease's holder
+-- writes it (its writes are fenced), so the row is simply replaced.
+INSERT INTO leader_view (name, holder, epoch, at, view_json)
+VALUES (:name, :holder, :epoch, :at, :view_json)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoch,
+       at = excluded.at, view_json = excluded.view_json;
+
+-- name: leader_view_since
+-- The view when a newer one than :at was published (no row: nothing new).
+SELECT holder, epoch, at, view_json FROM leader_view WHERE name = :name AND at > :at;
+
 -- name: attempt_node_insert
 -- Where an attempt ran, first seen: an existing row is kept as it is (never rewritten),
 -- and a row is written only for an attempt that exists (rowcount 0 otherwise).

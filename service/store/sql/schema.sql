@@ -424,3 +424,10 @@ CREATE TABLE idempotency_keys (
     PRIMARY KEY (user, key)
 ) WITHOUT ROWID;
 CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+CREATE TABLE leader_view (
+    name       TEXT    NOT NULL PRIMARY KEY,
+    holder     TEXT    NOT NULL,
+    epoch      INTEGER NOT NULL,
+    at         REAL    NOT NULL,
+    view_json  TEXT    NOT NULL
+) WITHOUT ROWID;

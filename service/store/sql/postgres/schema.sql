@@ -385,3 +385,10 @@ CREATE TABLE idempotency_keys (
     PRIMARY KEY ("user", key)
 );
 CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+CREATE TABLE leader_view (
+    name       text   NOT NULL PRIMARY KEY,
+    holder     text   NOT NULL,
+    epoch      bigint NOT NULL,
+    at         double precision NOT NULL,
+    view_json  text   NOT NULL
+);

@@ -130,3 +130,56 @@ async def test_a_token_revoked_through_one_instance_is_refused_by_the_other(
         return (await other.get("/api/v2/me", headers=bob)).status == 401
 
     await until(refused, "the other instance to refuse the revoked token", within_s=5.0)
+
+
+async def test_a_standby_answers_the_leaders_view_of_nodes_and_estimates(
+        tmp_path: Path, aiohttp_client, pg_server, monkeypatch) -> None:
+    """What comes from the leader's last tick (the nodes' free GPUs, a waiting task's
+    start estimate) is answered by a standby as by the leader: published through the
+    database (service/engine/shared_view.py), not empty."""
+    url = pg_server.store_database()
+    monkeypatch.setattr(main_mod, "this_instance", lambda port: Instance(
+        f"host{port}:1:abc", f"host{port}", 1, f"host{port}:{port}"))
+    cluster = FakeCluster(clock=time.time())
+    cluster.add_node("n" * 28, gpus=4, name="w1")
+    leader = await aiohttp_client(main_mod.build_service(
+        settings_for(tmp_path, url, 18085), TOKEN, cluster))
+    standby = await aiohttp_client(main_mod.build_service(
+        settings_for(tmp_path, url, 18086), TOKEN, FakeCluster()))  # never asked
+    body = task_body(tmp_path).replace("n_gpus_per_node: 1", "n_gpus_per_node: 4") + \
+        "max_runtime_s: 3600\n"
+    first, waiting = [(await (await leader.post("/api/v2/tasks", data=body,
+                                               headers=HEADERS)).json())["task_id"]
+                      for _ in range(2)]
+
+    async def page(client, path: str) -> dict:
+        return await (await client.get(path, headers=HEADERS)).json()
+
+    def estimate(task: dict) -> tuple:
+        return task["estimated_start"], task["estimate_basis"], task["estimated_start_bound"]
+
+    async def estimated() -> tuple | None:
+        mine = estimate(await page(leader, f"/api/v2/tasks/{waiting}"))
+        return mine if mine[0] is not None else None
+
+    async def submitted() -> str | None:  # the first's job on Ray (the fake)
+        return next(iter(cluster.jobs), None)
+
+    cluster.start(await until(submitted, "the leader to submit the first"), {"n" * 28: 4})
+    await until(estimated, "the leader to estimate the waiting task's start")
+
+    async def standby_agrees() -> bool:
+        theirs = estimate(await page(standby, f"/api/v2/tasks/{waiting}"))
+        return theirs == estimate(await page(leader, f"/api/v2/tasks/{waiting}"))
+
+    await until(standby_agrees, "the standby to answer the leader's estimate")
+    assert estimate(await page(standby, f"/api/v2/tasks/{first}")) == (None, None, None)
+
+    async def same_nodes() -> dict | None:
+        theirs = await page(standby, "/api/v2/nodes")
+        same = theirs["nodes"] == (await page(leader, "/api/v2/nodes"))["nodes"]
+        return theirs if same else None
+
+    theirs = await until(same_nodes, "the standby to answer the leader's nodes")
+    assert [(n["name"], n["gpus_total"]) for n in theirs["nodes"]] == [("w1", 4.0)]
+    assert theirs["observed_at"] is not None
