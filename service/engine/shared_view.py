@@ -33,6 +33,7 @@ from service.domain.reasons import Planned
 from service.engine.observed import Observed, Seen
 from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
+from service.store.core import Deposed
 from service.store.db import storage_fault
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,8 @@ class ViewPublisher:
         try:
             self._views.publish_view(LEADER, PublishedView(lease.holder.holder, lease.epoch,
                                                            seen.at, text))
+        except Deposed:
+            raise  # another instance leads: the loop's end, as for any of its writes
         except Exception as exc:
             fault = storage_fault(exc)
             if fault is None:

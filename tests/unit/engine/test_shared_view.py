@@ -24,6 +24,7 @@ from service.engine.shared_view import (
 )
 from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
+from service.store.core import Deposed
 from service.store.writer import Store
 
 LEASE = LeaseRow(LEADER, Instance("h1:7:abc", "h1", 7, "h1:8080"), 3, 0.0, 0.0, 10.0)
@@ -116,6 +117,14 @@ def test_no_lease_publishes_nothing_and_a_failed_publish_is_tried_again(
     views.fail = None
     publisher.after_tick(100.1)  # not held back by the failed one
     assert views.writes == 1
+
+
+def test_a_deposed_leaders_publish_ends_its_loop_like_any_of_its_writes() -> None:
+    views, observed = Views(), Observed()
+    observed.record(100.0, seen().snapshot)
+    views.fail = Deposed("the leader's lease moved on")
+    with pytest.raises(Deposed):
+        ViewPublisher(views, observed, lambda: LEASE).after_tick(100.0)
 
 
 def test_a_standby_adopts_a_newer_view_only() -> None:
