@@ -24,6 +24,7 @@ from service.domain.rows import (
 )
 from service.domain.states import PipelineState, TaskState
 from service.domain.writes import AttemptEnd, ProgressUpdate, RetryPlan
+from service.policy.quarantine import Evidence
 from service.policy.usage import AttemptSpan
 from service.scheduling.runtimes import EndedRun
 
@@ -122,6 +123,11 @@ class SchedulerNodes(Protocol):
                reason: str) -> NodeStateRow: ...
 
     def quarantine(self, name: str, now: float, reason: str) -> NodeStateRow: ...
+
+    def add_evidence(self, nodes: Iterable[str], evidence: Evidence, since: float
+                     ) -> None: ...
+
+    def evidence_since(self, since: float) -> list[tuple[str, Evidence]]: ...
 
 
 class SchedulerPlacement(Protocol):

@@ -2,9 +2,12 @@
 hardware error is evidence against the nodes it ran on (``Store.placement``); once
 ``quarantine_tasks`` different tasks left such evidence on a node within
 ``quarantine_window_s``, the node is cordoned with source quarantine and the evidence in
-its reason (``Store.nodes.quarantine``, event NODE_QUARANTINED). What is evidence and
-when it is enough is ``service.policy.quarantine``'s; what the failed attempt's task does
-next is ``service.engine.attempt_end``'s, from the ``Verdict`` given here.
+its reason (``Store.nodes.quarantine``, event NODE_QUARANTINED). The evidence is kept in
+the store as it comes (``Store.nodes.add_evidence``) and read back at the first failure
+after a start, so neither a restart nor another instance taking the lead forgets it. What
+is evidence and when it is enough is ``service.policy.quarantine``'s; what the failed
+attempt's task does next is ``service.engine.attempt_end``'s, from the ``Verdict`` given
+here.
 """
 
 from __future__ import annotations
@@ -49,6 +52,16 @@ class Quarantine:
         self.store = store
         self.sched = sched
         self.memory = QuarantineMemory(sched.quarantine_window_s)
+        self._recalled = False  # the window's evidence read back from the store yet
+
+    def _recall(self, now: float) -> None:
+        """The evidence of the window as the store kept it: what this instance's earlier
+        start, or the leader before it, saw (the memory was lost with its process)."""
+        if self._recalled:
+            return
+        for node, evidence in self.store.nodes.evidence_since(now - self.memory.window_s):
+            self.memory.add((node,), evidence)
+        self._recalled = True
 
     def judge(self, row: ActiveRow, kind: FailureKind, message: str | None,
               log_text: str | None, now: float) -> Verdict | None:
@@ -63,9 +76,12 @@ class Quarantine:
         if not names:
             log.info("%s failed with a hardware error (%s), on no node seen", row.task_id, line)
             return None
+        self._recall(now)
         self.memory.prune(now)
         first = not self.memory.seen_task(row.task_id)
-        self.memory.add(names, Evidence(row.task_id, row.attempt_no, now, line))
+        evidence = Evidence(row.task_id, row.attempt_no, now, line)
+        self.store.nodes.add_evidence(names, evidence, now - self.memory.window_s)
+        self.memory.add(names, evidence)
         states = {s.name: s for s in self.store.nodes.states()}
         out = {n for n in names
                if n in states and states[n].source is NodeSource.QUARANTINE}

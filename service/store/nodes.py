@@ -1,4 +1,5 @@
-"""Nodes out of admission (``Store.nodes``): cordon, drain, resume.
+"""Nodes out of admission (``Store.nodes``): cordon, drain, resume; the quarantine's
+evidence against them (``add_evidence``, ``evidence_since``).
 
 Every change is one transaction: a guarded write of ``node_states`` (an insert that does
 nothing when the node already has a row, an update or delete guarded by the state or the
@@ -9,6 +10,7 @@ source read) and its row in ``node_events``. A guard that finds another state ra
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
 from service.domain.nodes import (
     NodeEventKind,
@@ -17,6 +19,7 @@ from service.domain.nodes import (
     NodeStateKind,
     NodeStateRow,
 )
+from service.policy.quarantine import Evidence
 from service.store.core import Part, StoreError
 from service.store.outbox import enqueue_node
 from service.store.sql import QUERIES as Q
@@ -171,3 +174,20 @@ class NodeStore(Part):
             self._node_event(conn, NodeStateRow(name, current.state, source or NodeSource.OPERATOR,
                                            by, now, reason), NodeEventKind.RESUMED)
         return current
+
+    # -- the quarantine's evidence ------------------------------------------------------
+    def add_evidence(self, nodes: Iterable[str], evidence: Evidence, since: float) -> None:
+        """``evidence`` against each of ``nodes``; the evidence older than ``since`` (out
+        of the window) dropped in the same transaction."""
+        with self._tx() as conn:
+            conn.execute(Q["node_evidence_drop_before"], {"since": since})
+            for node in nodes:
+                conn.execute(Q["node_evidence_add"], {
+                    "node": node, "task_id": evidence.task_id,
+                    "attempt_no": evidence.attempt_no, "at": evidence.at,
+                    "line": evidence.line})
+
+    def evidence_since(self, since: float) -> list[tuple[str, Evidence]]:
+        """``(node, evidence)`` from ``since`` on, oldest first."""
+        return [(r["node"], Evidence(r["task_id"], r["attempt_no"], r["at"], r["line"]))
+                for r in self._reader().execute(Q["node_evidence_since"], {"since": since})]

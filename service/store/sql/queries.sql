@@ -1271,6 +1271,21 @@ ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoc
 -- The view when a newer one than :at was published (no row: nothing new).
 SELECT holder, epoch, at, view_json FROM leader_view WHERE name = :name AND at > :at;
 
+-- name: node_evidence_add
+-- The quarantine's evidence against one node (service.engine.quarantine); an attempt's
+-- once per node.
+INSERT INTO node_evidence (node, task_id, attempt_no, at, line)
+VALUES (:node, :task_id, :attempt_no, :at, :line)
+ON CONFLICT (node, task_id, attempt_no) DO NOTHING;
+
+-- name: node_evidence_drop_before
+DELETE FROM node_evidence WHERE at < :since;
+
+-- name: node_evidence_since
+-- The evidence of the window, oldest first (the memory's order).
+SELECT node, task_id, attempt_no, at, line FROM node_evidence WHERE at >= :since
+ORDER BY at, node, task_id, attempt_no;
+
 -- name: attempt_node_insert
 -- Where an attempt ran, first seen: an existing row is kept as it is (never rewritten),
 -- and a row is written only for an attempt that exists (rowcount 0 otherwise).

@@ -431,3 +431,12 @@ CREATE TABLE leader_view (
     at         REAL    NOT NULL,
     view_json  TEXT    NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE node_evidence (
+    node        TEXT    NOT NULL,
+    task_id     TEXT    NOT NULL,
+    attempt_no  INTEGER NOT NULL,
+    at          REAL    NOT NULL,
+    line        TEXT    NOT NULL,
+    PRIMARY KEY (node, task_id, attempt_no)
+) WITHOUT ROWID;
+CREATE INDEX node_evidence_at ON node_evidence (at);

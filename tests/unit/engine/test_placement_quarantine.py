@@ -214,3 +214,31 @@ def test_a_quarantine_takes_over_a_health_cordon_and_only_an_operator_lifts_it(
         nodes.quarantine("gpu-bad", T0 + 5, "one")
         nodes.quarantine("gpu-bad", T0 + 6, "two")
     assert nodes.state("gpu-bad").reason == "one"
+
+
+@pytest.mark.parametrize("engine", ["sqlite", pytest.param("postgresql",
+                                                           marks=pytest.mark.postgres)])
+def test_the_evidence_outlives_a_restart_of_the_service(tmp_path: Path, engine: str,
+                                                        request: pytest.FixtureRequest
+                                                        ) -> None:
+    """The first task's evidence is the store's, not the scheduler's memory: after the
+    service starts again (or another instance takes the lead) the second task's failure
+    still completes the quarantine."""
+    url = (request.getfixturevalue("pg_server").store_database() if engine == "postgresql"
+           else None)
+    env = _two_nodes(tmp_path, store_url=url, quarantine_requeue=False)
+    env.cluster.nodes["w2"].used["GPU"] = 4.0
+    a, b = env.add(), env.add()
+    env.tick(T0)
+    _run_on(env, a, "w1", T0 + 1)
+    _fail(env, a, T0 + 2)
+    assert env.store.nodes.state("gpu-bad") is None
+    env.reopen()
+    _run_on(env, b, "w1", T0 + 3)
+    _fail(env, b, T0 + 4)
+    state = env.store.nodes.state("gpu-bad")
+    assert state is not None and state.source is NodeSource.QUARANTINE, state
+    assert f"{a}#1" in state.reason and f"{b}#1" in state.reason
+    assert [(n, e.task_id) for n, e in env.store.nodes.evidence_since(T0)] == [
+        ("gpu-bad", a), ("gpu-bad", b)]
+    assert env.store.nodes.evidence_since(T0 + 3) == env.store.nodes.evidence_since(T0)[1:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.domain.nodes import NodeSource, NodeStateKind
+from service.policy.quarantine import Evidence
 from service.store.nodes import NodeStateConflict
 from service.store.writer import Store
 
@@ -66,3 +67,15 @@ def test_a_drain_with_requeue_is_stored_and_a_drain_without_it_upgraded(store: S
     assert store.nodes.drain("w1", "root", 6.0, "bad", requeue=True).requeue is True
     assert [e.kind.value for e in store.nodes.events("w1")] == [
         "NODE_DRAINED", "NODE_DRAINED", "NODE_RESUMED", "NODE_CORDONED", "NODE_DRAINED"]
+
+
+def test_the_quarantines_evidence_is_kept_per_node_and_dropped_out_of_the_window(
+        store: Store) -> None:
+    first = Evidence("t-1", 1, 100.0, "Xid 79: GPU has fallen off the bus")
+    store.nodes.add_evidence(["w1", "w2"], first, since=0.0)
+    store.nodes.add_evidence(["w1"], first, since=0.0)  # once per attempt and node
+    assert store.nodes.evidence_since(0.0) == [("w1", first), ("w2", first)]
+    later = Evidence("t-2", 3, 250.0, "CUDA error: uncorrectable ECC error")
+    store.nodes.add_evidence(["w1"], later, since=150.0)  # the window: from 150 on
+    assert store.nodes.evidence_since(0.0) == [("w1", later)]
+    assert store.nodes.evidence_since(251.0) == []
