@@ -34,7 +34,7 @@ from service.engine.observed import Observed, Seen
 from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
 from service.store.core import Deposed
-from service.store.db import storage_fault
+from service.store.db import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +122,7 @@ class ViewPublisher:
         except Deposed:
             raise  # another instance leads: the loop's end, as for any of its writes
         except Exception as exc:
-            fault = storage_fault(exc)
-            if fault is None:
-                log.exception("publishing the leader's view failed")
-            else:
-                log.warning("publishing the leader's view failed: %s", fault)
+            log_failure(log, "publishing the leader's view", exc)
             return
         self._published_at, self._published = now, text
 

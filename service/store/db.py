@@ -17,6 +17,7 @@ scheduler reports itself degraded.
 from __future__ import annotations
 
 import errno
+import logging
 import sqlite3
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -91,6 +92,17 @@ def storage_fault(exc: BaseException) -> str | None:
 
         return postgres_fault(exc)
     return None
+
+
+def log_failure(logger: logging.Logger, what: str, exc: BaseException) -> None:
+    """``what`` failed with ``exc``, on a loop that tries again: a storage fault is one
+    warning line (the database's condition, not a bug), anything else an error with its
+    traceback."""
+    fault = storage_fault(exc)
+    if fault is None:
+        logger.error("%s failed", what, exc_info=exc)
+    else:
+        logger.warning("%s failed: %s", what, fault)
 
 
 def migration_files() -> list[tuple[int, Path]]:

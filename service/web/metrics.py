@@ -60,7 +60,7 @@ from service.engine.observed import RESOURCES, Observed, total_of
 from service.engine.sampling import Sampler, SampleStore
 from service.policy.nodehealth import HealthReport
 from service.scheduling.fairshare import Share
-from service.store.db import storage_fault
+from service.store.db import log_failure
 from service.web.leadership import LeaseCollector, LeaseHolder
 from service.web.node_metrics import NodeCollector, NodeStatsSource
 
@@ -355,11 +355,7 @@ class ServiceMetrics:
             self._sampler.sample(
                 now, snapshot if isinstance(snapshot, ClusterSnapshot) else None)
         except Exception as exc:
-            fault = storage_fault(exc)
-            if fault is None:
-                log.exception("sampling the queue after a tick failed")
-            else:
-                log.warning("sampling the queue after a tick failed: %s", fault)
+            log_failure(log, "sampling the queue after a tick", exc)
 
     def render(self) -> bytes:
         """The exposition text. Reads the store (tasks by state): call it off the event
