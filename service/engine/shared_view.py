@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from service.cluster.boundary import ClusterSnapshot, NodeResources
@@ -86,10 +87,10 @@ def view_of(text: str, at: float) -> tuple[Seen, dict[str, HealthReport]]:
         held_gpus=snap["held_gpus"], pending_pg_since=snap["pending_pg_since"],
         held_on=snap["held_on"])
     seen = Seen(at, snapshot, doc["unreachable"],
-                {user: Share(charge, share, weight)
-                 for user, charge, share, weight in doc["shares"]},
-                {task: Planned(bound, expected)
-                 for task, (bound, expected) in doc["estimates"].items()})
+                MappingProxyType({user: Share(charge, share, weight)
+                                  for user, charge, share, weight in doc["shares"]}),
+                MappingProxyType({task: Planned(bound, expected)
+                                  for task, (bound, expected) in doc["estimates"].items()}))
     health = {node: HealthReport(node, healthy, reason, checked_at, interval_s)
               for node, healthy, reason, checked_at, interval_s in doc["health"]}
     return seen, health
