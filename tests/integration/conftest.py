@@ -19,10 +19,10 @@ second run of the Ray faults; and the tier must stay short (CI under 60 min). On
 - test_flow.py's kill -9 of the service with a task queued, one caught mid-submit and one
   running, then its restart (what the store kept is all it has: never a second Ray job).
 Those add ~4 min here (2 cores): 212 and 215 s in two runs with ``--durations`` before
-the kill -9 joined them (27 s on PostgreSQL), the server's start included. Left on SQLite: the serial
-gangs (the same admission as the gang test), logs (read from Ray and the files), the
-failing pipelines (~105 s), two users through the CLI (~46 s), the Ray faults. Each of
-those passed on PostgreSQL too when measured (all but the Ray faults).
+the kill -9 joined them (27 s on PostgreSQL), the server's start included. Left on
+SQLite: the serial gangs (the same admission as the gang test), logs (read from Ray and
+the files), the failing pipelines (~105 s), two users through the CLI (~46 s), the Ray
+faults. Each of those passed on PostgreSQL too when measured (all but the Ray faults).
 """
 
 from __future__ import annotations
