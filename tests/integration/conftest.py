@@ -366,3 +366,26 @@ def ray_job(cluster: LocalRayCluster, submission_id: str) -> Any:
     from ray.job_submission import JobSubmissionClient
 
     return JobSubmissionClient(cluster.dashboard_url).get_job_info(submission_id)
+
+
+FENCE_PREFIX = "argus-fence-"
+
+
+def live_fences(cluster: LocalRayCluster) -> list:
+    """The fence jobs (``service.cluster.fence``) on Ray that have not ended, whoever
+    started them."""
+    from ray.job_submission import JobSubmissionClient
+
+    return [j for j in JobSubmissionClient(cluster.dashboard_url).list_jobs()
+            if (j.submission_id or "").startswith(FENCE_PREFIX) and not j.status.is_terminal()]
+
+
+def stop_fences(cluster: LocalRayCluster) -> None:
+    """Whatever a test left on the session's cluster (a fence outlives the service that
+    started it): the next test wants an idle cluster."""
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(cluster.dashboard_url)
+    for job in live_fences(cluster):
+        client.stop_job(job.submission_id)
+    wait_until(lambda: not live_fences(cluster), 60, "the fences to end")

@@ -16,7 +16,7 @@ import pytest
 
 from service.domain.layout import checkpoint_dir
 
-from .conftest import TERMINAL, ensure_workers, free_gpus, ray_job
+from .conftest import TERMINAL, ensure_workers, free_gpus, live_fences, ray_job
 from .localray import wait_until
 from .test_preemption import RESUMED, SAVED, _events, _log, _steps, _story, _tracker
 
@@ -82,3 +82,6 @@ def test_drain_requeue_resumes_the_run_on_another_worker_from_its_checkpoint(
 
     r = argus.http.post(f"{argus.url}/api/v2/nodes/{name}:resume", timeout=10)
     assert r.status_code == 200 and r.json()["cordon"]["requeue"] is True, r.text
+    # the resume stops the fence (a fence outlives the service that started it: one left
+    # here held the node in the next test of the session's cluster)
+    wait_until(lambda: not live_fences(ray_cluster), 60, "the resume to stop the fence")

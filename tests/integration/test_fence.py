@@ -9,13 +9,10 @@ import re
 
 import pytest
 
-from .conftest import ensure_workers
+from .conftest import FENCE_PREFIX, ensure_workers, live_fences, stop_fences
 from .localray import LocalRayCluster, wait_until
 
 pytestmark = pytest.mark.timeout(420)
-
-FENCE_PREFIX = "argus-fence-"
-
 
 def _free(cluster: LocalRayCluster, node_id: str) -> dict[str, float]:
     """The node's available resources from the GCS, verl's way (none at 0)."""
@@ -26,27 +23,6 @@ def _free(cluster: LocalRayCluster, node_id: str) -> dict[str, float]:
         if u.node_id.hex() == node_id:
             return {k: float(v) for k, v in u.resources_available.items() if v > 0}
     raise KeyError(node_id)
-
-
-def _jobs(cluster: LocalRayCluster) -> list:
-    from ray.job_submission import JobSubmissionClient
-
-    return JobSubmissionClient(cluster.dashboard_url).list_jobs()
-
-
-def _live_fences(cluster: LocalRayCluster) -> list:
-    return [j for j in _jobs(cluster) if (j.submission_id or "").startswith(FENCE_PREFIX)
-            and not j.status.is_terminal()]
-
-
-def _stop_fences(cluster: LocalRayCluster) -> None:
-    """Whatever a failed run left: the next test wants an idle cluster."""
-    from ray.job_submission import JobSubmissionClient
-
-    client = JobSubmissionClient(cluster.dashboard_url)
-    for job in _live_fences(cluster):
-        client.stop_job(job.submission_id)
-    wait_until(lambda: not _live_fences(cluster), 60, "the fences to end")
 
 
 def _ran_on(argus, task_id: str) -> set[str]:
@@ -67,6 +43,7 @@ def test_a_cordoned_worker_is_fenced_on_ray_and_gets_no_gang_until_resumed(ray_c
     keep_name, fenced_name = ensure_workers(ray_cluster, 2)
     keep, fenced = ray_cluster.node_id_of(keep_name), ray_cluster.node_id_of(fenced_name)
     name = fenced[:12]  # started by hand: the names are id prefixes (test_nodes.py)
+    stop_fences(ray_cluster)  # none left by an earlier test on the session's cluster
     try:
         wait_until(lambda: any(n["node_id"] == fenced for n in argus.http.get(
             f"{argus.url}/api/v2/nodes", timeout=10).json()["nodes"]), 30, "the worker listed")
@@ -76,7 +53,7 @@ def test_a_cordoned_worker_is_fenced_on_ray_and_gets_no_gang_until_resumed(ray_c
         # the fence takes the idle node's GPUs, CPUs and driver slots
         wait_until(lambda: not {"GPU", "CPU", "worker_node"} & _free(ray_cluster, fenced).keys(),
                    120, f"the fence to hold node {name} (log: {argus.log_path})")
-        (fence,) = _live_fences(ray_cluster)
+        (fence,) = live_fences(ray_cluster)
         assert fence.submission_id.startswith(f"{FENCE_PREFIX}{name}-"), fence
         assert fence.metadata["argus_fence"] == name, fence.metadata
         assert fence.metadata["argus_fence_node_id"] == fenced, fence.metadata
@@ -93,7 +70,7 @@ def test_a_cordoned_worker_is_fenced_on_ray_and_gets_no_gang_until_resumed(ray_c
 
         r = argus.http.post(f"{argus.url}/api/v2/nodes/{name}:resume", timeout=10)
         assert r.status_code == 200, r.text
-        wait_until(lambda: not _live_fences(ray_cluster)
+        wait_until(lambda: not live_fences(ray_cluster)
                    and _free(ray_cluster, fenced).get("GPU") == 4.0, 60,
                    "the fence to go and the node's GPUs to be free")
         # two whole-node gangs at once: one of them must run on the resumed node
@@ -103,11 +80,12 @@ def test_a_cordoned_worker_is_fenced_on_ray_and_gets_no_gang_until_resumed(ray_c
         assert any(fenced[:8] in _ran_on(argus, t) for t in pair)
     finally:
         argus.http.post(f"{argus.url}/api/v2/nodes/{name}:resume", timeout=10)
-        _stop_fences(ray_cluster)
+        stop_fences(ray_cluster)
 
 
 def test_a_drained_worker_is_fenced_as_its_attempt_ends(ray_cluster, argus):
     ensure_workers(ray_cluster, 2)
+    stop_fences(ray_cluster)  # none left by an earlier test on the session's cluster
     tid = argus.submit(nnodes=1, gpus=2, duration_s=20)
     argus.wait_for(tid, lambda t: t["state"] == "RUNNING", 120, "to run")
 
@@ -126,7 +104,7 @@ def test_a_drained_worker_is_fenced_as_its_attempt_ends(ray_cluster, argus):
         wait_until(lambda: "GPU" not in _free(ray_cluster, node_id), 120,
                    f"the fence to hold the free GPUs of {name} (log: {argus.log_path})")
         assert argus.task(tid)["state"] == "RUNNING"
-        (fence,) = _live_fences(ray_cluster)
+        (fence,) = live_fences(ray_cluster)
         assert argus.wait_state(tid, "SUCCEEDED", timeout=180)["state"] == "SUCCEEDED"
 
         from ray.job_submission import JobSubmissionClient
@@ -136,7 +114,7 @@ def test_a_drained_worker_is_fenced_as_its_attempt_ends(ray_cluster, argus):
                    in client.get_job_logs(fence.submission_id), 60,
                    "the fence to take what the attempt gave back")
         assert "GPU" not in _free(ray_cluster, node_id)
-        assert [f.submission_id for f in _live_fences(ray_cluster)] == [fence.submission_id]
+        assert [f.submission_id for f in live_fences(ray_cluster)] == [fence.submission_id]
     finally:
         argus.http.post(f"{argus.url}/api/v2/nodes/{name}:resume", timeout=10)
-        _stop_fences(ray_cluster)
+        stop_fences(ray_cluster)
