@@ -28,7 +28,7 @@ from collections.abc import Callable
 from secrets import token_hex
 
 from service.domain.lease import LEADER, Instance, LeaseRow, free_to_take, held_by
-from service.store.db import StorageUnavailable
+from service.store.db import StorageUnavailable, log_failure
 from service.store.lease import LeaseLost, LeaseStore
 
 log = logging.getLogger(__name__)
@@ -173,10 +173,8 @@ class LeaseKeeper:
             return
         try:
             self.standing_by()
-        except StorageUnavailable as exc:
-            log.warning("could not read the leader's view: %s", exc)
-        except Exception:
-            log.exception("following the leader's view failed")
+        except Exception as exc:
+            log_failure(log, "following the leader's view", exc)
 
     def lose(self, why: str) -> None:
         """A fenced write found the lease taken over: the same end as a lost renewal."""
