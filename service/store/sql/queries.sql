@@ -10,9 +10,10 @@
 -- Task reads return the task's columns and its latest attempt's (NULL without one); the
 -- attempt's created_at is renamed attempt_created_at wherever both tables are read. A
 -- runnable task's queue_position (1-based, in admission order: priority first, then FIFO)
--- is an indexed count of the runnable rows ahead of it, evaluated only for runnable rows;
--- it is NULL for the others. (Fair share reorders users of one priority tick by tick: the
--- position is the priority-and-FIFO order the pending reason explains departures from.)
+-- is two indexed counts of the runnable rows ahead of it (task_place), evaluated only for
+-- runnable rows; it is NULL for the others. (Fair share reorders users of one priority
+-- tick by tick: the position is the priority-and-FIFO order the pending reason explains
+-- departures from.)
 
 -- tasks: create and read ------------------------------------------------------------------
 
@@ -64,10 +65,19 @@ SELECT state FROM tasks WHERE task_id = :task_id;
 -- One task's queue position (a waiting task's) and its latest attempt's nodes as a JSON
 -- array of [name, role, gpus, seen_at] (in the primary key's order:
 -- service.store.placement orders them): get_task and task_page. Used after FROM tasks t.
+-- The position is two counts, each a range of tasks_runnable (priority DESC, seq): the rows
+-- of a higher priority, then those of its own ahead of it. SQLite reads the one count of
+-- "priority > p OR (priority = p AND seq < s)" as the range priority >= p, every waiting
+-- row of its priority and above whatever the task's place: 2.0 ms a read at 25,000
+-- waiting for the first of them as for the last, against 0.007 ms (first), 0.45 (middle),
+-- 0.95 (last) for the two ranges.
 CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
     SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
-    WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
-      AND (r.priority > t.priority OR (r.priority = t.priority AND r.seq < t.seq))
+    WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority > t.priority
+) + (
+    SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+    WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority = t.priority
+      AND r.seq < t.seq
 ) END AS queue_position,
 (SELECT json_group_array(json_array(name, role, gpus, seen_at)) FROM attempt_nodes
  WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes

@@ -416,6 +416,17 @@ def test_queries_use_the_partial_indexes(store: Store, name: str) -> None:
     assert "TEMP B-TREE" not in plan, plan
 
 
+@pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")
+@pytest.mark.parametrize("name", ["get_task", "task_page"])
+def test_a_queue_position_counts_two_ranges_of_the_queue(store: Store, name: str) -> None:
+    """A waiting task's read counts the rows of a higher priority, then those of its own
+    ahead of it: one count of "priority > p OR (priority = p AND seq < s)" is read as the
+    range priority >= p, every waiting row of the task's priority whatever its place."""
+    plan = _plan(store, QUERIES[name], {"task_id": "x"})
+    assert "tasks_runnable (priority>?)" in plan, plan
+    assert "tasks_runnable (priority=? AND seq<?)" in plan, plan
+
+
 def _index_terms(store: Store) -> dict[str, str]:
     """``{index: its WHERE term}`` of the partial indexes, as SQLite holds them."""
     rows = store.core._conn.execute(

@@ -254,11 +254,12 @@ RETURNING id;
 
 -- fragment: task_place
 -- As queries.sql's (this file's texts get this one). jsonb_agg for SQLite's
--- json_group_array, read back as the same text ('[]': no nodes). The queue position is two
--- counts, each a range of tasks_runnable (priority DESC, seq): PostgreSQL reads the OR of
--- SQLite's text as a bitmap scan that visits the table's page of every waiting row ahead
--- (0.73 ms with 500 ahead, against 0.10 for the two ranges, which read the index alone
--- where the visibility map allows).
+-- json_group_array, read back as the same text ('[]': no nodes). The queue position is the
+-- same two counts, each a range of tasks_runnable (priority DESC, seq), without SQLite's
+-- INDEXED BY: PostgreSQL read one count of "priority > p OR (priority = p AND seq < s)" as
+-- a bitmap scan that visits the table's page of every waiting row ahead (0.73 ms with 500
+-- ahead, against 0.10 for the two ranges, which read the index alone where the visibility
+-- map allows).
 CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
     SELECT count(*) FROM tasks r
     WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority > t.priority
