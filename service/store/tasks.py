@@ -279,7 +279,7 @@ class TaskStore(Part):
         """(pending: ``limit`` runnable tasks in admission order with positions, after the
         first ``offset``; running: active tasks); only ``user``'s when given, only those
         waiting for a reason of kind ``reason`` when given, their positions still counted
-        in the whole queue (one ranking for the page)."""
+        in the whole queue (one statement for the page: queue_positions)."""
         params: dict[str, Any] = {"limit": limit, "offset": offset, "user": user,
                                   "reason": None if reason is None else WaitKind(reason).value}
         with self._snapshot() as conn:  # a task is in one list or the other, never both

@@ -166,15 +166,51 @@ WHERE t.seq < :before_seq
 ORDER BY t.seq DESC LIMIT :limit;
 
 -- name: queue_positions
--- The queue positions of the runnable tasks among :seqs (a JSON array of seq): one ranking
--- of the runnable rows in admission order (the index's order: no sort), however many of a
--- page's rows ask.
-SELECT seq, pos FROM (
-    SELECT seq, row_number() OVER (ORDER BY priority DESC, seq) AS pos
-    FROM tasks INDEXED BY tasks_runnable
-    WHERE state IN ('QUEUED', 'PENDING_RESOURCES')
+-- The queue positions of the runnable tasks among :seqs (a JSON array of seq), in one
+-- statement, without ranking the whole queue: the page's waiting rows in admission order
+-- (ordered, a sort of the page alone), each one's gap to the one before it (the first: the
+-- rows ahead of it, as task_place counts them; the next ones: the rows between the two,
+-- one to three ranges of tasks_runnable), the positions the running sum of the gaps. The
+-- index is walked once up to the page's last row at most, where a ranking of every waiting
+-- row cost about a microsecond a row (27.6 ms a page at 56,772 waiting, against 0.34 ms
+-- for a page at the front of the queue and 2.3 ms at its back). PostgreSQL keeps the
+-- ranking (its text says why).
+WITH ordered AS (
+    SELECT t.seq, t.priority,
+           lag(t.priority) OVER w AS prev_priority, lag(t.seq) OVER w AS prev_seq
+    FROM tasks t
+    WHERE t.seq IN (SELECT value FROM json_each(:seqs))
+      AND t.state IN ('QUEUED', 'PENDING_RESOURCES')
+    WINDOW w AS (ORDER BY t.priority DESC, t.seq)
+), gaps AS (
+    SELECT o.seq, o.priority, 1 + CASE
+        WHEN o.prev_seq IS NULL THEN (
+            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority > o.priority
+        ) + (
+            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+              AND r.priority = o.priority AND r.seq < o.seq)
+        WHEN o.prev_priority = o.priority THEN (
+            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+              AND r.priority = o.priority AND r.seq > o.prev_seq AND r.seq < o.seq)
+        ELSE (
+            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+              AND r.priority = o.prev_priority AND r.seq > o.prev_seq
+        ) + (
+            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+              AND r.priority < o.prev_priority AND r.priority > o.priority
+        ) + (
+            SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
+            WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES')
+              AND r.priority = o.priority AND r.seq < o.seq)
+    END AS gap
+    FROM ordered o
 )
-WHERE seq IN (SELECT value FROM json_each(:seqs));
+SELECT seq, sum(gap) OVER (ORDER BY priority DESC, seq) AS pos FROM gaps;
 
 -- name: queue_pending
 -- One page of the queue in admission order (OFFSET walks the index: no sort).

@@ -373,13 +373,13 @@ def _plan(store: Store, sql: str, params: dict[str, object]) -> str:
 
 # The named queries over runnable / active rows, and the partial index each must scan.
 # A task read counts the runnable rows ahead of a runnable task (its queue position); a
-# list ranks the runnable rows once for the whole page (queue_positions).
+# list page's positions are read for the whole page at once (queue_positions: its own
+# test below).
 HOT_QUERIES = {
     "runnable": ("tasks_runnable", {"now": 1.0, "limit": 5}),
     "queue_pending": ("tasks_runnable", {"limit": 10, "offset": 20}),
     "queue_pending_of_user": ("tasks_user_runnable", {"user": "u", "limit": 10, "offset": 0}),
     "get_task": ("tasks_runnable", {"task_id": "x"}),
-    "queue_positions": ("tasks_runnable", {"seqs": "[1, 2]"}),
     "active": ("tasks_active", {}),
     "queue_running": ("tasks_active", {}),
     "blocked_page": ("tasks_blocked", {"limit": 10, "user": None}),
@@ -388,8 +388,8 @@ HOT_QUERIES = {
 
 
 def test_a_list_page_ranks_the_queue_once_not_per_row(store: Store) -> None:
-    """Positions of a page's runnable rows: right, and from one ranking (the list queries
-    themselves count nothing)."""
+    """Positions of a page's runnable rows: right, and read once for the page (the list
+    queries themselves count nothing)."""
     ids = [f"t-{i}" for i in range(6)]
     for i, task_id in enumerate(ids):
         store.tasks.create_task(NewTask(id_prefix="", workload="ppo", text="x", spec={}, nnodes=1,
@@ -404,6 +404,45 @@ def test_a_list_page_ranks_the_queue_once_not_per_row(store: Store) -> None:
         "t-5": 5, "t-4": 1, "t-3": 4, "t-2": 3, "t-1": None, "t-0": 2}
     assert {t.task_id: t.queue_position for t in page} == {
         t: store.tasks.get_task(t).queue_position for t in ids}  # the single read agrees
+
+
+@pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")
+def test_a_pages_positions_read_ranges_of_the_queue_not_all_of_it(store: Store) -> None:
+    """queue_positions counts the rows between the page's waiting rows, ranges of
+    tasks_runnable walked up to the page's last row at most; ranking every waiting row
+    (a window over the whole index) cost about a microsecond a waiting row a page."""
+    plan = _plan(store, QUERIES["queue_positions"], {"seqs": "[1, 2]"})
+    assert "SEARCH r USING COVERING INDEX tasks_runnable (priority=? AND seq>? AND seq<?)" \
+        in plan, plan
+    scans = re.findall(r"SCAN (\S+)", plan)
+    assert scans and not {"t", "r", "tasks"} & set(scans), plan  # the page, never the queue
+
+
+def test_a_pages_positions_are_the_rankings_of_the_queue(store: Store) -> None:
+    """The positions of any page's rows (a window of the newest-first list, one user's
+    tasks, one user's part of the queue), whatever their priorities and states, are their
+    ranks in the queue (priority first, then FIFO); rows not waiting have none."""
+    rng = random.Random(7)
+    for i in range(60):
+        store.tasks.create_task(NewTask(
+            id_prefix="", workload="ppo", text="x", spec={}, nnodes=1, n_gpus_per_node=1,
+            user=f"u{i % 3}", created_at=100.0 + i, priority=rng.choice([-5, 0, 0, 3, 10])),
+            task_id=tid(i))
+    for i in rng.sample(range(60), 15):
+        store.tasks.cancel(tid(i), 200.0)
+    everyone, _ = store.tasks.list_tasks(limit=100)
+    waiting = sorted((t for t in everyone if t.state in RUNNABLE),
+                     key=lambda t: (-t.priority, t.seq))
+    rank = {t.task_id: k for k, t in enumerate(waiting, start=1)}
+    assert len(rank) == 45 and len({t.priority for t in waiting}) > 2
+    pages = [store.tasks.list_tasks(limit=rng.randint(1, 20),
+                                     before_seq=rng.randint(2, everyone[0].seq + 1))[0]
+             for _ in range(12)]
+    pages += [store.tasks.list_tasks(user=f"u{k}", limit=30)[0] for k in range(3)]
+    pages += [store.tasks.queue(f"u{k}")[0] for k in range(3)]
+    for page in pages:
+        assert page and {t.task_id: t.queue_position for t in page} == {
+            t.task_id: rank.get(t.task_id) for t in page}
 
 
 @pytest.mark.sqlite_only("SQLite's query plans (EXPLAIN QUERY PLAN)")

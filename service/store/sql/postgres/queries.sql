@@ -32,6 +32,11 @@ WHERE user = :user
   AND state IN (SELECT value FROM jsonb_array_elements_text(CAST(:states AS jsonb)) AS value);
 
 -- name: queue_positions
+-- A ranking of every waiting row, not queries.sql's gaps between the page's rows: PostgreSQL
+-- plans those correlated counts with the generic estimate of a range (a third of the
+-- table: sequential scans), and their summed cost passes jit_above_cost, so each page paid
+-- ~440 ms of JIT compilation (60,000 tasks, 54,000 waiting: 490 ms a page, against 35-43
+-- ms for this ranking).
 SELECT seq, pos FROM (
     SELECT seq, row_number() OVER (ORDER BY priority DESC, seq) AS pos
     FROM tasks
