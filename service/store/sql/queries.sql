@@ -61,24 +61,29 @@ SELECT 1 AS found FROM tasks WHERE task_id = :task_id;
 -- name: task_state
 SELECT state FROM tasks WHERE task_id = :task_id;
 
--- fragment: task_place
--- One task's queue position (a waiting task's) and its latest attempt's nodes as a JSON
--- array of [name, role, gpus, seen_at] (in the primary key's order:
--- service.store.placement orders them): get_task and task_page. Used after FROM tasks t.
--- The position is two counts, each a range of tasks_runnable (priority DESC, seq): the rows
--- of a higher priority, then those of its own ahead of it. SQLite reads the one count of
+-- fragment: rows_ahead
+-- The waiting rows ahead of the waiting task t (its priority and seq) in admission order:
+-- two counts, each a range of tasks_runnable (priority DESC, seq), the rows of a higher
+-- priority, then those of its own ahead of it. SQLite reads the one count of
 -- "priority > p OR (priority = p AND seq < s)" as the range priority >= p, every waiting
 -- row of its priority and above whatever the task's place: 2.0 ms a read at 25,000
 -- waiting for the first of them as for the last, against 0.007 ms (first), 0.45 (middle),
--- 0.95 (last) for the two ranges.
-CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + (
+-- 0.95 (last) for the two ranges. (PostgreSQL's text, INDEXED BY dropped, too.)
+(
     SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
     WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority > t.priority
 ) + (
     SELECT count(*) FROM tasks r INDEXED BY tasks_runnable
     WHERE r.state IN ('QUEUED', 'PENDING_RESOURCES') AND r.priority = t.priority
       AND r.seq < t.seq
-) END AS queue_position,
+)
+
+-- fragment: task_place
+-- One task's queue position (a waiting task's: 1 + rows_ahead) and its latest attempt's
+-- nodes as a JSON array of [name, role, gpus, seen_at] (in the primary key's order:
+-- service.store.placement orders them): get_task and task_page. Used after FROM tasks t.
+CASE WHEN t.state IN ('QUEUED', 'PENDING_RESOURCES') THEN 1 + {rows_ahead}
+END AS queue_position,
 (SELECT json_group_array(json_array(name, role, gpus, seen_at)) FROM attempt_nodes
  WHERE task_id = t.task_id AND attempt_no = t.latest_attempt_no) AS latest_nodes
 
@@ -169,8 +174,9 @@ ORDER BY t.seq DESC LIMIT :limit;
 -- The queue positions of the runnable tasks among :seqs (a JSON array of seq), in one
 -- statement, without ranking the whole queue: the page's waiting rows in admission order
 -- (ordered, a sort of the page alone), each one's gap to the one before it (the first: the
--- rows ahead of it, as task_place counts them; the next ones: the rows between the two,
--- one to three ranges of tasks_runnable), the positions the running sum of the gaps. The
+-- rows ahead of it, rows_ahead's two counts for the row o (that fragment reads t, a name
+-- the plan test keeps for the tasks table); the next ones: the rows between the two, one
+-- to three ranges of tasks_runnable), the positions the running sum of the gaps. The
 -- index is walked once up to the page's last row at most, where a ranking of every waiting
 -- row cost about a microsecond a row (27.6 ms a page at 56,772 waiting, against 0.34 ms
 -- for a page at the front of the queue and 2.3 ms at its back). PostgreSQL keeps the
