@@ -435,16 +435,22 @@ def ratio(new: float, old: float) -> str:
     return f"{new / old:.2f}x" if old else "-"
 
 
-def _worktree(rev: str) -> tuple[str, str | None]:
-    """A checkout of ``rev``: the directory itself if it is one, else a new detached git
-    worktree (returned second, to be removed at the end)."""
+@contextlib.contextmanager
+def checkout(rev: str) -> Iterator[str]:
+    """A checkout of ``rev``: the directory itself if it is one, else a detached git
+    worktree made for the block and removed after it."""
     if Path(rev).is_dir():
-        return str(Path(rev).resolve()), None
+        yield str(Path(rev).resolve())
+        return
     here = Path(__file__).resolve().parent.parent
     path = tempfile.mkdtemp(prefix=f"argus-bench-api-{rev.replace('/', '_')}-")
     subprocess.run(["git", "-C", str(here), "worktree", "add", "--detach", "-f", path, rev],
                    check=True, capture_output=True, text=True)
-    return path, path
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "-C", str(here), "worktree", "remove", "--force", path],
+                       check=False)
 
 
 def _header(label: str = "") -> None:
@@ -526,14 +532,9 @@ def compare(args: argparse.Namespace) -> int:
     """The same load against REV's server and this checkout's, alternating (see the module
     docstring)."""
     print(host_line(), flush=True)
-    code, created = _worktree(args.compare)
-    try:
+    with checkout(args.compare) as code:
         sides = [Side(args.compare, code, args), Side("this", None, args)]
         merged, mixed, rss_mb = _alternate(sides, args)
-    finally:
-        if created:
-            subprocess.run(["git", "-C", str(Path(__file__).resolve().parent.parent),
-                            "worktree", "remove", "--force", created], check=False)
     print(f"\n{args.clients} clients, {args.duration:g}s per row and round, {args.rounds} "
           f"rounds alternating ({args.compare} = {code}), server logs "
           f"{', '.join(str(s.log_path) for s in sides)}\n")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo: bench.*
 
-from bench.bench_api import _worktree
+from bench.bench_api import _use_code, alternation, checkout
 from bench.hostinfo import calibration_ms, host_line
 
 USERS = 20
@@ -94,22 +94,16 @@ def _child(code: str, args: argparse.Namespace) -> dict[str, float]:
 
 
 def compare(args: argparse.Namespace) -> None:
-    old, made = _worktree(args.compare)
-    here = str(Path(__file__).resolve().parents[1])
-    runs: dict[str, list[dict[str, float]]] = {"old": [], "this": []}
-    try:
-        for k in range(args.runs):
-            for side in (("old", "this") if k % 2 == 0 else ("this", "old")):
-                runs[side].append(_child(old if side == "old" else here, args))
-    finally:
-        if made:
-            subprocess.run(["git", "-C", here, "worktree", "remove", "--force", made],
-                           check=False, capture_output=True)
+    runs: list[list[dict[str, float]]] = [[], []]
+    with checkout(args.compare) as old:
+        codes = (old, str(Path(__file__).resolve().parents[1]))
+        for order in alternation(args.runs):
+            for k in order:
+                runs[k].append(_child(codes[k], args))
     print(f"{'read (median of the runs, ms)':<32}{args.compare[:12]:>12}{'this':>10}"
           f"{'this/REV':>10}")
-    for name in runs["this"][0]:
-        before = statistics.median(r[name] for r in runs["old"])
-        after = statistics.median(r[name] for r in runs["this"])
+    for name in runs[1][0]:
+        before, after = (statistics.median(r[name] for r in side) for side in runs)
         print(f"{name:<32}{before:>12.3f}{after:>10.3f}{after / before:>9.2f}x")
 
 
@@ -125,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.waiting < 2 * PAGE:
         p.error(f"--waiting must be at least {2 * PAGE}")
-    if args.code:
-        sys.path.insert(0, args.code)
+    _use_code(args.code)
     if args.json:
         print(json.dumps(measure(args)))
         return 0

@@ -14,6 +14,7 @@ from .localray import LocalRayCluster, wait_until
 
 pytestmark = pytest.mark.timeout(420)
 
+
 def _free(cluster: LocalRayCluster, node_id: str) -> dict[str, float]:
     """The node's available resources from the GCS, verl's way (none at 0)."""
     from ray._raylet import GcsClient
