@@ -68,27 +68,30 @@ async def _live(request: web.Request) -> web.StreamResponse:
     if refusal is not None:
         return _refused(refusal)
     try:
+        # the starting point is read before the headers go out: a client that has seen
+        # the stream open and then changes a task is told of that change
+        feed = request.app[FEED]
+        seq = parse_marker(request.query.get("since"))
+        if seq is None:
+            seq = await feed.latest()
         response = web.StreamResponse(headers={
             **HEADERS, "Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
         await response.prepare(request)
         await response.write(b"retry: 2000\n\n")
         # the browser going away (a new page, a closed tab) ends the stream
         with contextlib.suppress(ConnectionResetError, ClientConnectionResetError):
-            await _follow(request, response, request.app[FEED], request.app[CLOSING])
+            await _follow(request, response, feed, seq, request.app[CLOSING])
         return response
     finally:
         slots.release(signed.id_sha256, user)
 
 
 async def _follow(request: web.Request, response: web.StreamResponse, feed: ChangeFeed,
-                  closing: asyncio.Event) -> None:
-    """Write change events until the stream's time is up, the service closes or the
-    session ends."""
-    # from the sequence the page was rendered at (``?since=``): a change made before the
-    # stream started is then sent at once; without one, from now
-    seq = parse_marker(request.query.get("since"))
-    if seq is None:
-        seq = await feed.latest()
+                  seq: int, closing: asyncio.Event) -> None:
+    """Write change events past ``seq`` until the stream's time is up, the service
+    closes or the session ends. ``seq`` is the sequence the page was rendered at
+    (``?since=``: a change made before the stream started is then sent at once), or
+    the one read before the stream opened."""
     loop = asyncio.get_running_loop()
     started = last_beat = last_check = loop.time()
     while not closing.is_set():
